@@ -1,0 +1,166 @@
+package exposition
+
+import (
+	"math"
+	"strconv"
+	"strings"
+
+	"github.com/prometheus/common/model"
+	"github.com/prometheus/prometheus/model/labels"
+)
+
+// Content types of the two formats the sidecar serves.
+const (
+	ContentTypeText        = "text/plain; version=0.0.4; charset=utf-8"
+	ContentTypeOpenMetrics = "application/openmetrics-text; version=1.0.0; charset=utf-8"
+)
+
+// textType is the TYPE word text format 0.0.4 knows for t.
+func textType(t model.MetricType) string {
+	switch t {
+	case model.MetricTypeCounter, model.MetricTypeGauge, model.MetricTypeHistogram, model.MetricTypeSummary:
+		return string(t)
+	case model.MetricTypeInfo, model.MetricTypeStateset:
+		return "gauge"
+	default:
+		return "untyped"
+	}
+}
+
+// AppendText appends fams to b in text format 0.0.4: one HELP and one TYPE
+// line per family, then its samples in order. Families are written in the
+// order given; callers sort them.
+func AppendText(b []byte, fams []Family) []byte {
+	for i := range fams {
+		f := &fams[i]
+		b = append(b, "# HELP "...)
+		b = append(b, f.Name...)
+		b = append(b, ' ')
+		b = appendEscaped(b, f.Help, false)
+		b = append(b, "\n# TYPE "...)
+		b = append(b, f.Name...)
+		b = append(b, ' ')
+		b = append(b, textType(f.Type)...)
+		b = append(b, '\n')
+		for j := range f.Samples {
+			b = appendSample(b, &f.Samples[j], false)
+		}
+	}
+	return b
+}
+
+// AppendOpenMetrics appends fams to b in OpenMetrics 1.0 text, ending with
+// "# EOF". A counter whose samples do not end in _total, which OpenMetrics
+// cannot express, is written as unknown rather than renamed.
+func AppendOpenMetrics(b []byte, fams []Family) []byte {
+	for i := range fams {
+		f := &fams[i]
+		name, typ := f.Name, "unknown"
+		switch f.Type {
+		case model.MetricTypeCounter:
+			if base, ok := strings.CutSuffix(f.Name, "_total"); ok && allNamed(f, f.Name) {
+				name, typ = base, "counter"
+			}
+		case model.MetricTypeGauge, model.MetricTypeInfo, model.MetricTypeStateset:
+			typ = "gauge"
+		case model.MetricTypeHistogram, model.MetricTypeSummary:
+			typ = string(f.Type)
+		}
+		b = append(b, "# TYPE "...)
+		b = append(b, name...)
+		b = append(b, ' ')
+		b = append(b, typ...)
+		if f.Help != "" {
+			b = append(b, "\n# HELP "...)
+			b = append(b, name...)
+			b = append(b, ' ')
+			b = appendEscaped(b, f.Help, true)
+		}
+		if f.Unit != "" && strings.HasSuffix(name, "_"+f.Unit) {
+			b = append(b, "\n# UNIT "...)
+			b = append(b, name...)
+			b = append(b, ' ')
+			b = append(b, f.Unit...)
+		}
+		b = append(b, '\n')
+		for j := range f.Samples {
+			b = appendSample(b, &f.Samples[j], true)
+		}
+	}
+	return append(b, "# EOF\n"...)
+}
+
+func allNamed(f *Family, name string) bool {
+	for i := range f.Samples {
+		if f.Samples[i].Name() != name {
+			return false
+		}
+	}
+	return true
+}
+
+func appendSample(b []byte, s *Sample, openMetrics bool) []byte {
+	b = append(b, s.Labels.Get(model.MetricNameLabel)...)
+	first := true
+	s.Labels.Range(func(l labels.Label) {
+		if l.Name == model.MetricNameLabel {
+			return
+		}
+		if first {
+			b = append(b, '{')
+			first = false
+		} else {
+			b = append(b, ',')
+		}
+		b = append(b, l.Name...)
+		b = append(b, `="`...)
+		b = appendEscaped(b, l.Value, true)
+		b = append(b, '"')
+	})
+	if !first {
+		b = append(b, '}')
+	}
+	b = append(b, ' ')
+	b = AppendFloat(b, s.Value)
+	if s.HasTimestamp {
+		b = append(b, ' ')
+		if openMetrics {
+			b = AppendFloat(b, float64(s.TimestampMs)/1000)
+		} else {
+			b = strconv.AppendInt(b, s.TimestampMs, 10)
+		}
+	}
+	return append(b, '\n')
+}
+
+// AppendFloat writes v as the exposition formats spell values.
+func AppendFloat(b []byte, v float64) []byte {
+	switch {
+	case math.IsNaN(v):
+		return append(b, "NaN"...)
+	case math.IsInf(v, 1):
+		return append(b, "+Inf"...)
+	case math.IsInf(v, -1):
+		return append(b, "-Inf"...)
+	}
+	return strconv.AppendFloat(b, v, 'g', -1, 64)
+}
+
+// appendEscaped escapes backslash and newline (HELP text), and the double
+// quote too where the text sits inside quotes (label values, OpenMetrics
+// HELP). Nothing a value holds can end its quotes or its line.
+func appendEscaped(b []byte, s string, quote bool) []byte {
+	for i := 0; i < len(s); i++ {
+		switch c := s[i]; {
+		case c == '\\':
+			b = append(b, `\\`...)
+		case c == '\n':
+			b = append(b, `\n`...)
+		case c == '"' && quote:
+			b = append(b, `\"`...)
+		default:
+			b = append(b, c)
+		}
+	}
+	return b
+}

@@ -1,0 +1,225 @@
+package exposition
+
+import (
+	"bytes"
+	"errors"
+	"io"
+	"math"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+	"github.com/prometheus/prometheus/model/labels"
+	"github.com/prometheus/prometheus/model/textparse"
+)
+
+// rawSamples walks body with Prometheus's parser alone and returns every
+// sample as "series -> value", the reference the sidecar must reproduce.
+func rawSamples(t *testing.T, body []byte, contentType string) map[string]float64 {
+	t.Helper()
+	p, err := textparse.New(body, contentType, labels.NewSymbolTable(), textparse.ParserOptions{FallbackContentType: "text/plain"})
+	if p == nil {
+		t.Fatalf("textparse.New: %v", err)
+	}
+	out := map[string]float64{}
+	var l labels.Labels
+	for {
+		e, err := p.Next()
+		if errors.Is(err, io.EOF) {
+			return out
+		}
+		if err != nil {
+			t.Fatalf("reference parse: %v", err)
+		}
+		if e == textparse.EntrySeries {
+			_, _, v := p.Series()
+			p.Labels(&l)
+			out[l.String()] = v
+		}
+	}
+}
+
+func fixtures(t *testing.T) []string {
+	t.Helper()
+	files, err := filepath.Glob("../testdata/fixtures/*.prom")
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no fixtures: %v", err)
+	}
+	return files
+}
+
+func sameValue(a, b float64) bool { return a == b || (math.IsNaN(a) && math.IsNaN(b)) }
+
+// TestRoundTripFixtures parses every real dump, writes it back as text, and
+// checks that the output holds exactly the input's samples (same names,
+// labels, values) and parses again with both Prometheus's parser and the
+// expfmt parser that routers such as the llm-d endpoint picker use.
+func TestRoundTripFixtures(t *testing.T) {
+	for _, file := range fixtures(t) {
+		t.Run(filepath.Base(file), func(t *testing.T) {
+			body, err := os.ReadFile(file)
+			if err != nil {
+				t.Fatal(err)
+			}
+			fams, _, err := Parse(body, "text/plain; version=0.0.4", ParseOptions{})
+			if strings.Contains(file, "nan-ind") {
+				if err == nil || !strings.Contains(err.Error(), "nan(ind)") {
+					t.Fatalf("want a parse error naming the bad value, got %v", err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := rawSamples(t, body, "text/plain")
+			out := AppendText(nil, fams)
+			got := rawSamples(t, out, "text/plain")
+			if len(got) != len(want) {
+				t.Errorf("output has %d samples, input %d", len(got), len(want))
+			}
+			for k, v := range want {
+				if g, ok := got[k]; !ok || !sameValue(g, v) {
+					t.Errorf("sample %s: input %v, output %v (present %v)", k, v, g, ok)
+				}
+			}
+			tp := expfmt.NewTextParser(model.LegacyValidation)
+			if _, err := tp.TextToMetricFamilies(bytes.NewReader(out)); err != nil {
+				t.Errorf("expfmt rejects the output: %v", err)
+			}
+			om := AppendOpenMetrics(nil, fams)
+			if gotOM := rawSamples(t, om, "application/openmetrics-text; version=1.0.0"); len(gotOM) != len(want) {
+				t.Errorf("OpenMetrics output has %d samples, input %d", len(gotOM), len(want))
+			}
+		})
+	}
+}
+
+func TestParseGroupsFamilies(t *testing.T) {
+	body := []byte(`# HELP h A histogram printed sum first.
+# TYPE h histogram
+h_sum{model_name="m"} 3
+h_bucket{model_name="m",le="1"} 1
+h_bucket{model_name="m",le="+Inf"} 2
+h_count{model_name="m"} 2
+# HELP empty Declared, never observed.
+# TYPE empty counter
+# TYPE c_total counter
+c_total 5
+# TYPE c_created gauge
+c_created 1.7e9
+loose{a="1"} 1
+c_total{x="again"} 6
+`)
+	fams, stats, err := Parse(body, "", ParseOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, f := range fams {
+		names = append(names, f.Name+":"+string(f.Type)+":"+itoa(len(f.Samples)))
+	}
+	want := "h:histogram:4 empty:counter:0 c_total:counter:2 c_created:gauge:1 loose:unknown:1"
+	if got := strings.Join(names, " "); got != want {
+		t.Errorf("families\n got %s\nwant %s", got, want)
+	}
+	if stats.Samples != 8 {
+		t.Errorf("samples = %d, want 8", stats.Samples)
+	}
+	kept := DropCreated(fams)
+	for _, f := range kept {
+		if f.Name == "c_created" {
+			t.Error("c_created belongs to counter c_total and should be dropped")
+		}
+	}
+	if len(kept) != 4 {
+		t.Errorf("after DropCreated %d families, want 4", len(kept))
+	}
+}
+
+func itoa(i int) string { return string(AppendFloat(nil, float64(i))) }
+
+func TestParseRejects(t *testing.T) {
+	cases := []struct {
+		name, body, want string
+		opts             ParseOptions
+	}{
+		{"conflicting types", "# TYPE a gauge\na 1\n# TYPE a counter\n", `family "a" is declared as gauge and again as counter`, ParseOptions{}},
+		{"binary", "\x00\x01binary{{{\n", "NUL byte at offset 0", ParseOptions{}},
+		{"not utf-8", "a{l=\"\xff\xfe\"} 1\n", "not valid UTF-8", ParseOptions{}},
+		{"garbled", "a{l=1} 1\n", "parse error", ParseOptions{}},
+		{"msvc nan", "a -nan(ind)\n", "-nan(ind)", ParseOptions{}},
+		{"sample limit", "a 1\nb 2\nc 3\n", "more than 2 samples", ParseOptions{SampleLimit: 2}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			_, _, err := Parse([]byte(tc.body), "text/plain", tc.opts)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("error = %v, want it to contain %q", err, tc.want)
+			}
+		})
+	}
+}
+
+func TestDuplicatesAndInvalidNamesDropped(t *testing.T) {
+	body := "# TYPE a gauge\na{x=\"1\"} 1\na{x=\"1\"} 2\n{\"utf8.name\"} 3\nb 4\n"
+	fams, stats, err := Parse([]byte(body), "text/plain", ParseOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if stats.DuplicateSeries != 1 || stats.InvalidNames != 1 {
+		t.Errorf("stats = %+v, want 1 duplicate and 1 invalid name", stats)
+	}
+	if fams[0].Samples[0].Value != 1 || len(fams[0].Samples) != 1 {
+		t.Errorf("the first of two duplicate series must be kept, got %+v", fams[0].Samples)
+	}
+}
+
+// TestHostileLabelValues checks that nothing a label value or HELP text
+// holds can break out of its quotes or line in either output format.
+func TestHostileLabelValues(t *testing.T) {
+	body := []byte("# HELP a Help with \\\\ backslash and \\n newline.\n# TYPE a gauge\n" +
+		`a{v="quote \" backslash \\ newline \n done",u="ünïcödé ☃"} 1` + "\n")
+	fams, _, err := Parse(body, "text/plain", ParseOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := fams[0].Samples[0].Labels
+	for _, tc := range []struct {
+		ct  string
+		out []byte
+	}{
+		{"text/plain", AppendText(nil, fams)},
+		{"application/openmetrics-text; version=1.0.0", AppendOpenMetrics(nil, fams)},
+	} {
+		back, _, err := Parse(tc.out, tc.ct, ParseOptions{})
+		if err != nil {
+			t.Fatalf("%s output does not parse: %v\n%s", tc.ct, err, tc.out)
+		}
+		if got := back[0].Samples[0].Labels; !labels.Equal(got, want) {
+			t.Errorf("%s: labels changed\n got %s\nwant %s", tc.ct, got, want)
+		}
+		if back[0].Help != fams[0].Help {
+			t.Errorf("%s: help changed: %q vs %q", tc.ct, back[0].Help, fams[0].Help)
+		}
+	}
+}
+
+func TestOpenMetricsInputComesOutAsText(t *testing.T) {
+	body := []byte("# TYPE c counter\n# HELP c Requests.\nc_total 3\nc_created 1.7e9\n# TYPE i info\ni_info{version=\"1\"} 1\n# EOF\n")
+	fams, _, err := Parse(body, "application/openmetrics-text; version=1.0.0", ParseOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := string(AppendText(nil, fams))
+	for _, want := range []string{"# TYPE c_total counter\nc_total 3\n", "# TYPE i_info gauge\ni_info{version=\"1\"} 1\n"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("text output lacks %q:\n%s", want, got)
+		}
+	}
+	if strings.Contains(got, "c_created") {
+		t.Errorf("OpenMetrics _created series should be skipped:\n%s", got)
+	}
+}

@@ -1,0 +1,249 @@
+package exposition
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/prometheus/common/model"
+	"github.com/prometheus/prometheus/model/labels"
+	"github.com/prometheus/prometheus/model/textparse"
+)
+
+// ParseOptions bound what one parse may produce.
+type ParseOptions struct {
+	// SampleLimit fails the parse when the page holds more samples, as
+	// Prometheus's sample_limit fails a scrape. 0 means no limit.
+	SampleLimit int
+	// SymbolTable may be shared across parses of the same upstream to
+	// intern label strings; nil allocates a fresh one.
+	SymbolTable *labels.SymbolTable
+}
+
+// ParseStats counts what a successful parse passed over on purpose.
+type ParseStats struct {
+	Samples int
+	// DuplicateSeries are samples whose name and labels repeat an earlier
+	// sample of the same page; the first one is kept, as Prometheus keeps
+	// the first and rejects the rest.
+	DuplicateSeries int
+	// InvalidNames are samples whose metric or label names are valid only
+	// under UTF-8 naming. Text format 0.0.4 consumers (the llm-d endpoint
+	// picker parses with legacy validation) would reject the whole page
+	// because of one of them, so they are dropped.
+	InvalidNames int
+}
+
+// ErrSampleLimit is wrapped by Parse when the page exceeds ParseOptions.SampleLimit.
+var ErrSampleLimit = errors.New("sample limit exceeded")
+
+// TypeConflictError reports a family declared twice with different types:
+// no output could describe it faithfully, so the page is rejected.
+type TypeConflictError struct {
+	Family      string
+	First, Then model.MetricType
+}
+
+func (e *TypeConflictError) Error() string {
+	return fmt.Sprintf("family %q is declared as %s and again as %s; an exposition page must give each family one TYPE", e.Family, e.First, e.Then)
+}
+
+// Parse reads one exposition page with Prometheus's own parser (text format
+// 0.0.4 or OpenMetrics 1.0, chosen by contentType; an empty or unknown
+// content type is read as text format). Samples are grouped into families
+// by their TYPE/HELP headers the way Prometheus assigns series to metadata:
+// a sample belongs to the family of its own name, else to the family whose
+// name it extends by a suffix that the family's type allows (_bucket, _sum,
+// _count of a histogram, and so on), else to a new untyped family.
+//
+// Families whose header appears more than once are merged. Families with
+// HELP/TYPE but no samples are kept (with no samples), as vLLM V0 prints
+// them. The result is in order of first appearance.
+func Parse(body []byte, contentType string, opts ParseOptions) ([]Family, ParseStats, error) {
+	var stats ParseStats
+	// Prometheus's lexer stops quietly at a NUL byte, which would turn a
+	// binary body into an empty but successful page.
+	if i := bytes.IndexByte(body, 0); i >= 0 {
+		return nil, stats, fmt.Errorf("parse error: NUL byte at offset %d: the body is not a text exposition", i)
+	}
+	if !utf8.Valid(body) {
+		return nil, stats, errors.New("parse error: the body is not valid UTF-8, as every exposition format requires")
+	}
+	st := opts.SymbolTable
+	if st == nil {
+		st = labels.NewSymbolTable()
+	}
+	p, err := textparse.New(body, contentType, st, textparse.ParserOptions{
+		FallbackContentType:     "text/plain",
+		OpenMetricsSkipSTSeries: true,
+	})
+	if p == nil {
+		return nil, stats, fmt.Errorf("cannot parse content type %q: %w", contentType, err)
+	}
+
+	var (
+		fams  []Family
+		index = map[string]int{} // family name -> position in fams
+		seen  = map[uint64][]int{}
+		lset  labels.Labels
+	)
+	family := func(name string) *Family {
+		if i, ok := index[name]; ok {
+			return &fams[i]
+		}
+		index[name] = len(fams)
+		fams = append(fams, Family{Name: name, Type: model.MetricTypeUnknown})
+		return &fams[len(fams)-1]
+	}
+	typed := map[string]bool{}
+
+	for {
+		entry, err := p.Next()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return nil, stats, fmt.Errorf("parse error: %w", err)
+		}
+		switch entry {
+		case textparse.EntryHelp:
+			name, help := p.Help()
+			f := family(string(name))
+			if f.Help == "" {
+				f.Help = string(help)
+			}
+		case textparse.EntryType:
+			name, t := p.Type()
+			f := family(string(name))
+			if typed[f.Name] && f.Type != t {
+				return nil, stats, &TypeConflictError{Family: f.Name, First: f.Type, Then: t}
+			}
+			typed[f.Name] = true
+			f.Type = t
+		case textparse.EntryUnit:
+			name, unit := p.Unit()
+			family(string(name)).Unit = string(unit)
+		case textparse.EntrySeries:
+			_, ts, v := p.Series()
+			p.Labels(&lset)
+			if !legacyValid(lset) {
+				stats.InvalidNames++
+				continue
+			}
+			stats.Samples++
+			if opts.SampleLimit > 0 && stats.Samples > opts.SampleLimit {
+				return nil, stats, fmt.Errorf("%w: the page holds more than %d samples; raise --vllm.sample-limit if this upstream is meant to be that large", ErrSampleLimit, opts.SampleLimit)
+			}
+			name := lset.Get(model.MetricNameLabel)
+			fi, ok := index[name]
+			if !ok {
+				fi = -1
+				for cut := len(name) - 1; cut > 0 && fi < 0; cut-- {
+					if name[cut] != '_' {
+						continue
+					}
+					if j, ok := index[name[:cut]]; ok {
+						if _, ok := SampleSuffix(fams[j].Name, fams[j].Type, name); ok {
+							fi = j
+						}
+					}
+				}
+				if fi < 0 {
+					family(name)
+					fi = index[name]
+				}
+			}
+			h := lset.Hash()
+			dup := false
+			for _, k := range seen[h] {
+				fk, sk := k>>32, k&0xffffffff
+				if labels.Equal(fams[fk].Samples[sk].Labels, lset) {
+					dup = true
+					break
+				}
+			}
+			if dup {
+				stats.DuplicateSeries++
+				continue
+			}
+			f := &fams[fi]
+			seen[h] = append(seen[h], fi<<32|len(f.Samples))
+			s := Sample{Labels: lset, Value: v}
+			if ts != nil {
+				s.TimestampMs, s.HasTimestamp = *ts, true
+			}
+			f.Samples = append(f.Samples, s)
+		case textparse.EntryHistogram:
+			// Native histograms come only in protobuf or OpenMetrics 2.0,
+			// which the sidecar never asks for.
+			return nil, stats, errors.New("parse error: native histogram in a text page; the sidecar reads classic histograms only")
+		}
+	}
+	for i := range fams {
+		canonicalForText(&fams[i])
+	}
+	return fams, stats, nil
+}
+
+// canonicalForText names families the way text format 0.0.4 does, so that
+// an OpenMetrics upstream comes out as a text-format one would: the family
+// of counter samples "x_total" is "x_total", and an info family "x" with
+// samples "x_info" becomes the gauge family "x_info".
+func canonicalForText(f *Family) {
+	switch f.Type {
+	case model.MetricTypeCounter:
+		if !strings.HasSuffix(f.Name, "_total") && len(f.Samples) > 0 && allNamed(f, f.Name+"_total") {
+			f.Name += "_total"
+		}
+	case model.MetricTypeInfo:
+		if len(f.Samples) > 0 && allNamed(f, f.Name+"_info") {
+			f.Name += "_info"
+			f.Type = model.MetricTypeGauge
+		}
+	}
+}
+
+// legacyValid reports whether every name in l is valid under the legacy
+// (pre-UTF-8) naming rules: colons allowed in metric names only.
+func legacyValid(l labels.Labels) bool {
+	ok := true
+	l.Range(func(lb labels.Label) {
+		if !ok {
+			return
+		}
+		if lb.Name == model.MetricNameLabel {
+			ok = model.LegacyValidation.IsValidMetricName(lb.Value)
+			return
+		}
+		ok = model.LegacyValidation.IsValidLabelName(lb.Name)
+	})
+	return ok
+}
+
+// DropCreated removes the "_created" gauge families that Python's
+// prometheus_client prints beside every counter and histogram (V1 vLLM does
+// since it never disables them). They hold process start times, not
+// measurements; resets are detected from decreasing values instead, as
+// Prometheus does for text-format targets. A family is dropped only when the
+// counter or histogram it belongs to is on the same page, so an upstream
+// metric that merely ends in "_created" is kept.
+func DropCreated(fams []Family) []Family {
+	names := make(map[string]model.MetricType, len(fams))
+	for i := range fams {
+		names[fams[i].Name] = fams[i].Type
+	}
+	out := fams[:0]
+	for _, f := range fams {
+		if base, ok := strings.CutSuffix(f.Name, "_created"); ok && f.Type != model.MetricTypeCounter {
+			if names[base+"_total"] == model.MetricTypeCounter || names[base] == model.MetricTypeCounter ||
+				names[base] == model.MetricTypeHistogram || names[base] == model.MetricTypeSummary {
+				continue
+			}
+		}
+		out = append(out, f)
+	}
+	return out
+}
