@@ -1,0 +1,379 @@
+package collector
+
+import (
+	"math"
+	"slices"
+	"sort"
+	"time"
+
+	"github.com/prometheus/common/model"
+	"github.com/prometheus/prometheus/model/labels"
+
+	"github.com/fos-study/vllm-normalizer/exposition"
+)
+
+// Names of the derived gauge families. They are a public contract; see
+// docs/derived.md.
+const (
+	DerivedPreemptionsPerSecond        = "vllm_derived_preemptions_per_second"
+	DerivedPrefixCacheHitRatio         = "vllm_derived_prefix_cache_hit_ratio"
+	DerivedExternalPrefixCacheHitRatio = "vllm_derived_external_prefix_cache_hit_ratio"
+	DerivedQueueTimeMeanSeconds        = "vllm_derived_queue_time_mean_seconds"
+	DerivedPrefillTimeMeanSeconds      = "vllm_derived_prefill_time_mean_seconds"
+	DerivedDecodeTimeMeanSeconds       = "vllm_derived_decode_time_mean_seconds"
+	DerivedTTFTQueueRatio              = "vllm_derived_ttft_queue_ratio"
+	DerivedTTFTSeconds                 = "vllm_derived_ttft_seconds"
+	DerivedInterTokenLatencySeconds    = "vllm_derived_inter_token_latency_seconds"
+	DerivedE2ELatencySeconds           = "vllm_derived_e2e_latency_seconds"
+	DerivedPromptTokensPerSecond       = "vllm_derived_prompt_tokens_per_second"
+	DerivedGenerationTokensPerSecond   = "vllm_derived_generation_tokens_per_second"
+	DerivedRequestsPerSecond           = "vllm_derived_requests_per_second"
+	DerivedPromptTokensMean            = "vllm_derived_prompt_tokens_mean"
+	DerivedGenerationTokensMean        = "vllm_derived_generation_tokens_mean"
+
+	// WindowLabel names the window a derived value covers ("1m").
+	WindowLabel = "window"
+	// QuantileLabel names the quantile of the latency gauges ("0.9").
+	QuantileLabel = "quantile"
+
+	finishedReasonLabel = "finished_reason"
+)
+
+// Shared tails of the HELP texts.
+const (
+	helpCounter = " Counters are read at the points scraped in the window (no extrapolation); a counter that goes down counts from zero." +
+		" Source series are summed over all but the grouping labels before dividing." +
+		" Absent with fewer than 2 points in the window or a zero denominator."
+	helpRate     = " Per-series increase divided by the seconds between its first and last point in the window, summed."
+	helpQuantile = " Estimated like PromQL histogram_quantile from the increases of the buckets in the window, summed by le;" +
+		" counters are read at the points scraped in the window (no extrapolation); absent without observations in the window."
+)
+
+// derivedHelp is the HELP text of each derived family: its exact
+// definition, briefly.
+var derivedHelp = map[string]string{
+	DerivedPreemptionsPerSecond: "Preemptions per second: rate of vllm:num_preemptions_total." + helpRate + helpCounter,
+	DerivedPrefixCacheHitRatio: "Prefix cache hit ratio in tokens: increase(vllm:prefix_cache_hits_total) / increase(vllm:prefix_cache_queries_total)." +
+		" Where those counters are absent (V0), the mean of the vllm:gpu_prefix_cache_hit_rate gauge over the window's points, ignoring negative values." + helpCounter,
+	DerivedExternalPrefixCacheHitRatio: "External (KV connector) prefix cache hit ratio in tokens: increase(vllm:external_prefix_cache_hits_total) / increase(vllm:external_prefix_cache_queries_total)." + helpCounter,
+	DerivedQueueTimeMeanSeconds:        "Mean queue time per request: increase(vllm:request_queue_time_seconds_sum) / increase(vllm:request_queue_time_seconds_count)." + helpCounter,
+	DerivedPrefillTimeMeanSeconds:      "Mean prefill time per request: increase(vllm:request_prefill_time_seconds_sum) / increase(vllm:request_prefill_time_seconds_count)." + helpCounter,
+	DerivedDecodeTimeMeanSeconds:       "Mean decode time per request: increase(vllm:request_decode_time_seconds_sum) / increase(vllm:request_decode_time_seconds_count)." + helpCounter,
+	DerivedTTFTQueueRatio: "Queueing share of time to first token: vllm_derived_queue_time_mean_seconds / (vllm_derived_queue_time_mean_seconds + vllm_derived_prefill_time_mean_seconds)," +
+		" same labels; absent if either is absent or their sum is 0.",
+	DerivedTTFTSeconds:               "Time to first token quantile from vllm:time_to_first_token_seconds." + helpQuantile,
+	DerivedInterTokenLatencySeconds:  "Inter-token latency quantile from vllm:inter_token_latency_seconds." + helpQuantile,
+	DerivedE2ELatencySeconds:         "End-to-end request latency quantile from vllm:e2e_request_latency_seconds." + helpQuantile,
+	DerivedPromptTokensPerSecond:     "Prompt tokens per second: rate of vllm:prompt_tokens_total." + helpRate + helpCounter,
+	DerivedGenerationTokensPerSecond: "Generated tokens per second: rate of vllm:generation_tokens_total." + helpRate + helpCounter,
+	DerivedRequestsPerSecond:         "Finished requests per second by finished_reason: rate of vllm:request_success_total." + helpRate + helpCounter,
+	DerivedPromptTokensMean:          "Mean prompt length in tokens: increase(vllm:request_prompt_tokens_sum) / increase(vllm:request_prompt_tokens_count)." + helpCounter,
+	DerivedGenerationTokensMean:      "Mean generated tokens per request: increase(vllm:request_generation_tokens_sum) / increase(vllm:request_generation_tokens_count)." + helpCounter,
+}
+
+// derivedQuantiles are the quantiles the latency gauges are computed at,
+// with their label values.
+var derivedQuantiles = []struct {
+	q     float64
+	label string
+}{{0.5, "0.5"}, {0.9, "0.9"}, {0.99, "0.99"}}
+
+// histograms whose bucket increases give quantiles, in histogram index order.
+var quantileFamilies = [...]struct {
+	src  source
+	name string
+}{
+	{srcTTFTBucket, DerivedTTFTSeconds},
+	{srcITLBucket, DerivedInterTokenLatencySeconds},
+	{srcE2EBucket, DerivedE2ELatencySeconds},
+}
+
+// rateFamilies are plain rates of one counter.
+var rateFamilies = []struct {
+	src  source
+	name string
+}{
+	{srcPreemptions, DerivedPreemptionsPerSecond},
+	{srcPromptTokens, DerivedPromptTokensPerSecond},
+	{srcGenerationTokens, DerivedGenerationTokensPerSecond},
+}
+
+// ratioFamilies are increase(num)/increase(den).
+var ratioFamilies = []struct {
+	num, den source
+	name     string
+}{
+	{srcExtPrefixHits, srcExtPrefixQueries, DerivedExternalPrefixCacheHitRatio},
+	{srcQueueSum, srcQueueCount, DerivedQueueTimeMeanSeconds},
+	{srcPrefillSum, srcPrefillCount, DerivedPrefillTimeMeanSeconds},
+	{srcDecodeSum, srcDecodeCount, DerivedDecodeTimeMeanSeconds},
+	{srcPromptLenSum, srcPromptLenCount, DerivedPromptTokensMean},
+	{srcGenLenSum, srcGenLenCount, DerivedGenerationTokensMean},
+}
+
+// group is one set of grouping label values.
+type group struct {
+	lbls []labels.Label // the grouping labels the series have, non-empty
+	acc  groupAcc
+}
+
+// groupAcc accumulates one window's contributions of a group's series.
+type groupAcc struct {
+	// inc and rate are summed over the series of a source that have at
+	// least 2 points in the window; has says whether there was one.
+	inc  [numSources]float64
+	rate [numSources]float64
+	has  [numSources]bool
+	// inWindow says whether a series of the source had any point in the
+	// window.
+	inWindow [numSources]bool
+	buckets  [len(quantileFamilies)][]bucket
+	// V0 hit-rate gauge: sum and number of non-negative values, and
+	// whether some series had 2 or more points.
+	gaugeSum    float64
+	gaugeN      int
+	gaugePoints bool
+}
+
+// reasonKey identifies a requests_per_second series: group and reason.
+type reasonKey struct {
+	group  int
+	reason string
+}
+
+// Derive returns the derived gauge families, sorted by name, computed over
+// each window ending at now. Series are grouped by the groupBy labels the
+// source series carry (a label absent upstream, such as engine on V0, is
+// absent from the result) and get a window label; quantile gauges also get
+// quantile, requests_per_second keeps finished_reason. A value that cannot
+// be computed is left out, and a family without any value is left out.
+// groupBy entries that would clash with the derived labels (__name__, le,
+// window, quantile, finished_reason) are ignored.
+func (h *History) Derive(now time.Time, groupBy []string) []exposition.Family {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.n == 0 || !h.hasBase {
+		return nil
+	}
+	t := int64(now.Sub(h.base))
+
+	by := make([]string, 0, len(groupBy))
+	for _, g := range groupBy {
+		switch g {
+		case model.MetricNameLabel, model.BucketLabel, WindowLabel, QuantileLabel, finishedReasonLabel:
+			continue
+		}
+		if !slices.Contains(by, g) {
+			by = append(by, g)
+		}
+	}
+
+	// Assign every series to its group.
+	var (
+		groups   []*group
+		groupOf  = make([]int, len(h.series))
+		index    = map[string]int{}
+		key      []byte
+		fromLbls []labels.Label
+	)
+	for i, s := range h.series {
+		key, fromLbls = key[:0], fromLbls[:0]
+		for _, name := range by {
+			v := s.lbls.Get(name)
+			key = append(key, v...)
+			key = append(key, 0xff)
+			if v != "" {
+				fromLbls = append(fromLbls, labels.Label{Name: name, Value: v})
+			}
+		}
+		gi, ok := index[string(key)]
+		if !ok {
+			gi = len(groups)
+			index[string(key)] = gi
+			groups = append(groups, &group{lbls: slices.Clone(fromLbls)})
+		}
+		groupOf[i] = gi
+	}
+
+	out := map[string][]exposition.Sample{}
+	emit := func(name string, g *group, window string, extra []labels.Label, v float64) {
+		if math.IsNaN(v) || math.IsInf(v, 0) {
+			return
+		}
+		b := labels.NewScratchBuilder(len(g.lbls) + len(extra) + 2)
+		b.Add(model.MetricNameLabel, name)
+		for _, l := range g.lbls {
+			b.Add(l.Name, l.Value)
+		}
+		for _, l := range extra {
+			if l.Value != "" {
+				b.Add(l.Name, l.Value)
+			}
+		}
+		b.Add(WindowLabel, window)
+		b.Sort()
+		out[name] = append(out[name], exposition.Sample{Labels: b.Labels(), Value: v})
+	}
+
+	for _, w := range h.windows {
+		first, last := h.windowPoints(t-int64(w), t)
+		if last-first < 1 {
+			continue // fewer than 2 points: nothing is defined
+		}
+		wl := FormatWindow(w)
+		for _, g := range groups {
+			g.acc = groupAcc{}
+		}
+		reasons := map[reasonKey]float64{}
+		for i, s := range h.series {
+			h.accumulate(s, &groups[groupOf[i]].acc, first, last, groupOf[i], reasons)
+		}
+		for _, g := range groups {
+			a := &g.acc
+			for _, rf := range rateFamilies {
+				if a.has[rf.src] {
+					emit(rf.name, g, wl, nil, a.rate[rf.src])
+				}
+			}
+			for _, rf := range ratioFamilies {
+				if v, ok := a.ratio(rf.num, rf.den); ok {
+					emit(rf.name, g, wl, nil, v)
+				}
+			}
+			if v, ok := a.prefixHitRatio(); ok {
+				emit(DerivedPrefixCacheHitRatio, g, wl, nil, v)
+			}
+			qm, qok := a.ratio(srcQueueSum, srcQueueCount)
+			pm, pok := a.ratio(srcPrefillSum, srcPrefillCount)
+			if qok && pok && qm+pm != 0 {
+				emit(DerivedTTFTQueueRatio, g, wl, nil, qm/(qm+pm))
+			}
+			for k, qf := range quantileFamilies {
+				if len(a.buckets[k]) == 0 {
+					continue
+				}
+				scratch := make([]bucket, len(a.buckets[k]))
+				for _, dq := range derivedQuantiles {
+					copy(scratch, a.buckets[k])
+					emit(qf.name, g, wl, []labels.Label{{Name: QuantileLabel, Value: dq.label}}, bucketQuantile(dq.q, scratch))
+				}
+			}
+		}
+		for rk, v := range reasons {
+			emit(DerivedRequestsPerSecond, groups[rk.group], wl, []labels.Label{{Name: finishedReasonLabel, Value: rk.reason}}, v)
+		}
+	}
+
+	names := make([]string, 0, len(out))
+	for name := range out {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	fams := make([]exposition.Family, 0, len(names))
+	for _, name := range names {
+		smps := out[name]
+		slices.SortFunc(smps, func(a, b exposition.Sample) int { return labels.Compare(a.Labels, b.Labels) })
+		fams = append(fams, exposition.Family{
+			Name:    name,
+			Type:    model.MetricTypeGauge,
+			Help:    derivedHelp[name],
+			Samples: smps,
+		})
+	}
+	return fams
+}
+
+// windowPoints returns the logical positions [first, last] of the points
+// with from < ts <= to; last < first when there are none.
+func (h *History) windowPoints(from, to int64) (first, last int) {
+	first = sort.Search(h.n, func(i int) bool { return h.ts[h.ring(i)] > from })
+	last = sort.Search(h.n, func(i int) bool { return h.ts[h.ring(i)] > to }) - 1
+	return first, last
+}
+
+// accumulate adds series s's contribution over logical positions
+// [first, last] to its group's accumulator.
+func (h *History) accumulate(s *series, a *groupAcc, first, last, gi int, reasons map[reasonKey]float64) {
+	if s.src.isGauge() {
+		points := 0
+		for i := first; i <= last; i++ {
+			v := s.vals[h.ring(i)]
+			if math.IsNaN(v) {
+				continue
+			}
+			points++
+			if v >= 0 {
+				a.gaugeSum += v
+				a.gaugeN++
+			}
+		}
+		if points > 0 {
+			a.inWindow[s.src] = true
+		}
+		if points >= 2 {
+			a.gaugePoints = true
+		}
+		return
+	}
+	// First and last point of the window where the series has a value.
+	lo, hi := -1, -1
+	for i := first; i <= last; i++ {
+		if !math.IsNaN(s.vals[h.ring(i)]) {
+			lo = i
+			break
+		}
+	}
+	if lo < 0 {
+		return
+	}
+	a.inWindow[s.src] = true
+	for i := last; i > lo; i-- {
+		if !math.IsNaN(s.vals[h.ring(i)]) {
+			hi = i
+			break
+		}
+	}
+	if hi < 0 {
+		return // a single point
+	}
+	inc := s.vals[h.ring(hi)] - s.vals[h.ring(lo)]
+	secs := float64(h.ts[h.ring(hi)]-h.ts[h.ring(lo)]) / float64(time.Second)
+	if inc < 0 || secs <= 0 {
+		return // cannot happen: stored counters never decrease, points are ordered
+	}
+	switch {
+	case s.src.isBucket():
+		for k, qf := range quantileFamilies {
+			if qf.src == s.src {
+				a.buckets[k] = append(a.buckets[k], bucket{UpperBound: s.le, Count: inc})
+			}
+		}
+	case s.src == srcRequestSuccess:
+		reasons[reasonKey{gi, s.lbls.Get(finishedReasonLabel)}] += inc / secs
+	default:
+		a.inc[s.src] += inc
+		a.rate[s.src] += inc / secs
+		a.has[s.src] = true
+	}
+}
+
+// ratio returns sum(increase(num)) / sum(increase(den)) when both have
+// contributions and the denominator is not 0.
+func (a *groupAcc) ratio(num, den source) (float64, bool) {
+	if !a.has[num] || !a.has[den] || a.inc[den] == 0 {
+		return 0, false
+	}
+	return a.inc[num] / a.inc[den], true
+}
+
+// prefixHitRatio is the counter ratio where prefix cache counters exist in
+// the window, otherwise the mean of the V0 gauge's non-negative values.
+func (a *groupAcc) prefixHitRatio() (float64, bool) {
+	if a.inWindow[srcPrefixQueries] || a.inWindow[srcPrefixHits] {
+		return a.ratio(srcPrefixHits, srcPrefixQueries)
+	}
+	if !a.gaugePoints || a.gaugeN == 0 {
+		return 0, false
+	}
+	return a.gaugeSum / float64(a.gaugeN), true
+}
