@@ -1,0 +1,79 @@
+package dashboards
+
+import "fmt"
+
+// routingSignal is one gauge a router looks at, as an expression that
+// yields one series per instance (namespace, pod, model_name).
+type routingSignal struct {
+	title    string
+	expr     string
+	unit     string
+	question string
+}
+
+func routingSignals() []routingSignal {
+	return []routingSignal{
+		{"Waiting requests", fmt.Sprintf(`sum by (%s) (vllm:num_requests_waiting{%s})`, inst, selModel), "short",
+			"Which instance has the longest queue? Requests accepted but not yet scheduled into a batch."},
+		{"Running requests", fmt.Sprintf(`sum by (%s) (vllm:num_requests_running{%s})`, inst, selModel), "short",
+			"How big is each instance's running batch? More running requests means more throughput but slower tokens."},
+		{"KV-cache usage", fmt.Sprintf(`max by (%s) (vllm:kv_cache_usage_perc{%s})`, inst, selModel), "percentunit",
+			"How full is each instance's KV cache (0..1, highest data-parallel engine)? High usage alone is normal; read it together with preemptions."},
+		{"Preemptions per second", fmt.Sprintf(`sum by (%s) (vllm_derived_preemptions_per_second{%s})`, inst, selWin), "short",
+			"Is an instance evicting running requests for lack of KV-cache memory? Preemption, not KV usage, is the memory-pressure signal."},
+		{"TTFT queue share", fmt.Sprintf(`max by (%s) (vllm_derived_ttft_queue_ratio{%s})`, inst, selWin), "percentunit",
+			"Which share of time-to-first-token does each instance spend queueing (mean queue time / mean TTFT)? A high share means the instance is the bottleneck, not the model."},
+		{"Prefix-cache hit ratio", fmt.Sprintf(`avg by (%s) (vllm_derived_prefix_cache_hit_ratio{%s})`, inst, selWin), "percentunit",
+			"How much of each instance's prompt tokens are served from its prefix cache? Low on one instance means prefix-aware routing is not sending it matching traffic."},
+	}
+}
+
+// relativeToPeers divides each instance's value by the average over the
+// instances that serve the same model: 1 is average, 2 twice the average.
+func relativeToPeers(perInstance string) string {
+	return fmt.Sprintf("%s\n/ on (model_name) group_left ()\navg by (model_name) (%s)", perInstance, perInstance)
+}
+
+func routing() Dashboard {
+	l := &layout{}
+	sig := routingSignals()
+
+	l.row("Now: every instance side by side")
+	up := stat("Sidecars reporting vLLM up",
+		"How many vLLM instances in the selection can be routed to right now? Counts sidecars whose last scrape of vLLM succeeded (vllm_up == 1) against all sidecars.",
+		"short", nil, nil,
+		q(fmt.Sprintf(`sum(vllm_up{%s})`, selPod), "up"),
+		q(fmt.Sprintf(`count(vllm_up{%s})`, selPod), "sidecars"))
+	l.add(up, 4, 8)
+
+	var tableTargets []Target
+	rename := map[string]string{}
+	for i, s := range sig {
+		tableTargets = append(tableTargets, instant(s.expr))
+		rename[fmt.Sprintf("Value #%c", 'A'+i)] = s.title
+	}
+	l.add(table("Routing view per instance",
+		"Which instance would a router pick right now? The routing gauges of every instance in one row each, at the end of the time range; sort by any column. Preemptions, TTFT queue share and prefix-cache hit ratio use the selected derived window.",
+		nil, rename, tableTargets...), 20, 8)
+
+	l.row("Absolute values per instance")
+	for _, s := range sig {
+		o := tsOpt{unit: s.unit, min: f(0)}
+		if s.unit == "percentunit" {
+			o.max = f(1)
+		}
+		l.add(timeseries(s.title+" per instance", s.question, o, q(s.expr, "{{pod}} {{model_name}}")), 8, 8)
+	}
+
+	l.row("Each instance relative to its peers (1 = average of the instances serving the same model)")
+	for _, s := range sig {
+		l.add(timeseries(s.title+" relative to peers",
+			"Is this instance out of line with the others serving the same model? Value divided by the average over those instances: 1 is average, 2 is twice the average. vLLM has no official absolute thresholds, so the comparison between instances is the signal. Empty when every instance is at 0.",
+			tsOpt{unit: "short", min: f(0)},
+			q(relativeToPeers(s.expr), "{{pod}} {{model_name}}")), 8, 8)
+	}
+
+	return newDashboard("vllm-normalizer-routing", "vLLM / Routing view",
+		"The gauges routers use, for every vLLM instance side by side and relative to its peers. Data from the vllm-normalizer sidecar.",
+		[]string{"routing"}, standardVars(windowVar()), l.panels)
+}
