@@ -1,0 +1,52 @@
+// Package mapping turns what a vLLM server prints on /metrics into a stable
+// set of metric names, and reports how the page relates to vLLM's history.
+//
+// The package is pure: no I/O, no flags, no mutable globals. Its only
+// package-level data is the embedded, read-only catalogue (catalogue.yaml),
+// which lists every vllm: family vLLM has ever printed: type, unit, labels,
+// kind (routing gauge, diagnostic counter/histogram, info), the release or
+// main-branch date it was added, deprecated, hidden and removed, and the
+// family that replaced it when it was renamed.
+//
+// # Order of operations
+//
+// One scrape goes through three steps, in this order:
+//
+//  1. Normalize: legacy names become current ones (vllm:gpu_cache_usage_perc
+//     is served as vllm:kv_cache_usage_perc, with the same labels, values and
+//     buckets, and a HELP that says where it came from). When the page holds
+//     both names, as vLLM 0.9.2 to 0.11 prints them, the current family is
+//     served once and the legacy twin is dropped; if the twin's values
+//     differed, the current name is listed in Report.Disagreements. The
+//     Report also carries one Status per catalogue metric and what the page
+//     says about the engine (v0 or v1) and release.
+//  2. Derive (outside this package): routing gauges are computed from the
+//     normalised families, so they only ever see current names.
+//  3. Present: the families the configuration drops are removed, legacy
+//     aliases are added when enabled (never when the upstream itself prints
+//     the legacy name), the user's metric_relabel_configs run per series as
+//     in Prometheus, names take the chosen style (colon or underscore), and
+//     collisions are resolved by keeping the first family or series and
+//     counting the rest.
+//
+// # Statuses
+//
+// StatusFamilies exposes vllm_normalizer_metric_status{metric, status,
+// replacement} with one series per catalogue metric. The status is one of:
+//
+//	present  a current name that is served, from the upstream's own series
+//	         or mapped from a legacy name
+//	renamed  a legacy name; if the upstream prints it, its data is served as
+//	         the family named by replacement
+//	legacy   a name vLLM removed without successor that this older upstream
+//	         still prints; it is passed through unchanged
+//	removed  a name vLLM removed without successor that this upstream does
+//	         not print (vllm:cpu_cache_usage_perc on a V1 server)
+//	absent   a current name this upstream does not print (too old, or an
+//	         optional feature that is off)
+//
+// Renames that depend on a label (the KV-offload transfer_type families,
+// split into load_* and store_*) report every target in replacement,
+// comma-separated; series with a label value the catalogue does not know
+// keep their legacy name.
+package mapping

@@ -1,0 +1,443 @@
+package mapping
+
+import (
+	"fmt"
+	"math"
+	"sort"
+	"strings"
+
+	"github.com/prometheus/common/model"
+	"github.com/prometheus/prometheus/model/labels"
+	"github.com/prometheus/prometheus/model/relabel"
+
+	"github.com/fos-study/vllm-normalizer/exposition"
+)
+
+// NameStyle is how metric names are spelled on output.
+type NameStyle string
+
+// Name styles.
+const (
+	// NameStyleColon keeps vLLM's names ("vllm:kv_cache_usage_perc").
+	NameStyleColon NameStyle = "colon"
+	// NameStyleUnderscore turns every ":" in metric names into "_"
+	// ("vllm_kv_cache_usage_perc"), as vLLM's Ray exporter spells them.
+	NameStyleUnderscore NameStyle = "underscore"
+)
+
+// Options configure a Mapper.
+type Options struct {
+	// LegacyAliases re-emits legacy names (catalogue entries marked alias)
+	// from their current families in Present. Off by default: aliases
+	// double-count dashboards that sum over vllm:.*.
+	LegacyAliases bool
+	// NameStyle defaults to NameStyleColon when empty.
+	NameStyle NameStyle
+	// Config is the user's configuration; nil means none.
+	Config *Config
+}
+
+// Statuses of a catalogue metric in one scrape.
+const (
+	StatusPresent = "present" // a current name that is served
+	StatusRenamed = "renamed" // a legacy name whose data is served under its replacement
+	StatusLegacy  = "legacy"  // removed upstream without successor, but this upstream still exposes it
+	StatusRemoved = "removed" // removed upstream without successor, and not exposed here
+	StatusAbsent  = "absent"  // a current name this upstream does not expose
+)
+
+// Engines as reported in UpstreamInfo.
+const (
+	EngineV0      = "v0"
+	EngineV1      = "v1"
+	EngineUnknown = "unknown"
+)
+
+// Report describes what Normalize found in one scrape.
+type Report struct {
+	// Statuses has one entry per catalogue metric, sorted by Metric.
+	Statuses []Status
+	// LegacyInUse are the legacy family names (renamed or removed
+	// upstream) that this upstream still exposes, sorted.
+	LegacyInUse []string
+	// Disagreements are current family names whose legacy twin, exposed
+	// on the same page, had other values or series; the current family's
+	// own values were served. Sorted.
+	Disagreements []string
+	Upstream      UpstreamInfo
+}
+
+// Status of one catalogue metric.
+type Status struct {
+	Metric, Status, Replacement string
+}
+
+// UpstreamInfo is what the page says about the server that printed it.
+type UpstreamInfo struct {
+	// Engine is v0, v1 or unknown (no evidence, or evidence for both).
+	Engine string
+	// Labels holds the evidence: "evidence" always, and "version_hint"
+	// when the families on the page bound the vLLM release.
+	Labels map[string]string
+}
+
+// Mapper applies the catalogue and the user's configuration. It is
+// immutable after New and safe for concurrent use.
+type Mapper struct {
+	cat     *Catalogue
+	style   NameStyle
+	aliases []alias
+	relabel []*relabel.Config
+	drop    map[string]bool
+	// rules by the exposed family name they match.
+	rules map[string]*rule
+}
+
+// rule renames one exposed family.
+type rule struct {
+	// to is the target family name for a plain rename.
+	to string
+	// splitLabel and split: the target family per value of splitLabel,
+	// which is dropped from the series.
+	splitLabel string
+	split      map[string]string
+	// legacy is the legacy name reported in LegacyInUse.
+	legacy string
+	// current is the current family reported in Disagreements, per target.
+	current map[string]string
+	// compare is false for _created companions, which hold creation times
+	// that legitimately differ between the two names.
+	compare bool
+}
+
+type alias struct{ current, legacy string }
+
+// New builds a Mapper. It fails on an unknown name style, or when the
+// configuration's extra renames contradict the catalogue.
+func New(cat *Catalogue, opts Options) (*Mapper, error) {
+	if cat == nil {
+		return nil, errNilCatalogue
+	}
+	m := &Mapper{cat: cat, style: opts.NameStyle, rules: map[string]*rule{}, drop: map[string]bool{}}
+	switch m.style {
+	case "":
+		m.style = NameStyleColon
+	case NameStyleColon, NameStyleUnderscore:
+	default:
+		return nil, fmt.Errorf("name style %q is unknown; use %q or %q", opts.NameStyle, NameStyleColon, NameStyleUnderscore)
+	}
+
+	for i := range cat.Metrics {
+		md := &cat.Metrics[i]
+		if !md.IsRenamed() {
+			continue
+		}
+		targets := map[string]string{} // split value ("" for a plain rename) -> final target
+		if md.Replacement != "" {
+			to, err := cat.resolve(md.Name)
+			if err != nil {
+				return nil, err
+			}
+			targets[""] = to
+		} else {
+			for v, to := range md.Split.Into {
+				final, err := cat.resolve(to)
+				if err != nil {
+					return nil, err
+				}
+				targets[v] = final
+			}
+		}
+		for _, variant := range nameVariants(md.Name, md.MetricType()) {
+			r := &rule{legacy: md.Name, compare: !variant.companion, current: map[string]string{}}
+			for v, to := range targets {
+				tv := variantOf(to, md.MetricType(), variant)
+				r.current[tv] = to
+				if md.Split != nil {
+					if r.split == nil {
+						r.split = map[string]string{}
+					}
+					r.splitLabel = md.Split.Label
+					r.split[v] = tv
+				} else {
+					r.to = tv
+				}
+			}
+			m.rules[variant.name] = r
+		}
+		if md.Alias && opts.LegacyAliases {
+			to, _ := cat.resolve(md.Name)
+			m.aliases = append(m.aliases, alias{current: to, legacy: md.Name})
+		}
+	}
+
+	if c := opts.Config; c != nil {
+		for i, er := range c.ExtraRenames {
+			if r, ok := m.rules[er.From]; ok {
+				return nil, fmt.Errorf("extra_renames[%d]: %q is already renamed by the catalogue (to %s); remove the entry", i, er.From, ruleTargets(r))
+			}
+			to, err := cat.resolve(er.To)
+			if err != nil {
+				return nil, err
+			}
+			m.rules[er.From] = &rule{to: to, legacy: er.From, compare: true, current: map[string]string{to: to}}
+		}
+		for _, d := range c.Drop {
+			m.drop[d] = true
+		}
+		m.relabel = c.MetricRelabelConfigs
+	}
+	return m, nil
+}
+
+func ruleTargets(r *rule) string {
+	if r.split == nil {
+		return r.to
+	}
+	var ts []string
+	for _, t := range r.split {
+		ts = append(ts, t)
+	}
+	sort.Strings(ts)
+	return strings.Join(ts, ", ")
+}
+
+// nameVariant is one way a catalogue family can appear on a page.
+type nameVariant struct {
+	name      string
+	companion bool   // the _created gauge that Python's client adds
+	trim      string // suffix removed from the catalogue name
+	add       string // suffix added after trimming
+}
+
+// nameVariants lists the family names under which the catalogue family
+// name can appear: as printed by text format, as an OpenMetrics counter
+// family (without _total), and the _created companion gauge.
+func nameVariants(name string, t model.MetricType) []nameVariant {
+	vs := []nameVariant{{name: name}}
+	switch t {
+	case model.MetricTypeCounter:
+		base := strings.TrimSuffix(name, "_total")
+		vs = append(vs,
+			nameVariant{name: base, trim: "_total"},
+			nameVariant{name: base + "_created", companion: true, trim: "_total", add: "_created"})
+	case model.MetricTypeHistogram:
+		vs = append(vs, nameVariant{name: name + "_created", companion: true, add: "_created"})
+	}
+	return vs
+}
+
+func variantOf(name string, t model.MetricType, v nameVariant) string {
+	return strings.TrimSuffix(name, v.trim) + v.add
+}
+
+// Normalize maps legacy family names to current ones and removes legacy
+// twins of families the upstream also prints under the current name. The
+// output keeps colon names, upstream order and no aliases or relabelling.
+// Families that need no change are passed through as they are; renamed
+// ones get new samples, so the input is never modified.
+func (m *Mapper) Normalize(in []exposition.Family) ([]exposition.Family, Report) {
+	index := make(map[string]int, len(in))
+	for i := range in {
+		if _, dup := index[in[i].Name]; !dup {
+			index[in[i].Name] = i
+		}
+	}
+	out := make([]exposition.Family, 0, len(in)+2)
+	served := make(map[string]int, len(in)+2)
+	add := func(f exposition.Family) {
+		if _, dup := served[f.Name]; dup {
+			return // the first family of a name wins; Parse merges, so this is defensive
+		}
+		served[f.Name] = len(out)
+		out = append(out, f)
+	}
+	twin := func(name string) *exposition.Family {
+		if i, ok := index[name]; ok {
+			return &in[i]
+		}
+		if i, ok := served[name]; ok {
+			return &out[i]
+		}
+		return nil
+	}
+	var legacyInUse, disagree []string
+
+	for i := range in {
+		f := &in[i]
+		r, ok := m.rules[f.Name]
+		if !ok {
+			add(*f)
+			continue
+		}
+		legacyInUse = append(legacyInUse, r.legacy)
+		if r.split == nil {
+			if cur := twin(r.to); cur != nil {
+				if r.compare && differs(f.Samples, cur, func(l labels.Labels) labels.Labels { return renamedLabels(f, l, r.to, "") }) {
+					disagree = append(disagree, r.current[r.to])
+				}
+				continue
+			}
+			nf := f.Rename(r.to)
+			nf.Help = withNote(f.Help, fmt.Sprintf("(renamed from %s by vllm-normalizer)", f.Name))
+			add(nf)
+			continue
+		}
+
+		// A split rename: each value of the split label has its own target.
+		groups := map[string][]exposition.Sample{}
+		var rest []exposition.Sample
+		for _, s := range f.Samples {
+			to, ok := r.split[s.Labels.Get(r.splitLabel)]
+			if !ok {
+				rest = append(rest, s)
+				continue
+			}
+			groups[to] = append(groups[to], exposition.Sample{
+				Labels: renamedLabels(f, s.Labels, to, r.splitLabel), Value: s.Value,
+				TimestampMs: s.TimestampMs, HasTimestamp: s.HasTimestamp,
+			})
+		}
+		values := make([]string, 0, len(r.split))
+		for v := range r.split {
+			values = append(values, v)
+		}
+		sort.Strings(values)
+		for _, v := range values {
+			to := r.split[v]
+			samples, seen := groups[to]
+			if !seen && len(f.Samples) > 0 {
+				continue // nothing observed for this value
+			}
+			if cur := twin(to); cur != nil {
+				if r.compare && differs(samples, cur, func(l labels.Labels) labels.Labels { return l }) {
+					disagree = append(disagree, r.current[to])
+				}
+				continue
+			}
+			add(exposition.Family{
+				Name: to, Type: f.Type, Unit: f.Unit, Samples: samples,
+				Help: withNote(f.Help, fmt.Sprintf("(renamed from %s{%s=%q} by vllm-normalizer)", f.Name, r.splitLabel, v)),
+			})
+		}
+		if len(rest) > 0 {
+			// Series with a value the catalogue does not know stay under
+			// the legacy name rather than being guessed at.
+			add(exposition.Family{Name: f.Name, Type: f.Type, Help: f.Help, Unit: f.Unit, Samples: rest})
+		}
+	}
+
+	rep := Report{
+		LegacyInUse:   sortedUnique(legacyInUse),
+		Disagreements: sortedUnique(disagree),
+	}
+	rep.Statuses = make([]Status, 0, len(m.cat.Metrics))
+	for i := range m.cat.Metrics {
+		md := &m.cat.Metrics[i]
+		st := Status{Metric: md.Name}
+		switch {
+		case md.IsRenamed():
+			st.Status = StatusRenamed
+			finals := make([]string, 0, 2)
+			for _, to := range md.Replacements() {
+				final, _ := m.cat.resolve(to)
+				finals = append(finals, final)
+			}
+			st.Replacement = strings.Join(sortedUnique(finals), ",")
+		case md.IsRemoved():
+			st.Status = StatusRemoved
+			if exposed(index, md) {
+				st.Status = StatusLegacy
+				rep.LegacyInUse = append(rep.LegacyInUse, md.Name)
+			}
+		default:
+			st.Status = StatusAbsent
+			if exposed(served, md) {
+				st.Status = StatusPresent
+			}
+		}
+		rep.Statuses = append(rep.Statuses, st)
+	}
+	sort.Slice(rep.Statuses, func(i, j int) bool { return rep.Statuses[i].Metric < rep.Statuses[j].Metric })
+	rep.LegacyInUse = sortedUnique(rep.LegacyInUse)
+	rep.Upstream = m.detectUpstream(in, index)
+	return out, rep
+}
+
+// exposed reports whether a family of md's name is in set, in text-format
+// or OpenMetrics spelling.
+func exposed(set map[string]int, md *Metric) bool {
+	if _, ok := set[md.Name]; ok {
+		return true
+	}
+	if md.Type == "counter" {
+		_, ok := set[strings.TrimSuffix(md.Name, "_total")]
+		return ok
+	}
+	return false
+}
+
+// renamedLabels returns l with the sample name moved from family f to
+// family to (keeping suffixes such as _bucket), without label drop.
+func renamedLabels(f *exposition.Family, l labels.Labels, to, drop string) labels.Labels {
+	suffix, _ := exposition.SampleSuffix(f.Name, f.Type, l.Get(model.MetricNameLabel))
+	b := labels.NewBuilder(l)
+	b.Set(model.MetricNameLabel, to+suffix)
+	if drop != "" {
+		b.Del(drop)
+	}
+	return b.Labels()
+}
+
+// differs reports whether any legacy sample, once renamed, is missing from
+// cur or has another value there.
+func differs(legacy []exposition.Sample, cur *exposition.Family, rename func(labels.Labels) labels.Labels) bool {
+	byHash := make(map[uint64][]int, len(cur.Samples))
+	for i := range cur.Samples {
+		h := cur.Samples[i].Labels.Hash()
+		byHash[h] = append(byHash[h], i)
+	}
+	for _, s := range legacy {
+		l := rename(s.Labels)
+		found := false
+		for _, j := range byHash[l.Hash()] {
+			c := &cur.Samples[j]
+			if labels.Equal(c.Labels, l) {
+				found = true
+				if !sameValue(c.Value, s.Value) {
+					return true
+				}
+				break
+			}
+		}
+		if !found {
+			return true
+		}
+	}
+	return false
+}
+
+func sameValue(a, b float64) bool {
+	return a == b || (math.IsNaN(a) && math.IsNaN(b))
+}
+
+func withNote(help, note string) string {
+	if help == "" {
+		return note
+	}
+	return help + " " + note
+}
+
+func sortedUnique(s []string) []string {
+	if len(s) == 0 {
+		return nil
+	}
+	sort.Strings(s)
+	out := s[:1]
+	for _, v := range s[1:] {
+		if v != out[len(out)-1] {
+			out = append(out, v)
+		}
+	}
+	return out
+}

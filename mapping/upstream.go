@@ -1,0 +1,154 @@
+package mapping
+
+import (
+	"sort"
+	"strings"
+
+	"github.com/prometheus/common/model"
+	"github.com/prometheus/prometheus/model/labels"
+
+	"github.com/fos-study/vllm-normalizer/exposition"
+)
+
+// engineLabelSince is the first release whose V1 engine puts an "engine"
+// label on its series (V0 never did).
+var engineLabelSince = release{0, 8, 3}
+
+// detectUpstream decides which vLLM engine printed the page, from:
+//   - families only one engine ever printed (catalogue engines field);
+//   - the "engine" label, which only V1 sets;
+//   - the HELP text of vllm:num_requests_running, which V0 words as
+//     "running on GPU" and V1 as "in model execution batches".
+//
+// Evidence for both engines (a composite page) gives "unknown". The
+// version hint is the intersection of the release ranges in which every
+// catalogue family on the page existed, using exact release tags only.
+func (m *Mapper) detectUpstream(in []exposition.Family, index map[string]int) UpstreamInfo {
+	var v0, v1 []string
+	var lower, upper release
+	haveLower, haveUpper := false, false
+	bound := func(md *Metric) {
+		if r, ok := parseRelease(md.Added); ok && (!haveLower || lower.less(r)) {
+			lower, haveLower = r, true
+		}
+		if r, ok := parseRelease(md.Removed); ok && (!haveUpper || r.less(upper)) {
+			upper, haveUpper = r, true
+		}
+	}
+	engineLabel, anyVLLM := false, false
+	for i := range in {
+		f := &in[i]
+		if !strings.HasPrefix(f.Name, "vllm:") {
+			continue
+		}
+		anyVLLM = true
+		if !engineLabel && len(f.Samples) > 0 && f.Samples[0].Labels.Has("engine") {
+			engineLabel = true
+		}
+		md, ok := m.cat.Lookup(f.Name)
+		if !ok && f.Type == model.MetricTypeCounter {
+			md, ok = m.cat.Lookup(f.Name + "_total")
+		}
+		if !ok {
+			continue
+		}
+		bound(md)
+		if len(md.Engines) == 1 {
+			if md.Engines[0] == EngineV0 {
+				v0 = append(v0, "v0-only family "+md.Name)
+			} else {
+				v1 = append(v1, "v1-only family "+md.Name)
+			}
+		}
+	}
+	sort.Strings(v0)
+	sort.Strings(v1)
+	if engineLabel {
+		v1 = append(v1, "engine label")
+		if !haveLower || lower.less(engineLabelSince) {
+			lower, haveLower = engineLabelSince, true
+		}
+	}
+	if i, ok := index["vllm:num_requests_running"]; ok {
+		switch help := in[i].Help; {
+		case strings.Contains(help, "running on GPU"):
+			v0 = append(v0, "V0 help text of vllm:num_requests_running")
+		case strings.Contains(help, "model execution batches"):
+			v1 = append(v1, "V1 help text of vllm:num_requests_running")
+		}
+	}
+
+	info := UpstreamInfo{Engine: EngineUnknown, Labels: map[string]string{}}
+	switch {
+	case !anyVLLM:
+		info.Labels["evidence"] = "no vllm: families"
+	case len(v0) > 0 && len(v1) > 0:
+		info.Labels["evidence"] = "conflicting: " + v0[0] + "; " + v1[0]
+	case len(v0) > 0:
+		info.Engine = EngineV0
+		info.Labels["evidence"] = v0[0]
+	case len(v1) > 0:
+		info.Engine = EngineV1
+		info.Labels["evidence"] = v1[0]
+	default:
+		info.Labels["evidence"] = "only families both engines print"
+	}
+	switch {
+	case haveLower && haveUpper && lower.less(upper):
+		info.Labels["version_hint"] = ">=" + lower.String() + ",<" + upper.String()
+	case haveLower && !haveUpper:
+		info.Labels["version_hint"] = ">=" + lower.String()
+	case haveUpper && !haveLower:
+		info.Labels["version_hint"] = "<" + upper.String()
+	}
+	return info
+}
+
+// Names of the families StatusFamilies returns.
+const (
+	MetricStatusName = "vllm_normalizer_metric_status"
+	UpstreamInfoName = "vllm_normalizer_upstream_info"
+)
+
+// StatusFamilies renders a Report as two gauge families: one series per
+// catalogue metric with its status, and one series describing the upstream.
+func StatusFamilies(r Report) []exposition.Family {
+	st := exposition.Family{
+		Name: MetricStatusName,
+		Type: model.MetricTypeGauge,
+		Help: "Always 1. Status in the last scrape of each vLLM metric vllm-normalizer knows: " +
+			"present = a current name that is served (from the upstream's own series or mapped from a legacy name); " +
+			"renamed = a legacy name, whose data, if the upstream has it, is served as the metric named by replacement; " +
+			"legacy = removed by vLLM without successor but still exposed by this older upstream, passed through; " +
+			"removed = removed by vLLM without successor and not exposed here; " +
+			"absent = a current name this upstream does not expose.",
+		Samples: make([]exposition.Sample, 0, len(r.Statuses)),
+	}
+	for _, s := range r.Statuses {
+		st.Samples = append(st.Samples, exposition.Sample{
+			Labels: labels.FromStrings(model.MetricNameLabel, MetricStatusName,
+				"metric", s.Metric, "replacement", s.Replacement, "status", s.Status),
+			Value: 1,
+		})
+	}
+
+	engine := r.Upstream.Engine
+	if engine == "" {
+		engine = EngineUnknown
+	}
+	lm := map[string]string{}
+	for k, v := range r.Upstream.Labels {
+		lm[k] = v
+	}
+	lm["engine"] = engine
+	lm[model.MetricNameLabel] = UpstreamInfoName
+	up := exposition.Family{
+		Name: UpstreamInfoName,
+		Type: model.MetricTypeGauge,
+		Help: "Always 1. The vLLM engine that printed the last scraped page (v0, v1, or unknown when the page " +
+			"has no engine-specific evidence or evidence for both), the evidence used, and, when the families " +
+			"on the page bound it, version_hint: the vLLM release range in which all of them existed.",
+		Samples: []exposition.Sample{{Labels: labels.FromMap(lm), Value: 1}},
+	}
+	return []exposition.Family{st, up}
+}
