@@ -1,0 +1,322 @@
+// Command vllm-normalizer runs next to a vLLM server, scrapes its /metrics
+// and re-exposes one stable, router-ready page. See the README for flags.
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/pprof"
+	"os"
+	"os/signal"
+	"slices"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/alecthomas/kingpin/v2"
+	"github.com/alecthomas/units"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	versioncollector "github.com/prometheus/client_golang/prometheus/collectors/version"
+	"github.com/prometheus/common/promslog"
+	promslogflag "github.com/prometheus/common/promslog/flag"
+	"github.com/prometheus/common/version"
+	"github.com/prometheus/exporter-toolkit/web"
+	"github.com/prometheus/exporter-toolkit/web/kingpinflag"
+
+	"github.com/fos-study/vllm-normalizer/collector"
+	"github.com/fos-study/vllm-normalizer/demo"
+	"github.com/fos-study/vllm-normalizer/mapping"
+)
+
+const defaultListen = ":9400"
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+// flags are the parsed command line.
+type flags struct {
+	scrapeURI      string
+	scrapeInterval time.Duration
+	timeout        time.Duration
+	maxBody        units.Base2Bytes
+	sampleLimit    int
+	windows        []time.Duration
+	legacyAliases  bool
+	nameStyle      string
+	configFile     string
+	configCheck    bool
+	telemetryPath  string
+	routingPath    string
+	disableExpMet  bool
+	enableLife     bool
+	enablePprof    bool
+	demo           bool
+	demoEngines    int
+	web            *web.FlagConfig
+	log            *promslog.Config
+}
+
+func parseFlags(args []string, stdout, stderr *os.File) (*flags, error) {
+	app := kingpin.New("vllm-normalizer", "Scrapes one vLLM server's /metrics and re-exposes a stable, router-ready page: legacy names mapped to current ones, absences flagged, windowed rates and quantiles as gauges.")
+	app.UsageWriter(stdout)
+	app.ErrorWriter(stderr)
+	app.HelpFlag.Short('h')
+	app.Version(version.Print("vllm-normalizer"))
+	f := &flags{log: &promslog.Config{}}
+	app.Flag("vllm.scrape-uri", "URL of vLLM's metrics page. Fixed here on purpose: the sidecar never takes a target from a request.").
+		Default("http://127.0.0.1:8000/metrics").StringVar(&f.scrapeURI)
+	app.Flag("vllm.scrape-interval", "Time between scrapes of vLLM; derived gauges are computed at this pace.").
+		Default("1s").DurationVar(&f.scrapeInterval)
+	app.Flag("vllm.timeout", "Time limit for one scrape, connect to last byte. 0 means 90% of --vllm.scrape-interval.").
+		Default("0s").DurationVar(&f.timeout)
+	app.Flag("vllm.max-body-bytes", "Largest page accepted from vLLM, after decompression (units: KiB, MiB, GiB). A larger page fails the scrape with reason body_too_large.").
+		Default("32MiB").BytesVar(&f.maxBody)
+	app.Flag("vllm.sample-limit", "Most samples accepted on one page, like Prometheus's sample_limit; more fails the scrape with reason sample_limit. 0 means no limit.").
+		Default("50000").IntVar(&f.sampleLimit)
+	app.Flag("derive.window", "Window of the derived gauges (rates, ratios, means, quantiles), repeatable; each value becomes a window=\"...\" label.").
+		Default("1m", "5m").DurationListVar(&f.windows)
+	app.Flag("mapping.legacy-aliases", "Also emit legacy vLLM names (vllm:gpu_cache_usage_perc, vllm:time_per_output_token_seconds, vllm:gpu_prefix_cache_*) as aliases of the current ones, for consumers that still ask for them. Off by default: aliases double-count sums over vllm:.*").
+		Default("false").BoolVar(&f.legacyAliases)
+	app.Flag("output.name-style", "colon keeps vLLM's names (vllm:kv_cache_usage_perc); underscore writes them without colons (vllm_kv_cache_usage_perc) for consumers that reject colons.").
+		Default("colon").EnumVar(&f.nameStyle, "colon", "underscore")
+	app.Flag("config.file", "Optional YAML file with metric_relabel_configs (Prometheus syntax) applied after the built-in mapping. Reloaded on SIGHUP and POST /-/reload.").
+		Default("").StringVar(&f.configFile)
+	app.Flag("config.check", "Validate --config.file and exit: 0 if valid, 1 with the offending rule if not.").
+		Default("false").BoolVar(&f.configCheck)
+	app.Flag("web.telemetry-path", "Path of the full page.").Default("/metrics").StringVar(&f.telemetryPath)
+	app.Flag("web.routing-path", "Path of the routing view: one series per model_name of running, waiting, KV usage, cache and LoRA info, and the derived gauges; 503 when vLLM data is older than three scrape intervals.").
+		Default("/metrics/routing").StringVar(&f.routingPath)
+	app.Flag("web.disable-exporter-metrics", "Leave out the sidecar's own go_* and vllm_normalizer_process_* metrics.").
+		Default("false").BoolVar(&f.disableExpMet)
+	app.Flag("web.enable-lifecycle", "Enable POST /-/reload.").Default("false").BoolVar(&f.enableLife)
+	app.Flag("web.enable-pprof", "Serve Go profiling under /debug/pprof/ (same listener, same TLS and auth).").Default("false").BoolVar(&f.enablePprof)
+	app.Flag("demo", "Start a simulated vLLM upstream in-process (a real V1 page replayed with advancing counters) and scrape it instead of --vllm.scrape-uri. For trying the sidecar without a GPU.").
+		Default("false").BoolVar(&f.demo)
+	app.Flag("demo.engines", "Data-parallel engines the --demo upstream simulates.").Default("1").IntVar(&f.demoEngines)
+	f.web = kingpinflag.AddFlags(app, defaultListen)
+	promslogflag.AddFlags(app, f.log)
+	if _, err := app.Parse(args); err != nil {
+		return nil, err
+	}
+	return f, nil
+}
+
+func run(args []string, stdout, stderr *os.File) int {
+	f, err := parseFlags(args, stdout, stderr)
+	if err != nil {
+		fmt.Fprintf(stderr, "vllm-normalizer: %v; see --help\n", err)
+		return 2
+	}
+	f.log.Writer = stderr
+	logger := promslog.New(f.log)
+
+	cat, err := mapping.LoadCatalogue()
+	if err != nil {
+		logger.Error("the built-in metric catalogue is invalid", "err", err)
+		return 1
+	}
+	loader := &mapperLoader{path: f.configFile, catalogue: cat, opts: mapping.Options{
+		LegacyAliases: f.legacyAliases,
+		NameStyle:     mapping.NameStyle(f.nameStyle),
+	}}
+	mapper, err := loader.load()
+	if f.configCheck {
+		if err != nil {
+			fmt.Fprintf(stderr, "vllm-normalizer: %v\n", err)
+			return 1
+		}
+		fmt.Fprintf(stdout, "%s is valid\n", orDefault(f.configFile, "the built-in mapping"))
+		return 0
+	}
+	if err != nil {
+		logger.Error("cannot load the configuration", "err", err)
+		return 1
+	}
+	logger.Info("starting vllm-normalizer", "version", version.Info(), "build_context", version.BuildContext())
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+
+	if f.demo {
+		addr, shutdown, err := startDemo(f.demoEngines, logger)
+		if err != nil {
+			logger.Error("cannot start the demo upstream", "err", err)
+			return 1
+		}
+		defer shutdown()
+		f.scrapeURI = "http://" + addr + "/metrics"
+		logger.Info("demo mode: scraping the built-in simulated vLLM", "uri", f.scrapeURI)
+	}
+
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(versioncollector.NewCollector("vllm_normalizer"))
+	reloads := newReloadMetrics(reg)
+	gatherers := prometheus.Gatherers{reg}
+	if !f.disableExpMet {
+		exp := prometheus.NewRegistry()
+		exp.MustRegister(collectors.NewGoCollector())
+		// Namespaced: vLLM's own process_* series pass through unchanged.
+		exp.MustRegister(collectors.NewProcessCollector(collectors.ProcessCollectorOpts{Namespace: "vllm_normalizer"}))
+		gatherers = append(gatherers, exp)
+	}
+	coll, err := collector.New(collector.Config{
+		ScrapeURI:    f.scrapeURI,
+		Interval:     f.scrapeInterval,
+		Timeout:      f.timeout,
+		MaxBodyBytes: int64(f.maxBody),
+		SampleLimit:  f.sampleLimit,
+		Windows:      uniqueWindows(f.windows),
+		Mapper:       mapper,
+		Registry:     reg,
+		Gatherer:     gatherers,
+		Logger:       logger,
+	})
+	if err != nil {
+		logger.Error("invalid settings", "err", err)
+		return 2
+	}
+	reloads.succeeded(time.Now())
+
+	var reloadMu sync.Mutex
+	reload := func() error {
+		reloadMu.Lock()
+		defer reloadMu.Unlock()
+		m, err := loader.load()
+		if err != nil {
+			reloads.failed()
+			logger.Error("configuration reload failed; keeping the previous configuration", "err", err)
+			return err
+		}
+		coll.SetMapper(m)
+		reloads.succeeded(time.Now())
+		logger.Info("configuration reloaded", "file", f.configFile)
+		return nil
+	}
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	go func() {
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-hup:
+				_ = reload()
+			}
+		}
+	}()
+
+	go coll.Run(ctx)
+
+	mux := http.NewServeMux()
+	mux.Handle(f.telemetryPath, coll.MetricsHandler())
+	mux.Handle(f.routingPath, coll.RoutingHandler())
+	mux.HandleFunc("/-/healthy", okHandler)
+	mux.HandleFunc("/-/ready", okHandler)
+	mux.HandleFunc("/-/reload", func(w http.ResponseWriter, r *http.Request) {
+		if !f.enableLife {
+			http.Error(w, "Lifecycle API is not enabled; start with --web.enable-lifecycle.", http.StatusForbidden)
+			return
+		}
+		if r.Method != http.MethodPost && r.Method != http.MethodPut {
+			w.Header().Set("Allow", "POST, PUT")
+			http.Error(w, "use POST to reload the configuration", http.StatusMethodNotAllowed)
+			return
+		}
+		if err := reload(); err != nil {
+			http.Error(w, "reload failed, previous configuration kept: "+err.Error(), http.StatusInternalServerError)
+			return
+		}
+		_, _ = w.Write([]byte("configuration reloaded\n"))
+	})
+	if f.enablePprof {
+		mux.HandleFunc("/debug/pprof/", pprof.Index)
+		mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+		mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+		mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+		mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	}
+	if f.telemetryPath != "/" && f.routingPath != "/" {
+		landing, err := web.NewLandingPage(web.LandingConfig{
+			Name:        "vllm-normalizer",
+			Description: "Stable, router-ready metrics for vLLM",
+			Version:     version.Info(),
+			Links: []web.LandingLinks{
+				{Address: f.telemetryPath, Text: "Metrics", Description: "vLLM's metrics under current names, derived gauges, statuses, sidecar health"},
+				{Address: f.routingPath, Text: "Routing view", Description: "one series per model for routers"},
+			},
+		})
+		if err != nil {
+			logger.Error("cannot build the landing page", "err", err)
+			return 1
+		}
+		mux.Handle("/", landing)
+	}
+
+	server := &http.Server{
+		Handler:           mux,
+		ReadHeaderTimeout: 10 * time.Second,
+		IdleTimeout:       2 * time.Minute,
+	}
+	served := make(chan error, 1)
+	go func() { served <- web.ListenAndServe(server, f.web, logger) }()
+	select {
+	case err := <-served:
+		if err != nil && !errors.Is(err, http.ErrServerClosed) {
+			logger.Error("cannot serve", "err", err)
+			return 1
+		}
+		return 0
+	case <-ctx.Done():
+	}
+	logger.Info("shutting down: finishing requests in flight")
+	sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := server.Shutdown(sctx); err != nil {
+		logger.Error("shutdown did not finish in time", "err", err)
+		return 1
+	}
+	return 0
+}
+
+func okHandler(w http.ResponseWriter, _ *http.Request) {
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	_, _ = w.Write([]byte("OK\n"))
+}
+
+func orDefault(s, d string) string {
+	if s == "" {
+		return d
+	}
+	return s
+}
+
+func uniqueWindows(ws []time.Duration) []time.Duration {
+	out := slices.Clone(ws)
+	slices.Sort(out)
+	return slices.Compact(out)
+}
+
+// startDemo serves the simulated upstream on a loopback port of its own.
+func startDemo(engines int, logger *slog.Logger) (string, func(), error) {
+	up, err := demo.New(demo.Options{Engines: engines, Seed: time.Now().UnixNano()})
+	if err != nil {
+		return "", nil, err
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", nil, err
+	}
+	srv := &http.Server{Handler: up, ReadHeaderTimeout: 5 * time.Second}
+	go func() {
+		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			logger.Error("demo upstream stopped", "err", err)
+		}
+	}()
+	return ln.Addr().String(), func() { _ = srv.Close() }, nil
+}

@@ -1,0 +1,247 @@
+// Package collector runs the scrape loop: fetch vLLM's page, parse it,
+// normalise it with a mapping.Mapper, keep the windows derived gauges need,
+// and prepare the bytes that /metrics and /metrics/routing serve.
+//
+// Data flows one way, once per scrape interval, off the request path:
+// scrape → parse → normalise → window → derive → encode. Handlers only pick
+// up the last prepared snapshot, so a router reading many times a second
+// costs a copy of bytes, never a parse.
+package collector
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/prometheus/model/labels"
+
+	"github.com/fos-study/vllm-normalizer/exposition"
+	"github.com/fos-study/vllm-normalizer/mapping"
+)
+
+// Config is everything the collector needs; cmd/vllm-normalizer fills it
+// from flags.
+type Config struct {
+	ScrapeURI    string
+	Interval     time.Duration // between scrape starts
+	Timeout      time.Duration // for one scrape; 0 means 90% of Interval
+	MaxBodyBytes int64         // decompressed page size limit
+	SampleLimit  int           // 0 means no limit
+	Windows      []time.Duration
+	Mapper       *mapping.Mapper
+	// Registry holds the sidecar's own metrics (vllm_up and friends are
+	// registered on it by New). Its families are served with the page.
+	Registry *prometheus.Registry
+	// Gatherer is what is served besides the upstream page: usually
+	// Registry, plus the Go and process collectors unless disabled.
+	Gatherer prometheus.Gatherer
+	Logger   *slog.Logger
+	Client   *http.Client     // nil: a client without proxy from environment
+	Now      func() time.Time // nil: time.Now
+}
+
+// Collector owns the scrape loop and the prepared output.
+type Collector struct {
+	cfg     Config
+	fetch   *fetcher
+	mapper  atomic.Pointer[mapping.Mapper]
+	history *History
+	metrics *selfMetrics
+	symbols *labels.SymbolTable
+
+	snap atomic.Pointer[snapshot]
+
+	mu          sync.Mutex // serialises scrapes (the loop, and tests calling ScrapeOnce)
+	lastSuccess atomic.Int64
+	lastReason  string // "" = last scrape fine; for log-once-per-change
+	legacyLog   string // legacy names last logged
+}
+
+// New validates cfg and prepares a collector whose page, until the first
+// scrape ends, says vllm_up 0.
+func New(cfg Config) (*Collector, error) {
+	if cfg.Interval <= 0 {
+		return nil, fmt.Errorf("--vllm.scrape-interval must be positive, got %s", cfg.Interval)
+	}
+	if cfg.Timeout <= 0 {
+		cfg.Timeout = cfg.Interval * 9 / 10
+	}
+	if cfg.MaxBodyBytes <= 0 {
+		return nil, fmt.Errorf("--vllm.max-body-bytes must be positive, got %d", cfg.MaxBodyBytes)
+	}
+	if cfg.SampleLimit < 0 {
+		return nil, fmt.Errorf("--vllm.sample-limit must be 0 (no limit) or positive, got %d", cfg.SampleLimit)
+	}
+	if len(cfg.Windows) == 0 {
+		return nil, errors.New("at least one --derive.window is needed")
+	}
+	for _, w := range cfg.Windows {
+		if w < 2*cfg.Interval {
+			return nil, fmt.Errorf("--derive.window=%s is shorter than two scrape intervals (%s): a rate needs two scrapes inside the window", FormatWindow(w), 2*cfg.Interval)
+		}
+	}
+	if cfg.Mapper == nil {
+		return nil, errors.New("collector needs a mapping.Mapper")
+	}
+	if cfg.Registry == nil {
+		cfg.Registry = prometheus.NewRegistry()
+	}
+	if cfg.Gatherer == nil {
+		cfg.Gatherer = cfg.Registry
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.Client == nil {
+		cfg.Client = &http.Client{Transport: &http.Transport{
+			Proxy:               nil, // the upstream is local; never route it through an environment proxy
+			MaxIdleConns:        2,
+			IdleConnTimeout:     90 * time.Second,
+			TLSHandshakeTimeout: cfg.Timeout,
+		}}
+	}
+	f, err := newFetcher(cfg.Client, cfg.ScrapeURI, cfg.MaxBodyBytes)
+	if err != nil {
+		return nil, err
+	}
+	m, err := newSelfMetrics(cfg.Registry)
+	if err != nil {
+		return nil, err
+	}
+	longest := slices.Max(cfg.Windows)
+	c := &Collector{
+		cfg:     cfg,
+		fetch:   f,
+		history: NewHistory(cfg.Windows, max(cfg.Interval, longest/300)),
+		metrics: m,
+		symbols: labels.NewSymbolTable(),
+	}
+	c.mapper.Store(cfg.Mapper)
+	c.publish(nil, cfg.Now())
+	return c, nil
+}
+
+// SetMapper swaps the mapping used from the next scrape on (config reload).
+func (c *Collector) SetMapper(m *mapping.Mapper) { c.mapper.Store(m) }
+
+// Run scrapes at every interval until ctx ends. Scrapes never overlap: a
+// tick that comes while one is still running is skipped.
+func (c *Collector) Run(ctx context.Context) {
+	t := time.NewTicker(c.cfg.Interval)
+	defer t.Stop()
+	c.ScrapeOnce(ctx)
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			c.ScrapeOnce(ctx)
+		}
+	}
+}
+
+// ScrapeOnce runs one whole cycle and publishes its result.
+func (c *Collector) ScrapeOnce(ctx context.Context) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	start := c.cfg.Now()
+	sctx, cancel := context.WithTimeout(ctx, c.cfg.Timeout)
+	defer cancel()
+
+	res, err := c.scrape(sctx)
+	end := c.cfg.Now()
+	c.metrics.duration.Set(end.Sub(start).Seconds())
+	if err != nil {
+		var se *scrapeError
+		reason := ReasonNetwork
+		if errors.As(err, &se) {
+			reason = se.reason
+		}
+		c.metrics.up.Set(0)
+		c.metrics.failures.WithLabelValues(reason).Inc()
+		if reason != c.lastReason {
+			c.cfg.Logger.Warn("scrape of vLLM failed; upstream series are withdrawn until it recovers", "reason", reason, "err", err)
+			c.lastReason = reason
+		}
+		c.publish(nil, end)
+		return
+	}
+	if c.lastReason != "" {
+		c.cfg.Logger.Info("scrape of vLLM recovered", "after", c.lastReason)
+		c.lastReason = ""
+	}
+	c.metrics.up.Set(1)
+	c.lastSuccess.Store(end.UnixNano())
+	c.metrics.lastSuccess.Set(float64(end.UnixNano()) / 1e9)
+	c.publish(res, end)
+}
+
+// scrapeResult is what one successful scrape yields for publishing.
+type scrapeResult struct {
+	page    []exposition.Family // presented upstream families, derived gauges and statuses
+	routing []exposition.Family
+}
+
+func (c *Collector) scrape(ctx context.Context) (*scrapeResult, error) {
+	body, contentType, err := c.fetch.fetch(ctx)
+	if err != nil {
+		return nil, err
+	}
+	c.metrics.bytes.Set(float64(len(body)))
+	fams, stats, err := exposition.Parse(body, contentType, exposition.ParseOptions{SampleLimit: c.cfg.SampleLimit, SymbolTable: c.symbols})
+	if err != nil {
+		if errors.Is(err, exposition.ErrSampleLimit) {
+			return nil, &scrapeError{ReasonSampleLimit, err}
+		}
+		return nil, &scrapeError{ReasonParse, fmt.Errorf("GET %s: %w", c.fetch.redacted, err)}
+	}
+	if len(fams) == 0 {
+		return nil, &scrapeError{ReasonEmpty, fmt.Errorf("GET %s: the page holds no metric family", c.fetch.redacted)}
+	}
+	c.metrics.samples.Set(float64(stats.Samples))
+	c.metrics.dropped.WithLabelValues("duplicate").Add(float64(stats.DuplicateSeries))
+	c.metrics.dropped.WithLabelValues("invalid_name").Add(float64(stats.InvalidNames))
+
+	fams = exposition.DropCreated(fams)
+	mapper := c.mapper.Load()
+	norm, report := mapper.Normalize(fams)
+	for _, name := range report.Disagreements {
+		c.metrics.disagreements.WithLabelValues(name).Inc()
+	}
+	c.logLegacy(report.LegacyInUse)
+
+	now := c.cfg.Now()
+	c.history.Observe(now, norm)
+	derived := c.history.Derive(now, []string{"model_name", "engine"})
+	routingDerived := c.history.Derive(now, []string{"model_name"})
+
+	page, pstats := mapper.Present(norm)
+	c.metrics.dropped.WithLabelValues("relabel").Add(float64(pstats.Dropped))
+	c.metrics.dropped.WithLabelValues("collision").Add(float64(pstats.Collisions))
+	page = append(page, derived...)
+	page = append(page, mapping.StatusFamilies(report)...)
+
+	routing := routingView(norm, routingDerived, mapper.StyleName)
+	return &scrapeResult{page: page, routing: routing}, nil
+}
+
+func (c *Collector) logLegacy(names []string) {
+	key := fmt.Sprint(names)
+	if key == c.legacyLog {
+		return
+	}
+	c.legacyLog = key
+	if len(names) > 0 {
+		c.cfg.Logger.Info("the upstream still exposes legacy vLLM metric names; they are served under their current names", "legacy", names)
+	}
+}

@@ -1,0 +1,533 @@
+package collector
+
+import (
+	"bytes"
+	"compress/gzip"
+	"context"
+	"errors"
+	"flag"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+	"github.com/prometheus/prometheus/model/labels"
+	"github.com/prometheus/prometheus/model/textparse"
+
+	"github.com/fos-study/vllm-normalizer/exposition"
+	"github.com/fos-study/vllm-normalizer/mapping"
+)
+
+var update = flag.Bool("update", false, "rewrite the golden files under testdata/golden")
+
+// fakeClock is a settable clock shared by the collector and test upstreams.
+type fakeClock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func newFakeClock() *fakeClock { return &fakeClock{t: time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)} }
+func (c *fakeClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.t
+}
+func (c *fakeClock) Advance(d time.Duration) {
+	c.mu.Lock()
+	c.t = c.t.Add(d)
+	c.mu.Unlock()
+}
+
+func testMapper(t testing.TB, opts mapping.Options) *mapping.Mapper {
+	t.Helper()
+	cat, err := mapping.LoadCatalogue()
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := mapping.New(cat, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+// newTestCollector builds a collector on a fake clock without Go/process
+// metrics, so that its whole output is deterministic.
+func newTestCollector(t testing.TB, uri string, clock *fakeClock, mod func(*Config)) *Collector {
+	t.Helper()
+	cfg := Config{
+		ScrapeURI:    uri,
+		Interval:     time.Second,
+		Timeout:      500 * time.Millisecond,
+		MaxBodyBytes: 32 << 20,
+		SampleLimit:  50000,
+		Windows:      []time.Duration{time.Minute, 5 * time.Minute},
+		Mapper:       testMapper(t, mapping.Options{}),
+		Now:          clock.Now,
+	}
+	if mod != nil {
+		mod(&cfg)
+	}
+	c, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+func get(t testing.TB, h http.Handler, path string, header map[string]string) *httptest.ResponseRecorder {
+	t.Helper()
+	req := httptest.NewRequest(http.MethodGet, path, nil)
+	for k, v := range header {
+		req.Header.Set(k, v)
+	}
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, req)
+	return rec
+}
+
+// samplesOf parses an exposition page with Prometheus's parser into
+// "series -> value", failing the test on any parse error.
+func samplesOf(t testing.TB, body []byte) map[string]float64 {
+	t.Helper()
+	p, err := textparse.New(body, "text/plain", labels.NewSymbolTable(), textparse.ParserOptions{})
+	if p == nil {
+		t.Fatal(err)
+	}
+	out := map[string]float64{}
+	var l labels.Labels
+	for {
+		e, err := p.Next()
+		if errors.Is(err, io.EOF) {
+			return out
+		}
+		if err != nil {
+			t.Fatalf("output does not parse: %v", err)
+		}
+		if e == textparse.EntrySeries {
+			_, _, v := p.Series()
+			p.Labels(&l)
+			out[l.String()] = v
+		}
+	}
+}
+
+// checkValidPage asserts what every consumer needs: the page parses with
+// the expfmt parser routers use (which also rejects a second HELP or TYPE
+// for one family) and each family's samples are contiguous.
+func checkValidPage(t testing.TB, body []byte) {
+	t.Helper()
+	tp := expfmt.NewTextParser(model.LegacyValidation)
+	if _, err := tp.TextToMetricFamilies(bytes.NewReader(body)); err != nil {
+		t.Fatalf("expfmt rejects the page: %v", err)
+	}
+	fams, _, err := exposition.Parse(body, "text/plain", exposition.ParseOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := map[string]bool{}
+	for _, f := range fams {
+		if seen[f.Name] {
+			t.Errorf("family %s appears twice", f.Name)
+		}
+		seen[f.Name] = true
+	}
+	samplesOf(t, body)
+}
+
+func serveFile(t testing.TB, path string) *httptest.Server {
+	t.Helper()
+	body, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
+		_, _ = w.Write(body)
+	}))
+	t.Cleanup(s.Close)
+	return s
+}
+
+// TestGoldenFixtures scrapes every real dump from an HTTP upstream and
+// checks the whole output against testdata/golden/<fixture>.metrics
+// (rewrite with -update), plus the properties that hold for any page: every
+// upstream sample re-appears with identical labels and value, under its
+// current name when vLLM renamed it; _created series are left out; the page
+// is valid for consumers.
+func TestGoldenFixtures(t *testing.T) {
+	files, _ := filepath.Glob("../testdata/fixtures/*.prom")
+	for _, file := range files {
+		name := strings.TrimSuffix(filepath.Base(file), ".prom")
+		if strings.Contains(name, "nan-ind") {
+			continue // a parse failure, covered by TestFailureModes
+		}
+		t.Run(name, func(t *testing.T) {
+			clock := newFakeClock()
+			up := serveFile(t, file)
+			c := newTestCollector(t, up.URL+"/metrics", clock, nil)
+			c.ScrapeOnce(context.Background())
+			body := get(t, c.MetricsHandler(), "/metrics", nil).Body.Bytes()
+			checkValidPage(t, body)
+			out := samplesOf(t, body)
+			if out[`{__name__="vllm_up"}`] != 1 {
+				t.Fatalf("vllm_up is not 1:\n%s", body)
+			}
+
+			in, _ := os.ReadFile(file)
+			inFams, _, err := exposition.Parse(in, "text/plain", exposition.ParseOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, report := testMapper(t, mapping.Options{}).Normalize(exposition.DropCreated(inFams))
+			replacement := map[string]string{}
+			for _, s := range report.Statuses {
+				if s.Status == "renamed" {
+					replacement[s.Metric] = s.Replacement
+				}
+			}
+			upstreamHas := map[string]bool{}
+			for _, f := range inFams {
+				upstreamHas[f.Name] = true
+			}
+			for _, f := range inFams {
+				if repl, ok := replacement[f.Name]; ok && upstreamHas[repl] {
+					// Both names on one page (vLLM 0.9.2-0.11): the current
+					// family is served, the legacy twin is dropped whole.
+					for _, s := range f.Samples {
+						if _, ok := out[s.Labels.String()]; ok {
+							t.Errorf("%s: legacy twin of %s is served beside it", s.Labels, repl)
+						}
+					}
+					continue
+				}
+				created := strings.HasSuffix(f.Name, "_created")
+				for _, s := range f.Samples {
+					key := s.Labels.String()
+					v, ok := out[key]
+					if created {
+						if ok {
+							t.Errorf("%s: _created series should be left out", key)
+						}
+						continue
+					}
+					if ok {
+						if v != s.Value {
+							t.Errorf("%s: value %v, upstream %v", key, v, s.Value)
+						}
+						continue
+					}
+					repl, renamed := replacement[f.Name]
+					if !renamed {
+						t.Errorf("%s: missing from the output", key)
+						continue
+					}
+					suffix, _ := exposition.SampleSuffix(f.Name, f.Type, s.Name())
+					b := labels.NewBuilder(s.Labels)
+					b.Set(model.MetricNameLabel, repl+suffix)
+					if _, ok := out[b.Labels().String()]; !ok {
+						t.Errorf("%s: renamed family %s, but %s is missing", key, f.Name, b.Labels())
+					}
+				}
+			}
+			compareGolden(t, filepath.Join("..", "testdata", "golden", name+".metrics"), body)
+		})
+	}
+}
+
+func compareGolden(t *testing.T, path string, got []byte) {
+	t.Helper()
+	if *update {
+		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(path, got, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("%v (run go test ./collector -run %s -update to create it)", err, t.Name())
+	}
+	if !bytes.Equal(got, want) {
+		t.Errorf("output differs from %s (run with -update if the change is intended)\n%s", path, lineDiff(string(want), string(got)))
+	}
+}
+
+// lineDiff lists lines only in want (-) or only in got (+), enough to see
+// what changed without a diff library.
+func lineDiff(want, got string) string {
+	w, g := map[string]int{}, map[string]int{}
+	for _, l := range strings.Split(want, "\n") {
+		w[l]++
+	}
+	for _, l := range strings.Split(got, "\n") {
+		g[l]++
+	}
+	var out []string
+	for _, l := range strings.Split(want, "\n") {
+		if g[l] == 0 {
+			out = append(out, "- "+l)
+		}
+	}
+	for _, l := range strings.Split(got, "\n") {
+		if w[l] == 0 {
+			out = append(out, "+ "+l)
+		}
+	}
+	if len(out) > 40 {
+		out = append(out[:40], "...")
+	}
+	return strings.Join(out, "\n")
+}
+
+func hasUpstreamSeries(out map[string]float64) bool {
+	for k := range out {
+		if strings.Contains(k, `"vllm:`) || strings.Contains(k, `"vllm_derived_`) || strings.Contains(k, "vllm_normalizer_metric_status") {
+			return true
+		}
+	}
+	return false
+}
+
+// TestFailureModes: each way a scrape can fail gives vllm_up 0, no upstream
+// series (not even the ones a previous good scrape served), and one count
+// under its reason.
+func TestFailureModes(t *testing.T) {
+	good, _ := os.ReadFile("../testdata/fixtures/13-vllm-v1-2026-nixl-pd-kserve-llmisvc-context.prom")
+	nanInd, _ := os.ReadFile("../testdata/fixtures/07-llamacpp-b4xxx-windows-nan-ind-sakura-proxy-fallback.prom")
+	var bomb bytes.Buffer
+	zw := gzip.NewWriter(&bomb)
+	chunk := bytes.Repeat([]byte("a 1\n"), 1<<16)
+	for range 200 { // 50 MiB of text, a few hundred KiB compressed
+		_, _ = zw.Write(chunk)
+	}
+	_ = zw.Close()
+
+	cases := []struct {
+		name    string
+		reason  string
+		handler http.HandlerFunc
+		uri     string
+		mod     func(*Config)
+	}{
+		{name: "refused", reason: ReasonRefused, uri: closedPortURI(t)},
+		{name: "404", reason: ReasonHTTPStatus, handler: func(w http.ResponseWriter, r *http.Request) { http.NotFound(w, r) }},
+		{name: "500", reason: ReasonHTTPStatus, handler: func(w http.ResponseWriter, r *http.Request) { http.Error(w, "boom", 500) }},
+		{name: "timeout", reason: ReasonTimeout, handler: func(w http.ResponseWriter, r *http.Request) {
+			select {
+			case <-r.Context().Done():
+			case <-time.After(5 * time.Second):
+			}
+		}},
+		{name: "trickle", reason: ReasonTimeout, handler: func(w http.ResponseWriter, r *http.Request) {
+			for i := 0; i < 100; i++ {
+				if _, err := w.Write(good[i : i+1]); err != nil {
+					return
+				}
+				w.(http.Flusher).Flush()
+				select {
+				case <-r.Context().Done():
+					return
+				case <-time.After(50 * time.Millisecond):
+				}
+			}
+		}},
+		{name: "garbled", reason: ReasonParse, handler: func(w http.ResponseWriter, r *http.Request) { _, _ = w.Write([]byte("vllm:x{a=b 1\n")) }},
+		{name: "binary", reason: ReasonParse, handler: func(w http.ResponseWriter, r *http.Request) { _, _ = w.Write([]byte{0x1f, 0x8b, 0, 0, 0xff, 0xfe}) }},
+		{name: "msvc nan", reason: ReasonParse, handler: func(w http.ResponseWriter, r *http.Request) { _, _ = w.Write(nanInd) }},
+		{name: "empty", reason: ReasonEmpty, handler: func(w http.ResponseWriter, r *http.Request) {}},
+		{name: "comments only", reason: ReasonEmpty, handler: func(w http.ResponseWriter, r *http.Request) { _, _ = w.Write([]byte("# just a comment\n")) }},
+		{name: "too large", reason: ReasonBodyTooLarge, handler: func(w http.ResponseWriter, r *http.Request) { _, _ = w.Write(good) },
+			mod: func(c *Config) { c.MaxBodyBytes = 1024 }},
+		{name: "gzip bomb", reason: ReasonBodyTooLarge, handler: func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Content-Encoding", "gzip")
+			_, _ = w.Write(bomb.Bytes())
+		}, mod: func(c *Config) { c.MaxBodyBytes = 1 << 20 }},
+		{name: "sample limit", reason: ReasonSampleLimit, handler: func(w http.ResponseWriter, r *http.Request) { _, _ = w.Write(good) },
+			mod: func(c *Config) { c.SampleLimit = 10 }},
+		{name: "conflicting types", reason: ReasonParse, handler: func(w http.ResponseWriter, r *http.Request) {
+			_, _ = w.Write([]byte("# TYPE vllm:a gauge\nvllm:a 1\n# TYPE vllm:a counter\n"))
+		}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			fail := tc.handler
+			okNow := true
+			var mu sync.Mutex
+			up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				mu.Lock()
+				ok := okNow
+				mu.Unlock()
+				if ok || fail == nil {
+					_, _ = w.Write(good)
+					return
+				}
+				fail(w, r)
+			}))
+			defer up.Close()
+			uri := up.URL + "/metrics"
+			clock := newFakeClock()
+			c := newTestCollector(t, uri, clock, tc.mod)
+			if tc.uri == "" && tc.mod == nil {
+				// First a good scrape, so the test proves its series are withdrawn.
+				c.ScrapeOnce(context.Background())
+				if !hasUpstreamSeries(samplesOf(t, get(t, c.MetricsHandler(), "/metrics", nil).Body.Bytes())) {
+					t.Fatal("the good scrape served no upstream series")
+				}
+			}
+			if tc.uri != "" {
+				c = newTestCollector(t, tc.uri, clock, tc.mod)
+			}
+			mu.Lock()
+			okNow = false
+			mu.Unlock()
+			clock.Advance(time.Second)
+			c.ScrapeOnce(context.Background())
+
+			body := get(t, c.MetricsHandler(), "/metrics", nil).Body.Bytes()
+			checkValidPage(t, body)
+			out := samplesOf(t, body)
+			if v, ok := out[`{__name__="vllm_up"}`]; !ok || v != 0 {
+				t.Errorf("vllm_up = %v (present %v), want 0", v, ok)
+			}
+			if hasUpstreamSeries(out) {
+				t.Errorf("upstream series are still served after a failed scrape:\n%s", body)
+			}
+			for _, r := range FailureReasons {
+				want := 0.0
+				if r == tc.reason {
+					want = 1
+				}
+				if got := out[`{__name__="vllm_normalizer_scrape_failures_total", reason="`+r+`"}`]; got != want {
+					t.Errorf("failures{reason=%q} = %v, want %v", r, got, want)
+				}
+			}
+			if rec := get(t, c.RoutingHandler(), "/metrics/routing", nil); tc.uri != "" && rec.Code != http.StatusServiceUnavailable {
+				t.Errorf("routing view answered %d before any successful scrape, want 503", rec.Code)
+			}
+		})
+	}
+}
+
+func closedPortURI(t *testing.T) string {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	return "http://" + addr + "/metrics"
+}
+
+// TestRoutingViewStaleness: the routing view answers 200 while vLLM data
+// is fresh and 503 once the last success is older than three intervals.
+func TestRoutingViewStaleness(t *testing.T) {
+	up := serveFile(t, "../testdata/fixtures/13-vllm-v1-2026-nixl-pd-kserve-llmisvc-context.prom")
+	clock := newFakeClock()
+	c := newTestCollector(t, up.URL, clock, nil)
+	c.ScrapeOnce(context.Background())
+	if rec := get(t, c.RoutingHandler(), "/metrics/routing", nil); rec.Code != 200 {
+		t.Fatalf("fresh routing view answered %d", rec.Code)
+	}
+	clock.Advance(3 * time.Second)
+	if rec := get(t, c.RoutingHandler(), "/metrics/routing", nil); rec.Code != 200 {
+		t.Fatalf("routing view 3 intervals old answered %d, want 200", rec.Code)
+	}
+	clock.Advance(time.Millisecond)
+	if rec := get(t, c.RoutingHandler(), "/metrics/routing", nil); rec.Code != http.StatusServiceUnavailable {
+		t.Fatalf("routing view older than 3 intervals answered %d, want 503", rec.Code)
+	}
+}
+
+func TestContentNegotiation(t *testing.T) {
+	up := serveFile(t, "../testdata/fixtures/13-vllm-v1-2026-nixl-pd-kserve-llmisvc-context.prom")
+	c := newTestCollector(t, up.URL, newFakeClock(), nil)
+	c.ScrapeOnce(context.Background())
+	plain := get(t, c.MetricsHandler(), "/metrics", nil)
+	if ct := plain.Header().Get("Content-Type"); ct != exposition.ContentTypeText {
+		t.Errorf("default content type %q", ct)
+	}
+	gz := get(t, c.MetricsHandler(), "/metrics", map[string]string{"Accept-Encoding": "gzip"})
+	if gz.Header().Get("Content-Encoding") != "gzip" {
+		t.Fatal("gzip was asked for and not given")
+	}
+	zr, err := gzip.NewReader(gz.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	unz, _ := io.ReadAll(zr)
+	if !bytes.Equal(unz, plain.Body.Bytes()) {
+		t.Error("the gzip page differs from the plain page")
+	}
+	if get(t, c.MetricsHandler(), "/metrics", map[string]string{"Accept-Encoding": "gzip;q=0"}).Header().Get("Content-Encoding") != "" {
+		t.Error("gzip;q=0 refuses gzip")
+	}
+	om := get(t, c.MetricsHandler(), "/metrics", map[string]string{"Accept": "application/openmetrics-text;version=1.0.0"})
+	if ct := om.Header().Get("Content-Type"); !strings.HasPrefix(ct, "application/openmetrics-text") {
+		t.Fatalf("OpenMetrics asked for, got %q", ct)
+	}
+	p, err := textparse.New(om.Body.Bytes(), om.Header().Get("Content-Type"), labels.NewSymbolTable(), textparse.ParserOptions{})
+	if p == nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for {
+		e, err := p.Next()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			t.Fatalf("OpenMetrics page does not parse: %v", err)
+		}
+		if e == textparse.EntrySeries {
+			n++
+		}
+	}
+	if want := len(samplesOf(t, plain.Body.Bytes())); n != want {
+		t.Errorf("OpenMetrics page has %d samples, text page %d", n, want)
+	}
+}
+
+// TestNewRejectsBadSettings: errors name the flag and the fix.
+func TestNewRejectsBadSettings(t *testing.T) {
+	base := func() Config {
+		return Config{ScrapeURI: "http://127.0.0.1:8000/metrics", Interval: time.Second, MaxBodyBytes: 1 << 20,
+			Windows: []time.Duration{time.Minute}, Mapper: testMapper(t, mapping.Options{}), Registry: prometheus.NewRegistry()}
+	}
+	cases := []struct {
+		name string
+		mod  func(*Config)
+		want string
+	}{
+		{"scheme", func(c *Config) { c.ScrapeURI = "ftp://x/metrics" }, "scheme must be http or https"},
+		{"no host", func(c *Config) { c.ScrapeURI = "http:///metrics" }, "has no host"},
+		{"short window", func(c *Config) { c.Windows = []time.Duration{time.Second} }, "--derive.window=1s is shorter than two scrape intervals"},
+		{"interval", func(c *Config) { c.Interval = 0 }, "--vllm.scrape-interval must be positive"},
+		{"body", func(c *Config) { c.MaxBodyBytes = 0 }, "--vllm.max-body-bytes must be positive"},
+		{"password not echoed", func(c *Config) { c.ScrapeURI = "ftp://user:s3cret@host/metrics" }, "user:xxxxx@host"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := base()
+			tc.mod(&cfg)
+			_, err := New(cfg)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("error = %v, want it to contain %q", err, tc.want)
+			}
+			if strings.Contains(err.Error(), "s3cret") {
+				t.Fatalf("error leaks the password: %v", err)
+			}
+		})
+	}
+}

@@ -1,0 +1,176 @@
+package collector
+
+import (
+	"cmp"
+	"slices"
+	"strconv"
+
+	"github.com/prometheus/common/model"
+	"github.com/prometheus/prometheus/model/labels"
+
+	"github.com/fos-study/vllm-normalizer/exposition"
+)
+
+// Routing view: one series per model_name for each gauge a router compares,
+// whatever the data-parallel layout (engine label) or the number of
+// API-server processes (pid label) behind the port. Routers take the first
+// or the last series of a family (llm-d's endpoint picker, AIBrix, kthena),
+// so more than one would silently lose the others.
+const (
+	famRunning     = "vllm:num_requests_running"
+	famWaiting     = "vllm:num_requests_waiting"
+	famKVUsage     = "vllm:kv_cache_usage_perc"
+	famCacheConfig = "vllm:cache_config_info"
+	famLoRA        = "vllm:lora_requests_info"
+)
+
+func routingView(norm, derived []exposition.Family, style func(string) string) []exposition.Family {
+	byName := make(map[string]*exposition.Family, len(norm))
+	for i := range norm {
+		byName[norm[i].Name] = &norm[i]
+	}
+	var out []exposition.Family
+	add := func(f *exposition.Family, help string, samples []exposition.Sample) {
+		if len(samples) == 0 {
+			return
+		}
+		name := style(f.Name)
+		for i := range samples {
+			samples[i].Labels = withName(samples[i].Labels, name)
+		}
+		out = append(out, exposition.Family{Name: name, Type: model.MetricTypeGauge, Help: help, Samples: samples})
+	}
+	blocks := blocksPerEngine(byName[famCacheConfig])
+	if f := byName[famRunning]; f != nil {
+		add(f, "Requests in the running batch, summed over data-parallel engines and API-server processes.", sumByModel(f))
+	}
+	if f := byName[famWaiting]; f != nil {
+		add(f, "Requests waiting to be scheduled, summed over data-parallel engines and API-server processes.", sumByModel(f))
+	}
+	if f := byName[famKVUsage]; f != nil {
+		add(f, "KV-cache usage, 0..1: per engine the highest value over API-server processes (idle processes report 0), then the mean over engines weighted by each engine's num_gpu_blocks (plain mean when unknown).", kvByModel(f, blocks))
+	}
+	if f := byName[famCacheConfig]; f != nil {
+		add(f, "vLLM cache configuration (value 1): labels of the lowest engine, engine label dropped, num_gpu_blocks and num_cpu_blocks summed over engines.", cacheConfig(f))
+	}
+	if f := byName[famLoRA]; f != nil && len(f.Samples) > 0 {
+		newest := slices.MaxFunc(f.Samples, func(a, b exposition.Sample) int { return cmp.Compare(a.Value, b.Value) })
+		add(f, "LoRA adapters (value: Unix time of the update): only the newest series, the one routers must read.", []exposition.Sample{{Labels: newest.Labels, Value: newest.Value}})
+	}
+	return append(out, derived...)
+}
+
+func withName(l labels.Labels, name string) labels.Labels {
+	b := labels.NewBuilder(l)
+	b.Set(model.MetricNameLabel, name)
+	return b.Labels()
+}
+
+type modelKey struct{ model, engine string }
+
+// sumByModel sums a gauge's samples per model_name.
+func sumByModel(f *exposition.Family) []exposition.Sample {
+	sums := map[string]float64{}
+	var order []string
+	for _, s := range f.Samples {
+		m := s.Labels.Get("model_name")
+		if _, ok := sums[m]; !ok {
+			order = append(order, m)
+		}
+		sums[m] += s.Value
+	}
+	return modelSamples(order, sums)
+}
+
+func modelSamples(order []string, v map[string]float64) []exposition.Sample {
+	slices.Sort(order)
+	out := make([]exposition.Sample, 0, len(order))
+	for _, m := range order {
+		l := labels.EmptyLabels()
+		if m != "" {
+			l = labels.FromStrings("model_name", m)
+		}
+		out = append(out, exposition.Sample{Labels: l, Value: v[m]})
+	}
+	return out
+}
+
+func kvByModel(f *exposition.Family, blocks map[string]float64) []exposition.Sample {
+	perEngine := map[modelKey]float64{}
+	for _, s := range f.Samples {
+		k := modelKey{s.Labels.Get("model_name"), s.Labels.Get("engine")}
+		if v, ok := perEngine[k]; !ok || s.Value > v {
+			perEngine[k] = s.Value
+		}
+	}
+	weighted, weights, plain, n := map[string]float64{}, map[string]float64{}, map[string]float64{}, map[string]float64{}
+	allWeighted := map[string]bool{}
+	var order []string
+	for k, v := range perEngine {
+		if _, ok := n[k.model]; !ok {
+			order = append(order, k.model)
+			allWeighted[k.model] = true
+		}
+		n[k.model]++
+		plain[k.model] += v
+		if w, ok := blocks[k.engine]; ok && w > 0 {
+			weighted[k.model] += v * w
+			weights[k.model] += w
+		} else {
+			allWeighted[k.model] = false
+		}
+	}
+	res := map[string]float64{}
+	for _, m := range order {
+		if allWeighted[m] {
+			res[m] = weighted[m] / weights[m]
+		} else {
+			res[m] = plain[m] / n[m]
+		}
+	}
+	return modelSamples(order, res)
+}
+
+// blocksPerEngine reads num_gpu_blocks of each engine's cache_config_info.
+func blocksPerEngine(f *exposition.Family) map[string]float64 {
+	out := map[string]float64{}
+	if f == nil {
+		return out
+	}
+	for _, s := range f.Samples {
+		if v, err := strconv.ParseFloat(s.Labels.Get("num_gpu_blocks"), 64); err == nil {
+			out[s.Labels.Get("engine")] = v
+		}
+	}
+	return out
+}
+
+func cacheConfig(f *exposition.Family) []exposition.Sample {
+	if len(f.Samples) == 0 {
+		return nil
+	}
+	lowest := slices.MinFunc(f.Samples, func(a, b exposition.Sample) int {
+		ea, erra := strconv.Atoi(a.Labels.Get("engine"))
+		eb, errb := strconv.Atoi(b.Labels.Get("engine"))
+		if erra != nil || errb != nil {
+			return cmp.Compare(a.Labels.Get("engine"), b.Labels.Get("engine"))
+		}
+		return cmp.Compare(ea, eb)
+	})
+	b := labels.NewBuilder(lowest.Labels)
+	b.Del("engine")
+	if len(f.Samples) > 1 {
+		for _, key := range []string{"num_gpu_blocks", "num_cpu_blocks"} {
+			total, ok := 0, true
+			for _, s := range f.Samples {
+				v, err := strconv.Atoi(s.Labels.Get(key))
+				ok = ok && err == nil
+				total += v
+			}
+			if ok {
+				b.Set(key, strconv.Itoa(total))
+			}
+		}
+	}
+	return []exposition.Sample{{Labels: b.Labels(), Value: lowest.Value}}
+}

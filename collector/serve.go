@@ -1,0 +1,195 @@
+package collector
+
+import (
+	"bytes"
+	"compress/gzip"
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+	"github.com/prometheus/prometheus/model/labels"
+
+	"github.com/fos-study/vllm-normalizer/exposition"
+)
+
+// prepared is one page, encoded once when published and served as is.
+// The OpenMetrics variant is encoded on first demand only: none of the
+// known consumers asks for it.
+type prepared struct {
+	fams   []exposition.Family
+	text   []byte
+	textGz []byte
+
+	omOnce sync.Once
+	om     []byte
+	omGz   []byte
+}
+
+type snapshot struct {
+	page    *prepared
+	routing *prepared
+}
+
+func prepare(fams []exposition.Family, gz *gzip.Writer) *prepared {
+	p := &prepared{fams: fams}
+	p.text = exposition.AppendText(make([]byte, 0, 64<<10), fams)
+	p.textGz = compress(gz, p.text)
+	return p
+}
+
+func (p *prepared) openMetrics() ([]byte, []byte) {
+	p.omOnce.Do(func() {
+		p.om = exposition.AppendOpenMetrics(nil, p.fams)
+		p.omGz = compress(nil, p.om)
+	})
+	return p.om, p.omGz
+}
+
+func compress(gz *gzip.Writer, b []byte) []byte {
+	var buf bytes.Buffer
+	buf.Grow(len(b)/4 + 64)
+	if gz == nil {
+		gz, _ = gzip.NewWriterLevel(&buf, gzip.BestSpeed)
+	} else {
+		gz.Reset(&buf)
+	}
+	_, _ = gz.Write(b)
+	_ = gz.Close()
+	return buf.Bytes()
+}
+
+// publish builds the snapshot served until the next scrape ends. res is nil
+// after a failed scrape: then only the sidecar's own metrics are served.
+func (c *Collector) publish(res *scrapeResult, now time.Time) {
+	self, err := c.cfg.Gatherer.Gather()
+	if err != nil {
+		c.cfg.Logger.Error("gathering the sidecar's own metrics failed", "err", err)
+	}
+	own := fromDTO(self)
+	var ownRouting []exposition.Family
+	for _, f := range own {
+		if f.Name == "vllm_up" {
+			ownRouting = append(ownRouting, f)
+		}
+	}
+	if age, ok := c.upstreamAge(now); ok {
+		f := exposition.Family{
+			Name: "vllm_normalizer_upstream_age_seconds",
+			Help: "Seconds between the last successful scrape of vLLM and the moment this page was prepared.",
+			Type: model.MetricTypeGauge,
+			Samples: []exposition.Sample{{
+				Labels: labels.FromStrings(model.MetricNameLabel, "vllm_normalizer_upstream_age_seconds"),
+				Value:  age.Seconds(),
+			}},
+		}
+		own = append(own, f)
+		ownRouting = append(ownRouting, f)
+	}
+
+	var page, routing []exposition.Family
+	if res != nil {
+		page, routing = res.page, res.routing
+	}
+	s := &snapshot{
+		page:    prepare(c.merge(page, own), nil),
+		routing: prepare(c.merge(routing, ownRouting), nil),
+	}
+	c.snap.Store(s)
+}
+
+func (c *Collector) upstreamAge(now time.Time) (time.Duration, bool) {
+	last := c.lastSuccess.Load()
+	if last == 0 {
+		return 0, false
+	}
+	return now.Sub(time.Unix(0, last)), true
+}
+
+// merge sorts the families by name. A name both the upstream and the
+// sidecar use keeps the upstream's family: vLLM's own process_* series, for
+// instance, are what a dashboard means by that name.
+func (c *Collector) merge(upstream, own []exposition.Family) []exposition.Family {
+	out := make([]exposition.Family, 0, len(upstream)+len(own))
+	out = append(out, upstream...)
+	seen := make(map[string]bool, len(upstream))
+	for _, f := range upstream {
+		seen[f.Name] = true
+	}
+	for _, f := range own {
+		if !seen[f.Name] {
+			out = append(out, f)
+		}
+	}
+	slices.SortStableFunc(out, func(a, b exposition.Family) int { return strings.Compare(a.Name, b.Name) })
+	return out
+}
+
+// MetricsHandler serves the full page: vLLM's families under current names,
+// derived gauges, statuses and the sidecar's own metrics.
+func (c *Collector) MetricsHandler() http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		serve(w, r, c.snap.Load().page)
+	})
+}
+
+// RoutingHandler serves the small routing view. It answers 503 when the
+// last successful scrape is older than three intervals, so that a router's
+// own staleness handling takes over instead of trusting old numbers.
+func (c *Collector) RoutingHandler() http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		age, ok := c.upstreamAge(c.cfg.Now())
+		if !ok || age > 3*c.cfg.Interval {
+			w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+			w.Header().Set("Retry-After", strconv.Itoa(max(1, int(c.cfg.Interval.Seconds()))))
+			w.WriteHeader(http.StatusServiceUnavailable)
+			if !ok {
+				_, _ = w.Write([]byte("vLLM has not been scraped successfully yet; see vllm_normalizer_scrape_failures_total on /metrics\n"))
+				return
+			}
+			_, _ = w.Write([]byte("the last successful scrape of vLLM is " + age.Truncate(time.Millisecond).String() + " old (more than three scrape intervals); see vllm_normalizer_scrape_failures_total on /metrics\n"))
+			return
+		}
+		serve(w, r, c.snap.Load().routing)
+	})
+}
+
+func serve(w http.ResponseWriter, r *http.Request, p *prepared) {
+	body, gz, ct := p.text, p.textGz, exposition.ContentTypeText
+	if expfmt.NegotiateIncludingOpenMetrics(r.Header).FormatType() == expfmt.TypeOpenMetrics {
+		body, gz = p.openMetrics()
+		ct = exposition.ContentTypeOpenMetrics
+	}
+	h := w.Header()
+	h.Set("Content-Type", ct)
+	h.Add("Vary", "Accept-Encoding")
+	if acceptsGzip(r.Header.Get("Accept-Encoding")) {
+		h.Set("Content-Encoding", "gzip")
+		body = gz
+	}
+	h.Set("Content-Length", strconv.Itoa(len(body)))
+	_, _ = w.Write(body)
+}
+
+// acceptsGzip reports whether an Accept-Encoding header admits gzip
+// (a "gzip;q=0" refuses it).
+func acceptsGzip(header string) bool {
+	for part := range strings.SplitSeq(header, ",") {
+		coding, params, _ := strings.Cut(strings.TrimSpace(part), ";")
+		if !strings.EqualFold(strings.TrimSpace(coding), "gzip") {
+			continue
+		}
+		q := strings.TrimSpace(params)
+		if v, ok := strings.CutPrefix(q, "q="); ok {
+			if f, err := strconv.ParseFloat(v, 64); err == nil && f == 0 {
+				return false
+			}
+		}
+		return true
+	}
+	return false
+}
