@@ -1,0 +1,169 @@
+// Package testbin builds and runs the real vllm-normalizer binary for
+// end-to-end tests, the way a user runs it.
+package testbin
+
+import (
+	"bytes"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+var (
+	buildOnce sync.Once
+	binPath   string
+	buildErr  error
+)
+
+// Build compiles cmd/vllm-normalizer once per test process and returns the
+// binary's path.
+func Build(t testing.TB) string {
+	t.Helper()
+	buildOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "vllm-normalizer-e2e-")
+		if err != nil {
+			buildErr = err
+			return
+		}
+		binPath = filepath.Join(dir, "vllm-normalizer")
+		_, self, _, _ := runtime.Caller(0)
+		root := filepath.Join(filepath.Dir(self), "..", "..")
+		cmd := exec.Command("go", "build", "-o", binPath, "./cmd/vllm-normalizer")
+		cmd.Dir = root
+		if out, err := cmd.CombinedOutput(); err != nil {
+			buildErr = fmt.Errorf("go build: %v\n%s", err, out)
+		}
+	})
+	if buildErr != nil {
+		t.Fatal(buildErr)
+	}
+	return binPath
+}
+
+// FreeAddr returns a loopback address nothing listens on right now.
+func FreeAddr(t testing.TB) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+// syncBuffer is a bytes.Buffer safe for the process's writes and the
+// test's reads at once.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// Process is a running sidecar.
+type Process struct {
+	Cmd  *exec.Cmd
+	Addr string // host:port it listens on
+	URL  string // http://Addr
+	logs *syncBuffer
+	done chan struct{}
+	err  error
+}
+
+// Logs returns what the process wrote to stdout and stderr so far.
+func (p *Process) Logs() string { return p.logs.String() }
+
+// Start runs the binary with args plus --web.listen-address on a free port
+// (unless args set one, then pass addr) and waits until /-/healthy answers.
+// The process is stopped when the test ends.
+func Start(t testing.TB, args ...string) *Process {
+	t.Helper()
+	return StartAt(t, FreeAddr(t), "http", args...)
+}
+
+// StartAt is Start with a chosen address and scheme (https for TLS tests;
+// readiness is then only checked by the port accepting connections).
+func StartAt(t testing.TB, addr, scheme string, args ...string) *Process {
+	t.Helper()
+	bin := Build(t)
+	logs := &syncBuffer{}
+	cmd := exec.Command(bin, append([]string{"--web.listen-address=" + addr}, args...)...)
+	cmd.Stdout, cmd.Stderr = logs, logs
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	p := &Process{Cmd: cmd, Addr: addr, URL: scheme + "://" + addr, logs: logs, done: make(chan struct{})}
+	go func() { p.err = cmd.Wait(); close(p.done) }()
+	t.Cleanup(func() { p.Kill() })
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		select {
+		case <-p.done:
+			t.Fatalf("vllm-normalizer exited at start: %v\n%s", p.err, logs)
+		default:
+		}
+		if scheme == "http" {
+			if resp, err := http.Get(p.URL + "/-/healthy"); err == nil {
+				resp.Body.Close()
+				return p
+			}
+		} else if c, err := net.Dial("tcp", addr); err == nil {
+			c.Close()
+			return p
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Fatalf("vllm-normalizer did not come up on %s\n%s", addr, logs)
+	return nil
+}
+
+// Stop sends SIGTERM and waits up to timeout for the exit; it returns the
+// exit error (nil for status 0) or an error if the process did not exit.
+func (p *Process) Stop(timeout time.Duration) error {
+	_ = p.Cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-p.done:
+		return p.err
+	case <-time.After(timeout):
+		return fmt.Errorf("no exit within %s after SIGTERM", timeout)
+	}
+}
+
+// Signal sends sig to the process.
+func (p *Process) Signal(sig os.Signal) error { return p.Cmd.Process.Signal(sig) }
+
+// Exited reports whether the process has ended.
+func (p *Process) Exited() bool {
+	select {
+	case <-p.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// Kill ends the process if it still runs.
+func (p *Process) Kill() {
+	if !p.Exited() {
+		_ = p.Cmd.Process.Kill()
+		<-p.done
+	}
+}
