@@ -1,0 +1,670 @@
+// Package deploy holds no Go code: its tests check the Prometheus rules and
+// the Kubernetes manifests next to them.
+package deploy
+
+import (
+	"bytes"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"reflect"
+	"regexp"
+	"sort"
+	"strings"
+	"testing"
+
+	"github.com/prometheus/prometheus/promql/parser"
+	yaml "go.yaml.in/yaml/v2"
+)
+
+var update = flag.Bool("update", false, "regenerate kubernetes/prometheusrule.yaml from prometheus/*.yml")
+
+var ruleFiles = []string{"prometheus/alerts.yml", "prometheus/recording.yml"}
+
+const prometheusRuleFile = "kubernetes/prometheusrule.yaml"
+
+// ---- helpers -----------------------------------------------------------------
+
+type ruleFile struct {
+	Groups []struct {
+		Name  string `yaml:"name"`
+		Rules []struct {
+			Alert       string            `yaml:"alert"`
+			Record      string            `yaml:"record"`
+			Expr        string            `yaml:"expr"`
+			For         string            `yaml:"for"`
+			Labels      map[string]string `yaml:"labels"`
+			Annotations map[string]string `yaml:"annotations"`
+		} `yaml:"rules"`
+	} `yaml:"groups"`
+}
+
+func readRules(t *testing.T, path string) ruleFile {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rf ruleFile
+	if err := yaml.UnmarshalStrict(data, &rf); err != nil {
+		t.Fatalf("%s: %v", path, err)
+	}
+	return rf
+}
+
+// rawGroups returns the groups of all rule files, in order, as generic YAML.
+func rawGroups(t *testing.T) []any {
+	t.Helper()
+	var all []any
+	for _, p := range ruleFiles {
+		data, err := os.ReadFile(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var doc struct {
+			Groups []yaml.MapSlice `yaml:"groups"`
+		}
+		if err := yaml.Unmarshal(data, &doc); err != nil {
+			t.Fatalf("%s: %v", p, err)
+		}
+		for _, g := range doc.Groups {
+			all = append(all, g)
+		}
+	}
+	return all
+}
+
+// normalize turns MapSlices into maps so DeepEqual ignores key order.
+func normalize(v any) any {
+	switch x := v.(type) {
+	case yaml.MapSlice:
+		m := map[string]any{}
+		for _, it := range x {
+			m[fmt.Sprint(it.Key)] = normalize(it.Value)
+		}
+		return m
+	case map[string]any:
+		m := map[string]any{}
+		for k, val := range x {
+			m[k] = normalize(val)
+		}
+		return m
+	case map[any]any:
+		m := map[string]any{}
+		for k, val := range x {
+			m[fmt.Sprint(k)] = normalize(val)
+		}
+		return m
+	case []any:
+		out := make([]any, len(x))
+		for i := range x {
+			out[i] = normalize(x[i])
+		}
+		return out
+	default:
+		return v
+	}
+}
+
+func renderPrometheusRule(groups []any) ([]byte, error) {
+	doc := yaml.MapSlice{
+		{Key: "apiVersion", Value: "monitoring.coreos.com/v1"},
+		{Key: "kind", Value: "PrometheusRule"},
+		{Key: "metadata", Value: yaml.MapSlice{
+			{Key: "name", Value: "vllm-normalizer"},
+			{Key: "labels", Value: yaml.MapSlice{{Key: "app.kubernetes.io/name", Value: "vllm-normalizer"}}},
+		}},
+		{Key: "spec", Value: yaml.MapSlice{{Key: "groups", Value: groups}}},
+	}
+	body, err := yaml.Marshal(doc)
+	if err != nil {
+		return nil, err
+	}
+	header := "# GENERATED from deploy/prometheus/alerts.yml and recording.yml; do not edit.\n" +
+		"# Regenerate: go test ./deploy -run TestPrometheusRuleMatchesFiles -update\n"
+	return append([]byte(header), body...), nil
+}
+
+// ---- PrometheusRule is the same content as the rule files -------------------
+
+// TestPrometheusRuleMatchesFiles fails when kubernetes/prometheusrule.yaml
+// does not carry exactly the groups of prometheus/*.yml.
+func TestPrometheusRuleMatchesFiles(t *testing.T) {
+	groups := rawGroups(t)
+	if *update {
+		out, err := renderPrometheusRule(groups)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(prometheusRuleFile, out, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	data, err := os.ReadFile(prometheusRuleFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var pr struct {
+		APIVersion string `yaml:"apiVersion"`
+		Kind       string `yaml:"kind"`
+		Spec       struct {
+			Groups []yaml.MapSlice `yaml:"groups"`
+		} `yaml:"spec"`
+	}
+	if err := yaml.Unmarshal(data, &pr); err != nil {
+		t.Fatal(err)
+	}
+	if pr.APIVersion != "monitoring.coreos.com/v1" || pr.Kind != "PrometheusRule" {
+		t.Errorf("%s: got %s %s, want monitoring.coreos.com/v1 PrometheusRule", prometheusRuleFile, pr.APIVersion, pr.Kind)
+	}
+	var got []any
+	for _, g := range pr.Spec.Groups {
+		got = append(got, g)
+	}
+	if !reflect.DeepEqual(normalize(got), normalize(groups)) {
+		t.Errorf("%s differs from %v: regenerate with go test ./deploy -run TestPrometheusRuleMatchesFiles -update", prometheusRuleFile, ruleFiles)
+	}
+}
+
+// ---- rules: PromQL, contract, tests ------------------------------------------
+
+var derivedGauges = []string{
+	"preemptions_per_second", "prefix_cache_hit_ratio", "external_prefix_cache_hit_ratio",
+	"queue_time_mean_seconds", "prefill_time_mean_seconds", "decode_time_mean_seconds",
+	"ttft_queue_ratio", "ttft_seconds", "inter_token_latency_seconds", "e2e_latency_seconds",
+	"prompt_tokens_per_second", "generation_tokens_per_second", "requests_per_second",
+	"prompt_tokens_mean", "generation_tokens_mean",
+}
+
+var quantileGauges = map[string]bool{"ttft_seconds": true, "inter_token_latency_seconds": true, "e2e_latency_seconds": true}
+
+// TestRulesParse parses every rule expression with the Prometheus parser and
+// checks names, labels and the coverage of the derived gauges.
+func TestRulesParse(t *testing.T) {
+	p := parser.NewParser(parser.Options{})
+	recorded := map[string][]map[string]string{}
+	alerts := 0
+	for _, path := range ruleFiles {
+		rf := readRules(t, path)
+		for _, g := range rf.Groups {
+			for _, r := range g.Rules {
+				name := r.Alert + r.Record
+				if (r.Alert == "") == (r.Record == "") {
+					t.Errorf("%s: rule %q must have exactly one of alert and record", path, name)
+				}
+				if _, err := p.ParseExpr(r.Expr); err != nil {
+					t.Errorf("%s: %s: %v", path, name, err)
+				}
+				if strings.Contains(r.Expr, "job=") {
+					t.Errorf("%s: %s: hard-coded job matcher", path, name)
+				}
+				if r.Alert != "" {
+					alerts++
+					if r.Labels["severity"] == "" {
+						t.Errorf("%s: alert %s has no severity label", path, name)
+					}
+				}
+				if r.Record != "" {
+					recorded[r.Record] = append(recorded[r.Record], r.Labels)
+				}
+			}
+		}
+	}
+	if alerts < 5 {
+		t.Errorf("only %d alerts", alerts)
+	}
+	recRe := regexp.MustCompile(`^vllm:derived_([a-z0-9_]+):[a-z_]+(1m|5m)$`)
+	for name := range recorded {
+		if !recRe.MatchString(name) {
+			t.Errorf("recording rule %s does not follow vllm:derived_<gauge>:<op><window>", name)
+		}
+	}
+	for _, g := range derivedGauges {
+		for _, w := range []string{"1m", "5m"} {
+			var found []map[string]string
+			for name, ls := range recorded {
+				m := recRe.FindStringSubmatch(name)
+				if m != nil && m[1] == g && m[2] == w {
+					found = append(found, ls...)
+				}
+			}
+			want := 1
+			if quantileGauges[g] {
+				want = 3
+			}
+			if len(found) != want {
+				t.Errorf("derived gauge %s, window %s: %d recording rules, want %d", g, w, len(found), want)
+			}
+			qs := map[string]bool{}
+			for _, ls := range found {
+				if ls["window"] != w {
+					t.Errorf("derived gauge %s: rule for window %s has window label %q", g, w, ls["window"])
+				}
+				qs[ls["quantile"]] = true
+			}
+			if quantileGauges[g] && !(qs["0.5"] && qs["0.9"] && qs["0.99"]) {
+				t.Errorf("derived gauge %s window %s: quantiles %v, want 0.5, 0.9, 0.99", g, w, qs)
+			}
+		}
+	}
+}
+
+// TestEveryAlertHasFiringAndQuietTests reads the promtool unit tests and
+// requires, for each alert, one case that expects it and one that does not.
+func TestEveryAlertHasFiringAndQuietTests(t *testing.T) {
+	files, _ := filepath.Glob("prometheus/tests/*.yml")
+	if len(files) == 0 {
+		t.Fatal("no promtool unit tests in prometheus/tests")
+	}
+	firing, quiet := map[string]bool{}, map[string]bool{}
+	for _, f := range files {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var doc struct {
+			Tests []struct {
+				AlertRuleTest []struct {
+					Alertname string `yaml:"alertname"`
+					ExpAlerts []any  `yaml:"exp_alerts"`
+				} `yaml:"alert_rule_test"`
+			} `yaml:"tests"`
+		}
+		if err := yaml.Unmarshal(data, &doc); err != nil {
+			t.Fatalf("%s: %v", f, err)
+		}
+		for _, tc := range doc.Tests {
+			for _, a := range tc.AlertRuleTest {
+				if len(a.ExpAlerts) > 0 {
+					firing[a.Alertname] = true
+				} else {
+					quiet[a.Alertname] = true
+				}
+			}
+		}
+	}
+	rf := readRules(t, "prometheus/alerts.yml")
+	for _, g := range rf.Groups {
+		for _, r := range g.Rules {
+			if r.Alert == "" {
+				continue
+			}
+			if !firing[r.Alert] {
+				t.Errorf("alert %s has no promtool test where it fires", r.Alert)
+			}
+			if !quiet[r.Alert] {
+				t.Errorf("alert %s has no promtool test where it stays quiet", r.Alert)
+			}
+		}
+	}
+	for _, want := range []string{"VLLMUpstreamDown", "VLLMNormalizerScrapesFailing", "VLLMLegacyMetricNamesInUse", "VLLMSustainedPreemptions", "VLLMInstanceQueueingAbovePeers"} {
+		if !firing[want] {
+			t.Errorf("required alert %s is missing or untested", want)
+		}
+	}
+}
+
+// TestAlertMetricsInSidecarContract checks the metric names the alerts read
+// against the sidecar's real output, once the core golden file exists.
+func TestAlertMetricsInSidecarContract(t *testing.T) {
+	const golden = "../testdata/golden/sidecar-demo.metrics"
+	data, err := os.ReadFile(golden)
+	if errors.Is(err, os.ErrNotExist) {
+		t.Skipf("%s does not exist yet (written by the sidecar's golden test); alert metric names are not checked", golden)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	known := map[string]bool{}
+	for _, line := range strings.Split(string(data), "\n") {
+		fs := strings.Fields(line)
+		switch {
+		case len(fs) >= 4 && fs[0] == "#" && fs[1] == "TYPE":
+			known[fs[2]] = true
+			if fs[3] == "counter" {
+				known[strings.TrimSuffix(fs[2], "_total")+"_total"] = true
+			}
+		case len(fs) >= 1 && !strings.HasPrefix(fs[0], "#"):
+			known[strings.SplitN(fs[0], "{", 2)[0]] = true
+		}
+	}
+	p := parser.NewParser(parser.Options{})
+	rf := readRules(t, "prometheus/alerts.yml")
+	for _, g := range rf.Groups {
+		for _, r := range g.Rules {
+			ast, err := p.ParseExpr(r.Expr)
+			if err != nil {
+				continue // reported by TestRulesParse
+			}
+			for _, vs := range parser.ExtractSelectors(ast) {
+				for _, m := range vs {
+					if m.Name == "__name__" && !known[m.Value] {
+						t.Errorf("alert %s reads %s, which the sidecar does not serve (%s)", r.Alert, m.Value, golden)
+					}
+				}
+			}
+		}
+	}
+}
+
+// ---- promtool ----------------------------------------------------------------
+
+func promtool(t *testing.T) string {
+	t.Helper()
+	p, err := exec.LookPath("promtool")
+	if err != nil {
+		t.Skip("promtool not found: install it with deploy/ci-deps.sh (Debian package prometheus)")
+	}
+	return p
+}
+
+func run(t *testing.T, name string, args ...string) string {
+	t.Helper()
+	cmd := exec.Command(name, args...)
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("%s %s: %v\n%s", name, strings.Join(args, " "), err, out.String())
+	}
+	return out.String()
+}
+
+func TestPromtoolCheckRules(t *testing.T) {
+	pt := promtool(t)
+	run(t, pt, append([]string{"check", "rules"}, ruleFiles...)...)
+	// The rules inside the PrometheusRule are checked too.
+	data, err := os.ReadFile(prometheusRuleFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var pr struct {
+		Spec yaml.MapSlice `yaml:"spec"`
+	}
+	if err := yaml.Unmarshal(data, &pr); err != nil {
+		t.Fatal(err)
+	}
+	spec, err := yaml.Marshal(pr.Spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmp := filepath.Join(t.TempDir(), "prometheusrule-spec.yml")
+	if err := os.WriteFile(tmp, spec, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	run(t, pt, "check", "rules", tmp)
+}
+
+func TestPromtoolTestRules(t *testing.T) {
+	pt := promtool(t)
+	files, _ := filepath.Glob("prometheus/tests/*.yml")
+	out := run(t, pt, append([]string{"test", "rules"}, files...)...)
+	if strings.Count(out, "SUCCESS") != len(files) {
+		t.Fatalf("promtool test rules did not succeed for every file:\n%s", out)
+	}
+}
+
+// ---- Kubernetes ----------------------------------------------------------------
+
+// kustomize builds a kustomization with kubectl's embedded kustomize.
+func kustomize(t *testing.T, dir string) []map[string]any {
+	t.Helper()
+	kubectl, err := exec.LookPath("kubectl")
+	if err != nil {
+		t.Skip("kubectl not found: the Kubernetes manifests are not built (install kubectl >= 1.27, which embeds kustomize v5)")
+	}
+	ver, _ := exec.Command(kubectl, "version", "--client").CombinedOutput()
+	if !regexp.MustCompile(`Kustomize Version: v[45]`).Match(ver) {
+		t.Skipf("kubectl's embedded kustomize is too old or unknown (%q): need v4 or v5", strings.TrimSpace(string(ver)))
+	}
+	out := run(t, kubectl, "kustomize", dir)
+	dec := yaml.NewDecoder(strings.NewReader(out))
+	var docs []map[string]any
+	for {
+		var d map[string]any
+		err := dec.Decode(&d)
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			t.Fatalf("kustomize output: %v", err)
+		}
+		if d != nil {
+			docs = append(docs, normalize(d).(map[string]any))
+		}
+	}
+	return docs
+}
+
+// get walks a path of map keys and list indexes through generic YAML.
+func get(v any, path ...any) any {
+	for _, p := range path {
+		switch k := p.(type) {
+		case string:
+			m, ok := v.(map[string]any)
+			if !ok {
+				return nil
+			}
+			v = m[k]
+		case int:
+			l, ok := v.([]any)
+			if !ok || k >= len(l) {
+				return nil
+			}
+			v = l[k]
+		}
+	}
+	return v
+}
+
+func byKind(docs []map[string]any) map[string][]map[string]any {
+	m := map[string][]map[string]any{}
+	for _, d := range docs {
+		k := fmt.Sprint(d["kind"])
+		m[k] = append(m[k], d)
+	}
+	return m
+}
+
+func findContainer(t *testing.T, podSpec any, name string) map[string]any {
+	t.Helper()
+	cs, _ := get(podSpec, "containers").([]any)
+	for _, c := range cs {
+		if get(c, "name") == name {
+			return c.(map[string]any)
+		}
+	}
+	t.Fatalf("no container %q in the pod spec", name)
+	return nil
+}
+
+// portNumber resolves a probe or monitor port (name or number) in a container.
+func portNumber(c map[string]any, port any) int {
+	if n, ok := port.(int); ok {
+		return n
+	}
+	ps, _ := c["ports"].([]any)
+	for _, p := range ps {
+		if get(p, "name") == port {
+			n, _ := get(p, "containerPort").(int)
+			return n
+		}
+	}
+	return 0
+}
+
+func TestKustomizeBuild(t *testing.T) {
+	docs := kustomize(t, "kubernetes")
+	kinds := byKind(docs)
+	for _, k := range []string{"Deployment", "Service", "PodMonitor", "PrometheusRule", "ConfigMap"} {
+		if len(kinds[k]) != 1 {
+			t.Fatalf("want one %s, got %d", k, len(kinds[k]))
+		}
+	}
+
+	dep := kinds["Deployment"][0]
+	pod := get(dep, "spec", "template", "spec")
+	podLabels, _ := get(dep, "spec", "template", "metadata", "labels").(map[string]any)
+
+	t.Run("vllm container", func(t *testing.T) {
+		c := findContainer(t, pod, "vllm")
+		if img := fmt.Sprint(c["image"]); !strings.HasPrefix(img, "vllm/vllm-openai:") {
+			t.Errorf("vllm image = %s", img)
+		}
+		if portNumber(c, "http") != 8000 {
+			t.Errorf("vllm must listen on 8000, the port the sidecar scrapes")
+		}
+	})
+
+	t.Run("sidecar container", func(t *testing.T) {
+		c := findContainer(t, pod, "vllm-normalizer")
+		if img := fmt.Sprint(c["image"]); !strings.HasPrefix(img, "ghcr.io/fos-study/vllm-normalizer:") {
+			t.Errorf("sidecar image = %s", img)
+		}
+		args := fmt.Sprint(c["args"])
+		for _, a := range []string{"--web.listen-address=:9400", "--vllm.scrape-uri=http://127.0.0.1:8000/metrics"} {
+			if !strings.Contains(args, a) {
+				t.Errorf("sidecar args %s lack %s", args, a)
+			}
+		}
+		if portNumber(c, "normalizer") != 9400 {
+			t.Errorf("sidecar port normalizer must be 9400")
+		}
+		for probe, path := range map[string]string{"livenessProbe": "/-/healthy", "readinessProbe": "/-/ready"} {
+			if got := get(c, probe, "httpGet", "path"); got != path {
+				t.Errorf("%s path = %v, want %s", probe, got, path)
+			}
+			if n := portNumber(c, get(c, probe, "httpGet", "port")); n != 9400 {
+				t.Errorf("%s port resolves to %d, want 9400", probe, n)
+			}
+		}
+		sc := get(c, "securityContext")
+		want := map[string]any{"readOnlyRootFilesystem": true, "runAsNonRoot": true, "runAsUser": 65532, "allowPrivilegeEscalation": false}
+		for k, v := range want {
+			if got := get(sc, k); got != v {
+				t.Errorf("securityContext.%s = %v, want %v", k, got, v)
+			}
+		}
+		res := map[string]string{
+			"requests.cpu": "10m", "requests.memory": "32Mi",
+			"limits.cpu": "200m", "limits.memory": "128Mi",
+		}
+		for k, v := range res {
+			parts := strings.Split(k, ".")
+			if got := fmt.Sprint(get(c, "resources", parts[0], parts[1])); got != v {
+				t.Errorf("resources.%s = %s, want %s", k, got, v)
+			}
+		}
+	})
+
+	t.Run("routers and monitors point at the sidecar", func(t *testing.T) {
+		if podLabels["model.aibrix.ai/metric-port"] != "9400" {
+			t.Errorf("pod label model.aibrix.ai/metric-port = %v, want \"9400\"", podLabels["model.aibrix.ai/metric-port"])
+		}
+		pm := kinds["PodMonitor"][0]
+		if get(pm, "apiVersion") != "monitoring.coreos.com/v1" {
+			t.Errorf("PodMonitor apiVersion = %v", get(pm, "apiVersion"))
+		}
+		sel, _ := get(pm, "spec", "selector", "matchLabels").(map[string]any)
+		if len(sel) == 0 {
+			t.Fatal("PodMonitor has no matchLabels")
+		}
+		for k, v := range sel {
+			if podLabels[k] != v {
+				t.Errorf("PodMonitor selects %s=%v, which the vLLM pods do not carry", k, v)
+			}
+		}
+		ep := get(pm, "spec", "podMetricsEndpoints", 0)
+		side := findContainer(t, pod, "vllm-normalizer")
+		if portNumber(side, get(ep, "port")) != 9400 {
+			t.Errorf("PodMonitor port %v does not resolve to the sidecar's 9400", get(ep, "port"))
+		}
+		if get(ep, "path") != "/metrics" {
+			t.Errorf("PodMonitor path = %v", get(ep, "path"))
+		}
+		svcPorts, _ := get(kinds["Service"][0], "spec", "ports").([]any)
+		found := false
+		for _, p := range svcPorts {
+			if get(p, "port") == 9400 {
+				found = true
+			}
+		}
+		if !found {
+			t.Error("Service does not expose 9400")
+		}
+	})
+
+	t.Run("PrometheusRule carries the rule files", func(t *testing.T) {
+		got := get(kinds["PrometheusRule"][0], "spec", "groups")
+		if !reflect.DeepEqual(got, normalize(rawGroups(t))) {
+			t.Error("built PrometheusRule groups differ from prometheus/*.yml")
+		}
+	})
+
+	t.Run("dashboards ConfigMap", func(t *testing.T) {
+		cm := kinds["ConfigMap"][0]
+		if get(cm, "metadata", "labels", "grafana_dashboard") != "1" {
+			t.Errorf("ConfigMap labels = %v, want grafana_dashboard: \"1\"", get(cm, "metadata", "labels"))
+		}
+		data, _ := get(cm, "data").(map[string]any)
+		files, _ := filepath.Glob("../dashboards/*.json")
+		if len(files) == 0 || len(data) != len(files) {
+			t.Fatalf("ConfigMap has %d dashboards, dashboards/ has %d", len(data), len(files))
+		}
+		var keys []string
+		for _, f := range files {
+			want, err := os.ReadFile(f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			k := filepath.Base(f)
+			keys = append(keys, k)
+			if data[k] != string(want) {
+				t.Errorf("ConfigMap key %s differs from %s", k, f)
+			}
+		}
+		sort.Strings(keys)
+	})
+}
+
+// TestKustomizeImageOverride proves the sidecar image can be pinned with a
+// kustomize images: entry in an overlay.
+func TestKustomizeImageOverride(t *testing.T) {
+	base, err := filepath.Abs("kubernetes")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	// kustomize refuses absolute paths in resources: use a relative one.
+	rel, err := filepath.Rel(dir, base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	overlay := fmt.Sprintf(`apiVersion: kustomize.config.k8s.io/v1beta1
+kind: Kustomization
+resources:
+  - %s
+images:
+  - name: ghcr.io/fos-study/vllm-normalizer
+    newName: registry.example/vllm-normalizer
+    newTag: v9.9.9
+`, rel)
+	if err := os.WriteFile(filepath.Join(dir, "kustomization.yaml"), []byte(overlay), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	docs := kustomize(t, dir)
+	for _, d := range docs {
+		if d["kind"] != "Deployment" {
+			continue
+		}
+		c := findContainer(t, get(d, "spec", "template", "spec"), "vllm-normalizer")
+		if c["image"] != "registry.example/vllm-normalizer:v9.9.9" {
+			t.Errorf("sidecar image = %v after override", c["image"])
+		}
+		return
+	}
+	t.Fatal("no Deployment in the overlay output")
+}
