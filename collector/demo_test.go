@@ -1,0 +1,103 @@
+package collector
+
+import (
+	"context"
+	"net/http/httptest"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/fos-study/vllm-normalizer/demo"
+	"github.com/fos-study/vllm-normalizer/exposition"
+)
+
+// derivedNames is the public contract of the derived gauges.
+var derivedNames = []string{
+	"vllm_derived_preemptions_per_second",
+	"vllm_derived_prefix_cache_hit_ratio",
+	"vllm_derived_external_prefix_cache_hit_ratio",
+	"vllm_derived_queue_time_mean_seconds",
+	"vllm_derived_prefill_time_mean_seconds",
+	"vllm_derived_decode_time_mean_seconds",
+	"vllm_derived_ttft_queue_ratio",
+	"vllm_derived_ttft_seconds",
+	"vllm_derived_inter_token_latency_seconds",
+	"vllm_derived_e2e_latency_seconds",
+	"vllm_derived_prompt_tokens_per_second",
+	"vllm_derived_generation_tokens_per_second",
+	"vllm_derived_requests_per_second",
+	"vllm_derived_prompt_tokens_mean",
+	"vllm_derived_generation_tokens_mean",
+}
+
+// TestDemoGolden runs the sidecar against the --demo upstream (two
+// data-parallel engines) for six simulated minutes on a fake clock and
+// checks that the page serves every derived gauge for both windows and
+// both engines, and that the routing view holds one series per model.
+// The pages are kept as goldens: testdata/golden/sidecar-demo.metrics is
+// the sidecar's real output that the dashboard tests check names against.
+func TestDemoGolden(t *testing.T) {
+	clock := newFakeClock()
+	up, err := demo.New(demo.Options{Now: clock.Now, Seed: 7, Engines: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(up)
+	defer srv.Close()
+	c := newTestCollector(t, srv.URL+"/metrics", clock, nil)
+	for range 6 * 60 {
+		c.ScrapeOnce(context.Background())
+		clock.Advance(time.Second)
+	}
+	clock.Advance(-time.Second) // serve as of the last scrape
+	page := get(t, c.MetricsHandler(), "/metrics", nil).Body.Bytes()
+	checkValidPage(t, page)
+	fams, _, err := exposition.Parse(page, "text/plain", exposition.ParseOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	byName := map[string]exposition.Family{}
+	for _, f := range fams {
+		byName[f.Name] = f
+	}
+	for _, name := range derivedNames {
+		f, ok := byName[name]
+		if !ok {
+			t.Errorf("%s is missing from the demo page", name)
+			continue
+		}
+		seen := map[string]bool{}
+		for _, s := range f.Samples {
+			seen[s.Labels.Get("engine")+"/"+s.Labels.Get("window")] = true
+		}
+		for _, want := range []string{"0/1m", "0/5m", "1/1m", "1/5m"} {
+			if !seen[want] {
+				t.Errorf("%s has no series for engine/window %s", name, want)
+			}
+		}
+	}
+
+	rec := get(t, c.RoutingHandler(), "/metrics/routing", nil)
+	if rec.Code != 200 {
+		t.Fatalf("routing view answered %d", rec.Code)
+	}
+	routing := rec.Body.Bytes()
+	checkValidPage(t, routing)
+	rfams, _, _ := exposition.Parse(routing, "text/plain", exposition.ParseOptions{})
+	for _, f := range rfams {
+		if !strings.HasPrefix(f.Name, "vllm:") {
+			continue
+		}
+		if len(f.Samples) != 1 {
+			t.Errorf("routing view: %s has %d series, want one per model", f.Name, len(f.Samples))
+		}
+		for _, s := range f.Samples {
+			if s.Labels.Has("engine") {
+				t.Errorf("routing view: %s keeps the engine label", s.Labels)
+			}
+		}
+	}
+	compareGolden(t, filepath.Join("..", "testdata", "golden", "sidecar-demo.metrics"), page)
+	compareGolden(t, filepath.Join("..", "testdata", "golden", "sidecar-demo-routing.metrics"), routing)
+}
