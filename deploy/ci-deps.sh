@@ -21,8 +21,7 @@ command -v kubectl  >/dev/null 2>&1 || need_apt+=(kubernetes-client)
 
 if [ "${#need_apt[@]}" -gt 0 ]; then
   $SUDO apt-get update
-  # The prometheus package's service is not needed; policy-rc.d keeps it
-  # from starting where an init system would start it.
+  # Only promtool is used; the prometheus server the package also ships is not.
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y --no-install-recommends "${need_apt[@]}"
 fi
 
