@@ -373,8 +373,8 @@ func TestUpstreamInfo(t *testing.T) {
 		{"12", EngineV0, []string{"0.5.3", "0.5.5"}, true},
 		{"01", EngineV0, []string{"0.7.0"}, true},
 		{"13", EngineV1, []string{"0.10.1", "0.20.0"}, true}, // a 2026 release: later than every tag the catalogue knows
-		{"03", EngineUnknown, nil, false},                     // composite: V0-only and V1-only families side by side
-		{"04", EngineUnknown, nil, false},                     // SGLang, not vLLM
+		{"03", EngineUnknown, nil, false},                    // composite: V0-only and V1-only families side by side
+		{"04", EngineUnknown, nil, false},                    // SGLang, not vLLM
 	} {
 		t.Run(tc.page, func(t *testing.T) {
 			_, rep := m.Normalize(fixture(t, tc.page))

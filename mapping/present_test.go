@@ -352,3 +352,28 @@ func BenchmarkPresent(b *testing.B) {
 		})
 	}
 }
+
+// One Mapper serves concurrent scrapes (run with -race).
+func TestMapperConcurrent(t *testing.T) {
+	m := configured(t, Options{LegacyAliases: true, NameStyle: NameStyleUnderscore},
+		"metric_relabel_configs:\n  - {regex: engine, action: labeldrop}\n")
+	in := fixture(t, "13")
+	want, _ := m.Present(func() []exposition.Family { n, _ := m.Normalize(in); return n }())
+	done := make(chan []exposition.Family)
+	for range 4 {
+		go func() {
+			var out []exposition.Family
+			for range 20 {
+				n, _ := m.Normalize(in)
+				out, _ = m.Present(n)
+			}
+			done <- out
+		}()
+	}
+	for range 4 {
+		got := <-done
+		if fmt.Sprint(series(got...)) != fmt.Sprint(series(want...)) {
+			t.Error("concurrent run gave another result")
+		}
+	}
+}

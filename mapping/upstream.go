@@ -78,11 +78,12 @@ func (m *Mapper) detectUpstream(in []exposition.Family, index map[string]int) Up
 		}
 	}
 
+	conflict := len(v0) > 0 && len(v1) > 0
 	info := UpstreamInfo{Engine: EngineUnknown, Labels: map[string]string{}}
 	switch {
 	case !anyVLLM:
 		info.Labels["evidence"] = "no vllm: families"
-	case len(v0) > 0 && len(v1) > 0:
+	case conflict:
 		info.Labels["evidence"] = "conflicting: " + v0[0] + "; " + v1[0]
 	case len(v0) > 0:
 		info.Engine = EngineV0
@@ -94,6 +95,9 @@ func (m *Mapper) detectUpstream(in []exposition.Family, index map[string]int) Up
 		info.Labels["evidence"] = "only families both engines print"
 	}
 	switch {
+	case conflict:
+		// A page with both engines' families is a composite; no single
+		// release printed it, so no hint is given.
 	case haveLower && haveUpper && lower.less(upper):
 		info.Labels["version_hint"] = ">=" + lower.String() + ",<" + upper.String()
 	case haveLower && !haveUpper:
