@@ -475,3 +475,21 @@ func TestMetricNamesInSidecarContract(t *testing.T) {
 		}
 	}
 }
+
+// TestPanelsDocumented keeps docs/dashboards.md listing every panel.
+func TestPanelsDocumented(t *testing.T) {
+	doc, err := os.ReadFile("../docs/dashboards.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for file, d := range All() {
+		if !bytes.Contains(doc, []byte(file)) {
+			t.Errorf("docs/dashboards.md does not mention %s", file)
+		}
+		for _, p := range d.Panels {
+			if !bytes.Contains(doc, []byte("| "+p.Title+" |")) && !bytes.Contains(doc, []byte("Row: "+p.Title)) {
+				t.Errorf("docs/dashboards.md has no entry for panel %q of %s", p.Title, file)
+			}
+		}
+	}
+}
