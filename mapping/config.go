@@ -2,7 +2,6 @@ package mapping
 
 import (
 	"bytes"
-	"errors"
 	"fmt"
 	"strings"
 
@@ -200,5 +199,3 @@ func checkKeys(m yaml.MapSlice, valid []string) error {
 	}
 	return nil
 }
-
-var errNilCatalogue = errors.New("mapping: nil catalogue")

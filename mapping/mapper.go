@@ -1,6 +1,7 @@
 package mapping
 
 import (
+	"errors"
 	"fmt"
 	"math"
 	"sort"
@@ -111,6 +112,8 @@ type rule struct {
 }
 
 type alias struct{ current, legacy string }
+
+var errNilCatalogue = errors.New("mapping: New needs a catalogue; call LoadCatalogue")
 
 // New builds a Mapper. It fails on an unknown name style, or when the
 // configuration's extra renames contradict the catalogue.
