@@ -42,9 +42,9 @@ const (
 // Shared tails of the HELP texts.
 const (
 	helpCounter = " Counters are read at the points scraped in the window (no extrapolation); a counter that goes down counts from zero." +
-		" Source series are summed over all but the grouping labels before dividing." +
 		" Absent with fewer than 2 points in the window or a zero denominator."
-	helpRate     = " Per-series increase divided by the seconds between its first and last point in the window, summed."
+	helpRatio    = " Increases are summed over all but the grouping labels before dividing."
+	helpRate     = " Each series' increase is divided by the seconds between its first and last point in the window; the rates are summed over all but the grouping labels."
 	helpQuantile = " Estimated like PromQL histogram_quantile from the increases of the buckets in the window, summed by le;" +
 		" counters are read at the points scraped in the window (no extrapolation); absent without observations in the window."
 )
@@ -54,11 +54,11 @@ const (
 var derivedHelp = map[string]string{
 	DerivedPreemptionsPerSecond: "Preemptions per second: rate of vllm:num_preemptions_total." + helpRate + helpCounter,
 	DerivedPrefixCacheHitRatio: "Prefix cache hit ratio in tokens: increase(vllm:prefix_cache_hits_total) / increase(vllm:prefix_cache_queries_total)." +
-		" Where those counters are absent (V0), the mean of the vllm:gpu_prefix_cache_hit_rate gauge over the window's points, ignoring negative values." + helpCounter,
-	DerivedExternalPrefixCacheHitRatio: "External (KV connector) prefix cache hit ratio in tokens: increase(vllm:external_prefix_cache_hits_total) / increase(vllm:external_prefix_cache_queries_total)." + helpCounter,
-	DerivedQueueTimeMeanSeconds:        "Mean queue time per request: increase(vllm:request_queue_time_seconds_sum) / increase(vllm:request_queue_time_seconds_count)." + helpCounter,
-	DerivedPrefillTimeMeanSeconds:      "Mean prefill time per request: increase(vllm:request_prefill_time_seconds_sum) / increase(vllm:request_prefill_time_seconds_count)." + helpCounter,
-	DerivedDecodeTimeMeanSeconds:       "Mean decode time per request: increase(vllm:request_decode_time_seconds_sum) / increase(vllm:request_decode_time_seconds_count)." + helpCounter,
+		" Where those counters are absent (V0), the mean of the vllm:gpu_prefix_cache_hit_rate gauge over the window's points, ignoring negative values." + helpRatio + helpCounter,
+	DerivedExternalPrefixCacheHitRatio: "External (KV connector) prefix cache hit ratio in tokens: increase(vllm:external_prefix_cache_hits_total) / increase(vllm:external_prefix_cache_queries_total)." + helpRatio + helpCounter,
+	DerivedQueueTimeMeanSeconds:        "Mean queue time per request: increase(vllm:request_queue_time_seconds_sum) / increase(vllm:request_queue_time_seconds_count)." + helpRatio + helpCounter,
+	DerivedPrefillTimeMeanSeconds:      "Mean prefill time per request: increase(vllm:request_prefill_time_seconds_sum) / increase(vllm:request_prefill_time_seconds_count)." + helpRatio + helpCounter,
+	DerivedDecodeTimeMeanSeconds:       "Mean decode time per request: increase(vllm:request_decode_time_seconds_sum) / increase(vllm:request_decode_time_seconds_count)." + helpRatio + helpCounter,
 	DerivedTTFTQueueRatio: "Queueing share of time to first token: vllm_derived_queue_time_mean_seconds / (vllm_derived_queue_time_mean_seconds + vllm_derived_prefill_time_mean_seconds)," +
 		" same labels; absent if either is absent or their sum is 0.",
 	DerivedTTFTSeconds:               "Time to first token quantile from vllm:time_to_first_token_seconds." + helpQuantile,
@@ -67,8 +67,8 @@ var derivedHelp = map[string]string{
 	DerivedPromptTokensPerSecond:     "Prompt tokens per second: rate of vllm:prompt_tokens_total." + helpRate + helpCounter,
 	DerivedGenerationTokensPerSecond: "Generated tokens per second: rate of vllm:generation_tokens_total." + helpRate + helpCounter,
 	DerivedRequestsPerSecond:         "Finished requests per second by finished_reason: rate of vllm:request_success_total." + helpRate + helpCounter,
-	DerivedPromptTokensMean:          "Mean prompt length in tokens: increase(vllm:request_prompt_tokens_sum) / increase(vllm:request_prompt_tokens_count)." + helpCounter,
-	DerivedGenerationTokensMean:      "Mean generated tokens per request: increase(vllm:request_generation_tokens_sum) / increase(vllm:request_generation_tokens_count)." + helpCounter,
+	DerivedPromptTokensMean:          "Mean prompt length in tokens: increase(vllm:request_prompt_tokens_sum) / increase(vllm:request_prompt_tokens_count)." + helpRatio + helpCounter,
+	DerivedGenerationTokensMean:      "Mean generated tokens per request: increase(vllm:request_generation_tokens_sum) / increase(vllm:request_generation_tokens_count)." + helpRatio + helpCounter,
 }
 
 // derivedQuantiles are the quantiles the latency gauges are computed at,
