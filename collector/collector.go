@@ -58,6 +58,7 @@ type Collector struct {
 
 	snap atomic.Pointer[snapshot]
 
+	reloadMu    sync.Mutex // serialises Reload
 	mu          sync.Mutex // serialises scrapes (the loop, and tests calling ScrapeOnce)
 	lastSuccess atomic.Int64
 	lastReason  string // "" = last scrape fine; for log-once-per-change
@@ -127,12 +128,30 @@ func New(cfg Config) (*Collector, error) {
 		symbols: labels.NewSymbolTable(),
 	}
 	c.mapper.Store(cfg.Mapper)
+	m.reloadOK.Set(1)
+	m.reloadOKTime.Set(float64(cfg.Now().UnixNano()) / 1e9)
 	c.publish(nil, cfg.Now())
 	return c, nil
 }
 
-// SetMapper swaps the mapping used from the next scrape on (config reload).
-func (c *Collector) SetMapper(m *mapping.Mapper) { c.mapper.Store(m) }
+// Reload swaps in the mapper that load builds, from the next scrape on.
+// When load fails the current mapper stays: a bad configuration file never
+// replaces a good one. Both outcomes are counted.
+func (c *Collector) Reload(load func() (*mapping.Mapper, error)) error {
+	c.reloadMu.Lock()
+	defer c.reloadMu.Unlock()
+	m, err := load()
+	if err != nil {
+		c.metrics.reloadOK.Set(0)
+		c.metrics.reloads.WithLabelValues("failure").Inc()
+		return err
+	}
+	c.mapper.Store(m)
+	c.metrics.reloadOK.Set(1)
+	c.metrics.reloadOKTime.Set(float64(c.cfg.Now().UnixNano()) / 1e9)
+	c.metrics.reloads.WithLabelValues("success").Inc()
+	return nil
+}
 
 // Run scrapes at every interval until ctx ends. Scrapes never overlap: a
 // tick that comes while one is still running is skipped.

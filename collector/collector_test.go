@@ -12,6 +12,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -244,8 +245,12 @@ func TestGoldenFixtures(t *testing.T) {
 	}
 }
 
+// goVersion is the one toolchain-dependent value in the output.
+var goVersion = regexp.MustCompile(`goversion="[^"]*"`)
+
 func compareGolden(t *testing.T, path string, got []byte) {
 	t.Helper()
+	got = goVersion.ReplaceAll(got, []byte(`goversion="(any)"`))
 	if *update {
 		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 			t.Fatal(err)
@@ -529,5 +534,46 @@ func TestNewRejectsBadSettings(t *testing.T) {
 				t.Fatalf("error leaks the password: %v", err)
 			}
 		})
+	}
+}
+
+// TestReload: a failing load keeps the mapper in use and is counted; a
+// good one takes effect from the next scrape.
+func TestReload(t *testing.T) {
+	up := serveFile(t, "../testdata/fixtures/13-vllm-v1-2026-nixl-pd-kserve-llmisvc-context.prom")
+	clock := newFakeClock()
+	c := newTestCollector(t, up.URL, clock, nil)
+	scrape := func() map[string]float64 {
+		clock.Advance(time.Second)
+		c.ScrapeOnce(context.Background())
+		return samplesOf(t, get(t, c.MetricsHandler(), "/metrics", nil).Body.Bytes())
+	}
+	kv := `{__name__="vllm:kv_cache_usage_perc", engine="0", model_name="TinyLlama"}`
+	if _, ok := scrape()[kv]; !ok {
+		t.Fatal("kv_cache_usage_perc missing before any reload")
+	}
+	if err := c.Reload(func() (*mapping.Mapper, error) { return nil, errors.New("bad file") }); err == nil {
+		t.Fatal("a failing load must return its error")
+	}
+	out := scrape()
+	if _, ok := out[kv]; !ok {
+		t.Error("a failed reload changed the mapping in use")
+	}
+	if out[`{__name__="vllm_normalizer_config_last_reload_successful"}`] != 0 || out[`{__name__="vllm_normalizer_config_reloads_total", outcome="failure"}`] != 1 {
+		t.Error("the failed reload is not reported")
+	}
+	cfg, err := mapping.LoadConfig([]byte("metric_relabel_configs:\n- source_labels: [__name__]\n  regex: vllm:kv_cache_usage_perc\n  action: drop\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Reload(func() (*mapping.Mapper, error) { return testMapper(t, mapping.Options{Config: cfg}), nil }); err != nil {
+		t.Fatal(err)
+	}
+	out = scrape()
+	if _, ok := out[kv]; ok {
+		t.Error("the reloaded relabel rule did not drop kv_cache_usage_perc")
+	}
+	if out[`{__name__="vllm_normalizer_config_last_reload_successful"}`] != 1 || out[`{__name__="vllm_normalizer_config_reloads_total", outcome="success"}`] != 1 {
+		t.Error("the successful reload is not reported")
 	}
 }

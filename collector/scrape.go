@@ -1,7 +1,6 @@
 package collector
 
 import (
-	"bytes"
 	"compress/flate"
 	"compress/gzip"
 	"context"
@@ -50,7 +49,7 @@ type fetcher struct {
 	uri      string
 	redacted string // the URI with any password masked, for logs and errors
 	maxBody  int64
-	buf      bytes.Buffer
+	buf      []byte
 	lastN    int64 // size of the last page, to shrink buf after a spike
 }
 
@@ -90,23 +89,54 @@ func (f *fetcher) fetch(ctx context.Context) (body []byte, contentType string, e
 	if resp.StatusCode != http.StatusOK {
 		return nil, "", &scrapeError{ReasonHTTPStatus, fmt.Errorf("GET %s answered %s; check --vllm.scrape-uri points at vLLM's /metrics", f.redacted, resp.Status)}
 	}
-	if f.buf.Cap() > 1<<20 && int64(f.buf.Cap()) > 4*f.lastN {
-		// One huge page must not pin its buffer for good.
-		f.buf = bytes.Buffer{}
+	tooLarge := &scrapeError{ReasonBodyTooLarge, fmt.Errorf("GET %s: the page is larger than --vllm.max-body-bytes=%d", f.redacted, f.maxBody)}
+	if resp.ContentLength > f.maxBody {
+		return nil, "", tooLarge
 	}
-	f.buf.Reset()
-	n, err := f.buf.ReadFrom(io.LimitReader(resp.Body, f.maxBody+1))
+	if cap(f.buf) > 1<<20 && int64(cap(f.buf)) > 4*f.lastN {
+		// One huge page must not pin its buffer for good.
+		f.buf = nil
+	}
+	f.buf, err = readAtMost(resp.Body, f.buf, f.maxBody)
+	n := int64(len(f.buf))
 	if err != nil {
 		return nil, "", f.classify(err)
 	}
 	if n > f.maxBody {
-		return nil, "", &scrapeError{ReasonBodyTooLarge, fmt.Errorf("GET %s: the page is larger than --vllm.max-body-bytes=%d", f.redacted, f.maxBody)}
+		return nil, "", tooLarge
 	}
 	if n == 0 {
 		return nil, "", &scrapeError{ReasonEmpty, fmt.Errorf("GET %s answered 200 with an empty body", f.redacted)}
 	}
 	f.lastN = n
-	return f.buf.Bytes(), resp.Header.Get("Content-Type"), nil
+	return f.buf, resp.Header.Get("Content-Type"), nil
+}
+
+// readAtMost reads r into buf's storage until EOF or until more than limit
+// bytes are read, and returns what it read. The buffer doubles as it fills
+// but never beyond limit+1 bytes: bytes.Buffer would grow to twice the
+// limit and hold both the old and the new copy while growing, so a page
+// over the limit cost several times the limit in memory.
+func readAtMost(r io.Reader, buf []byte, limit int64) ([]byte, error) {
+	buf = buf[:0]
+	for {
+		if len(buf) == cap(buf) {
+			if int64(len(buf)) > limit {
+				return buf, nil
+			}
+			grown := make([]byte, len(buf), min(max(2*int64(cap(buf)), 64<<10), limit+1))
+			copy(grown, buf)
+			buf = grown
+		}
+		n, err := r.Read(buf[len(buf):cap(buf)])
+		buf = buf[:len(buf)+n]
+		if errors.Is(err, io.EOF) {
+			return buf, nil
+		}
+		if err != nil {
+			return buf, err
+		}
+	}
 }
 
 func (f *fetcher) classify(err error) error {

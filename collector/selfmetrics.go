@@ -4,6 +4,7 @@ import (
 	"math"
 
 	"github.com/prometheus/client_golang/prometheus"
+	versioncollector "github.com/prometheus/client_golang/prometheus/collectors/version"
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/model"
 	"github.com/prometheus/prometheus/model/labels"
@@ -23,6 +24,9 @@ type selfMetrics struct {
 	samples       prometheus.Gauge
 	dropped       *prometheus.CounterVec
 	disagreements *prometheus.CounterVec
+	reloadOK      prometheus.Gauge
+	reloadOKTime  prometheus.Gauge
+	reloads       *prometheus.CounterVec
 }
 
 func newSelfMetrics(reg prometheus.Registerer) (*selfMetrics, error) {
@@ -59,14 +63,29 @@ func newSelfMetrics(reg prometheus.Registerer) (*selfMetrics, error) {
 			Name: "vllm_normalizer_rename_disagreements_total",
 			Help: "Scrapes in which a legacy vLLM name and its current name were both exposed with different values; the current name is served.",
 		}, []string{"metric"}),
+		reloadOK: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "vllm_normalizer_config_last_reload_successful",
+			Help: "1 if the last load of the configuration succeeded, 0 if it failed (the previous one is still in use).",
+		}),
+		reloadOKTime: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "vllm_normalizer_config_last_reload_success_timestamp_seconds",
+			Help: "Unix time of the last successful load of the configuration.",
+		}),
+		reloads: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "vllm_normalizer_config_reloads_total",
+			Help: "Reloads of the configuration (SIGHUP or POST /-/reload) by outcome: success or failure.",
+		}, []string{"outcome"}),
 	}
+	m.reloads.WithLabelValues("success")
+	m.reloads.WithLabelValues("failure")
 	for _, r := range FailureReasons {
 		m.failures.WithLabelValues(r)
 	}
 	for _, r := range []string{"duplicate", "invalid_name", "relabel", "collision"} {
 		m.dropped.WithLabelValues(r)
 	}
-	for _, c := range []prometheus.Collector{m.up, m.duration, m.failures, m.lastSuccess, m.bytes, m.samples, m.dropped, m.disagreements} {
+	for _, c := range []prometheus.Collector{m.up, m.duration, m.failures, m.lastSuccess, m.bytes, m.samples, m.dropped, m.disagreements,
+		m.reloadOK, m.reloadOKTime, m.reloads, versioncollector.NewCollector("vllm_normalizer")} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}

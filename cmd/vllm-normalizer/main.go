@@ -13,7 +13,6 @@ import (
 	"os"
 	"os/signal"
 	"slices"
-	"sync"
 	"syscall"
 	"time"
 
@@ -21,7 +20,6 @@ import (
 	"github.com/alecthomas/units"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
-	versioncollector "github.com/prometheus/client_golang/prometheus/collectors/version"
 	"github.com/prometheus/common/promslog"
 	promslogflag "github.com/prometheus/common/promslog/flag"
 	"github.com/prometheus/common/version"
@@ -155,8 +153,6 @@ func run(args []string, stdout, stderr *os.File) int {
 	}
 
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(versioncollector.NewCollector("vllm_normalizer"))
-	reloads := newReloadMetrics(reg)
 	gatherers := prometheus.Gatherers{reg}
 	if !f.disableExpMet {
 		exp := prometheus.NewRegistry()
@@ -181,20 +177,12 @@ func run(args []string, stdout, stderr *os.File) int {
 		logger.Error("invalid settings", "err", err)
 		return 2
 	}
-	reloads.succeeded(time.Now())
 
-	var reloadMu sync.Mutex
 	reload := func() error {
-		reloadMu.Lock()
-		defer reloadMu.Unlock()
-		m, err := loader.load()
-		if err != nil {
-			reloads.failed()
+		if err := coll.Reload(loader.load); err != nil {
 			logger.Error("configuration reload failed; keeping the previous configuration", "err", err)
 			return err
 		}
-		coll.SetMapper(m)
-		reloads.succeeded(time.Now())
 		logger.Info("configuration reloaded", "file", f.configFile)
 		return nil
 	}
