@@ -261,6 +261,6 @@ func (c *Collector) logLegacy(names []string) {
 	}
 	c.legacyLog = key
 	if len(names) > 0 {
-		c.cfg.Logger.Info("the upstream still exposes legacy vLLM metric names; they are served under their current names", "legacy", names)
+		c.cfg.Logger.Info("the upstream still exposes metric names that newer vLLM releases renamed or removed: renamed ones are served under their current names, removed ones passed through; see vllm_normalizer_metric_status", "legacy", names)
 	}
 }

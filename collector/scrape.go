@@ -99,6 +99,9 @@ func (f *fetcher) fetch(ctx context.Context) (body []byte, contentType string, e
 	}
 	f.buf, err = readAtMost(resp.Body, f.buf, f.maxBody)
 	n := int64(len(f.buf))
+	// Remembered for failures too: while an upstream keeps sending pages
+	// over the limit, the buffer is reused instead of grown again each time.
+	f.lastN = n
 	if err != nil {
 		return nil, "", f.classify(err)
 	}
@@ -108,7 +111,6 @@ func (f *fetcher) fetch(ctx context.Context) (body []byte, contentType string, e
 	if n == 0 {
 		return nil, "", &scrapeError{ReasonEmpty, fmt.Errorf("GET %s answered 200 with an empty body", f.redacted)}
 	}
-	f.lastN = n
 	return f.buf, resp.Header.Get("Content-Type"), nil
 }
 
