@@ -1,0 +1,274 @@
+package collector
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"runtime"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/prometheus/model/labels"
+	"github.com/prometheus/prometheus/model/textparse"
+
+	"github.com/fos-study/vllm-normalizer/demo"
+	"github.com/fos-study/vllm-normalizer/exposition"
+)
+
+// Benchmarks of the whole hot path, measured against the floor: walking
+// the same bytes with Prometheus's textparse alone. docs/performance.md
+// explains how to run them and records today's figures.
+//
+// Pages:
+//   - v1-fixture13: the real V1 dump testdata/fixtures/13-* (~59 KB), static;
+//   - v0-fixture02: the real V0 dump testdata/fixtures/02-* (~13 KB), static;
+//   - v1-16engines: the demo upstream (the same V1 dump, values moving)
+//     spread over 16 data-parallel engines (~620 KB), a new page per
+//     simulated second.
+
+// benchPage is one upstream page source: next returns the page of the
+// given simulated second.
+type benchPage struct {
+	name string
+	next func() []byte
+}
+
+func benchPages(tb testing.TB, clock *fakeClock) []benchPage {
+	tb.Helper()
+	static := func(path string) func() []byte {
+		b, err := os.ReadFile(path)
+		if err != nil {
+			tb.Fatal(err)
+		}
+		return func() []byte { return b }
+	}
+	up, err := demo.New(demo.Options{Now: clock.Now, Seed: 1, Engines: 16})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	large := up.Page()
+	if len(large) < 500<<10 || len(large) > 800<<10 {
+		tb.Fatalf("the 16-engine page is %d bytes, want ~620 KB (16 times the ~40 KB per-engine part of the dump)", len(large))
+	}
+	return []benchPage{
+		{"v1-fixture13", static(fixture13)},
+		{"v0-fixture02", static("../testdata/fixtures/02-vllm-0.4.3to0.5.0-datadog-vllm-fixture.prom")},
+		{"v1-16engines", up.Page},
+	}
+}
+
+// memTransport answers every request with the page it holds, as an
+// upstream on loopback would, without a socket.
+type memTransport struct{ page []byte }
+
+func (m *memTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	return &http.Response{
+		StatusCode:    http.StatusOK,
+		Status:        "200 OK",
+		Proto:         "HTTP/1.1",
+		ProtoMajor:    1,
+		ProtoMinor:    1,
+		Header:        http.Header{"Content-Type": {exposition.ContentTypeText}},
+		Body:          io.NopCloser(bytes.NewReader(m.page)),
+		ContentLength: int64(len(m.page)),
+		Request:       r,
+	}, nil
+}
+
+// benchCollector is a collector as cmd/vllm-normalizer builds it (Go and
+// process collectors included, default windows 1m and 5m) reading from
+// an in-memory transport, on a fake clock.
+func benchCollector(tb testing.TB, clock *fakeClock, tr http.RoundTripper) *Collector {
+	reg := prometheus.NewRegistry()
+	exp := prometheus.NewRegistry()
+	exp.MustRegister(collectors.NewGoCollector())
+	exp.MustRegister(collectors.NewProcessCollector(collectors.ProcessCollectorOpts{Namespace: "vllm_normalizer"}))
+	return newTestCollector(tb, "http://127.0.0.1:8000/metrics", clock, func(c *Config) {
+		c.Registry = reg
+		c.Gatherer = prometheus.Gatherers{reg, exp}
+		c.Client = &http.Client{Transport: tr}
+	})
+}
+
+// warmUp scrapes once per simulated second until the 5m window is full.
+func warmUp(c *Collector, clock *fakeClock, tr *memTransport, next func() []byte) {
+	for range 305 {
+		clock.Advance(time.Second)
+		tr.page = next()
+		c.ScrapeOnce(context.Background())
+	}
+}
+
+// BenchmarkScrapeCycle runs one whole production scrape cycle
+// (Collector.ScrapeOnce: fetch from memory, parse, DropCreated,
+// Normalize, History.Observe, Derive twice, Present, status families,
+// routing view, merge with the sidecar's own metrics, text and gzip
+// encode of both pages) with a full history, the clock advancing 1 s per
+// cycle. Rendering the next moving page is not timed.
+func BenchmarkScrapeCycle(b *testing.B) {
+	for _, p := range benchPages(b, newFakeClock()) {
+		b.Run(p.name, func(b *testing.B) {
+			clock := newFakeClock()
+			pages := benchPages(b, clock)
+			var next func() []byte
+			for _, q := range pages {
+				if q.name == p.name {
+					next = q.next
+				}
+			}
+			tr := &memTransport{}
+			c := benchCollector(b, clock, tr)
+			warmUp(c, clock, tr, next)
+			if c.metrics == nil || c.lastReason != "" {
+				b.Fatalf("warm-up scrapes failed: %s", c.lastReason)
+			}
+			b.SetBytes(int64(len(tr.page)))
+			b.ReportAllocs()
+			ctx := context.Background()
+			for b.Loop() {
+				b.StopTimer()
+				clock.Advance(time.Second)
+				tr.page = next()
+				b.StartTimer()
+				c.ScrapeOnce(ctx)
+			}
+			if c.lastReason != "" {
+				b.Fatalf("scrapes failed: %s", c.lastReason)
+			}
+		})
+	}
+}
+
+// BenchmarkFloor is the unavoidable cost of reading a page: Prometheus's
+// textparse walking the same bytes, Next and Series for every entry and
+// Labels for every series (a faithful re-exposer must know each series'
+// labels). The no-labels variant skips Labels.
+func BenchmarkFloor(b *testing.B) {
+	for _, p := range benchPages(b, newFakeClock()) {
+		page := p.next()
+		for _, withLabels := range []bool{true, false} {
+			name := p.name
+			if !withLabels {
+				name += "/no-labels"
+			}
+			b.Run(name, func(b *testing.B) {
+				b.SetBytes(int64(len(page)))
+				b.ReportAllocs()
+				st := labels.NewSymbolTable()
+				var l labels.Labels
+				for b.Loop() {
+					floorWalk(b, page, st, &l, withLabels)
+				}
+			})
+		}
+	}
+}
+
+func floorWalk(b *testing.B, page []byte, st *labels.SymbolTable, l *labels.Labels, withLabels bool) {
+	tp, err := textparse.New(page, exposition.ContentTypeText, st, textparse.ParserOptions{})
+	if tp == nil {
+		b.Fatal(err)
+	}
+	for {
+		e, err := tp.Next()
+		if errors.Is(err, io.EOF) {
+			return
+		}
+		if err != nil {
+			b.Fatal(err)
+		}
+		if e == textparse.EntrySeries {
+			tp.Series()
+			if withLabels {
+				tp.Labels(l)
+			}
+		}
+	}
+}
+
+// BenchmarkServe reads /metrics and /metrics/routing over real loopback
+// HTTP with keep-alive from parallel clients, against a plain net/http
+// handler writing the same /metrics bytes from memory. Clients do not ask
+// for gzip (the -gzip variants do, and the plain handler then writes the
+// same gzip bytes). req/s is requests per wall-clock second.
+func BenchmarkServe(b *testing.B) {
+	clock := newFakeClock()
+	var large benchPage
+	for _, p := range benchPages(b, clock) {
+		if p.name == "v1-16engines" {
+			large = p
+		}
+	}
+	tr := &memTransport{}
+	c := benchCollector(b, clock, tr)
+	warmUp(c, clock, tr, large.next)
+	snap := c.snap.Load()
+	page, pageGz := snap.page.text, snap.page.textGz
+
+	plain := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { _, _ = w.Write(page) })
+	plainGz := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Encoding", "gzip")
+		_, _ = w.Write(pageGz)
+	})
+	for _, tc := range []struct {
+		name string
+		h    http.Handler
+		gzip bool
+	}{
+		{"metrics", c.MetricsHandler(), false},
+		{"routing", c.RoutingHandler(), false},
+		{"plain-net-http", plain, false},
+		{"metrics-gzip", c.MetricsHandler(), true},
+		{"plain-net-http-gzip", plainGz, true},
+	} {
+		b.Run(tc.name, func(b *testing.B) {
+			srv := httptest.NewServer(tc.h)
+			defer srv.Close()
+			client := &http.Client{Transport: &http.Transport{
+				MaxIdleConnsPerHost: 4 * runtime.GOMAXPROCS(0),
+				DisableCompression:  true,
+			}}
+			defer client.CloseIdleConnections()
+			probe, _ := http.NewRequest(http.MethodGet, srv.URL, nil)
+			if tc.gzip {
+				probe.Header.Set("Accept-Encoding", "gzip")
+			}
+			resp, err := client.Do(probe)
+			if err != nil {
+				b.Fatal(err)
+			}
+			n, _ := io.Copy(io.Discard, resp.Body) // bytes on the wire per request
+			resp.Body.Close()
+			b.SetBytes(n)
+			b.ReportAllocs()
+			start := time.Now()
+			b.RunParallel(func(pb *testing.PB) {
+				buf := make([]byte, 64<<10)
+				req, _ := http.NewRequest(http.MethodGet, srv.URL, nil)
+				if tc.gzip {
+					req.Header.Set("Accept-Encoding", "gzip")
+				}
+				for pb.Next() {
+					resp, err := client.Do(req)
+					if err != nil {
+						b.Error(err)
+						return
+					}
+					_, _ = io.CopyBuffer(io.Discard, resp.Body, buf)
+					resp.Body.Close()
+					if resp.StatusCode != http.StatusOK {
+						b.Errorf("status %d", resp.StatusCode)
+						return
+					}
+				}
+			})
+			b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "req/s")
+		})
+	}
+}
