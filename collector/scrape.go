@@ -43,15 +43,19 @@ type scrapeError struct {
 func (e *scrapeError) Error() string { return e.reason + ": " + e.err.Error() }
 func (e *scrapeError) Unwrap() error { return e.err }
 
-// fetcher reads the upstream page into a buffer reused across scrapes.
+// fetcher reads the upstream page into buffers reused across scrapes.
 type fetcher struct {
 	client   *http.Client
 	uri      string
 	redacted string // the URI with any password masked, for logs and errors
 	maxBody  int64
-	buf      []byte
-	lastN    int64 // size of the last page, to shrink buf after a spike
+	chunks   [][]byte // readChunk bytes each: what the body is read into
+	page     []byte   // the page, joined, when it spans more than one chunk
+	lastN    int64    // size of the last page, to shrink buffers after a spike
 }
+
+// readChunk is the size of the fetcher's read buffers.
+const readChunk = 256 << 10
 
 func newFetcher(client *http.Client, uri string, maxBody int64) (*fetcher, error) {
 	u, err := url.Parse(uri)
@@ -93,14 +97,9 @@ func (f *fetcher) fetch(ctx context.Context) (body []byte, contentType string, e
 	if resp.ContentLength > f.maxBody {
 		return nil, "", tooLarge
 	}
-	if cap(f.buf) > 1<<20 && int64(cap(f.buf)) > 4*f.lastN {
-		// One huge page must not pin its buffer for good.
-		f.buf = nil
-	}
-	f.buf, err = readAtMost(resp.Body, f.buf, f.maxBody)
-	n := int64(len(f.buf))
+	page, n, err := f.read(resp.Body)
 	// Remembered for failures too: while an upstream keeps sending pages
-	// over the limit, the buffer is reused instead of grown again each time.
+	// over the limit, the buffers are reused instead of allocated again.
 	f.lastN = n
 	if err != nil {
 		return nil, "", f.classify(err)
@@ -111,34 +110,58 @@ func (f *fetcher) fetch(ctx context.Context) (body []byte, contentType string, e
 	if n == 0 {
 		return nil, "", &scrapeError{ReasonEmpty, fmt.Errorf("GET %s answered 200 with an empty body", f.redacted)}
 	}
-	return f.buf, resp.Header.Get("Content-Type"), nil
+	return page, resp.Header.Get("Content-Type"), nil
 }
 
-// readAtMost reads r into buf's storage until EOF or until more than limit
-// bytes are read, and returns what it read. The buffer doubles as it fills
-// but never beyond limit+1 bytes: bytes.Buffer would grow to twice the
-// limit and hold both the old and the new copy while growing, so a page
-// over the limit cost several times the limit in memory.
-func readAtMost(r io.Reader, buf []byte, limit int64) ([]byte, error) {
-	buf = buf[:0]
-	for {
-		if len(buf) == cap(buf) {
-			if int64(len(buf)) > limit {
-				return buf, nil
-			}
-			grown := make([]byte, len(buf), min(max(2*int64(cap(buf)), 64<<10), limit+1))
-			copy(grown, buf)
-			buf = grown
+// read reads r until EOF or until more than maxBody bytes have come, and
+// returns the page and its size (n > maxBody: the page is too large, and
+// nothing is returned). The body is read into fixed-size chunks, so a page
+// over the limit costs at most maxBody+readChunk bytes of memory: a buffer
+// that doubles as it fills (bytes.Buffer) would reach twice the limit and
+// hold the old and the new copy while growing, and a process with a 32 MiB
+// limit peaked at 260 MiB on an endless body. A page that spans chunks is
+// joined into one reused buffer for the parser.
+func (f *fetcher) read(r io.Reader) ([]byte, int64, error) {
+	// One huge page must not pin its memory for good.
+	if keep := int(f.lastN/readChunk) + 1; len(f.chunks) > 4 && len(f.chunks) > 4*keep {
+		clear(f.chunks[keep:])
+		f.chunks = f.chunks[:keep]
+	}
+	if cap(f.page) > 1<<20 && int64(cap(f.page)) > 4*f.lastN {
+		f.page = nil
+	}
+	var n int64
+	for used := 1; ; used++ {
+		if used > len(f.chunks) {
+			f.chunks = append(f.chunks, make([]byte, readChunk))
 		}
-		n, err := r.Read(buf[len(buf):cap(buf)])
-		buf = buf[:len(buf)+n]
-		if errors.Is(err, io.EOF) {
-			return buf, nil
+		k, err := io.ReadFull(r, f.chunks[used-1])
+		n += int64(k)
+		if n > f.maxBody {
+			return nil, n, nil
+		}
+		if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+			return f.join(used, n), n, nil
 		}
 		if err != nil {
-			return buf, err
+			return nil, n, err
 		}
 	}
+}
+
+// join returns the n bytes held by the first used chunks as one slice.
+func (f *fetcher) join(used int, n int64) []byte {
+	if n <= readChunk {
+		return f.chunks[0][:n]
+	}
+	if int64(cap(f.page)) < n {
+		f.page = make([]byte, 0, n)
+	}
+	page := f.page[:0]
+	for _, c := range f.chunks[:used] {
+		page = append(page, c[:min(int64(len(c)), n-int64(len(page)))]...)
+	}
+	return page
 }
 
 func (f *fetcher) classify(err error) error {
