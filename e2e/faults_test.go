@@ -1,0 +1,393 @@
+package e2e
+
+import (
+	"bufio"
+	"bytes"
+	"compress/gzip"
+	"fmt"
+	"math/rand/v2"
+	"net/http"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/fos-study/vllm-normalizer/collector"
+	"github.com/fos-study/vllm-normalizer/internal/testbin"
+)
+
+// fault is one way an upstream misbehaves.
+type fault struct {
+	name string
+	// reason the scrape fails with; "" when it must succeed.
+	reason string
+	// handler is what the upstream does once the fault starts; nil with
+	// refused, where the upstream stops listening instead.
+	handler http.Handler
+	refused bool
+	// interval and timeout default to fastInterval and fastTimeout.
+	interval, timeout time.Duration
+	extra             []string
+	// hwm bounds the sidecar's peak resident set (VmHWM) over its life.
+	hwm int64
+	// check looks further at the page served after the fault.
+	check func(t *testing.T, p *testbin.Process, s series, body []byte)
+}
+
+// Peak RSS (VmHWM) bounds. The sidecar alone peaks near 21 MiB on small
+// pages; with the default --vllm.max-body-bytes=32MiB an endless body or
+// a gzip bomb costs the 32 MiB it reads (about 52 MiB measured); 100k
+// series parsed, normalised and served peak near 95 MiB.
+const (
+	hwmSmall = 48 * mib  // every fault on a small page
+	hwmBody  = 80 * mib  // 128 MiB streamed, 1 GiB gzip bomb
+	hwmLarge = 120 * mib // 100k series
+)
+
+// metricsLatencyBound is how long /metrics may take while the upstream
+// misbehaves: the page is prepared off the request path.
+const metricsLatencyBound = 200 * time.Millisecond
+
+func TestFaults(t *testing.T) {
+	good := fixture(t, "13")
+	nanInd := fixture(t, "07")
+	flood := floodPage(100_000)
+
+	faults := []fault{
+		{name: "refused", reason: collector.ReasonRefused, refused: true, hwm: hwmSmall},
+		{name: "404", reason: collector.ReasonHTTPStatus, handler: http.NotFoundHandler(), hwm: hwmSmall},
+		{name: "500", reason: collector.ReasonHTTPStatus, hwm: hwmSmall, handler: http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+			http.Error(w, "engine dead", http.StatusInternalServerError)
+		})},
+		{name: "slower than timeout", reason: collector.ReasonTimeout, hwm: hwmSmall, handler: hang(10 * time.Second)},
+		{name: "trickle", reason: collector.ReasonTimeout, hwm: hwmSmall, handler: trickle(good, 10*time.Millisecond)},
+		{name: "streamed 128MiB body", reason: collector.ReasonBodyTooLarge, hwm: hwmBody,
+			interval: time.Second, timeout: 900 * time.Millisecond, handler: stream(128 * mib)},
+		{name: "gzip bomb", reason: collector.ReasonBodyTooLarge, hwm: hwmBody,
+			interval: time.Second, timeout: 900 * time.Millisecond, handler: gzipBomb(1024 * mib)},
+		{name: "binary garbage", reason: collector.ReasonParse, hwm: hwmSmall, handler: static(garbage(64 << 10))},
+		{name: "nan(ind)", reason: collector.ReasonParse, hwm: hwmSmall, handler: static(nanInd)},
+		{name: "duplicate help and type", hwm: hwmSmall, handler: static([]byte(duplicateHeaders)), check: checkDuplicateHeaders},
+		{name: "conflicting types", reason: collector.ReasonParse, hwm: hwmSmall, handler: static([]byte(conflictingTypes))},
+		{name: "hostile label values", hwm: hwmSmall, handler: static([]byte(hostileLabels)), check: checkHostileLabels},
+		{name: "100k series over the sample limit", reason: collector.ReasonSampleLimit, hwm: hwmLarge,
+			interval: time.Second, timeout: 900 * time.Millisecond, handler: static(flood)},
+		{name: "100k series without sample limit", hwm: hwmLarge,
+			interval: time.Second, timeout: 900 * time.Millisecond, extra: []string{"--vllm.sample-limit=0"}, handler: static(flood),
+			check: func(t *testing.T, _ *testbin.Process, s series, _ []byte) {
+				if n := len(s.with("vllm:e2e_flood{")); n != 100_000 {
+					t.Errorf("served %d of the 100000 flood series", n)
+				}
+			}},
+	}
+	for _, f := range faults {
+		t.Run(f.name, func(t *testing.T) { runFault(t, good, f) })
+	}
+}
+
+// runFault serves a good page until the sidecar is up, then the fault,
+// and checks what the sidecar makes of it.
+func runFault(t *testing.T, good []byte, f fault) {
+	interval, timeout := fastInterval, fastTimeout
+	if f.interval > 0 {
+		interval, timeout = f.interval, f.timeout
+	}
+	up := newSwitchable(static(good))
+	ln := listen(t, "127.0.0.1:0")
+	uri := "http://" + ln.Addr().String() + "/metrics"
+	srv := serveOn(t, ln, up)
+	p := testbin.Start(t, sidecarArgs(uri, interval, timeout, f.extra...)...)
+
+	waitFor(t, 10*time.Second, "vllm_up 1 on the good page", func() bool {
+		q, _ := quick(t, p)
+		return q["vllm_up"] == 1
+	})
+
+	before := up.requests.Load()
+	if f.refused {
+		_ = srv.Close()
+	} else {
+		up.set(f.handler)
+	}
+
+	// Poll /metrics while the fault lasts: every answer must be quick,
+	// whatever the upstream is doing.
+	var slowest time.Duration
+	deadline := time.Now().Add(10 * interval)
+	for {
+		q, took := quick(t, p)
+		slowest = max(slowest, took)
+		if f.reason != "" && q.failures(f.reason) >= 2 {
+			break
+		}
+		if f.reason == "" && up.requests.Load()-before >= 2 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no second scrape with the fault within %s; last state %v\nlogs:\n%s", 10*interval, q, p.Logs())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if slowest > metricsLatencyBound {
+		t.Errorf("slowest /metrics answer took %s during the fault, want < %s", slowest, metricsLatencyBound)
+	}
+
+	if p.Exited() {
+		t.Fatalf("the sidecar exited\n%s", p.Logs())
+	}
+	s, r := metrics(t, p)
+	wantUp := 0.0
+	if f.reason == "" {
+		wantUp = 1
+	}
+	if got, ok := s["vllm_up"]; !ok || got != wantUp {
+		t.Errorf("vllm_up = %v (present %v), want %v", got, ok, wantUp)
+	}
+	for _, reason := range collector.FailureReasons {
+		got := s.failures(reason)
+		switch {
+		case reason == f.reason && got < 2:
+			t.Errorf("failures{reason=%q} = %v, want >= 2", reason, got)
+		case reason != f.reason && got != 0:
+			t.Errorf("failures{reason=%q} = %v, want 0 (the fault is %q)", reason, got, f.reason)
+		}
+	}
+	if f.reason != "" {
+		if leaked := s.upstreamSeries(); len(leaked) > 0 {
+			t.Errorf("a failed scrape still serves %d upstream series, e.g. %v", len(leaked), leaked[:min(5, len(leaked))])
+		}
+		if want := `reason=` + f.reason; !strings.Contains(p.Logs(), want) {
+			t.Errorf("no log line with %s:\n%s", want, p.Logs())
+		}
+	}
+	if f.check != nil {
+		f.check(t, p, s, r.body)
+	}
+	hwm := procStatus(t, p.Cmd.Process.Pid, "VmHWM")
+	t.Logf("VmHWM %.1f MiB (bound %d MiB); slowest /metrics %s", float64(hwm)/mib, f.hwm/mib, slowest)
+	if hwm > f.hwm {
+		t.Errorf("peak RSS (VmHWM) %.1f MiB, want < %d MiB", float64(hwm)/mib, f.hwm/mib)
+	}
+	if err := p.Stop(5 * time.Second); err != nil {
+		t.Errorf("stop: %v\n%s", err, p.Logs())
+	}
+}
+
+// quick reads /metrics and only its vllm_up and failure counter lines:
+// cheap enough to poll, even when the page holds 100k series.
+func quick(t testing.TB, p *testbin.Process) (series, time.Duration) {
+	t.Helper()
+	r := mustGet(t, p.URL+"/metrics")
+	if r.status != http.StatusOK {
+		t.Fatalf("/metrics answered %d", r.status)
+	}
+	out := series{}
+	sc := bufio.NewScanner(bytes.NewReader(r.body))
+	sc.Buffer(nil, 1<<20)
+	for sc.Scan() {
+		line := sc.Text()
+		if !strings.HasPrefix(line, "vllm_up ") && !strings.HasPrefix(line, "vllm_normalizer_scrape_failures_total{") {
+			continue
+		}
+		i := strings.LastIndexByte(line, ' ')
+		v, err := strconv.ParseFloat(line[i+1:], 64)
+		if err != nil {
+			t.Fatalf("bad line %q", line)
+		}
+		out[line[:i]] = v
+	}
+	return out, r.took
+}
+
+// hang answers nothing until the client gives up (or d passes).
+func hang(d time.Duration) http.Handler {
+	return http.HandlerFunc(func(_ http.ResponseWriter, r *http.Request) {
+		select {
+		case <-r.Context().Done():
+		case <-time.After(d):
+		}
+	})
+}
+
+// trickle sends body one byte at a time, every gap.
+func trickle(body []byte, gap time.Duration) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/plain; version=0.0.4")
+		for i := range body {
+			if _, err := w.Write(body[i : i+1]); err != nil {
+				return
+			}
+			w.(http.Flusher).Flush()
+			select {
+			case <-r.Context().Done():
+				return
+			case <-time.After(gap):
+			}
+		}
+	})
+}
+
+// stream sends total bytes of valid-looking samples, generated as they are
+// written: the test holds one 64 KiB chunk, never the page.
+func stream(total int64) http.Handler {
+	var chunk bytes.Buffer
+	for i := 0; chunk.Len() < 64<<10; i++ {
+		fmt.Fprintf(&chunk, "vllm:e2e_stream{i=\"%d\"} 1\n", i)
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "text/plain; version=0.0.4")
+		for sent := int64(0); sent < total; sent += int64(chunk.Len()) {
+			if _, err := w.Write(chunk.Bytes()); err != nil {
+				return
+			}
+		}
+	})
+}
+
+// gzipBomb sends a gzip body that inflates to total bytes, as concatenated
+// gzip members of 8 MiB each (about 8 KiB on the wire).
+func gzipBomb(total int64) http.Handler {
+	const memberSize = 8 * mib
+	var member bytes.Buffer
+	zw, _ := gzip.NewWriterLevel(&member, gzip.BestCompression)
+	line := []byte("vllm:e2e_bomb 1\n")
+	for n := 0; n < memberSize; n += len(line) {
+		_, _ = zw.Write(line)
+	}
+	_ = zw.Close()
+	return http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "text/plain; version=0.0.4")
+		w.Header().Set("Content-Encoding", "gzip")
+		for sent := int64(0); sent < total; sent += memberSize {
+			if _, err := w.Write(member.Bytes()); err != nil {
+				return
+			}
+		}
+	})
+}
+
+func garbage(n int) []byte {
+	r := rand.New(rand.NewPCG(6, 6))
+	b := make([]byte, n)
+	for i := range b {
+		b[i] = byte(r.Uint32())
+	}
+	return b
+}
+
+// floodPage is a page of n distinct series, about 40 bytes each.
+func floodPage(n int) []byte {
+	var b bytes.Buffer
+	b.WriteString("# HELP vllm:e2e_flood One of very many series.\n# TYPE vllm:e2e_flood gauge\n")
+	for i := range n {
+		fmt.Fprintf(&b, "vllm:e2e_flood{i=\"%d\",model_name=\"m\"} %d\n", i, i)
+	}
+	return b.Bytes()
+}
+
+// duplicateHeaders prints one family twice with identical HELP and TYPE,
+// as multi-process exporters do.
+const duplicateHeaders = `# HELP vllm:num_requests_running Number of requests in model execution batches.
+# TYPE vllm:num_requests_running gauge
+vllm:num_requests_running{engine="0",model_name="m"} 2.0
+# HELP vllm:num_requests_waiting Number of requests waiting to be processed.
+# TYPE vllm:num_requests_waiting gauge
+vllm:num_requests_waiting{engine="0",model_name="m"} 1.0
+# HELP vllm:num_requests_running Number of requests in model execution batches.
+# TYPE vllm:num_requests_running gauge
+vllm:num_requests_running{engine="1",model_name="m"} 5.0
+`
+
+func checkDuplicateHeaders(t *testing.T, p *testbin.Process, s series, body []byte) {
+	for _, prefix := range []string{"# HELP vllm:num_requests_running ", "# TYPE vllm:num_requests_running "} {
+		if n := bytes.Count(body, []byte("\n"+prefix)); n != 1 {
+			t.Errorf("%d lines start with %q, want exactly 1", n, prefix)
+		}
+	}
+	for k, want := range map[string]float64{
+		`vllm:num_requests_running{engine="0",model_name="m"}`: 2,
+		`vllm:num_requests_running{engine="1",model_name="m"}`: 5,
+	} {
+		if got, ok := s[k]; !ok || got != want {
+			t.Errorf("%s = %v (present %v), want %v", k, got, ok, want)
+		}
+	}
+	r := mustGet(t, p.URL+"/metrics/routing")
+	if r.status != http.StatusOK {
+		t.Fatalf("routing view answered %d", r.status)
+	}
+	if got := mustParse(t, r.body)[`vllm:num_requests_running{model_name="m"}`]; got != 7 {
+		t.Errorf("routing view running = %v, want 2+5 = 7", got)
+	}
+}
+
+// conflictingTypes declares one family as a gauge and again as a counter.
+const conflictingTypes = `# TYPE vllm:num_requests_running gauge
+vllm:num_requests_running{engine="0",model_name="m"} 1
+# TYPE vllm:num_requests_running counter
+vllm:num_requests_running{engine="1",model_name="m"} 2
+`
+
+// hostileLabels holds label values and HELP text with quotes, backslashes,
+// escaped newlines and non-ASCII, one of them shaped to break out of its
+// quotes and inject a series if written back unescaped.
+const hostileLabels = `# HELP vllm:num_requests_running Running \\ requests\nsecond line.
+# TYPE vllm:num_requests_running gauge
+vllm:num_requests_running{engine="0",model_name="q\"uote back\\slash new\nline ünïcødé 模型 🚀"} 2
+vllm:num_requests_running{engine="0",model_name="x\"} 666\nvllm:injected{a=\"b\"} 1\n#"} 3
+vllm:num_requests_running{engine="0",model_name="\\"} 4
+`
+
+// The values above as they are after unescaping.
+var hostileValues = map[string]float64{
+	"q\"uote back\\slash new\nline ünïcødé 模型 🚀": 2,
+	"x\"} 666\nvllm:injected{a=\"b\"} 1\n#":      3,
+	`\`:                                          4,
+}
+
+func checkHostileLabels(t *testing.T, p *testbin.Process, s series, body []byte) {
+	for _, page := range []struct {
+		path string
+		body []byte
+		name string
+		keys func(v string) string
+	}{
+		{"/metrics", body, "vllm:num_requests_running", func(v string) string {
+			return `vllm:num_requests_running{engine="0",model_name="` + v + `"}`
+		}},
+		{"/metrics/routing", nil, "vllm:num_requests_running", func(v string) string {
+			return `vllm:num_requests_running{model_name="` + v + `"}`
+		}},
+	} {
+		b := page.body
+		if b == nil {
+			r := mustGet(t, p.URL+page.path)
+			if r.status != http.StatusOK {
+				t.Fatalf("%s answered %d", page.path, r.status)
+			}
+			b = r.body
+		}
+		got := mustParse(t, b)
+		for v, want := range hostileValues {
+			if g, ok := got[page.keys(v)]; !ok || g != want {
+				t.Errorf("%s: series with model_name %q = %v (present %v), want %v", page.path, v, g, ok, want)
+			}
+		}
+		for k := range got {
+			if strings.Contains(k, "injected") && !strings.Contains(k, "model_name=") {
+				t.Errorf("%s: a label value broke out of its quotes: series %s", page.path, k)
+			}
+		}
+		if !bytes.Contains(b, []byte(`model_name="q\"uote back\\slash new\nline ünïcødé 模型 🚀"`)) {
+			t.Errorf("%s: the label value is not written escaped:\n%s", page.path, truncate(b))
+		}
+		for _, line := range strings.Split(string(b), "\n") {
+			if strings.HasPrefix(line, "vllm:injected") {
+				t.Errorf("%s: injected line %q", page.path, line)
+			}
+		}
+	}
+	if !bytes.Contains(body, []byte(`Running \\ requests\nsecond line.`)) {
+		t.Errorf("HELP text not escaped as it came:\n%s", truncate(body))
+	}
+}
