@@ -1,0 +1,516 @@
+package prometheus_test
+
+import (
+	"fmt"
+	"math"
+	"net"
+	"net/http/httptest"
+	"path/filepath"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/fos-study/vllm-normalizer/internal/testbin"
+)
+
+// Tolerances; docs/agreement.md explains each.
+const (
+	// Sidecar vs Prometheus.
+	agreeRate     = 0.05 // relative, rates
+	agreeRatio    = 0.01 // relative, ratios and means
+	agreeQuantile = 0.05 // fraction of the width of the bucket holding the true quantile
+	// Sidecar vs the known truth.
+	truthRate     = 0.01  // relative
+	truthRatio    = 0.001 // relative
+	truthQuantile = 0.001 // fraction of the bucket width
+	// Over time (every sidecar value of the last 30 s, every Prometheus
+	// rate of the last 30 s, across the upstream reset).
+	sidecarOverTime = 0.02 // relative
+	promOverTime    = 0.05 // relative
+)
+
+type checkKind int
+
+const (
+	kindRate checkKind = iota
+	kindRatio
+	kindQuantile
+)
+
+func (k checkKind) String() string {
+	return [...]string{"rate", "ratio", "quantile"}[k]
+}
+
+// tolerances returns the allowed difference between the sidecar and
+// Prometheus, and between the sidecar and the truth.
+func (k checkKind) tolerances() (agree, truth float64) {
+	switch k {
+	case kindRate:
+		return agreeRate, truthRate
+	case kindRatio:
+		return agreeRatio, truthRatio
+	default:
+		return agreeQuantile, truthQuantile
+	}
+}
+
+// check compares one derived gauge (one quantile, one finished_reason) with
+// PromQL and with the truth.
+type check struct {
+	family string // sidecar family
+	sel    string // extra matchers selecting one series per group, e.g. `quantile="0.9"`
+	kind   checkKind
+	les    []float64 // bucket bounds, quantiles only
+	// promql is the equivalent PromQL over the raw series for grouping
+	// labels by and range w.
+	promql func(by, w string) string
+	// rule is the recording rule of deploy/prometheus/recording.yml for
+	// the 1m window, per engine.
+	rule  string
+	truth [3]float64 // engine "0", engine "1", the model (both engines)
+}
+
+const rawJob = `job="sidecar"`
+
+func rateQ(metric, sel string) func(by, w string) string {
+	return func(by, w string) string {
+		return fmt.Sprintf(`sum by (%s) (rate(%s{%s%s}[%s]))`, by, metric, rawJob, sel, w)
+	}
+}
+
+func ratioQ(num, den string) func(by, w string) string {
+	return func(by, w string) string {
+		return fmt.Sprintf(`sum by (%s) (increase(%s{%s}[%s])) / sum by (%s) (increase(%s{%s}[%s]))`,
+			by, num, rawJob, w, by, den, rawJob, w)
+	}
+}
+
+func meanQ(hist string) func(by, w string) string { return ratioQ(hist+"_sum", hist+"_count") }
+
+func quantileQ(hist, q string) func(by, w string) string {
+	return func(by, w string) string {
+		return fmt.Sprintf(`histogram_quantile(%s, sum by (le, %s) (rate(%s_bucket{%s}[%s])))`, q, by, hist, rawJob, w)
+	}
+}
+
+// ttftQueueQ is the sidecar's definition: queue mean / (queue mean +
+// prefill mean).
+func ttftQueueQ(by, w string) string {
+	q := meanQ("vllm:request_queue_time_seconds")(by, w)
+	p := meanQ("vllm:request_prefill_time_seconds")(by, w)
+	return fmt.Sprintf("(%s) / ((%s) + (%s))", q, q, p)
+}
+
+func histLes(name string) []float64 {
+	for _, h := range truthHists {
+		if h.name == name {
+			return h.les
+		}
+	}
+	panic("no histogram " + name)
+}
+
+// agreementChecks lists every derived gauge with its PromQL equivalent and
+// its true value, worked out by hand from truthCounters and truthHists:
+// engine 0, engine 1, model-wide (both engines' series summed).
+func agreementChecks() []check {
+	cs := []check{
+		{family: "vllm_derived_preemptions_per_second", kind: kindRate,
+			promql: rateQ("vllm:num_preemptions_total", ""), rule: "vllm:derived_preemptions_per_second:rate1m",
+			truth: [3]float64{0.5, 0.25, 0.75}},
+		{family: "vllm_derived_prompt_tokens_per_second", kind: kindRate,
+			promql: rateQ("vllm:prompt_tokens_total", ""), rule: "vllm:derived_prompt_tokens_per_second:rate1m",
+			truth: [3]float64{300, 500, 800}},
+		{family: "vllm_derived_generation_tokens_per_second", kind: kindRate,
+			promql: rateQ("vllm:generation_tokens_total", ""), rule: "vllm:derived_generation_tokens_per_second:rate1m",
+			truth: [3]float64{150, 100, 250}},
+		{family: "vllm_derived_requests_per_second", sel: `finished_reason="stop"`, kind: kindRate,
+			promql: rateQ("vllm:request_success_total", `,finished_reason="stop"`), rule: "vllm:derived_requests_per_second:rate1m",
+			truth: [3]float64{2, 1, 3}},
+		{family: "vllm_derived_requests_per_second", sel: `finished_reason="length"`, kind: kindRate,
+			promql: rateQ("vllm:request_success_total", `,finished_reason="length"`), rule: "vllm:derived_requests_per_second:rate1m",
+			truth: [3]float64{1, 0.5, 1.5}},
+		// 120/300, 300/500, 420/800.
+		{family: "vllm_derived_prefix_cache_hit_ratio", kind: kindRatio,
+			promql: ratioQ("vllm:prefix_cache_hits_total", "vllm:prefix_cache_queries_total"), rule: "vllm:derived_prefix_cache_hit_ratio:ratio1m",
+			truth: [3]float64{0.4, 0.6, 0.525}},
+		// 25/100, 20/200, 45/300.
+		{family: "vllm_derived_external_prefix_cache_hit_ratio", kind: kindRatio,
+			promql: ratioQ("vllm:external_prefix_cache_hits_total", "vllm:external_prefix_cache_queries_total"), rule: "vllm:derived_external_prefix_cache_hit_ratio:ratio1m",
+			truth: [3]float64{0.25, 0.1, 0.15}},
+		// 0.3/3, 0.6/1.5, 0.9/4.5.
+		{family: "vllm_derived_queue_time_mean_seconds", kind: kindRatio,
+			promql: meanQ("vllm:request_queue_time_seconds"), rule: "vllm:derived_queue_time_mean_seconds:mean1m",
+			truth: [3]float64{0.1, 0.4, 0.2}},
+		// 0.9/3, 0.9/1.5, 1.8/4.5.
+		{family: "vllm_derived_prefill_time_mean_seconds", kind: kindRatio,
+			promql: meanQ("vllm:request_prefill_time_seconds"), rule: "vllm:derived_prefill_time_mean_seconds:mean1m",
+			truth: [3]float64{0.3, 0.6, 0.4}},
+		// 6/3, 6/1.5, 12/4.5.
+		{family: "vllm_derived_decode_time_mean_seconds", kind: kindRatio,
+			promql: meanQ("vllm:request_decode_time_seconds"), rule: "vllm:derived_decode_time_mean_seconds:mean1m",
+			truth: [3]float64{2, 4, 12.0 / 4.5}},
+		// 0.1/(0.1+0.3), 0.4/(0.4+0.6), 0.2/(0.2+0.4). The upstream's TTFT
+		// mean is queue+prefill (0.4, 1.0, 0.6), so the recording rule's
+		// queue/TTFT form has the same truth.
+		{family: "vllm_derived_ttft_queue_ratio", kind: kindRatio,
+			promql: ttftQueueQ, rule: "vllm:derived_ttft_queue_ratio:ratio1m",
+			truth: [3]float64{0.25, 0.4, 1.0 / 3}},
+		// 300/3, 500/1.5, 800/4.5.
+		{family: "vllm_derived_prompt_tokens_mean", kind: kindRatio,
+			promql: meanQ("vllm:request_prompt_tokens"), rule: "vllm:derived_prompt_tokens_mean:mean1m",
+			truth: [3]float64{100, 500 / 1.5, 800 / 4.5}},
+		// 150/3, 100/1.5, 250/4.5.
+		{family: "vllm_derived_generation_tokens_mean", kind: kindRatio,
+			promql: meanQ("vllm:request_generation_tokens"), rule: "vllm:derived_generation_tokens_mean:mean1m",
+			truth: [3]float64{50, 100 / 1.5, 250 / 4.5}},
+	}
+	// Quantiles by hand (rank = q * count; the bucket whose cumulative
+	// count first reaches the rank; linear interpolation inside it; the
+	// +Inf bucket gives the highest finite bound). Per-second cumulative
+	// counts: see truthHists; the model's are the sums.
+	quantiles := []struct {
+		family, hist string
+		truth        [3][3]float64 // [q0.5, q0.9, q0.99] per engine 0, 1, model
+	}{
+		// TTFT e0 cum 0.3,1.2,2.4,2.85,3,3:
+		//   q.5 rank 1.5: 0.25+0.25*(1.5-1.2)/1.2 = 0.3125
+		//   q.9 rank 2.7: 0.5+0.5*(2.7-2.4)/0.45 = 0.8333..
+		//   q.99 rank 2.97: 1+1.5*(2.97-2.85)/0.15 = 2.2
+		// e1 cum 0.05,0.15,0.3,0.9,1.4,1.5:
+		//   q.5 rank 0.75: 0.5+0.5*(0.75-0.3)/0.6 = 0.875
+		//   q.9 rank 1.35: 1+1.5*(1.35-0.9)/0.5 = 2.35
+		//   q.99 rank 1.485 > 1.4: +Inf bucket, 2.5
+		// model cum 0.35,1.35,2.7,3.75,4.4,4.5:
+		//   q.5 rank 2.25: 0.25+0.25*(2.25-1.35)/1.35 = 0.41666..
+		//   q.9 rank 4.05: 1+1.5*(4.05-3.75)/0.65 = 1.6923..
+		//   q.99 rank 4.455 > 4.4: 2.5
+		{"vllm_derived_ttft_seconds", "vllm:time_to_first_token_seconds", [3][3]float64{
+			{0.3125, 0.5 + 0.5*0.3/0.45, 2.2}, {0.875, 2.35, 2.5}, {0.25 + 0.25*0.9/1.35, 1 + 1.5*0.3/0.65, 2.5}}},
+		// ITL e0 cum 40,100,140,150,150:
+		//   q.5 rank 75: 0.01+0.015*35/60 = 0.01875
+		//   q.9 rank 135: 0.025+0.025*35/40 = 0.046875
+		//   q.99 rank 148.5: 0.05+0.05*8.5/10 = 0.0925
+		// e1 cum 0,10,60,92,100:
+		//   q.5 rank 50: 0.025+0.025*40/50 = 0.045
+		//   q.9 rank 90: 0.05+0.05*30/32 = 0.096875
+		//   q.99 rank 99 > 92: 0.1
+		// model cum 40,110,200,242,250:
+		//   q.5 rank 125: 0.025+0.025*15/90 = 0.02916..
+		//   q.9 rank 225: 0.05+0.05*25/42 = 0.07976..
+		//   q.99 rank 247.5 > 242: 0.1
+		{"vllm_derived_inter_token_latency_seconds", "vllm:inter_token_latency_seconds", [3][3]float64{
+			{0.01875, 0.046875, 0.0925}, {0.045, 0.096875, 0.1}, {0.025 + 0.025*15/90, 0.05 + 0.05*25/42, 0.1}}},
+		// E2E e0 cum 0.6,1.2,2.4,3,3:
+		//   q.5 rank 1.5: 2.5+2.5*0.3/1.2 = 3.125
+		//   q.9 rank 2.7: 5+5*0.3/0.6 = 7.5
+		//   q.99 rank 2.97: 5+5*0.57/0.6 = 9.75
+		// e1 cum 0.15,0.45,0.8,1.2,1.5:
+		//   q.5 rank 0.75: 2.5+2.5*0.3/0.35 = 4.6428..
+		//   q.9 rank 1.35 > 1.2: 10; q.99 likewise 10
+		// model cum 0.75,1.65,3.2,4.2,4.5:
+		//   q.5 rank 2.25: 2.5+2.5*0.6/1.55 = 3.4677..
+		//   q.9 rank 4.05: 5+5*0.85/1 = 9.25
+		//   q.99 rank 4.455 > 4.2: 10
+		{"vllm_derived_e2e_latency_seconds", "vllm:e2e_request_latency_seconds", [3][3]float64{
+			{3.125, 7.5, 9.75}, {2.5 + 2.5*0.3/0.35, 10, 10}, {2.5 + 2.5*0.6/1.55, 9.25, 10}}},
+	}
+	ruleName := map[string]string{
+		"vllm_derived_ttft_seconds":                "vllm:derived_ttft_seconds:histogram_quantile1m",
+		"vllm_derived_inter_token_latency_seconds": "vllm:derived_inter_token_latency_seconds:histogram_quantile1m",
+		"vllm_derived_e2e_latency_seconds":         "vllm:derived_e2e_latency_seconds:histogram_quantile1m",
+	}
+	for _, qf := range quantiles {
+		for qi, q := range []string{"0.5", "0.9", "0.99"} {
+			cs = append(cs, check{
+				family: qf.family, sel: fmt.Sprintf(`quantile=%q`, q), kind: kindQuantile,
+				les: histLes(qf.hist), promql: quantileQ(qf.hist, q), rule: ruleName[qf.family],
+				truth: [3]float64{qf.truth[0][qi], qf.truth[1][qi], qf.truth[2][qi]},
+			})
+		}
+	}
+	return cs
+}
+
+// bucketWidth is the width of the bucket (lower, upper] holding v; for v
+// beyond the highest finite bound, the width of the highest finite bucket.
+func bucketWidth(les []float64, v float64) float64 {
+	lower := 0.0
+	for i, le := range les {
+		if math.IsInf(le, 1) {
+			return les[i-1] - lowerOf(les, i-1)
+		}
+		if v <= le {
+			return le - lower
+		}
+		lower = le
+	}
+	return les[len(les)-1] - lower
+}
+
+func lowerOf(les []float64, i int) float64 {
+	if i == 0 {
+		return 0
+	}
+	return les[i-1]
+}
+
+// within reports whether got is close enough to want for kind with the
+// given tolerance, and the allowed absolute difference.
+func within(c check, got, want, tol float64) (bool, float64) {
+	var allowed float64
+	if c.kind == kindQuantile {
+		allowed = tol * bucketWidth(c.les, want)
+	} else {
+		allowed = tol * math.Abs(want)
+	}
+	return math.Abs(got-want) <= allowed+1e-12, allowed
+}
+
+// byKey indexes samples by the value of label (engine) or "" when label is
+// empty; a duplicate key is an error.
+func byKey(t *testing.T, what string, res []promSample, label string) map[string]float64 {
+	t.Helper()
+	out := map[string]float64{}
+	for _, s := range res {
+		k := ""
+		if label != "" {
+			k = s.Metric[label]
+		}
+		if _, dup := out[k]; dup {
+			t.Errorf("%s: more than one series for %s=%q: %v", what, label, k, res)
+		}
+		out[k] = s.Value
+	}
+	return out
+}
+
+// TestAgreementWithPrometheus is issue 4's proof: the sidecar's derived
+// gauges equal what Prometheus computes from the raw series the sidecar
+// re-exposes, and both equal the known truth of a deterministic upstream,
+// across an upstream counter reset.
+func TestAgreementWithPrometheus(t *testing.T) {
+	promBin := needPrometheus(t)
+	t.Parallel()
+
+	// The sidecar scrapes once per second from its start; the 45th
+	// request (~45 s in) restarts the upstream's counters, so the reset is
+	// inside both windows when they are compared at ~65 s.
+	up := newTruthUpstream(45)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewUnstartedServer(up)
+	srv.Listener.Close()
+	srv.Listener = ln
+	srv.Start()
+	t.Cleanup(srv.Close)
+
+	side := testbin.Start(t,
+		"--vllm.scrape-uri="+srv.URL+"/metrics",
+		"--vllm.scrape-interval=1s",
+		"--derive.window=30s", "--derive.window=1m",
+	)
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("sidecar log:\n%s", side.Logs())
+		}
+	})
+	root := repoRoot(t)
+	prom := startPrometheus(t, promBin, []scrapeJob{
+		{Name: "sidecar", Target: side.Addr},
+		{Name: "routing", Target: side.Addr, MetricsPath: "/metrics/routing"},
+	}, []string{filepath.Join(root, "deploy", "prometheus", "recording.yml")})
+	promStart := time.Now()
+
+	prom.waitFor(t, `vllm_derived_preemptions_per_second{job="sidecar",window="1m"}`, 20*time.Second)
+	prom.waitFor(t, `vllm_derived_preemptions_per_second{job="routing",window="1m"}`, 20*time.Second)
+
+	// Prometheus's [1m] range must be covered by its own samples: wait
+	// until it has scraped for a little more than a minute.
+	if d := time.Until(promStart.Add(64 * time.Second)); d > 0 {
+		t.Logf("waiting %s for the 1m window to fill", d.Round(time.Second))
+		time.Sleep(d)
+	}
+	if n := len(up.resets()); n != 1 {
+		t.Fatalf("the upstream reset %d times, want 1 (the sidecar scraped too slowly?)", n)
+	}
+	at := time.Now().Add(-500 * time.Millisecond).Truncate(time.Second)
+	t.Logf("evaluating at %s; upstream reset at %.1f s after its start", at.Format(time.TimeOnly), up.resets()[0])
+
+	// Both sides saw the reset.
+	res := byKey(t, "resets", prom.mustQuery(t, `resets(vllm:num_preemptions_total{job="sidecar"}[2m])`, at), "engine")
+	for _, e := range truthEngines {
+		if res[e] < 1 {
+			t.Errorf("Prometheus saw %v resets of engine %s's preemption counter, want >= 1", res[e], e)
+		}
+	}
+
+	// Largest deviation seen per kind, in units of the tolerance's base
+	// (relative, or fraction of the bucket width), logged for docs/agreement.md.
+	worstAgree, worstTruth := map[checkKind]float64{}, map[checkKind]float64{}
+	compared := 0
+	note := func(worst map[checkKind]float64, c check, got, want float64) {
+		_, allowed := within(c, got, want, 1)
+		if d := math.Abs(got-want) / allowed; d > worst[c.kind] {
+			worst[c.kind] = d
+		}
+	}
+	for _, w := range []string{"30s", "1m"} {
+		for _, c := range agreementChecks() {
+			name := c.family
+			if c.sel != "" {
+				name += "{" + c.sel + "}"
+			}
+			sel := ""
+			if c.sel != "" {
+				sel = "," + c.sel
+			}
+			// Per engine, from the full page; model-wide, from the
+			// routing view.
+			for _, scope := range []struct {
+				job, by, key string
+			}{
+				{"sidecar", "model_name, engine", "engine"},
+				{"routing", "model_name", ""},
+			} {
+				what := fmt.Sprintf("%s window=%s %s", name, w, scope.job)
+				side := byKey(t, what, prom.mustQuery(t, fmt.Sprintf(`%s{job=%q,window=%q%s}`, c.family, scope.job, w, sel), at), scope.key)
+				pq := c.promql(scope.by, w)
+				ref := byKey(t, what+" PromQL", prom.mustQuery(t, pq, at), scope.key)
+				keys := truthEngines
+				if scope.key == "" {
+					keys = []string{""}
+				}
+				if len(side) != len(keys) || len(ref) != len(keys) {
+					t.Errorf("%s: sidecar has %v, PromQL %q has %v; want one series per %v", what, side, pq, ref, keys)
+					continue
+				}
+				for i, k := range keys {
+					truth := c.truth[2]
+					if scope.key != "" {
+						truth = c.truth[i]
+					}
+					got, okS := side[k]
+					want, okR := ref[k]
+					if !okS || !okR {
+						t.Errorf("%s engine=%q: missing (sidecar %v, PromQL %v)", what, k, side, ref)
+						continue
+					}
+					agreeTol, truthTol := c.kind.tolerances()
+					compared++
+					note(worstAgree, c, got, want)
+					note(worstTruth, c, got, truth)
+					if ok, allowed := within(c, got, want, agreeTol); !ok {
+						t.Errorf("%s engine=%q: sidecar %g vs Prometheus %g (%s): off by %g, allowed %g (%s)", what, k, got, want, pq, got-want, allowed, c.kind)
+					}
+					if ok, allowed := within(c, got, truth, truthTol); !ok {
+						t.Errorf("%s engine=%q: sidecar %g vs truth %g: off by %g, allowed %g", what, k, got, truth, got-truth, allowed)
+					}
+					// Prometheus itself against the truth, so a wrong
+					// truth cannot hide behind two agreeing sides.
+					if ok, allowed := within(c, want, truth, agreeTol); !ok {
+						t.Errorf("%s engine=%q: Prometheus %g (%s) vs truth %g: off by %g, allowed %g", what, k, want, pq, truth, want-truth, allowed)
+					}
+				}
+			}
+		}
+	}
+
+	for _, k := range []checkKind{kindRate, kindRatio, kindQuantile} {
+		t.Logf("%s: largest deviation sidecar vs Prometheus %.2g, sidecar vs truth %.2g (relative, or fraction of the bucket width)", k, worstAgree[k], worstTruth[k])
+	}
+	t.Logf("compared %d derived values with PromQL and the truth", compared)
+
+	// The recording rules of deploy/prometheus/recording.yml (1m group)
+	// against the sidecar's window="1m" gauges, per engine.
+	for _, c := range agreementChecks() {
+		sel := ""
+		if c.sel != "" {
+			sel = "," + c.sel
+		}
+		what := fmt.Sprintf("recording rule %s{%s}", c.rule, c.sel)
+		rule := byKey(t, what, prom.mustQuery(t, fmt.Sprintf(`%s{window="1m"%s}`, c.rule, sel), at), "engine")
+		side := byKey(t, what+" sidecar", prom.mustQuery(t, fmt.Sprintf(`%s{job="sidecar",window="1m"%s}`, c.family, sel), at), "engine")
+		for i, e := range truthEngines {
+			r, ok1 := rule[e]
+			s, ok2 := side[e]
+			if !ok1 || !ok2 {
+				t.Errorf("%s engine=%s: missing (rule %v, sidecar %v)", what, e, rule, side)
+				continue
+			}
+			tol, _ := c.kind.tolerances()
+			if ok, allowed := within(c, s, r, tol); !ok {
+				t.Errorf("%s engine=%s: rule %g vs sidecar %g, allowed difference %g", what, e, r, s, allowed)
+			}
+			if ok, allowed := within(c, r, c.truth[i], tol); !ok {
+				t.Errorf("%s engine=%s: rule %g vs truth %g, allowed difference %g", what, e, r, c.truth[i], allowed)
+			}
+		}
+	}
+
+	// Over the last 30 s, which hold the reset: every value the sidecar
+	// served stayed near the truth (in particular never negative, never a
+	// spike), for both windows. Prometheus's own 30s rate is checked the
+	// same way over the last 25 s (earlier, its range would reach back
+	// before its first scrape); its 1m rate only at the evaluation time.
+	for _, c := range agreementChecks()[:6] {
+		sel := ""
+		if c.sel != "" {
+			sel = "," + c.sel
+		}
+		for _, w := range []string{"30s", "1m"} {
+			for _, agg := range []string{"min_over_time", "max_over_time"} {
+				q := fmt.Sprintf(`%s(%s{job="sidecar",window=%q%s}[30s])`, agg, c.family, w, sel)
+				got := byKey(t, q, prom.mustQuery(t, q, at), "engine")
+				for i, e := range truthEngines {
+					if ok, allowed := within(c, got[e], c.truth[i], sidecarOverTime); !ok {
+						t.Errorf("%s engine=%s = %g, truth %g, allowed difference %g; over time: %s", q, e, got[e], c.truth[i], allowed,
+							prom.raw(fmt.Sprintf(`%s{job="sidecar",window=%q%s}[30s]`, c.family, w, sel), at))
+					}
+				}
+				if w != "30s" {
+					continue
+				}
+				pq := fmt.Sprintf(`%s((%s)[25s:1s])`, agg, c.promql("engine", w))
+				ref := byKey(t, pq, prom.mustQuery(t, pq, at), "engine")
+				for i, e := range truthEngines {
+					if ok, allowed := within(c, ref[e], c.truth[i], promOverTime); !ok {
+						t.Errorf("%s engine=%s = %g, truth %g, allowed difference %g; over time: %s", pq, e, ref[e], c.truth[i], allowed,
+							prom.raw(fmt.Sprintf(`(%s)[25s:1s]`, c.promql("engine", w)), at))
+					}
+				}
+			}
+		}
+	}
+	checked := map[string]bool{}
+	for _, c := range agreementChecks() {
+		checked[c.family] = true
+	}
+	for name := range checked {
+		for _, job := range []string{"sidecar", "routing"} {
+			q := fmt.Sprintf(`min_over_time(%s{job=%q}[2m]) < 0`, name, job)
+			if neg := prom.mustQuery(t, q, at); len(neg) > 0 {
+				t.Errorf("%s was negative at some point: %v", name, neg)
+			}
+		}
+	}
+
+	// Every derived family showed up (catches a family this test forgot).
+	fams := prom.mustQuery(t, `count by (__name__) ({__name__=~"vllm_derived_.+",job="sidecar"})`, at)
+	var names []string
+	for _, s := range fams {
+		names = append(names, s.Metric["__name__"])
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		if !checked[n] {
+			t.Errorf("derived family %s is served but not checked here", n)
+		}
+	}
+	if len(names) != len(checked) {
+		t.Errorf("served derived families %s, checked %d", strings.Join(names, ", "), len(checked))
+	}
+}
