@@ -1,29 +1,52 @@
 #!/usr/bin/env bash
-# Installs the tools the deploy/ and dashboards/ tests need, on a fresh Debian
-# machine (as root). Idempotent: tools already present are left alone.
+# Installs the tools the deploy/, dashboards/ and e2e/prometheus tests need,
+# on a fresh Debian machine (as root). Idempotent: tools already present are
+# left alone.
 #
 #   promtool  - `promtool check rules` / `promtool test rules`
 #               (Debian package "prometheus", which ships promtool)
+#   prometheus - the server of the same package; e2e/prometheus starts its
+#               own instances (temporary storage, loopback port). The
+#               package's system service is never started: a policy-rc.d
+#               refuses it during the install.
 #   kubectl   - `kubectl kustomize deploy/kubernetes` (needs embedded kustomize
 #               v4 or v5, i.e. kubectl >= 1.21; the Go machine image ships one).
 #               Debian 12's "kubernetes-client" is 1.20 with kustomize v2,
 #               too old: the test then skips with a message instead of failing.
 #
-# Without these tools the corresponding Go tests skip with a message.
+# Without these tools the corresponding Go tests skip with a message (the
+# e2e/prometheus tests fail instead when CI=true).
 set -euo pipefail
 
 SUDO=""
 if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
 
 need_apt=()
-command -v promtool >/dev/null 2>&1 || need_apt+=(prometheus)
-command -v kubectl  >/dev/null 2>&1 || need_apt+=(kubernetes-client)
+{ command -v promtool && command -v prometheus; } >/dev/null 2>&1 || need_apt+=(prometheus)
+need_kubectl=false
+command -v kubectl >/dev/null 2>&1 || need_kubectl=true
 
-if [ "${#need_apt[@]}" -gt 0 ]; then
+if [ "${#need_apt[@]}" -gt 0 ] || $need_kubectl; then
   $SUDO apt-get update
-  # Only promtool is used; the prometheus server the package also ships is not.
+fi
+if [ "${#need_apt[@]}" -gt 0 ]; then
+  # Keep the package's prometheus service from starting (exit 101 = action
+  # forbidden), unless the machine already has a policy of its own.
+  own_policy=false
+  if [ ! -e /usr/sbin/policy-rc.d ]; then
+    printf '#!/bin/sh\nexit 101\n' | $SUDO tee /usr/sbin/policy-rc.d >/dev/null
+    $SUDO chmod 755 /usr/sbin/policy-rc.d
+    own_policy=true
+  fi
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y --no-install-recommends "${need_apt[@]}"
+  if $own_policy; then $SUDO rm -f /usr/sbin/policy-rc.d; fi
+fi
+if $need_kubectl; then
+  # Optional: the kustomize test skips without a usable kubectl.
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y --no-install-recommends kubernetes-client ||
+    echo "ci-deps: kubernetes-client not installable here; the kustomize test will skip"
 fi
 
 promtool --version 2>&1 | head -n 1
+prometheus --version 2>&1 | head -n 1
 kubectl version --client 2>/dev/null | head -n 2 || true
