@@ -1,0 +1,163 @@
+package e2e
+
+import (
+	"crypto/sha256"
+	"fmt"
+	"net/http"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/fos-study/vllm-normalizer/internal/testbin"
+)
+
+// loadDuration is how long TestLoad reads: E2E_LOAD_SECONDS, default 10.
+func loadDuration(t *testing.T) time.Duration {
+	s := os.Getenv("E2E_LOAD_SECONDS")
+	if s == "" {
+		return 10 * time.Second
+	}
+	n, err := strconv.Atoi(s)
+	if err != nil || n <= 0 {
+		t.Fatalf("E2E_LOAD_SECONDS=%q is not a positive number of seconds", s)
+	}
+	return time.Duration(n) * time.Second
+}
+
+// rssGrowthMargin is how much the sidecar's resident set may grow between
+// the end of the warm-up and the end of the load.
+const rssGrowthMargin = 16 * mib
+
+// TestLoad: 50 clients read /metrics and /metrics/routing, plain and
+// gzipped, while every other scrape fails with a 500 (so the last success
+// is never more than about two intervals old and the routing view, which
+// turns 503 after three, stays 200).
+// Every answer must be 200 and a valid page, and the resident set must
+// stay flat once warm.
+func TestLoad(t *testing.T) {
+	const clients = 50
+	d := loadDuration(t)
+	warmup := min(2*time.Second, d/3)
+
+	good := fixture(t, "13")
+	var n atomic.Int64
+	up := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if n.Add(1)%2 == 0 {
+			http.Error(w, "flapping", http.StatusInternalServerError)
+			return
+		}
+		static(good).ServeHTTP(w, r)
+	})
+	ln := listen(t, "127.0.0.1:0")
+	serveOn(t, ln, up)
+	// 500 ms between scrapes, not 200: the readers (in this process, with
+	// the race detector) keep both cores busy, and the upstream, in this
+	// process too, is answered late; the routing view turns 503 after
+	// 1.5 s without success, while alternating scrapes leave at most ~1 s.
+	p := testbin.Start(t, sidecarArgs("http://"+ln.Addr().String()+"/metrics", 500*time.Millisecond, 400*time.Millisecond)...)
+	waitFor(t, 5*time.Second, "routing view 200", func() bool {
+		return mustGet(t, p.URL+"/metrics/routing").status == http.StatusOK
+	})
+
+	// Pages are immutable between scrapes, so most answers repeat one
+	// another byte for byte: each distinct body is parsed once.
+	var (
+		validated sync.Map // sha256 of a body -> error or nil
+		requests  atomic.Int64
+		failed    atomic.Int64
+		errMu     sync.Mutex
+		errs      []string
+	)
+	fail := func(format string, args ...any) {
+		failed.Add(1)
+		errMu.Lock()
+		if len(errs) < 10 {
+			errs = append(errs, fmt.Sprintf(format, args...))
+		}
+		errMu.Unlock()
+	}
+	transport := &http.Transport{Proxy: nil, DisableCompression: true, MaxIdleConnsPerHost: clients}
+	defer transport.CloseIdleConnections()
+	c := &http.Client{Transport: transport, Timeout: 5 * time.Second}
+
+	stop := time.Now().Add(d)
+	var wg sync.WaitGroup
+	for i := range clients {
+		path := "/metrics"
+		if i%2 == 1 {
+			path = "/metrics/routing"
+		}
+		var header map[string]string
+		if i%4 >= 2 {
+			header = map[string]string{"Accept-Encoding": "gzip"}
+		}
+		wg.Go(func() {
+			for time.Now().Before(stop) {
+				requests.Add(1)
+				r, err := get(c, p.URL+path, header)
+				if err != nil {
+					fail("%s: %v", path, err)
+					continue
+				}
+				if r.status != http.StatusOK {
+					fail("%s answered %d: %s", path, r.status, r.body)
+					continue
+				}
+				if gz := r.header.Get("Content-Encoding") == "gzip"; gz != (header != nil) {
+					fail("%s: gzip requested %v, Content-Encoding %q", path, header != nil, r.header.Get("Content-Encoding"))
+				}
+				sum := sha256.Sum256(r.body)
+				v, seen := validated.Load(sum)
+				if !seen {
+					_, err := parsePage(r.body)
+					v, _ = validated.LoadOrStore(sum, err)
+				}
+				if v != nil {
+					if err, _ := v.(error); err != nil {
+						fail("%s: invalid page: %v", path, err)
+					}
+				}
+				if !strings.Contains(string(r.body), "\nvllm_up ") && !strings.HasPrefix(string(r.body), "vllm_up ") {
+					fail("%s: page without vllm_up", path)
+				}
+			}
+		})
+	}
+
+	// Resident set: one sample at the end of the warm-up, one at the end.
+	pid := p.Cmd.Process.Pid
+	time.Sleep(warmup)
+	rssWarm := procStatus(t, pid, "VmRSS")
+	wg.Wait()
+	rssEnd := procStatus(t, pid, "VmRSS")
+	distinct := 0
+	validated.Range(func(any, any) bool { distinct++; return true })
+
+	t.Logf("%d requests in %s by %d clients (%.0f/s), %d distinct pages validated; VmRSS %.1f MiB after %s warm-up, %.1f MiB at the end (margin %d MiB); VmHWM %.1f MiB",
+		requests.Load(), d, clients, float64(requests.Load())/d.Seconds(), distinct,
+		float64(rssWarm)/mib, warmup, float64(rssEnd)/mib, rssGrowthMargin/mib, float64(procStatus(t, pid, "VmHWM"))/mib)
+	if f := failed.Load(); f > 0 {
+		t.Errorf("%d of %d requests failed, e.g.:\n%s", f, requests.Load(), strings.Join(errs, "\n"))
+	}
+	if requests.Load() < int64(clients)*10 {
+		t.Errorf("only %d requests were made; the load did not happen", requests.Load())
+	}
+	if distinct < 4 {
+		t.Errorf("only %d distinct pages were seen; the upstream did not flap under the readers", distinct)
+	}
+	if rssEnd > rssWarm+rssGrowthMargin {
+		t.Errorf("VmRSS grew from %.1f MiB to %.1f MiB under steady load, more than %d MiB", float64(rssWarm)/mib, float64(rssEnd)/mib, rssGrowthMargin/mib)
+	}
+	s, _ := metrics(t, p)
+	t.Logf("scrape failures: %v", s.with("vllm_normalizer_scrape_failures_total"))
+	if s.failures("http_status") == 0 {
+		t.Error("the upstream never failed a scrape; the test did not flap")
+	}
+	if p.Exited() {
+		t.Fatalf("the sidecar exited\n%s", p.Logs())
+	}
+}
