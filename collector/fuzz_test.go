@@ -1,0 +1,130 @@
+package collector
+
+import (
+	"bytes"
+	"errors"
+	"io"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+	"github.com/prometheus/prometheus/model/labels"
+	"github.com/prometheus/prometheus/model/textparse"
+
+	"github.com/fos-study/vllm-normalizer/exposition"
+	"github.com/fos-study/vllm-normalizer/mapping"
+)
+
+// FuzzPipeline runs a page through everything a scrape does after the
+// fetch (parse, DropCreated, Normalize, History.Observe/Derive, Present,
+// status families, routing view, merge, encode) and checks that both the
+// full page and the routing view parse again with expfmt's legacy
+// validation, with one header per family and no series twice. The same
+// page is observed twice, 10 s apart, and then a second variant with every
+// value halved, so rates, resets and quantiles are computed too.
+func FuzzPipeline(f *testing.F) {
+	paths, err := filepath.Glob("../testdata/fixtures/*.prom")
+	if err != nil || len(paths) == 0 {
+		f.Fatalf("no fixtures: %v", err)
+	}
+	for _, p := range paths {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(b, false)
+		f.Add(b, true)
+	}
+	colon := testMapper(f, mapping.Options{})
+	underscore := testMapper(f, mapping.Options{NameStyle: mapping.NameStyleUnderscore, LegacyAliases: true})
+
+	f.Fuzz(func(t *testing.T, body []byte, altStyle bool) {
+		fams, _, err := exposition.Parse(body, "text/plain", exposition.ParseOptions{SampleLimit: 5000})
+		if err != nil {
+			return
+		}
+		fams = exposition.DropCreated(fams)
+		mapper := colon
+		if altStyle {
+			mapper = underscore
+		}
+		h := NewHistory([]time.Duration{time.Minute, 5 * time.Minute}, time.Second)
+		now := time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
+		var page, routing []exposition.Family
+		for i, scale := range []float64{1, 1, 0.5} {
+			in := fams
+			if scale != 1 {
+				in = scaled(fams, scale)
+			}
+			norm, report := mapper.Normalize(in)
+			at := now.Add(time.Duration(i) * 10 * time.Second)
+			h.Observe(at, norm)
+			derived := h.Derive(at, []string{"model_name", "engine"})
+			page, _ = mapper.Present(norm)
+			page = append(page, derived...)
+			page = append(page, mapping.StatusFamilies(report)...)
+			routing = routingView(norm, h.Derive(at, []string{"model_name"}), mapper.StyleName)
+		}
+		c := &Collector{}
+		for name, out := range map[string][]exposition.Family{"page": page, "routing view": routing} {
+			text := exposition.AppendText(nil, c.merge(out, nil))
+			checkFuzzedPage(t, name, body, text)
+		}
+	})
+}
+
+// scaled returns a copy of fams with every value multiplied by k.
+func scaled(fams []exposition.Family, k float64) []exposition.Family {
+	out := make([]exposition.Family, len(fams))
+	for i, f := range fams {
+		out[i] = f
+		out[i].Samples = make([]exposition.Sample, len(f.Samples))
+		for j, s := range f.Samples {
+			s.Value *= k
+			out[i].Samples[j] = s
+		}
+	}
+	return out
+}
+
+func checkFuzzedPage(t *testing.T, what string, input, text []byte) {
+	t.Helper()
+	tp := expfmt.NewTextParser(model.LegacyValidation)
+	if _, err := tp.TextToMetricFamilies(bytes.NewReader(text)); err != nil {
+		t.Fatalf("%s: expfmt rejects it: %v\ninput:\n%q\noutput:\n%s", what, err, input, text)
+	}
+	p, err := textparse.New(text, "text/plain", labels.NewSymbolTable(), textparse.ParserOptions{})
+	if p == nil {
+		t.Fatal(err)
+	}
+	series := map[string]bool{}
+	headers := map[string]bool{}
+	var l labels.Labels
+	for {
+		e, err := p.Next()
+		if errors.Is(err, io.EOF) {
+			return
+		}
+		if err != nil {
+			t.Fatalf("%s: textparse rejects it: %v\ninput:\n%q\noutput:\n%s", what, err, input, text)
+		}
+		switch e {
+		case textparse.EntryType:
+			name, _ := p.Type()
+			if headers[string(name)] {
+				t.Fatalf("%s: family %s has two TYPE lines\ninput:\n%q\noutput:\n%s", what, name, input, text)
+			}
+			headers[string(name)] = true
+		case textparse.EntrySeries:
+			p.Labels(&l)
+			k := l.String()
+			if series[k] {
+				t.Fatalf("%s: series %s appears twice\ninput:\n%q\noutput:\n%s", what, k, input, text)
+			}
+			series[k] = true
+		}
+	}
+}
