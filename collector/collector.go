@@ -57,6 +57,8 @@ type Collector struct {
 	symbols *labels.SymbolTable
 
 	snap atomic.Pointer[snapshot]
+	// Reused by publish for the full page and the routing view.
+	pageEnc, routingEnc encoder
 
 	reloadMu    sync.Mutex // serialises Reload
 	mu          sync.Mutex // serialises scrapes (the loop, and tests calling ScrapeOnce)

@@ -1,7 +1,6 @@
 package collector
 
 import (
-	"bytes"
 	"compress/gzip"
 	"net/http"
 	"slices"
@@ -35,36 +34,60 @@ type snapshot struct {
 	routing *prepared
 }
 
-func prepare(fams []exposition.Family, gz *gzip.Writer) *prepared {
+// encoder holds what preparing a page reuses from one scrape to the next:
+// the gzip writer (its compressor state is ~1 MB to allocate) and the
+// sizes of the last outputs, so that each new buffer is allocated once at
+// about the right size instead of grown by doubling. The output buffers
+// themselves are always fresh: a published snapshot's bytes may still be
+// written to a slow client while the next scrape encodes.
+type encoder struct {
+	gz               *gzip.Writer
+	textHint, gzHint int
+}
+
+func (e *encoder) prepare(fams []exposition.Family) *prepared {
 	p := &prepared{fams: fams}
-	p.text = exposition.AppendText(make([]byte, 0, 64<<10), fams)
-	p.textGz = compress(gz, p.text)
+	p.text = exposition.AppendText(make([]byte, 0, e.textHint), fams)
+	e.textHint = len(p.text) + len(p.text)/16 + 512
+	if e.gz == nil {
+		e.gz, _ = gzip.NewWriterLevel(nil, gzip.BestSpeed)
+	}
+	p.textGz = compress(e.gz, p.text, e.gzHint)
+	e.gzHint = len(p.textGz) + len(p.textGz)/8 + 512
 	return p
 }
 
 func (p *prepared) openMetrics() ([]byte, []byte) {
 	p.omOnce.Do(func() {
 		p.om = exposition.AppendOpenMetrics(nil, p.fams)
-		p.omGz = compress(nil, p.om)
+		gz, _ := gzip.NewWriterLevel(nil, gzip.BestSpeed)
+		p.omGz = compress(gz, p.om, len(p.om)/4+64)
 	})
 	return p.om, p.omGz
 }
 
-func compress(gz *gzip.Writer, b []byte) []byte {
-	var buf bytes.Buffer
-	buf.Grow(len(b)/4 + 64)
-	if gz == nil {
-		gz, _ = gzip.NewWriterLevel(&buf, gzip.BestSpeed)
-	} else {
-		gz.Reset(&buf)
-	}
+// compress gzips b into a new slice of capacity hint (grown if short),
+// resetting gz onto it.
+func compress(gz *gzip.Writer, b []byte, hint int) []byte {
+	out := appendWriter(make([]byte, 0, hint))
+	gz.Reset(&out)
 	_, _ = gz.Write(b)
 	_ = gz.Close()
-	return buf.Bytes()
+	return out
+}
+
+// appendWriter is an io.Writer appending to itself.
+type appendWriter []byte
+
+func (w *appendWriter) Write(p []byte) (int, error) {
+	*w = append(*w, p...)
+	return len(p), nil
 }
 
 // publish builds the snapshot served until the next scrape ends. res is nil
 // after a failed scrape: then only the sidecar's own metrics are served.
+// Calls are serialised: New makes the first, ScrapeOnce (holding c.mu)
+// every other.
 func (c *Collector) publish(res *scrapeResult, now time.Time) {
 	self, err := c.cfg.Gatherer.Gather()
 	if err != nil {
@@ -96,8 +119,8 @@ func (c *Collector) publish(res *scrapeResult, now time.Time) {
 		page, routing = res.page, res.routing
 	}
 	s := &snapshot{
-		page:    prepare(c.merge(page, own), nil),
-		routing: prepare(c.merge(routing, ownRouting), nil),
+		page:    c.pageEnc.prepare(c.merge(page, own)),
+		routing: c.routingEnc.prepare(c.merge(routing, ownRouting)),
 	}
 	c.snap.Store(s)
 }
