@@ -224,7 +224,9 @@ func run(args []string, stdout, stderr *os.File) int {
 	})
 	if f.enablePprof {
 		mux.HandleFunc("/debug/pprof/", pprof.Index)
-		mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+		// No /debug/pprof/cmdline: the command line may hold the
+		// password of --vllm.scrape-uri.
+		mux.HandleFunc("/debug/pprof/cmdline", http.NotFound)
 		mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
 		mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
 		mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
