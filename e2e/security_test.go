@@ -252,6 +252,10 @@ func TestPprofOffByDefault(t *testing.T) {
 		if got := mustGet(t, p.URL+"/debug/pprof/").status; got != c.want {
 			t.Errorf("with %v, /debug/pprof/ answered %d, want %d", c.args, got, c.want)
 		}
+		// The command line may hold the scrape URI's password.
+		if got := mustGet(t, p.URL+"/debug/pprof/cmdline").status; got != http.StatusNotFound {
+			t.Errorf("with %v, /debug/pprof/cmdline answered %d, want 404", c.args, got)
+		}
 		_ = p.Stop(5 * time.Second)
 	}
 }
