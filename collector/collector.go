@@ -55,6 +55,7 @@ type Collector struct {
 	history *History
 	metrics *selfMetrics
 	symbols *labels.SymbolTable
+	scratch exposition.ParseScratch // reused by every parse; scrapes are serialised
 
 	snap atomic.Pointer[snapshot]
 	// Reused by publish for the full page and the routing view.
@@ -219,7 +220,7 @@ func (c *Collector) scrape(ctx context.Context) (*scrapeResult, error) {
 		return nil, err
 	}
 	c.metrics.bytes.Set(float64(len(body)))
-	fams, stats, err := exposition.Parse(body, contentType, exposition.ParseOptions{SampleLimit: c.cfg.SampleLimit, SymbolTable: c.symbols})
+	fams, stats, err := exposition.Parse(body, contentType, exposition.ParseOptions{SampleLimit: c.cfg.SampleLimit, SymbolTable: c.symbols, Scratch: &c.scratch})
 	if err != nil {
 		if errors.Is(err, exposition.ErrSampleLimit) {
 			return nil, &scrapeError{ReasonSampleLimit, err}

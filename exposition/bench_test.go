@@ -43,12 +43,12 @@ func benchPages(b *testing.B) []struct {
 	}
 }
 
-// BenchmarkParse is exposition.Parse with a symbol table kept across
-// parses, as the collector keeps one per upstream.
+// BenchmarkParse is exposition.Parse with a symbol table and scratch kept
+// across parses, as the collector keeps them per upstream.
 func BenchmarkParse(b *testing.B) {
 	for _, p := range benchPages(b) {
 		b.Run(p.name, func(b *testing.B) {
-			opts := exposition.ParseOptions{SymbolTable: labels.NewSymbolTable()}
+			opts := exposition.ParseOptions{SymbolTable: labels.NewSymbolTable(), Scratch: &exposition.ParseScratch{}}
 			b.SetBytes(int64(len(p.page)))
 			b.ReportAllocs()
 			for b.Loop() {

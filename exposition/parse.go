@@ -21,6 +21,19 @@ type ParseOptions struct {
 	// SymbolTable may be shared across parses of the same upstream to
 	// intern label strings; nil allocates a fresh one.
 	SymbolTable *labels.SymbolTable
+	// Scratch may be shared across parses of the same upstream (never by
+	// two at once) so that each reuses the last one's working memory; nil
+	// allocates it afresh.
+	Scratch *ParseScratch
+}
+
+// ParseScratch is working memory that Parse reuses when given it again.
+type ParseScratch struct {
+	// seen maps the hash of each kept series' labels to its position
+	// (family<<32 | sample); more holds further positions in the rare case
+	// of two different label sets with one hash.
+	seen map[uint64]uint64
+	more map[uint64][]uint64
 }
 
 // ParseStats counts what a successful parse passed over on purpose.
@@ -84,11 +97,23 @@ func Parse(body []byte, contentType string, opts ParseOptions) ([]Family, ParseS
 		return nil, stats, fmt.Errorf("cannot parse content type %q: %w", contentType, err)
 	}
 
+	sc := opts.Scratch
+	if sc == nil {
+		sc = &ParseScratch{}
+	}
+	if sc.seen == nil {
+		sc.seen = make(map[uint64]uint64, bytes.Count(body, []byte{'\n'}))
+	}
+	clear(sc.seen)
+	clear(sc.more)
 	var (
 		fams  []Family
 		index = map[string]int{} // family name -> position in fams
-		seen  = map[uint64][]int{}
 		lset  labels.Labels
+		// The family of the previous sample: samples of one family are
+		// nearly always printed together.
+		lastName string
+		lastFam  = -1
 	)
 	family := func(name string) *Family {
 		if i, ok := index[name]; ok {
@@ -138,7 +163,10 @@ func Parse(body []byte, contentType string, opts ParseOptions) ([]Family, ParseS
 				return nil, stats, fmt.Errorf("%w: the page holds more than %d samples; raise --vllm.sample-limit if this upstream is meant to be that large", ErrSampleLimit, opts.SampleLimit)
 			}
 			name := lset.Get(model.MetricNameLabel)
-			fi, ok := index[name]
+			fi, ok := lastFam, lastFam >= 0 && name == lastName
+			if !ok {
+				fi, ok = index[name]
+			}
 			if !ok {
 				fi = -1
 				for cut := len(name) - 1; cut > 0 && fi < 0; cut-- {
@@ -156,21 +184,12 @@ func Parse(body []byte, contentType string, opts ParseOptions) ([]Family, ParseS
 					fi = index[name]
 				}
 			}
-			h := lset.Hash()
-			dup := false
-			for _, k := range seen[h] {
-				fk, sk := k>>32, k&0xffffffff
-				if labels.Equal(fams[fk].Samples[sk].Labels, lset) {
-					dup = true
-					break
-				}
-			}
-			if dup {
+			lastName, lastFam = name, fi
+			f := &fams[fi]
+			if sc.duplicate(fams, lset, uint64(fi)<<32|uint64(len(f.Samples))) {
 				stats.DuplicateSeries++
 				continue
 			}
-			f := &fams[fi]
-			seen[h] = append(seen[h], fi<<32|len(f.Samples))
 			s := Sample{Labels: lset, Value: v}
 			if ts != nil {
 				s.TimestampMs, s.HasTimestamp = *ts, true
@@ -186,6 +205,31 @@ func Parse(body []byte, contentType string, opts ParseOptions) ([]Family, ParseS
 		canonicalForText(&fams[i])
 	}
 	return fams, stats, nil
+}
+
+// duplicate reports whether lset repeats a series already kept in fams,
+// and otherwise records it at position pos (family<<32 | sample).
+func (sc *ParseScratch) duplicate(fams []Family, lset labels.Labels, pos uint64) bool {
+	h := lset.Hash()
+	first, ok := sc.seen[h]
+	if !ok {
+		sc.seen[h] = pos
+		return false
+	}
+	at := func(k uint64) labels.Labels { return fams[k>>32].Samples[k&0xffffffff].Labels }
+	if labels.Equal(at(first), lset) {
+		return true
+	}
+	for _, k := range sc.more[h] {
+		if labels.Equal(at(k), lset) {
+			return true
+		}
+	}
+	if sc.more == nil {
+		sc.more = map[uint64][]uint64{}
+	}
+	sc.more[h] = append(sc.more[h], pos)
+	return false
 }
 
 // canonicalForText names families the way text format 0.0.4 does, so that
@@ -211,16 +255,29 @@ func canonicalForText(f *Family) {
 func legacyValid(l labels.Labels) bool {
 	ok := true
 	l.Range(func(lb labels.Label) {
-		if !ok {
-			return
+		if ok {
+			ok = legacyName(lb.Name, false) && (lb.Name != model.MetricNameLabel || legacyName(lb.Value, true))
 		}
-		if lb.Name == model.MetricNameLabel {
-			ok = model.LegacyValidation.IsValidMetricName(lb.Value)
-			return
-		}
-		ok = model.LegacyValidation.IsValidLabelName(lb.Name)
 	})
 	return ok
+}
+
+// legacyName reports whether s matches [a-zA-Z_][a-zA-Z0-9_]*, with ':'
+// also allowed anywhere when colon is set: the legacy label name and, with
+// colon, metric name rules of model.LegacyValidation, without its
+// per-call overhead.
+func legacyName(s string, colon bool) bool {
+	if s == "" {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || c == '_' || colon && c == ':' || i > 0 && '0' <= c && c <= '9' {
+			continue
+		}
+		return false
+	}
+	return true
 }
 
 // DropCreated removes the "_created" gauge families that Python's
