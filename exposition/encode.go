@@ -142,6 +142,10 @@ func AppendFloat(b []byte, v float64) []byte {
 		return append(b, "+Inf"...)
 	case math.IsInf(v, -1):
 		return append(b, "-Inf"...)
+	case v == math.Trunc(v) && v > -1e6 && v < 1e6 && (v != 0 || !math.Signbit(v)):
+		// Small integers, most values on a page (bucket counts, gauges):
+		// 'g' prints them without exponent, exactly as AppendInt does.
+		return strconv.AppendInt(b, int64(v), 10)
 	}
 	return strconv.AppendFloat(b, v, 'g', -1, 64)
 }
