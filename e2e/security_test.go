@@ -116,10 +116,15 @@ func TestTLSAndBasicAuth(t *testing.T) {
 	})
 	for _, path := range []string{"/metrics", "/metrics/routing"} {
 		r := do(path, "router", "right-password")
-		if r.status != http.StatusOK {
-			t.Errorf("https %s with the right password answered %d", path, r.status)
-		} else {
+		switch {
+		case r.status == http.StatusOK:
 			mustParse(t, r.body)
+		case path == "/metrics/routing" && r.status == http.StatusServiceUnavailable:
+			// Authenticated, and the routing view's own staleness rule
+			// answered: a busy test machine can delay a scrape past three
+			// 200 ms intervals. Auth is what this test is about.
+		default:
+			t.Errorf("https %s with the right password answered %d", path, r.status)
 		}
 		for _, c := range []struct{ user, pass string }{{"router", "wrong-password"}, {"", ""}, {"someone", "right-password"}} {
 			r := do(path, c.user, c.pass)
