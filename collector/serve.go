@@ -23,6 +23,8 @@ type prepared struct {
 	fams   []exposition.Family
 	text   []byte
 	textGz []byte
+	// Content-Length header values of text and textGz.
+	textLen, textGzLen []string
 
 	omOnce sync.Once
 	om     []byte
@@ -54,6 +56,8 @@ func (e *encoder) prepare(fams []exposition.Family) *prepared {
 	}
 	p.textGz = compress(e.gz, p.text, e.gzHint)
 	e.gzHint = len(p.textGz) + len(p.textGz)/8 + 512
+	p.textLen = []string{strconv.Itoa(len(p.text))}
+	p.textGzLen = []string{strconv.Itoa(len(p.textGz))}
 	return p
 }
 
@@ -181,21 +185,55 @@ func (c *Collector) RoutingHandler() http.Handler {
 	})
 }
 
+// Header values shared by every response. Each slice has len == cap, so a
+// later Header.Add by anyone appends to a copy, never into these.
+var (
+	hdrText        = []string{exposition.ContentTypeText}
+	hdrOpenMetrics = []string{exposition.ContentTypeOpenMetrics}
+	hdrVary        = []string{"Accept-Encoding"}
+	hdrGzip        = []string{"gzip"}
+)
+
 func serve(w http.ResponseWriter, r *http.Request, p *prepared) {
-	body, gz, ct := p.text, p.textGz, exposition.ContentTypeText
-	if expfmt.NegotiateIncludingOpenMetrics(r.Header).FormatType() == expfmt.TypeOpenMetrics {
-		body, gz = p.openMetrics()
-		ct = exposition.ContentTypeOpenMetrics
+	if accept := r.Header.Get("Accept"); containsFold(accept, "openmetrics") &&
+		expfmt.NegotiateIncludingOpenMetrics(r.Header).FormatType() == expfmt.TypeOpenMetrics {
+		body, gz := p.openMetrics()
+		write(w, r, hdrOpenMetrics, body, gz, nil, nil)
+		return
 	}
+	write(w, r, hdrText, p.text, p.textGz, p.textLen, p.textGzLen)
+}
+
+// write sends body, or gz when the request accepts gzip, with the
+// Content-Length value given for it (computed when nil).
+func write(w http.ResponseWriter, r *http.Request, ct []string, body, gz []byte, bodyLen, gzLen []string) {
 	h := w.Header()
-	h.Set("Content-Type", ct)
-	h.Add("Vary", "Accept-Encoding")
-	if acceptsGzip(r.Header.Get("Accept-Encoding")) {
-		h.Set("Content-Encoding", "gzip")
-		body = gz
+	h["Content-Type"] = ct
+	if len(h["Vary"]) == 0 {
+		h["Vary"] = hdrVary
+	} else {
+		h.Add("Vary", "Accept-Encoding")
 	}
-	h.Set("Content-Length", strconv.Itoa(len(body)))
+	if acceptsGzip(r.Header.Get("Accept-Encoding")) {
+		h["Content-Encoding"] = hdrGzip
+		body, bodyLen = gz, gzLen
+	}
+	if bodyLen == nil {
+		bodyLen = []string{strconv.Itoa(len(body))}
+	}
+	h["Content-Length"] = bodyLen
 	_, _ = w.Write(body)
+}
+
+// containsFold reports whether s contains sub (lower-case ASCII) in any
+// case. Only an Accept header naming OpenMetrics needs full negotiation.
+func containsFold(s, sub string) bool {
+	for i := 0; i+len(sub) <= len(s); i++ {
+		if strings.EqualFold(s[i:i+len(sub)], sub) {
+			return true
+		}
+	}
+	return false
 }
 
 // acceptsGzip reports whether an Accept-Encoding header admits gzip
