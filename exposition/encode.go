@@ -154,7 +154,15 @@ func AppendFloat(b []byte, v float64) []byte {
 // quote too where the text sits inside quotes (label values, OpenMetrics
 // HELP). Nothing a value holds can end its quotes or its line.
 func appendEscaped(b []byte, s string, quote bool) []byte {
-	for i := 0; i < len(s); i++ {
+	// Most strings need no escape: copy the clean prefix in one append.
+	i := 0
+	for ; i < len(s); i++ {
+		if c := s[i]; c == '\\' || c == '\n' || c == '"' && quote {
+			break
+		}
+	}
+	b = append(b, s[:i]...)
+	for ; i < len(s); i++ {
 		switch c := s[i]; {
 		case c == '\\':
 			b = append(b, `\\`...)
