@@ -34,6 +34,9 @@ type ParseScratch struct {
 	// of two different label sets with one hash.
 	seen map[uint64]uint64
 	more map[uint64][]uint64
+	// sizes holds the number of samples of each family in the last parse,
+	// so that this one allocates each family's samples once.
+	sizes map[string]int
 }
 
 // ParseStats counts what a successful parse passed over on purpose.
@@ -107,8 +110,8 @@ func Parse(body []byte, contentType string, opts ParseOptions) ([]Family, ParseS
 	clear(sc.seen)
 	clear(sc.more)
 	var (
-		fams  []Family
-		index = map[string]int{} // family name -> position in fams
+		fams  = make([]Family, 0, len(sc.sizes))
+		index = make(map[string]int, len(sc.sizes)) // family name -> position in fams
 		lset  labels.Labels
 		// The family of the previous sample: samples of one family are
 		// nearly always printed together.
@@ -120,7 +123,11 @@ func Parse(body []byte, contentType string, opts ParseOptions) ([]Family, ParseS
 			return &fams[i]
 		}
 		index[name] = len(fams)
-		fams = append(fams, Family{Name: name, Type: model.MetricTypeUnknown})
+		f := Family{Name: name, Type: model.MetricTypeUnknown}
+		if n := sc.sizes[name]; n > 0 {
+			f.Samples = make([]Sample, 0, n)
+		}
+		fams = append(fams, f)
 		return &fams[len(fams)-1]
 	}
 	typed := map[string]bool{}
@@ -201,7 +208,12 @@ func Parse(body []byte, contentType string, opts ParseOptions) ([]Family, ParseS
 			return nil, stats, errors.New("parse error: native histogram in a text page; the sidecar reads classic histograms only")
 		}
 	}
+	if sc.sizes == nil {
+		sc.sizes = make(map[string]int, len(fams))
+	}
+	clear(sc.sizes)
 	for i := range fams {
+		sc.sizes[fams[i].Name] = len(fams[i].Samples)
 		canonicalForText(&fams[i])
 	}
 	return fams, stats, nil
