@@ -196,11 +196,12 @@ func (h *History) Derive(now time.Time, groupBy []string) []exposition.Family {
 	}
 
 	out := map[string][]exposition.Sample{}
+	var b labels.ScratchBuilder
 	emit := func(name string, g *group, window string, extra []labels.Label, v float64) {
 		if math.IsNaN(v) || math.IsInf(v, 0) {
 			return
 		}
-		b := labels.NewScratchBuilder(len(g.lbls) + len(extra) + 2)
+		b.Reset()
 		b.Add(model.MetricNameLabel, name)
 		for _, l := range g.lbls {
 			b.Add(l.Name, l.Value)
@@ -215,6 +216,7 @@ func (h *History) Derive(now time.Time, groupBy []string) []exposition.Family {
 		out[name] = append(out[name], exposition.Sample{Labels: b.Labels(), Value: v})
 	}
 
+	var scratch []bucket
 	for _, w := range h.windows {
 		first, last := h.windowPoints(t-int64(w), t)
 		if last-first < 1 {
@@ -222,7 +224,11 @@ func (h *History) Derive(now time.Time, groupBy []string) []exposition.Family {
 		}
 		wl := FormatWindow(w)
 		for _, g := range groups {
+			buckets := g.acc.buckets // keep the slices' storage for this window
 			g.acc = groupAcc{}
+			for k := range buckets {
+				g.acc.buckets[k] = buckets[k][:0]
+			}
 		}
 		reasons := map[reasonKey]float64{}
 		for i, s := range h.series {
@@ -252,7 +258,7 @@ func (h *History) Derive(now time.Time, groupBy []string) []exposition.Family {
 				if len(a.buckets[k]) == 0 {
 					continue
 				}
-				scratch := make([]bucket, len(a.buckets[k]))
+				scratch = append(scratch[:0], a.buckets[k]...)
 				for _, dq := range derivedQuantiles {
 					copy(scratch, a.buckets[k])
 					emit(qf.name, g, wl, []labels.Label{{Name: QuantileLabel, Value: dq.label}}, bucketQuantile(dq.q, scratch))
