@@ -233,6 +233,7 @@ func (c *Collector) scrape(ctx context.Context) (*scrapeResult, error) {
 	c.metrics.samples.Set(float64(stats.Samples))
 	c.metrics.dropped.WithLabelValues("duplicate").Add(float64(stats.DuplicateSeries))
 	c.metrics.dropped.WithLabelValues("invalid_name").Add(float64(stats.InvalidNames))
+	c.metrics.dropped.WithLabelValues("invalid_bound").Add(float64(stats.InvalidBounds))
 
 	fams = exposition.DropCreated(fams)
 	mapper := c.mapper.Load()

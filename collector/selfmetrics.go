@@ -57,7 +57,7 @@ func newSelfMetrics(reg prometheus.Registerer) (*selfMetrics, error) {
 		}),
 		dropped: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "vllm_normalizer_dropped_series_total",
-			Help: "Upstream series left out of the output by reason: duplicate (same series twice on a page), invalid_name (UTF-8-only names), relabel (dropped by metric_relabel_configs), collision (two families mapped to one name).",
+			Help: "Upstream series left out of the output by reason: duplicate (same series twice on a page), invalid_name (UTF-8-only names), invalid_bound (a histogram le or summary quantile that is not a number), relabel (dropped by metric_relabel_configs), collision (two families mapped to one name).",
 		}, []string{"reason"}),
 		disagreements: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "vllm_normalizer_rename_disagreements_total",
@@ -81,7 +81,7 @@ func newSelfMetrics(reg prometheus.Registerer) (*selfMetrics, error) {
 	for _, r := range FailureReasons {
 		m.failures.WithLabelValues(r)
 	}
-	for _, r := range []string{"duplicate", "invalid_name", "relabel", "collision"} {
+	for _, r := range []string{"duplicate", "invalid_name", "invalid_bound", "relabel", "collision"} {
 		m.dropped.WithLabelValues(r)
 	}
 	for _, c := range []prometheus.Collector{m.up, m.duration, m.failures, m.lastSuccess, m.bytes, m.samples, m.dropped, m.disagreements,

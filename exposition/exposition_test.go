@@ -223,3 +223,30 @@ func TestOpenMetricsInputComesOutAsText(t *testing.T) {
 		t.Errorf("OpenMetrics _created series should be skipped:\n%s", got)
 	}
 }
+
+// TestInvalidBoundsDropped: a bucket bound or quantile that is not a number
+// would make routers' expfmt parser reject the whole page; only those
+// samples are dropped (found by FuzzParse).
+func TestInvalidBoundsDropped(t *testing.T) {
+	body := "# TYPE h histogram\nh_bucket{le=\"x\"} 1\nh_bucket{le=\"1e-3\"} 1\nh_bucket{le=\"0x1p-2\"} 1\nh_bucket{le=\"+Inf\"} 2\nh_sum 1\nh_count 2\n" +
+		"# TYPE s summary\ns{quantile=\"D.5\"} 1\ns{quantile=\"0.5\"} 1\ns_sum 1\ns_count 1\n# TYPE g gauge\ng{le=\"x\"} 1\n"
+	fams, stats, err := Parse([]byte(body), "text/plain", ParseOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if stats.InvalidBounds != 2 {
+		t.Errorf("InvalidBounds = %d, want 2 (le=x, quantile=D.5)", stats.InvalidBounds)
+	}
+	out := AppendText(nil, fams)
+	tp := expfmt.NewTextParser(model.LegacyValidation)
+	if _, err := tp.TextToMetricFamilies(bytes.NewReader(out)); err != nil {
+		t.Fatalf("expfmt rejects the output: %v\n%s", err, out)
+	}
+	// Numeric bounds come out as Prometheus stores them (its parser
+	// normalises them), so series match whether it scrapes vLLM or us.
+	for _, want := range []string{`h_bucket{le="0.001"} 1`, `h_bucket{le="0.25"} 1`, `s{quantile="0.5"} 1`, `g{le="x"} 1`} {
+		if !strings.Contains(string(out), want+"\n") {
+			t.Errorf("output lacks %s:\n%s", want, out)
+		}
+	}
+}

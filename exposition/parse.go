@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strconv"
 	"strings"
 	"unicode/utf8"
 
@@ -51,6 +52,11 @@ type ParseStats struct {
 	// picker parses with legacy validation) would reject the whole page
 	// because of one of them, so they are dropped.
 	InvalidNames int
+	// InvalidBounds are histogram samples whose le label, or summary
+	// samples whose quantile label, is not a number. Prometheus stores them
+	// as plain labels, but the expfmt parser that routers use rejects a
+	// whole page for one of them, so they are dropped.
+	InvalidBounds int
 }
 
 // ErrSampleLimit is wrapped by Parse when the page exceeds ParseOptions.SampleLimit.
@@ -213,10 +219,45 @@ func Parse(body []byte, contentType string, opts ParseOptions) ([]Family, ParseS
 	}
 	clear(sc.sizes)
 	for i := range fams {
+		stats.InvalidBounds += dropInvalidBounds(&fams[i])
 		sc.sizes[fams[i].Name] = len(fams[i].Samples)
 		canonicalForText(&fams[i])
 	}
 	return fams, stats, nil
+}
+
+// dropInvalidBounds removes the samples of a histogram whose le label, or
+// of a summary whose quantile label, does not read as a number under the
+// rules of the text format (Go float syntax without 'p' exponents or '_'
+// separators), and returns how many it removed.
+func dropInvalidBounds(f *Family) int {
+	var key string
+	switch f.Type {
+	case model.MetricTypeHistogram, model.MetricTypeGaugeHistogram:
+		key = model.BucketLabel
+	case model.MetricTypeSummary:
+		key = model.QuantileLabel
+	default:
+		return 0
+	}
+	kept := f.Samples[:0]
+	for _, s := range f.Samples {
+		if v := s.Labels.Get(key); v == "" || isBound(v) {
+			kept = append(kept, s)
+		}
+	}
+	n := len(f.Samples) - len(kept)
+	clear(f.Samples[len(kept):])
+	f.Samples = kept
+	return n
+}
+
+func isBound(v string) bool {
+	if strings.ContainsAny(v, "pP_") {
+		return false
+	}
+	_, err := strconv.ParseFloat(v, 64)
+	return err == nil
 }
 
 // duplicate reports whether lset repeats a series already kept in fams,
