@@ -250,3 +250,17 @@ func TestInvalidBoundsDropped(t *testing.T) {
 		}
 	}
 }
+
+// TestHeaderOnlyInvalidFamilyDropped: a HELP or TYPE line may name a family
+// with a quoted UTF-8 (or empty) name; no sample can follow it into the
+// output, and neither may its header (found by FuzzPipeline).
+func TestHeaderOnlyInvalidFamilyDropped(t *testing.T) {
+	body := "# HELP \"\" empty\n# TYPE \"a.b\" gauge\n# TYPE ok gauge\nok 1\n"
+	fams, _, err := Parse([]byte(body), "text/plain", ParseOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(fams) != 1 || fams[0].Name != "ok" {
+		t.Fatalf("families = %+v, want only ok", fams)
+	}
+}

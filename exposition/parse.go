@@ -218,12 +218,22 @@ func Parse(body []byte, contentType string, opts ParseOptions) ([]Family, ParseS
 		sc.sizes = make(map[string]int, len(fams))
 	}
 	clear(sc.sizes)
+	kept := fams[:0]
 	for i := range fams {
-		stats.InvalidBounds += dropInvalidBounds(&fams[i])
-		sc.sizes[fams[i].Name] = len(fams[i].Samples)
-		canonicalForText(&fams[i])
+		f := &fams[i]
+		if !model.LegacyValidation.IsValidMetricName(f.Name) {
+			// Only a HELP or TYPE line can name such a family (its samples
+			// were dropped above), and it would print a header that the
+			// routers' parser rejects the whole page for.
+			continue
+		}
+		stats.InvalidBounds += dropInvalidBounds(f)
+		sc.sizes[f.Name] = len(f.Samples)
+		canonicalForText(f)
+		kept = append(kept, *f)
 	}
-	return fams, stats, nil
+	clear(fams[len(kept):])
+	return kept, stats, nil
 }
 
 // dropInvalidBounds removes the samples of a histogram whose le label, or
