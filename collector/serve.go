@@ -17,14 +17,21 @@ import (
 )
 
 // prepared is one page, encoded once when published and served as is.
-// The OpenMetrics variant is encoded on first demand only: none of the
-// known consumers asks for it.
+// Its gzip variant is compressed on the first request that accepts gzip,
+// once per snapshot: a snapshot nobody reads compressed costs nothing, and
+// the scrape cycle never waits for a compressor. The OpenMetrics variant is
+// likewise encoded on first demand only: none of the known consumers asks
+// for it.
 type prepared struct {
-	fams   []exposition.Family
-	text   []byte
-	textGz []byte
-	// Content-Length header values of text and textGz.
-	textLen, textGzLen []string
+	fams []exposition.Family
+	text []byte
+	// textLen is the Content-Length header value of text.
+	textLen []string
+
+	gzPool    *sync.Pool // of *gzip.Writer, shared by the collector's snapshots
+	gzOnce    sync.Once
+	textGz    []byte
+	textGzLen []string
 
 	omOnce sync.Once
 	om     []byte
@@ -37,35 +44,47 @@ type snapshot struct {
 }
 
 // encoder holds what preparing a page reuses from one scrape to the next:
-// the gzip writer (its compressor state is ~1 MB to allocate) and the
-// sizes of the last outputs, so that each new buffer is allocated once at
+// a pool of gzip writers (a compressor's state is ~1 MB to allocate) and
+// the size of the last output, so that each new buffer is allocated once at
 // about the right size instead of grown by doubling. The output buffers
 // themselves are always fresh: a published snapshot's bytes may still be
 // written to a slow client while the next scrape encodes.
 type encoder struct {
-	gz               *gzip.Writer
-	textHint, gzHint int
+	gzPool   *sync.Pool
+	textHint int
 }
 
 func (e *encoder) prepare(fams []exposition.Family) *prepared {
-	p := &prepared{fams: fams}
+	if e.gzPool == nil {
+		e.gzPool = &sync.Pool{New: func() any {
+			gz, _ := gzip.NewWriterLevel(nil, gzip.BestSpeed)
+			return gz
+		}}
+	}
+	p := &prepared{fams: fams, gzPool: e.gzPool}
 	p.text = exposition.AppendText(make([]byte, 0, e.textHint), fams)
 	e.textHint = len(p.text) + len(p.text)/16 + 512
-	if e.gz == nil {
-		e.gz, _ = gzip.NewWriterLevel(nil, gzip.BestSpeed)
-	}
-	p.textGz = compress(e.gz, p.text, e.gzHint)
-	e.gzHint = len(p.textGz) + len(p.textGz)/8 + 512
 	p.textLen = []string{strconv.Itoa(len(p.text))}
-	p.textGzLen = []string{strconv.Itoa(len(p.textGz))}
 	return p
+}
+
+// gzipped returns the compressed text page, compressing it on first use.
+func (p *prepared) gzipped() ([]byte, []string) {
+	p.gzOnce.Do(func() {
+		gz := p.gzPool.Get().(*gzip.Writer)
+		p.textGz = compress(gz, p.text, len(p.text)/6+512)
+		p.gzPool.Put(gz)
+		p.textGzLen = []string{strconv.Itoa(len(p.textGz))}
+	})
+	return p.textGz, p.textGzLen
 }
 
 func (p *prepared) openMetrics() ([]byte, []byte) {
 	p.omOnce.Do(func() {
 		p.om = exposition.AppendOpenMetrics(nil, p.fams)
-		gz, _ := gzip.NewWriterLevel(nil, gzip.BestSpeed)
-		p.omGz = compress(gz, p.om, len(p.om)/4+64)
+		gz := p.gzPool.Get().(*gzip.Writer)
+		p.omGz = compress(gz, p.om, len(p.om)/6+512)
+		p.gzPool.Put(gz)
 	})
 	return p.om, p.omGz
 }
@@ -77,6 +96,7 @@ func compress(gz *gzip.Writer, b []byte, hint int) []byte {
 	gz.Reset(&out)
 	_, _ = gz.Write(b)
 	_ = gz.Close()
+	gz.Reset(nil) // do not keep the page alive through the pool
 	return out
 }
 
@@ -195,18 +215,26 @@ var (
 )
 
 func serve(w http.ResponseWriter, r *http.Request, p *prepared) {
+	gz := acceptsGzip(r.Header.Get("Accept-Encoding"))
 	if accept := r.Header.Get("Accept"); containsFold(accept, "openmetrics") &&
 		expfmt.NegotiateIncludingOpenMetrics(r.Header).FormatType() == expfmt.TypeOpenMetrics {
-		body, gz := p.openMetrics()
-		write(w, r, hdrOpenMetrics, body, gz, nil, nil)
+		body, zipped := p.openMetrics()
+		if gz {
+			body = zipped
+		}
+		write(w, hdrOpenMetrics, body, []string{strconv.Itoa(len(body))}, gz)
 		return
 	}
-	write(w, r, hdrText, p.text, p.textGz, p.textLen, p.textGzLen)
+	if gz {
+		body, n := p.gzipped()
+		write(w, hdrText, body, n, true)
+		return
+	}
+	write(w, hdrText, p.text, p.textLen, false)
 }
 
-// write sends body, or gz when the request accepts gzip, with the
-// Content-Length value given for it (computed when nil).
-func write(w http.ResponseWriter, r *http.Request, ct []string, body, gz []byte, bodyLen, gzLen []string) {
+// write sends body with its Content-Length value.
+func write(w http.ResponseWriter, ct []string, body []byte, bodyLen []string, gzipped bool) {
 	h := w.Header()
 	h["Content-Type"] = ct
 	if len(h["Vary"]) == 0 {
@@ -214,12 +242,8 @@ func write(w http.ResponseWriter, r *http.Request, ct []string, body, gz []byte,
 	} else {
 		h.Add("Vary", "Accept-Encoding")
 	}
-	if acceptsGzip(r.Header.Get("Accept-Encoding")) {
+	if gzipped {
 		h["Content-Encoding"] = hdrGzip
-		body, bodyLen = gz, gzLen
-	}
-	if bodyLen == nil {
-		bodyLen = []string{strconv.Itoa(len(body))}
 	}
 	h["Content-Length"] = bodyLen
 	_, _ = w.Write(body)
