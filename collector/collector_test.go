@@ -25,6 +25,7 @@ import (
 	"github.com/prometheus/prometheus/model/textparse"
 
 	"github.com/fos-study/vllm-normalizer/exposition"
+	"github.com/fos-study/vllm-normalizer/internal/pagetest"
 	"github.com/fos-study/vllm-normalizer/mapping"
 )
 
@@ -96,30 +97,11 @@ func get(t testing.TB, h http.Handler, path string, header map[string]string) *h
 	return rec
 }
 
-// samplesOf parses an exposition page with Prometheus's parser into
+// samplesOf parses a text page with Prometheus's parser into
 // "series -> value", failing the test on any parse error.
 func samplesOf(t testing.TB, body []byte) map[string]float64 {
 	t.Helper()
-	p, err := textparse.New(body, "text/plain", labels.NewSymbolTable(), textparse.ParserOptions{})
-	if p == nil {
-		t.Fatal(err)
-	}
-	out := map[string]float64{}
-	var l labels.Labels
-	for {
-		e, err := p.Next()
-		if errors.Is(err, io.EOF) {
-			return out
-		}
-		if err != nil {
-			t.Fatalf("output does not parse: %v", err)
-		}
-		if e == textparse.EntrySeries {
-			_, _, v := p.Series()
-			p.Labels(&l)
-			out[l.String()] = v
-		}
-	}
+	return pagetest.Samples(t, body, "text/plain")
 }
 
 // checkValidPage asserts what every consumer needs: the page parses with

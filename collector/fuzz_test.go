@@ -4,8 +4,6 @@ import (
 	"bytes"
 	"errors"
 	"io"
-	"os"
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -15,6 +13,7 @@ import (
 	"github.com/prometheus/prometheus/model/textparse"
 
 	"github.com/fos-study/vllm-normalizer/exposition"
+	"github.com/fos-study/vllm-normalizer/internal/pagetest"
 	"github.com/fos-study/vllm-normalizer/mapping"
 )
 
@@ -26,18 +25,7 @@ import (
 // page is observed twice, 10 s apart, and then a second variant with every
 // value halved, so rates, resets and quantiles are computed too.
 func FuzzPipeline(f *testing.F) {
-	paths, err := filepath.Glob("../testdata/fixtures/*.prom")
-	if err != nil || len(paths) == 0 {
-		f.Fatalf("no fixtures: %v", err)
-	}
-	for _, p := range paths {
-		b, err := os.ReadFile(p)
-		if err != nil {
-			f.Fatal(err)
-		}
-		f.Add(b, false)
-		f.Add(b, true)
-	}
+	pagetest.AddFixtureSeeds(f)
 	colon := testMapper(f, mapping.Options{})
 	underscore := testMapper(f, mapping.Options{NameStyle: mapping.NameStyleUnderscore, LegacyAliases: true})
 

@@ -2,8 +2,6 @@ package exposition
 
 import (
 	"bytes"
-	"errors"
-	"io"
 	"math"
 	"os"
 	"path/filepath"
@@ -13,43 +11,9 @@ import (
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 	"github.com/prometheus/prometheus/model/labels"
-	"github.com/prometheus/prometheus/model/textparse"
+
+	"github.com/fos-study/vllm-normalizer/internal/pagetest"
 )
-
-// rawSamples walks body with Prometheus's parser alone and returns every
-// sample as "series -> value", the reference the sidecar must reproduce.
-func rawSamples(t *testing.T, body []byte, contentType string) map[string]float64 {
-	t.Helper()
-	p, err := textparse.New(body, contentType, labels.NewSymbolTable(), textparse.ParserOptions{FallbackContentType: "text/plain"})
-	if p == nil {
-		t.Fatalf("textparse.New: %v", err)
-	}
-	out := map[string]float64{}
-	var l labels.Labels
-	for {
-		e, err := p.Next()
-		if errors.Is(err, io.EOF) {
-			return out
-		}
-		if err != nil {
-			t.Fatalf("reference parse: %v", err)
-		}
-		if e == textparse.EntrySeries {
-			_, _, v := p.Series()
-			p.Labels(&l)
-			out[l.String()] = v
-		}
-	}
-}
-
-func fixtures(t *testing.T) []string {
-	t.Helper()
-	files, err := filepath.Glob("../testdata/fixtures/*.prom")
-	if err != nil || len(files) == 0 {
-		t.Fatalf("no fixtures: %v", err)
-	}
-	return files
-}
 
 func sameValue(a, b float64) bool { return a == b || (math.IsNaN(a) && math.IsNaN(b)) }
 
@@ -58,7 +22,7 @@ func sameValue(a, b float64) bool { return a == b || (math.IsNaN(a) && math.IsNa
 // labels, values) and parses again with both Prometheus's parser and the
 // expfmt parser that routers such as the llm-d endpoint picker use.
 func TestRoundTripFixtures(t *testing.T) {
-	for _, file := range fixtures(t) {
+	for _, file := range pagetest.FixturePaths(t) {
 		t.Run(filepath.Base(file), func(t *testing.T) {
 			body, err := os.ReadFile(file)
 			if err != nil {
@@ -74,9 +38,9 @@ func TestRoundTripFixtures(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			want := rawSamples(t, body, "text/plain")
+			want := pagetest.Samples(t, body, "text/plain")
 			out := AppendText(nil, fams)
-			got := rawSamples(t, out, "text/plain")
+			got := pagetest.Samples(t, out, "text/plain")
 			if len(got) != len(want) {
 				t.Errorf("output has %d samples, input %d", len(got), len(want))
 			}
@@ -90,7 +54,7 @@ func TestRoundTripFixtures(t *testing.T) {
 				t.Errorf("expfmt rejects the output: %v", err)
 			}
 			om := AppendOpenMetrics(nil, fams)
-			if gotOM := rawSamples(t, om, "application/openmetrics-text; version=1.0.0"); len(gotOM) != len(want) {
+			if gotOM := pagetest.Samples(t, om, "application/openmetrics-text; version=1.0.0"); len(gotOM) != len(want) {
 				t.Errorf("OpenMetrics output has %d samples, input %d", len(gotOM), len(want))
 			}
 		})

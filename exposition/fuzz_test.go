@@ -5,31 +5,20 @@ import (
 	"errors"
 	"io"
 	"math"
-	"os"
-	"path/filepath"
 	"testing"
 
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 	"github.com/prometheus/prometheus/model/labels"
 	"github.com/prometheus/prometheus/model/textparse"
+
+	"github.com/fos-study/vllm-normalizer/internal/pagetest"
 )
 
 // addFixtureSeeds adds every real page under testdata/fixtures, read at
 // test time, as a seed of f with both content types.
 func addFixtureSeeds(f *testing.F) {
-	paths, err := filepath.Glob("../testdata/fixtures/*.prom")
-	if err != nil || len(paths) == 0 {
-		f.Fatalf("no fixtures: %v", err)
-	}
-	for _, p := range paths {
-		b, err := os.ReadFile(p)
-		if err != nil {
-			f.Fatal(err)
-		}
-		f.Add(b, false)
-		f.Add(b, true)
-	}
+	pagetest.AddFixtureSeeds(f)
 	f.Add([]byte("# TYPE x counter\n# HELP x h\\\\ \\n\nx_total{a=\"\\\"\\\\\\n\"} 1 1000\nx_created 2\n# EOF\n"), true)
 	f.Add([]byte("# TYPE h histogram\nh_bucket{le=\"1\"} 1\nh_bucket{le=\"+Inf\"} 2\nh_sum 3\nh_count 2\n# TYPE h histogram\nh_sum 4\n"), false)
 	f.Add([]byte("# TYPE i info\ni_info{v=\"1\"} 1\n# TYPE s stateset\ns{s=\"a\"} 1\n# EOF\n"), true)

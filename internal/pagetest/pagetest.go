@@ -1,0 +1,66 @@
+// Package pagetest holds what tests of several packages need to read
+// exposition pages: the real fixtures and Prometheus's own view of a page.
+package pagetest
+
+import (
+	"errors"
+	"io"
+	"os"
+	"path/filepath"
+	"runtime"
+	"testing"
+
+	"github.com/prometheus/prometheus/model/labels"
+	"github.com/prometheus/prometheus/model/textparse"
+)
+
+// FixturePaths returns every real page under testdata/fixtures.
+func FixturePaths(t testing.TB) []string {
+	t.Helper()
+	_, self, _, _ := runtime.Caller(0)
+	paths, err := filepath.Glob(filepath.Join(filepath.Dir(self), "..", "..", "testdata", "fixtures", "*.prom"))
+	if err != nil || len(paths) == 0 {
+		t.Fatalf("no fixtures under testdata/fixtures: %v", err)
+	}
+	return paths
+}
+
+// AddFixtureSeeds adds every real page as a seed of f, once with each
+// value of the fuzz target's second (bool) argument.
+func AddFixtureSeeds(f *testing.F) {
+	for _, p := range FixturePaths(f) {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(b, false)
+		f.Add(b, true)
+	}
+}
+
+// Samples walks a page with Prometheus's parser alone and returns every
+// sample as "series -> value", failing the test on any parse error: the
+// reference a faithful re-exposition must reproduce.
+func Samples(t testing.TB, body []byte, contentType string) map[string]float64 {
+	t.Helper()
+	p, err := textparse.New(body, contentType, labels.NewSymbolTable(), textparse.ParserOptions{FallbackContentType: "text/plain"})
+	if p == nil {
+		t.Fatalf("textparse.New: %v", err)
+	}
+	out := map[string]float64{}
+	var l labels.Labels
+	for {
+		e, err := p.Next()
+		if errors.Is(err, io.EOF) {
+			return out
+		}
+		if err != nil {
+			t.Fatalf("the page does not parse: %v", err)
+		}
+		if e == textparse.EntrySeries {
+			_, _, v := p.Series()
+			p.Labels(&l)
+			out[l.String()] = v
+		}
+	}
+}
