@@ -107,7 +107,7 @@ func New(cfg Config) (*Collector, error) {
 		cfg.Now = time.Now
 	}
 	if cfg.Client == nil {
-		cfg.Client = &http.Client{Transport: &http.Transport{
+		cfg.Client = &http.Client{CheckRedirect: sameHostRedirects, Transport: &http.Transport{
 			Proxy:               nil, // the upstream is local; never route it through an environment proxy
 			MaxIdleConns:        2,
 			IdleConnTimeout:     90 * time.Second,

@@ -15,6 +15,7 @@ import (
 	"regexp"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -557,5 +558,45 @@ func TestReload(t *testing.T) {
 	}
 	if out[`{__name__="vllm_normalizer_config_last_reload_successful"}`] != 1 || out[`{__name__="vllm_normalizer_config_reloads_total", outcome="success"}`] != 1 {
 		t.Error("the successful reload is not reported")
+	}
+}
+
+// TestRedirects: a redirect on the same host is followed (vLLM versions that
+// mount /metrics/ redirect /metrics there); one to another host is refused
+// and counted, so the upstream stays the one the flag names.
+func TestRedirects(t *testing.T) {
+	page, err := os.ReadFile("../testdata/fixtures/13-vllm-v1-2026-nixl-pd-kserve-llmisvc-context.prom")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var otherHit atomic.Bool
+	other := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { otherHit.Store(true); _, _ = w.Write(page) }))
+	defer other.Close()
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/metrics":
+			http.Redirect(w, r, "/metrics/", http.StatusTemporaryRedirect)
+		case "/metrics/":
+			_, _ = w.Write(page)
+		default:
+			http.Redirect(w, r, other.URL+"/metrics", http.StatusFound)
+		}
+	}))
+	defer up.Close()
+
+	c := newTestCollector(t, up.URL+"/metrics", newFakeClock(), nil)
+	c.ScrapeOnce(context.Background())
+	if got := samplesOf(t, get(t, c.MetricsHandler(), "/metrics", nil).Body.Bytes())[`{__name__="vllm_up"}`]; got != 1 {
+		t.Errorf("same-host redirect: vllm_up = %v, want 1", got)
+	}
+
+	c = newTestCollector(t, up.URL+"/elsewhere", newFakeClock(), nil)
+	c.ScrapeOnce(context.Background())
+	out := samplesOf(t, get(t, c.MetricsHandler(), "/metrics", nil).Body.Bytes())
+	if out[`{__name__="vllm_up"}`] != 0 || otherHit.Load() {
+		t.Errorf("cross-host redirect followed: vllm_up = %v, other host contacted = %v", out[`{__name__="vllm_up"}`], otherHit.Load())
+	}
+	if out[`{__name__="vllm_normalizer_scrape_failures_total", reason="network"}`] != 1 {
+		t.Errorf("cross-host redirect not counted as a network failure")
 	}
 }

@@ -185,3 +185,17 @@ func (f *fetcher) classify(err error) error {
 	}
 	return &scrapeError{ReasonNetwork, fmt.Errorf("GET %s: %w", f.redacted, err)}
 }
+
+// sameHostRedirects follows a redirect (some servers send /metrics to
+// /metrics/) only to the host of the original request, at most three times:
+// the upstream is fixed by a flag, and a redirect must not make the sidecar
+// fetch, or send credentials to, another host.
+func sameHostRedirects(req *http.Request, via []*http.Request) error {
+	if len(via) >= 3 {
+		return fmt.Errorf("stopped after %d redirects", len(via))
+	}
+	if req.URL.Host != via[0].URL.Host {
+		return fmt.Errorf("redirect to another host (%s) refused; point --vllm.scrape-uri at the final address", req.URL.Host)
+	}
+	return nil
+}
