@@ -38,7 +38,15 @@ type ParseScratch struct {
 	// sizes holds the number of samples of each family in the last parse,
 	// so that this one allocates each family's samples once.
 	sizes map[string]int
+	// bounds holds le and quantile values already found to be numbers:
+	// a page repeats the same few bounds in every histogram and summary,
+	// and from one scrape to the next.
+	bounds map[string]struct{}
 }
+
+// maxBounds bounds ParseScratch.bounds: an upstream printing ever new
+// bounds costs a ParseFloat per sample again, never unbounded memory.
+const maxBounds = 4096
 
 // ParseStats counts what a successful parse passed over on purpose.
 type ParseStats struct {
@@ -227,7 +235,7 @@ func Parse(body []byte, contentType string, opts ParseOptions) ([]Family, ParseS
 			// routers' parser rejects the whole page for.
 			continue
 		}
-		stats.InvalidBounds += dropInvalidBounds(f)
+		stats.InvalidBounds += sc.dropInvalidBounds(f)
 		sc.sizes[f.Name] = len(f.Samples)
 		canonicalForText(f)
 		kept = append(kept, *f)
@@ -240,7 +248,7 @@ func Parse(body []byte, contentType string, opts ParseOptions) ([]Family, ParseS
 // of a summary whose quantile label, does not read as a number under the
 // rules of the text format (Go float syntax without 'p' exponents or '_'
 // separators), and returns how many it removed.
-func dropInvalidBounds(f *Family) int {
+func (sc *ParseScratch) dropInvalidBounds(f *Family) int {
 	var key string
 	switch f.Type {
 	case model.MetricTypeHistogram, model.MetricTypeGaugeHistogram:
@@ -250,16 +258,38 @@ func dropInvalidBounds(f *Family) int {
 	default:
 		return 0
 	}
-	kept := f.Samples[:0]
-	for _, s := range f.Samples {
-		if v := s.Labels.Get(key); v == "" || isBound(v) {
-			kept = append(kept, s)
-		}
+	if sc.bounds == nil {
+		sc.bounds = make(map[string]struct{})
 	}
-	n := len(f.Samples) - len(kept)
-	clear(f.Samples[len(kept):])
-	f.Samples = kept
-	return n
+	// Samples are kept in place up to the first one dropped.
+	n := 0
+	for i := range f.Samples {
+		v := f.Samples[i].Labels.Get(key)
+		if v == "" {
+			if n != i {
+				f.Samples[n] = f.Samples[i]
+			}
+			n++
+			continue
+		}
+		if _, ok := sc.bounds[v]; !ok {
+			if !isBound(v) {
+				continue
+			}
+			if len(sc.bounds) >= maxBounds {
+				clear(sc.bounds)
+			}
+			sc.bounds[strings.Clone(v)] = struct{}{}
+		}
+		if n != i {
+			f.Samples[n] = f.Samples[i]
+		}
+		n++
+	}
+	dropped := len(f.Samples) - n
+	clear(f.Samples[n:])
+	f.Samples = f.Samples[:n]
+	return dropped
 }
 
 func isBound(v string) bool {
