@@ -245,8 +245,8 @@ func (c *Collector) scrape(ctx context.Context) (*scrapeResult, error) {
 
 	now := c.cfg.Now()
 	c.history.Observe(now, norm)
-	derived := c.history.Derive(now, []string{"model_name", "engine"})
-	routingDerived := c.history.Derive(now, []string{"model_name"})
+	both := c.history.DeriveGroupings(now, []string{"model_name", "engine"}, []string{"model_name"})
+	derived, routingDerived := both[0], both[1]
 
 	page, pstats := mapper.Present(norm)
 	c.metrics.dropped.WithLabelValues("relabel").Add(float64(pstats.Dropped))

@@ -150,54 +150,73 @@ type reasonKey struct {
 // groupBy entries that would clash with the derived labels (__name__, le,
 // window, quantile, finished_reason) are ignored.
 func (h *History) Derive(now time.Time, groupBy []string) []exposition.Family {
+	return h.DeriveGroupings(now, groupBy)[0]
+}
+
+// grouping is one way of grouping the series for DeriveGroupings.
+type grouping struct {
+	groups  []*group
+	groupOf []int // series index -> group
+	reasons map[reasonKey]float64
+	out     map[string][]exposition.Sample
+}
+
+// DeriveGroupings returns, for each of groupBys, what Derive would return
+// for it, reading each series' window once for all of them. Every grouping
+// sums the same per-series increases and rates in the same series order,
+// so each result is exactly Derive's.
+func (h *History) DeriveGroupings(now time.Time, groupBys ...[]string) [][]exposition.Family {
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	res := make([][]exposition.Family, len(groupBys))
 	if h.n == 0 || !h.hasBase {
-		return nil
+		return res
 	}
 	t := int64(now.Sub(h.base))
 
-	by := make([]string, 0, len(groupBy))
-	for _, g := range groupBy {
-		switch g {
-		case model.MetricNameLabel, model.BucketLabel, WindowLabel, QuantileLabel, finishedReasonLabel:
-			continue
-		}
-		if !slices.Contains(by, g) {
-			by = append(by, g)
-		}
-	}
-
-	// Assign every series to its group.
+	gs := make([]grouping, len(groupBys))
 	var (
-		groups   []*group
-		groupOf  = make([]int, len(h.series))
-		index    = map[string]int{}
 		key      []byte
 		fromLbls []labels.Label
 	)
-	for i, s := range h.series {
-		key, fromLbls = key[:0], fromLbls[:0]
-		for _, name := range by {
-			v := s.lbls.Get(name)
-			key = append(key, v...)
-			key = append(key, 0xff)
-			if v != "" {
-				fromLbls = append(fromLbls, labels.Label{Name: name, Value: v})
+	for k, groupBy := range groupBys {
+		by := make([]string, 0, len(groupBy))
+		for _, g := range groupBy {
+			switch g {
+			case model.MetricNameLabel, model.BucketLabel, WindowLabel, QuantileLabel, finishedReasonLabel:
+				continue
+			}
+			if !slices.Contains(by, g) {
+				by = append(by, g)
 			}
 		}
-		gi, ok := index[string(key)]
-		if !ok {
-			gi = len(groups)
-			index[string(key)] = gi
-			groups = append(groups, &group{lbls: slices.Clone(fromLbls)})
+		// Assign every series to its group.
+		g := &gs[k]
+		g.groupOf = make([]int, len(h.series))
+		g.out = map[string][]exposition.Sample{}
+		index := map[string]int{}
+		for i, s := range h.series {
+			key, fromLbls = key[:0], fromLbls[:0]
+			for _, name := range by {
+				v := s.lbls.Get(name)
+				key = append(key, v...)
+				key = append(key, 0xff)
+				if v != "" {
+					fromLbls = append(fromLbls, labels.Label{Name: name, Value: v})
+				}
+			}
+			gi, ok := index[string(key)]
+			if !ok {
+				gi = len(g.groups)
+				index[string(key)] = gi
+				g.groups = append(g.groups, &group{lbls: slices.Clone(fromLbls)})
+			}
+			g.groupOf[i] = gi
 		}
-		groupOf[i] = gi
 	}
 
-	out := map[string][]exposition.Sample{}
 	var b labels.ScratchBuilder
-	emit := func(name string, g *group, window string, extra []labels.Label, v float64) {
+	emit := func(out map[string][]exposition.Sample, name string, g *group, window string, extra []labels.Label, v float64) {
 		if math.IsNaN(v) || math.IsInf(v, 0) {
 			return
 		}
@@ -223,70 +242,97 @@ func (h *History) Derive(now time.Time, groupBy []string) []exposition.Family {
 			continue // fewer than 2 points: nothing is defined
 		}
 		wl := FormatWindow(w)
-		for _, g := range groups {
-			buckets := g.acc.buckets // keep the slices' storage for this window
-			g.acc = groupAcc{}
-			for k := range buckets {
-				g.acc.buckets[k] = buckets[k][:0]
+		for k := range gs {
+			for _, g := range gs[k].groups {
+				buckets := g.acc.buckets // keep the slices' storage for this window
+				g.acc = groupAcc{}
+				for k := range buckets {
+					g.acc.buckets[k] = buckets[k][:0]
+				}
 			}
+			gs[k].reasons = map[reasonKey]float64{}
 		}
-		reasons := map[reasonKey]float64{}
 		for i, s := range h.series {
-			h.accumulate(s, &groups[groupOf[i]].acc, first, last, groupOf[i], reasons)
-		}
-		for _, g := range groups {
-			a := &g.acc
-			for _, rf := range rateFamilies {
-				if a.has[rf.src] {
-					emit(rf.name, g, wl, nil, a.rate[rf.src])
+			if s.src.isGauge() {
+				for k := range gs {
+					gi := gs[k].groupOf[i]
+					h.accumulateGauge(s, &gs[k].groups[gi].acc, first, last)
 				}
+				continue
 			}
-			for _, rf := range ratioFamilies {
-				if v, ok := a.ratio(rf.num, rf.den); ok {
-					emit(rf.name, g, wl, nil, v)
-				}
+			inc, secs, inWindow, ok := h.increase(s, first, last)
+			if !inWindow {
+				continue
 			}
-			if v, ok := a.prefixHitRatio(); ok {
-				emit(DerivedPrefixCacheHitRatio, g, wl, nil, v)
-			}
-			qm, qok := a.ratio(srcQueueSum, srcQueueCount)
-			pm, pok := a.ratio(srcPrefillSum, srcPrefillCount)
-			if qok && pok && qm+pm != 0 {
-				emit(DerivedTTFTQueueRatio, g, wl, nil, qm/(qm+pm))
-			}
-			for k, qf := range quantileFamilies {
-				if len(a.buckets[k]) == 0 {
-					continue
-				}
-				scratch = append(scratch[:0], a.buckets[k]...)
-				for _, dq := range derivedQuantiles {
-					copy(scratch, a.buckets[k])
-					emit(qf.name, g, wl, []labels.Label{{Name: QuantileLabel, Value: dq.label}}, bucketQuantile(dq.q, scratch))
+			for k := range gs {
+				gi := gs[k].groupOf[i]
+				a := &gs[k].groups[gi].acc
+				a.inWindow[s.src] = true
+				if ok {
+					a.add(s, inc, secs, gi, gs[k].reasons)
 				}
 			}
 		}
-		for rk, v := range reasons {
-			emit(DerivedRequestsPerSecond, groups[rk.group], wl, []labels.Label{{Name: finishedReasonLabel, Value: rk.reason}}, v)
+		for k := range gs {
+			out := gs[k].out
+			for _, g := range gs[k].groups {
+				a := &g.acc
+				for _, rf := range rateFamilies {
+					if a.has[rf.src] {
+						emit(out, rf.name, g, wl, nil, a.rate[rf.src])
+					}
+				}
+				for _, rf := range ratioFamilies {
+					if v, ok := a.ratio(rf.num, rf.den); ok {
+						emit(out, rf.name, g, wl, nil, v)
+					}
+				}
+				if v, ok := a.prefixHitRatio(); ok {
+					emit(out, DerivedPrefixCacheHitRatio, g, wl, nil, v)
+				}
+				qm, qok := a.ratio(srcQueueSum, srcQueueCount)
+				pm, pok := a.ratio(srcPrefillSum, srcPrefillCount)
+				if qok && pok && qm+pm != 0 {
+					emit(out, DerivedTTFTQueueRatio, g, wl, nil, qm/(qm+pm))
+				}
+				for q, qf := range quantileFamilies {
+					if len(a.buckets[q]) == 0 {
+						continue
+					}
+					scratch = append(scratch[:0], a.buckets[q]...)
+					for _, dq := range derivedQuantiles {
+						copy(scratch, a.buckets[q])
+						emit(out, qf.name, g, wl, []labels.Label{{Name: QuantileLabel, Value: dq.label}}, bucketQuantile(dq.q, scratch))
+					}
+				}
+			}
+			for rk, v := range gs[k].reasons {
+				emit(out, DerivedRequestsPerSecond, gs[k].groups[rk.group], wl, []labels.Label{{Name: finishedReasonLabel, Value: rk.reason}}, v)
+			}
 		}
 	}
 
-	names := make([]string, 0, len(out))
-	for name := range out {
-		names = append(names, name)
+	for k := range gs {
+		out := gs[k].out
+		names := make([]string, 0, len(out))
+		for name := range out {
+			names = append(names, name)
+		}
+		sort.Strings(names)
+		fams := make([]exposition.Family, 0, len(names))
+		for _, name := range names {
+			smps := out[name]
+			slices.SortFunc(smps, func(a, b exposition.Sample) int { return labels.Compare(a.Labels, b.Labels) })
+			fams = append(fams, exposition.Family{
+				Name:    name,
+				Type:    model.MetricTypeGauge,
+				Help:    derivedHelp[name],
+				Samples: smps,
+			})
+		}
+		res[k] = fams
 	}
-	sort.Strings(names)
-	fams := make([]exposition.Family, 0, len(names))
-	for _, name := range names {
-		smps := out[name]
-		slices.SortFunc(smps, func(a, b exposition.Sample) int { return labels.Compare(a.Labels, b.Labels) })
-		fams = append(fams, exposition.Family{
-			Name:    name,
-			Type:    model.MetricTypeGauge,
-			Help:    derivedHelp[name],
-			Samples: smps,
-		})
-	}
-	return fams
+	return res
 }
 
 // windowPoints returns the logical positions [first, last] of the points
@@ -297,30 +343,33 @@ func (h *History) windowPoints(from, to int64) (first, last int) {
 	return first, last
 }
 
-// accumulate adds series s's contribution over logical positions
-// [first, last] to its group's accumulator.
-func (h *History) accumulate(s *series, a *groupAcc, first, last, gi int, reasons map[reasonKey]float64) {
-	if s.src.isGauge() {
-		points := 0
-		for i := first; i <= last; i++ {
-			v := s.vals[h.ring(i)]
-			if math.IsNaN(v) {
-				continue
-			}
-			points++
-			if v >= 0 {
-				a.gaugeSum += v
-				a.gaugeN++
-			}
+// accumulateGauge adds gauge series s's values over logical positions
+// [first, last] to a group's accumulator.
+func (h *History) accumulateGauge(s *series, a *groupAcc, first, last int) {
+	points := 0
+	for i := first; i <= last; i++ {
+		v := s.vals[h.ring(i)]
+		if math.IsNaN(v) {
+			continue
 		}
-		if points > 0 {
-			a.inWindow[s.src] = true
+		points++
+		if v >= 0 {
+			a.gaugeSum += v
+			a.gaugeN++
 		}
-		if points >= 2 {
-			a.gaugePoints = true
-		}
-		return
 	}
+	if points > 0 {
+		a.inWindow[s.src] = true
+	}
+	if points >= 2 {
+		a.gaugePoints = true
+	}
+}
+
+// increase returns counter series s's increase between its first and last
+// point in logical positions [first, last] and the seconds between them.
+// inWindow says whether s has a point there at all, ok whether it has two.
+func (h *History) increase(s *series, first, last int) (inc, secs float64, inWindow, ok bool) {
 	// First and last point of the window where the series has a value.
 	lo, hi := -1, -1
 	for i := first; i <= last; i++ {
@@ -330,9 +379,8 @@ func (h *History) accumulate(s *series, a *groupAcc, first, last, gi int, reason
 		}
 	}
 	if lo < 0 {
-		return
+		return 0, 0, false, false
 	}
-	a.inWindow[s.src] = true
 	for i := last; i > lo; i-- {
 		if !math.IsNaN(s.vals[h.ring(i)]) {
 			hi = i
@@ -340,13 +388,19 @@ func (h *History) accumulate(s *series, a *groupAcc, first, last, gi int, reason
 		}
 	}
 	if hi < 0 {
-		return // a single point
+		return 0, 0, true, false // a single point
 	}
-	inc := s.vals[h.ring(hi)] - s.vals[h.ring(lo)]
-	secs := float64(h.ts[h.ring(hi)]-h.ts[h.ring(lo)]) / float64(time.Second)
+	inc = s.vals[h.ring(hi)] - s.vals[h.ring(lo)]
+	secs = float64(h.ts[h.ring(hi)]-h.ts[h.ring(lo)]) / float64(time.Second)
 	if inc < 0 || secs <= 0 {
-		return // cannot happen: stored counters never decrease, points are ordered
+		return 0, 0, true, false // cannot happen: stored counters never decrease, points are ordered
 	}
+	return inc, secs, true, true
+}
+
+// add adds counter series s's increase inc over secs seconds to its
+// group's accumulator (group gi).
+func (a *groupAcc) add(s *series, inc, secs float64, gi int, reasons map[reasonKey]float64) {
 	switch {
 	case s.src.isBucket():
 		for k, qf := range quantileFamilies {
