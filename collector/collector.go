@@ -57,6 +57,11 @@ type Collector struct {
 	symbols *labels.SymbolTable
 	scratch exposition.ParseScratch // reused by every parse; scrapes are serialised
 
+	// The Gatherer's families beyond the Registry's, and when they were
+	// gathered (real time); see ownFamilies.
+	otherFams []exposition.Family
+	otherAt   time.Time
+
 	snap atomic.Pointer[snapshot]
 	// Reused by publish for the full page and the routing view.
 	pageEnc, routingEnc encoder

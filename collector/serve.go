@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 	"github.com/prometheus/prometheus/model/labels"
@@ -113,11 +114,7 @@ func (w *appendWriter) Write(p []byte) (int, error) {
 // Calls are serialised: New makes the first, ScrapeOnce (holding c.mu)
 // every other.
 func (c *Collector) publish(res *scrapeResult, now time.Time) {
-	self, err := c.cfg.Gatherer.Gather()
-	if err != nil {
-		c.cfg.Logger.Error("gathering the sidecar's own metrics failed", "err", err)
-	}
-	own := fromDTO(self)
+	own := c.ownFamilies()
 	var ownRouting []exposition.Family
 	for _, f := range own {
 		if f.Name == "vllm_up" {
@@ -147,6 +144,50 @@ func (c *Collector) publish(res *scrapeResult, now time.Time) {
 		routing: c.routingEnc.prepare(c.merge(routing, ownRouting)),
 	}
 	c.snap.Store(s)
+}
+
+// gatherEvery is how long the families that the Gatherer adds to the
+// Registry's (the Go and process collectors: the sidecar process itself)
+// are reused before being gathered again.
+const gatherEvery = time.Second
+
+// ownFamilies returns the sidecar's own families: the Registry's (vllm_up
+// and friends) gathered now, and the rest of the Gatherer's gathered at
+// most once per gatherEvery of real time, since they describe the sidecar
+// process rather than the scrape. Called by publish only.
+func (c *Collector) ownFamilies() []exposition.Family {
+	if c.cfg.Gatherer == prometheus.Gatherer(c.cfg.Registry) {
+		return c.gather(c.cfg.Registry)
+	}
+	own := c.gather(c.cfg.Registry)
+	seen := make(map[string]bool, len(own))
+	for _, f := range own {
+		seen[f.Name] = true
+	}
+	if c.otherFams == nil || time.Since(c.otherAt) >= gatherEvery {
+		// The Gatherer's families minus the Registry's (served fresh).
+		other := []exposition.Family{}
+		for _, f := range c.gather(c.cfg.Gatherer) {
+			if !seen[f.Name] {
+				other = append(other, f)
+			}
+		}
+		c.otherFams, c.otherAt = other, time.Now()
+	}
+	for _, f := range c.otherFams {
+		if !seen[f.Name] {
+			own = append(own, f)
+		}
+	}
+	return own
+}
+
+func (c *Collector) gather(g prometheus.Gatherer) []exposition.Family {
+	mfs, err := g.Gather()
+	if err != nil {
+		c.cfg.Logger.Error("gathering the sidecar's own metrics failed", "err", err)
+	}
+	return fromDTO(mfs)
 }
 
 func (c *Collector) upstreamAge(now time.Time) (time.Duration, bool) {
