@@ -363,15 +363,41 @@ func legacyName(s string, colon bool) bool {
 	if s == "" {
 		return false
 	}
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || c == '_' || colon && c == ':' || i > 0 && '0' <= c && c <= '9' {
-			continue
-		}
+	ok := uint8(nameFirst)
+	if colon {
+		ok |= nameColon
+	}
+	if nameChars[s[0]]&ok == 0 {
 		return false
+	}
+	ok |= nameLater
+	for i := 1; i < len(s); i++ {
+		if nameChars[s[i]]&ok == 0 {
+			return false
+		}
 	}
 	return true
 }
+
+// Classes of the bytes legacy names may hold, as bits of nameChars.
+const (
+	nameFirst = 1 << iota // a letter or '_': allowed anywhere
+	nameLater             // a digit: allowed after the first byte
+	nameColon             // ':': allowed anywhere in metric names
+)
+
+var nameChars = func() (t [256]uint8) {
+	for c := 'a'; c <= 'z'; c++ {
+		t[c] = nameFirst
+		t[c-'a'+'A'] = nameFirst
+	}
+	t['_'] = nameFirst
+	for c := '0'; c <= '9'; c++ {
+		t[c] = nameLater
+	}
+	t[':'] = nameColon
+	return t
+}()
 
 // DropCreated removes the "_created" gauge families that Python's
 // prometheus_client prints beside every counter and histogram (V1 vLLM does
