@@ -228,3 +228,33 @@ func TestHeaderOnlyInvalidFamilyDropped(t *testing.T) {
 		t.Fatalf("families = %+v, want only ok", fams)
 	}
 }
+
+// TestLabelSetRules: a sample that repeats a label name is dropped, and
+// so is a bucket with le="" (absent le is fine); other empty label values
+// are kept as printed (vLLM's lora_requests_info has running_lora_adapters="").
+// Found by the fuzzers: the routers' expfmt parser rejects a whole page for
+// either.
+func TestLabelSetRules(t *testing.T) {
+	body := "# TYPE h histogram\nh_bucket{le=\"\"} 1\nh_bucket{le=\"+Inf\"} 1\nh_sum 1\nh_count 1\n" +
+		"# TYPE a gauge\na{x=\"\"} 1\n# TYPE d gauge\nd{m=\"1\",m=\"2\"} 3\nd{m=\"1\"} 4\n"
+	fams, stats, err := Parse([]byte(body), "text/plain", ParseOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if stats.InvalidNames != 1 || stats.InvalidBounds != 1 {
+		t.Errorf("stats = %+v, want 1 invalid name (repeated m) and 1 invalid bound (le=\"\")", stats)
+	}
+	out := AppendText(nil, fams)
+	tp := expfmt.NewTextParser(model.LegacyValidation)
+	if _, err := tp.TextToMetricFamilies(bytes.NewReader(out)); err != nil {
+		t.Fatalf("expfmt rejects the output: %v\n%s", err, out)
+	}
+	for _, want := range []string{"h_bucket{le=\"+Inf\"} 1\n", "a{x=\"\"} 1\n", "d{m=\"1\"} 4\n"} {
+		if !strings.Contains(string(out), want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+	if strings.Contains(string(out), `le=""`) {
+		t.Errorf("le=\"\" reached the output:\n%s", out)
+	}
+}

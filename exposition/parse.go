@@ -175,7 +175,7 @@ func Parse(body []byte, contentType string, opts ParseOptions) ([]Family, ParseS
 		case textparse.EntrySeries:
 			_, ts, v := p.Series()
 			p.Labels(&lset)
-			if !legacyValid(lset) {
+			if !checkLabels(lset) {
 				stats.InvalidNames++
 				continue
 			}
@@ -245,7 +245,7 @@ func Parse(body []byte, contentType string, opts ParseOptions) ([]Family, ParseS
 }
 
 // dropInvalidBounds removes the samples of a histogram whose le label, or
-// of a summary whose quantile label, does not read as a number under the
+// of a summary whose quantile label, is empty or does not read as a number under the
 // rules of the text format (Go float syntax without 'p' exponents or '_'
 // separators), and returns how many it removed.
 func (sc *ParseScratch) dropInvalidBounds(f *Family) int {
@@ -265,7 +265,7 @@ func (sc *ParseScratch) dropInvalidBounds(f *Family) int {
 	n := 0
 	for i := range f.Samples {
 		v := f.Samples[i].Labels.Get(key)
-		if v == "" {
+		if v == "" && !f.Samples[i].Labels.Has(key) {
 			if n != i {
 				f.Samples[n] = f.Samples[i]
 			}
@@ -343,16 +343,21 @@ func canonicalForText(f *Family) {
 	}
 }
 
-// legacyValid reports whether every name in l is valid under the legacy
-// (pre-UTF-8) naming rules: colons allowed in metric names only.
-func legacyValid(l labels.Labels) bool {
-	ok := true
+// checkLabels reports whether every name in l is valid under the legacy
+// (pre-UTF-8) naming rules (colons allowed in metric names only) and no
+// label name repeats: Prometheus rejects such a sample, and the routers'
+// parser the whole page. Empty label values are kept as printed: vLLM's
+// lora_requests_info carries running_lora_adapters="" and routers read it.
+func checkLabels(l labels.Labels) bool {
+	valid := true
+	prev := ""
 	l.Range(func(lb labels.Label) {
-		if ok {
-			ok = legacyName(lb.Name, false) && (lb.Name != model.MetricNameLabel || legacyName(lb.Value, true))
+		if valid {
+			valid = lb.Name != prev && legacyName(lb.Name, false) && (lb.Name != model.MetricNameLabel || legacyName(lb.Value, true))
+			prev = lb.Name
 		}
 	})
-	return ok
+	return valid
 }
 
 // legacyName reports whether s matches [a-zA-Z_][a-zA-Z0-9_]*, with ':'
