@@ -97,16 +97,27 @@ func modelSamples(order []string, v map[string]float64) []exposition.Sample {
 
 func kvByModel(f *exposition.Family, blocks map[string]float64) []exposition.Sample {
 	perEngine := map[modelKey]float64{}
+	var keys []modelKey
 	for _, s := range f.Samples {
 		k := modelKey{s.Labels.Get("model_name"), s.Labels.Get("engine")}
-		if v, ok := perEngine[k]; !ok || s.Value > v {
+		v, ok := perEngine[k]
+		if !ok {
+			keys = append(keys, k)
+		}
+		if !ok || s.Value > v {
 			perEngine[k] = s.Value
 		}
 	}
+	// Summed in a fixed order (model, then engine as a number), so that
+	// the result does not change in its last bits with map iteration order.
+	slices.SortFunc(keys, func(a, b modelKey) int {
+		return cmp.Or(cmp.Compare(a.model, b.model), compareEngines(a.engine, b.engine))
+	})
 	weighted, weights, plain, n := map[string]float64{}, map[string]float64{}, map[string]float64{}, map[string]float64{}
 	allWeighted := map[string]bool{}
 	var order []string
-	for k, v := range perEngine {
+	for _, k := range keys {
+		v := perEngine[k]
 		if _, ok := n[k.model]; !ok {
 			order = append(order, k.model)
 			allWeighted[k.model] = true
@@ -131,39 +142,61 @@ func kvByModel(f *exposition.Family, blocks map[string]float64) []exposition.Sam
 	return modelSamples(order, res)
 }
 
+// compareEngines orders engine label values as numbers when both are, else
+// as strings: engine "2" comes before engine "10".
+func compareEngines(a, b string) int {
+	ea, erra := strconv.Atoi(a)
+	eb, errb := strconv.Atoi(b)
+	if erra != nil || errb != nil {
+		return cmp.Compare(a, b)
+	}
+	return cmp.Compare(ea, eb)
+}
+
 // blocksPerEngine reads num_gpu_blocks of each engine's cache_config_info.
+// An engine printed more than once (once per API-server process) counts
+// once, with its first sample.
 func blocksPerEngine(f *exposition.Family) map[string]float64 {
 	out := map[string]float64{}
 	if f == nil {
 		return out
 	}
 	for _, s := range f.Samples {
+		e := s.Labels.Get("engine")
+		if _, ok := out[e]; ok {
+			continue
+		}
 		if v, err := strconv.ParseFloat(s.Labels.Get("num_gpu_blocks"), 64); err == nil {
-			out[s.Labels.Get("engine")] = v
+			out[e] = v
 		}
 	}
 	return out
 }
 
+// cacheConfig keeps the labels of the lowest engine's cache_config_info,
+// without the engine label, and sums num_gpu_blocks and num_cpu_blocks over
+// engines (each engine once, however many processes print it). A count that
+// some engine does not print as an integer is left as the lowest engine has it.
 func cacheConfig(f *exposition.Family) []exposition.Sample {
 	if len(f.Samples) == 0 {
 		return nil
 	}
 	lowest := slices.MinFunc(f.Samples, func(a, b exposition.Sample) int {
-		ea, erra := strconv.Atoi(a.Labels.Get("engine"))
-		eb, errb := strconv.Atoi(b.Labels.Get("engine"))
-		if erra != nil || errb != nil {
-			return cmp.Compare(a.Labels.Get("engine"), b.Labels.Get("engine"))
-		}
-		return cmp.Compare(ea, eb)
+		return compareEngines(a.Labels.Get("engine"), b.Labels.Get("engine"))
 	})
 	b := labels.NewBuilder(lowest.Labels)
 	b.Del("engine")
-	if len(f.Samples) > 1 {
+	perEngine := make(map[string]labels.Labels, len(f.Samples))
+	for _, s := range f.Samples {
+		if e := s.Labels.Get("engine"); perEngine[e].IsEmpty() {
+			perEngine[e] = s.Labels
+		}
+	}
+	if len(perEngine) > 1 {
 		for _, key := range []string{"num_gpu_blocks", "num_cpu_blocks"} {
 			total, ok := 0, true
-			for _, s := range f.Samples {
-				v, err := strconv.Atoi(s.Labels.Get(key))
+			for _, l := range perEngine {
+				v, err := strconv.Atoi(l.Get(key))
 				ok = ok && err == nil
 				total += v
 			}
