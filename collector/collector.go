@@ -82,6 +82,9 @@ func New(cfg Config) (*Collector, error) {
 	if cfg.Timeout <= 0 {
 		cfg.Timeout = cfg.Interval * 9 / 10
 	}
+	if cfg.Timeout > cfg.Interval {
+		return nil, fmt.Errorf("--vllm.timeout=%s is longer than --vllm.scrape-interval=%s: scrapes never overlap, so a slow upstream would delay every later scrape; set --vllm.timeout to at most the interval (0 means 90%% of it) or lengthen the interval", cfg.Timeout, cfg.Interval)
+	}
 	if cfg.MaxBodyBytes <= 0 {
 		return nil, fmt.Errorf("--vllm.max-body-bytes must be positive, got %d", cfg.MaxBodyBytes)
 	}
@@ -188,6 +191,11 @@ func (c *Collector) ScrapeOnce(ctx context.Context) {
 	res, err := c.scrape(sctx)
 	end := c.cfg.Now()
 	c.metrics.duration.Set(end.Sub(start).Seconds())
+	if err != nil && ctx.Err() != nil {
+		// Shutting down: the scrape was cut short by the sidecar itself,
+		// not by vLLM; neither count nor log it as a failure.
+		return
+	}
 	if err != nil {
 		var se *scrapeError
 		reason := ReasonNetwork

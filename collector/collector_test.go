@@ -408,6 +408,39 @@ func TestFailureModes(t *testing.T) {
 	}
 }
 
+// TestShutdownIsNotAFailure: a scrape cut short because the sidecar is
+// shutting down (its context ends) is neither counted nor logged as a
+// failure of vLLM, and the last good page stays published.
+func TestShutdownIsNotAFailure(t *testing.T) {
+	good, _ := os.ReadFile("../testdata/fixtures/13-vllm-v1-2026-nixl-pd-kserve-llmisvc-context.prom")
+	var slow atomic.Bool
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if slow.Load() {
+			<-r.Context().Done()
+			return
+		}
+		_, _ = w.Write(good)
+	}))
+	defer up.Close()
+	clock := newFakeClock()
+	c := newTestCollector(t, up.URL, clock, nil)
+	c.ScrapeOnce(context.Background())
+	slow.Store(true)
+	ctx, cancel := context.WithCancel(context.Background())
+	time.AfterFunc(20*time.Millisecond, cancel)
+	clock.Advance(time.Second)
+	c.ScrapeOnce(ctx)
+	out := samplesOf(t, get(t, c.MetricsHandler(), "/metrics", nil).Body.Bytes())
+	for _, r := range FailureReasons {
+		if got := out[`{__name__="vllm_normalizer_scrape_failures_total", reason="`+r+`"}`]; got != 0 {
+			t.Errorf("failures{reason=%q} = %v after a scrape cut by shutdown, want 0", r, got)
+		}
+	}
+	if v := out[`{__name__="vllm_up"}`]; v != 1 {
+		t.Errorf("vllm_up = %v after a scrape cut by shutdown, want the last result 1", v)
+	}
+}
+
 func closedPortURI(t *testing.T) string {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -504,6 +537,8 @@ func TestNewRejectsBadSettings(t *testing.T) {
 		{"interval", func(c *Config) { c.Interval = 0 }, "--vllm.scrape-interval must be positive"},
 		{"body", func(c *Config) { c.MaxBodyBytes = 0 }, "--vllm.max-body-bytes must be positive"},
 		{"password not echoed", func(c *Config) { c.ScrapeURI = "ftp://user:s3cret@host/metrics" }, "user:xxxxx@host"},
+		{"password not echoed by a parse error", func(c *Config) { c.ScrapeURI = "http://user:s3cret@host:port/metrics" }, "--vllm.scrape-uri is not a URL"},
+		{"timeout longer than interval", func(c *Config) { c.Timeout = 2 * time.Second }, "--vllm.timeout=2s is longer than --vllm.scrape-interval=1s"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -60,7 +60,13 @@ const readChunk = 256 << 10
 func newFetcher(client *http.Client, uri string, maxBody int64) (*fetcher, error) {
 	u, err := url.Parse(uri)
 	if err != nil {
-		return nil, fmt.Errorf("--vllm.scrape-uri %q is not a URL: %w", uri, err)
+		// url.Parse's error quotes the whole URL, password included: keep
+		// only its cause.
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			err = ue.Err
+		}
+		return nil, fmt.Errorf("--vllm.scrape-uri is not a URL (%v); give one like http://127.0.0.1:8000/metrics", err)
 	}
 	if u.Scheme != "http" && u.Scheme != "https" {
 		return nil, fmt.Errorf("--vllm.scrape-uri %q: scheme must be http or https, e.g. http://127.0.0.1:8000/metrics", u.Redacted())
