@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -13,6 +14,7 @@ import (
 	"os"
 	"os/signal"
 	"slices"
+	"strings"
 	"syscall"
 	"time"
 
@@ -60,18 +62,50 @@ type flags struct {
 	log            *promslog.Config
 }
 
-func parseFlags(args []string, stdout, stderr *os.File) (*flags, error) {
+func parseFlags(args []string, stdout, stderr io.Writer) (*flags, error) {
+	f := &flags{log: &promslog.Config{}}
+	app := newApp(f, stdout, stderr)
+	if _, err := app.Parse(args); err != nil {
+		return nil, err
+	}
+	if err := f.check(); err != nil {
+		return nil, err
+	}
+	return f, nil
+}
+
+// check rejects flag values that would fail later or silently do something
+// else than asked.
+func (f *flags) check() error {
+	for _, p := range []struct{ flag, path string }{{"--web.telemetry-path", f.telemetryPath}, {"--web.routing-path", f.routingPath}} {
+		if !strings.HasPrefix(p.path, "/") || strings.ContainsAny(p.path, " {}") {
+			return fmt.Errorf("%s=%q must be a plain URL path starting with /, e.g. /metrics", p.flag, p.path)
+		}
+		if p.path == "/-/healthy" || p.path == "/-/ready" || p.path == "/-/reload" || strings.HasPrefix(p.path, "/debug/pprof/") {
+			return fmt.Errorf("%s=%s is taken by one of the sidecar's own endpoints; choose another path", p.flag, p.path)
+		}
+	}
+	if f.telemetryPath == f.routingPath {
+		return fmt.Errorf("--web.telemetry-path and --web.routing-path are both %s; the full page and the routing view need different paths", f.routingPath)
+	}
+	if f.demoEngines < 1 {
+		return fmt.Errorf("--demo.engines=%d: the demo simulates at least one engine; give 1 or more", f.demoEngines)
+	}
+	return nil
+}
+
+// newApp declares every flag, filling f when the application parses.
+func newApp(f *flags, stdout, stderr io.Writer) *kingpin.Application {
 	app := kingpin.New("vllm-normalizer", "Scrapes one vLLM server's /metrics and re-exposes a stable, router-ready page: legacy names mapped to current ones, absences flagged, windowed rates and quantiles as gauges.")
 	app.UsageWriter(stdout)
 	app.ErrorWriter(stderr)
 	app.HelpFlag.Short('h')
 	app.Version(version.Print("vllm-normalizer"))
-	f := &flags{log: &promslog.Config{}}
 	app.Flag("vllm.scrape-uri", "URL of vLLM's metrics page. Fixed here on purpose: the sidecar never takes a target from a request.").
 		Default("http://127.0.0.1:8000/metrics").StringVar(&f.scrapeURI)
 	app.Flag("vllm.scrape-interval", "Time between scrapes of vLLM; derived gauges are computed at this pace.").
 		Default("1s").DurationVar(&f.scrapeInterval)
-	app.Flag("vllm.timeout", "Time limit for one scrape, connect to last byte. 0 means 90% of --vllm.scrape-interval.").
+	app.Flag("vllm.timeout", "Time limit for one scrape, connect to last byte; at most --vllm.scrape-interval. 0 means 90% of --vllm.scrape-interval.").
 		Default("0s").DurationVar(&f.timeout)
 	app.Flag("vllm.max-body-bytes", "Largest page accepted from vLLM, after decompression (units: KiB, MiB, GiB). A larger page fails the scrape with reason body_too_large.").
 		Default("32MiB").BytesVar(&f.maxBody)
@@ -99,10 +133,7 @@ func parseFlags(args []string, stdout, stderr *os.File) (*flags, error) {
 	app.Flag("demo.engines", "Data-parallel engines the --demo upstream simulates.").Default("1").IntVar(&f.demoEngines)
 	f.web = kingpinflag.AddFlags(app, defaultListen)
 	promslogflag.AddFlags(app, f.log)
-	if _, err := app.Parse(args); err != nil {
-		return nil, err
-	}
-	return f, nil
+	return app
 }
 
 func run(args []string, stdout, stderr *os.File) int {
@@ -183,7 +214,7 @@ func run(args []string, stdout, stderr *os.File) int {
 			logger.Error("configuration reload failed; keeping the previous configuration", "err", err)
 			return err
 		}
-		logger.Info("configuration reloaded", "file", f.configFile)
+		logger.Info("configuration reloaded", "file", orDefault(f.configFile, "none (flags only)"))
 		return nil
 	}
 	hup := make(chan os.Signal, 1)
@@ -201,6 +232,42 @@ func run(args []string, stdout, stderr *os.File) int {
 
 	go coll.Run(ctx)
 
+	mux, err := newMux(f, coll, reload)
+	if err != nil {
+		logger.Error("cannot build the landing page", "err", err)
+		return 1
+	}
+
+	server := &http.Server{
+		Handler:           mux,
+		ReadHeaderTimeout: 10 * time.Second,
+		IdleTimeout:       2 * time.Minute,
+	}
+	served := make(chan error, 1)
+	go func() { served <- web.ListenAndServe(server, f.web, logger) }()
+	select {
+	case err := <-served:
+		if err != nil && !errors.Is(err, http.ErrServerClosed) {
+			logger.Error("cannot serve", "err", err)
+			return 1
+		}
+		return 0
+	case <-ctx.Done():
+	}
+	logger.Info("shutting down: finishing requests in flight")
+	sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := server.Shutdown(sctx); err != nil {
+		logger.Error("shutdown did not finish in time", "err", err)
+		return 1
+	}
+	return 0
+}
+
+// newMux routes every endpoint: the two pages at their flag-given paths,
+// health, reload, pprof when enabled, and the landing page at "/" unless a
+// page is served there.
+func newMux(f *flags, coll *collector.Collector, reload func() error) (*http.ServeMux, error) {
 	mux := http.NewServeMux()
 	mux.Handle(f.telemetryPath, coll.MetricsHandler())
 	mux.Handle(f.routingPath, coll.RoutingHandler())
@@ -242,36 +309,12 @@ func run(args []string, stdout, stderr *os.File) int {
 			},
 		})
 		if err != nil {
-			logger.Error("cannot build the landing page", "err", err)
-			return 1
+			return nil, err
 		}
 		mux.Handle("/", landing)
 	}
 
-	server := &http.Server{
-		Handler:           mux,
-		ReadHeaderTimeout: 10 * time.Second,
-		IdleTimeout:       2 * time.Minute,
-	}
-	served := make(chan error, 1)
-	go func() { served <- web.ListenAndServe(server, f.web, logger) }()
-	select {
-	case err := <-served:
-		if err != nil && !errors.Is(err, http.ErrServerClosed) {
-			logger.Error("cannot serve", "err", err)
-			return 1
-		}
-		return 0
-	case <-ctx.Done():
-	}
-	logger.Info("shutting down: finishing requests in flight")
-	sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	if err := server.Shutdown(sctx); err != nil {
-		logger.Error("shutdown did not finish in time", "err", err)
-		return 1
-	}
-	return 0
+	return mux, nil
 }
 
 func okHandler(w http.ResponseWriter, _ *http.Request) {

@@ -1,0 +1,205 @@
+package main
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/common/promslog"
+
+	"github.com/fos-study/vllm-normalizer/collector"
+	"github.com/fos-study/vllm-normalizer/mapping"
+)
+
+// readmeFlags returns the README's flag table: flag name -> the default
+// cell's values (backticked tokens; "off" is false, "none" is empty).
+func readmeFlags(t *testing.T) map[string][]string {
+	t.Helper()
+	b, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, table, ok := strings.Cut(string(b), "\n## Flags\n")
+	if !ok {
+		t.Fatal("README has no ## Flags section")
+	}
+	table, _, _ = strings.Cut(table, "\n## ")
+	tick := regexp.MustCompile("`([^`]*)`")
+	out := map[string][]string{}
+	for _, line := range strings.Split(table, "\n") {
+		cells := strings.Split(line, "|")
+		if len(cells) < 4 || !strings.HasPrefix(strings.TrimSpace(cells[1]), "`--") {
+			continue
+		}
+		var names, defaults []string
+		for _, m := range tick.FindAllStringSubmatch(cells[1], -1) {
+			names = append(names, strings.TrimPrefix(m[1], "--"))
+		}
+		for _, m := range tick.FindAllStringSubmatch(cells[2], -1) {
+			defaults = append(defaults, m[1])
+		}
+		switch strings.TrimSpace(cells[2]) {
+		case "off":
+			defaults = []string{"false"}
+		case "none":
+			defaults = []string{""}
+		}
+		if len(names) > 1 && len(names) == len(defaults) {
+			// "`--log.level`, `--log.format` | `info`, `logfmt`"
+			for i, n := range names {
+				out[n] = defaults[i : i+1]
+			}
+			continue
+		}
+		for _, n := range names {
+			out[n] = defaults
+		}
+	}
+	if len(out) < 10 {
+		t.Fatalf("read only %d flags from the README's table", len(out))
+	}
+	return out
+}
+
+// TestREADMEFlagTable: every flag of the README's table exists with the
+// default it states, and every visible flag is in the table.
+func TestREADMEFlagTable(t *testing.T) {
+	doc := readmeFlags(t)
+	app := newApp(&flags{log: &promslog.Config{}}, io.Discard, io.Discard)
+	have := map[string][]string{}
+	for _, fl := range app.Model().Flags {
+		if fl.Hidden || fl.Name == "help" {
+			continue
+		}
+		have[fl.Name] = fl.Default
+		if fl.IsBoolFlag() && len(fl.Default) == 0 {
+			have[fl.Name] = []string{"false"}
+		}
+		if _, ok := doc[fl.Name]; !ok {
+			t.Errorf("--%s is not in the README's flag table", fl.Name)
+		}
+	}
+	for name, want := range doc {
+		got, ok := have[name]
+		if !ok {
+			t.Errorf("the README lists --%s, which does not exist", name)
+			continue
+		}
+		if name == "version" {
+			continue // no default
+		}
+		if len(got) == 0 {
+			got = []string{""}
+		}
+		if !slices.Equal(got, want) {
+			t.Errorf("--%s: README says default %q, the flag has %q", name, want, got)
+		}
+	}
+}
+
+func TestFlagChecks(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--web.routing-path=metrics/routing"}, "--web.routing-path=\"metrics/routing\" must be a plain URL path starting with /"},
+		{[]string{"--web.telemetry-path=GET /metrics"}, "--web.telemetry-path=\"GET /metrics\" must be a plain URL path"},
+		{[]string{"--web.routing-path=/metrics"}, "--web.telemetry-path and --web.routing-path are both /metrics"},
+		{[]string{"--web.routing-path=/-/healthy"}, "--web.routing-path=/-/healthy is taken"},
+		{[]string{"--demo.engines=0"}, "--demo.engines=0"},
+	} {
+		_, err := parseFlags(tc.args, io.Discard, io.Discard)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%v: error %v, want it to contain %q", tc.args, err, tc.want)
+		}
+	}
+	if _, err := parseFlags([]string{"--web.telemetry-path=/", "--web.routing-path=/route"}, io.Discard, io.Discard); err != nil {
+		t.Errorf("distinct valid paths rejected: %v", err)
+	}
+}
+
+const smallPage = `# HELP vllm:num_requests_running Number of requests in model execution batches.
+# TYPE vllm:num_requests_running gauge
+vllm:num_requests_running{engine="0",model_name="m"} 3
+vllm:num_requests_running{engine="1",model_name="m"} 4
+`
+
+// TestPathFlags: the pages are served at --web.telemetry-path and
+// --web.routing-path, not at the defaults, and the landing page links them.
+func TestPathFlags(t *testing.T) {
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, smallPage) }))
+	defer up.Close()
+	f, err := parseFlags([]string{"--web.telemetry-path=/full", "--web.routing-path=/route"}, io.Discard, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cat, err := mapping.LoadCatalogue()
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := mapping.New(cat, mapping.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	coll, err := collector.New(collector.Config{ScrapeURI: up.URL, Interval: f.scrapeInterval, MaxBodyBytes: int64(f.maxBody),
+		Windows: uniqueWindows(f.windows), Mapper: m, Registry: prometheus.NewRegistry()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	coll.ScrapeOnce(context.Background())
+	mux, err := newMux(f, coll, func() error { return nil })
+	if err != nil {
+		t.Fatal(err)
+	}
+	get := func(path string) (int, string) {
+		rec := httptest.NewRecorder()
+		mux.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, path, nil))
+		return rec.Code, rec.Body.String()
+	}
+	if code, body := get("/full"); code != 200 || !strings.Contains(body, "\nvllm_up 1\n") || !strings.Contains(body, `vllm:num_requests_running{engine="1",model_name="m"} 4`) {
+		t.Errorf("/full answered %d without the full page:\n%s", code, body)
+	}
+	if code, body := get("/route"); code != 200 || !strings.Contains(body, `vllm:num_requests_running{model_name="m"} 7`) {
+		t.Errorf("/route answered %d without the routing view:\n%s", code, body)
+	}
+	for _, p := range []string{"/metrics", "/metrics/routing"} {
+		if _, body := get(p); strings.Contains(body, "vllm_up") {
+			t.Errorf("%s still serves a page after the paths were moved", p)
+		}
+	}
+	if code, body := get("/"); code != 200 || !strings.Contains(body, `href="/full"`) || !strings.Contains(body, `href="/route"`) {
+		t.Errorf("landing page (%d) does not link the moved paths:\n%s", code, body)
+	}
+}
+
+// TestDemoEngines: --demo.engines sets how many data-parallel engines the
+// demo upstream prints.
+func TestDemoEngines(t *testing.T) {
+	addr, shutdown, err := startDemo(3, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer shutdown()
+	resp, err := http.Get("http://" + addr + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	for _, e := range []string{`engine="0"`, `engine="1"`, `engine="2"`} {
+		if !strings.Contains(string(b), e) {
+			t.Errorf("demo with 3 engines prints no %s series", e)
+		}
+	}
+	if strings.Contains(string(b), `engine="3"`) {
+		t.Error("demo with 3 engines prints a fourth")
+	}
+}
