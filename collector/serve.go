@@ -255,10 +255,14 @@ var (
 	hdrGzip        = []string{"gzip"}
 )
 
+// openMetricsAccepted are the formats an Accept header naming OpenMetrics
+// is negotiated against.
+var openMetricsAccepted = expfmt.DefaultOpenMetricsAcceptedFormats()
+
 func serve(w http.ResponseWriter, r *http.Request, p *prepared) {
 	gz := acceptsGzip(r.Header.Get("Accept-Encoding"))
 	if accept := r.Header.Get("Accept"); containsFold(accept, "openmetrics") &&
-		expfmt.NegotiateIncludingOpenMetrics(r.Header).FormatType() == expfmt.TypeOpenMetrics {
+		expfmt.NegotiateAccept(r.Header, openMetricsAccepted...).FormatType() == expfmt.TypeOpenMetrics {
 		body, zipped := p.openMetrics()
 		if gz {
 			body = zipped

@@ -144,8 +144,6 @@ func TestNormalizeRenames(t *testing.T) {
 	}
 }
 
-var validStatus = map[string]bool{StatusPresent: true, StatusRenamed: true, StatusLegacy: true, StatusRemoved: true, StatusAbsent: true}
-
 func TestNormalizeStatuses(t *testing.T) {
 	m := mustMapper(t, Options{})
 	for _, tc := range []struct{ page, metric, status, replacement string }{
