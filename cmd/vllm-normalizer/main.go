@@ -22,7 +22,6 @@ import (
 	"github.com/alecthomas/units"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
-	versioncollector "github.com/prometheus/client_golang/prometheus/collectors/version"
 	"github.com/prometheus/common/promslog"
 	promslogflag "github.com/prometheus/common/promslog/flag"
 	"github.com/prometheus/common/version"
@@ -184,7 +183,15 @@ func run(args []string, stdout, stderr *os.File) int {
 		logger.Info("demo mode: scraping the built-in simulated vLLM", "uri", f.scrapeURI)
 	}
 
-	reg, gatherers := registries(f.disableExpMet)
+	reg := prometheus.NewRegistry()
+	gatherers := prometheus.Gatherers{reg}
+	if !f.disableExpMet {
+		exp := prometheus.NewRegistry()
+		exp.MustRegister(collectors.NewGoCollector())
+		// Namespaced: vLLM's own process_* series pass through unchanged.
+		exp.MustRegister(collectors.NewProcessCollector(collectors.ProcessCollectorOpts{Namespace: "vllm_normalizer"}))
+		gatherers = append(gatherers, exp)
+	}
 	coll, err := collector.New(collector.Config{
 		ScrapeURI:    f.scrapeURI,
 		Interval:     f.scrapeInterval,
@@ -308,24 +315,6 @@ func newMux(f *flags, coll *collector.Collector, reload func() error) (*http.Ser
 	}
 
 	return mux, nil
-}
-
-// registries returns the registry of the sidecar's own metrics (with
-// vllm_normalizer_build_info; the collector adds vllm_up and the rest) and
-// everything served besides the upstream page: that registry, plus the Go
-// and process collectors unless disabled.
-func registries(disableExporterMetrics bool) (*prometheus.Registry, prometheus.Gatherers) {
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(versioncollector.NewCollector("vllm_normalizer"))
-	gatherers := prometheus.Gatherers{reg}
-	if !disableExporterMetrics {
-		exp := prometheus.NewRegistry()
-		exp.MustRegister(collectors.NewGoCollector())
-		// Namespaced: vLLM's own process_* series pass through unchanged.
-		exp.MustRegister(collectors.NewProcessCollector(collectors.ProcessCollectorOpts{Namespace: "vllm_normalizer"}))
-		gatherers = append(gatherers, exp)
-	}
-	return reg, gatherers
 }
 
 func okHandler(w http.ResponseWriter, _ *http.Request) {

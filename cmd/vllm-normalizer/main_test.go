@@ -203,29 +203,3 @@ func TestDemoEngines(t *testing.T) {
 		t.Error("demo with 3 engines prints a fourth")
 	}
 }
-
-// TestOwnRegistries: vllm_normalizer_build_info (README's own-metric table,
-// the health dashboard) is always served; go_* and
-// vllm_normalizer_process_* only without --web.disable-exporter-metrics.
-func TestOwnRegistries(t *testing.T) {
-	for _, disable := range []bool{false, true} {
-		_, g := registries(disable)
-		mfs, err := g.Gather()
-		if err != nil {
-			t.Fatal(err)
-		}
-		names := map[string]bool{}
-		for _, mf := range mfs {
-			names[mf.GetName()] = true
-		}
-		if !names["vllm_normalizer_build_info"] {
-			t.Errorf("disable=%v: no vllm_normalizer_build_info", disable)
-		}
-		if names["go_goroutines"] == disable || names["vllm_normalizer_process_cpu_seconds_total"] == disable {
-			t.Errorf("disable=%v: go_goroutines %v, vllm_normalizer_process_cpu_seconds_total %v", disable, names["go_goroutines"], names["vllm_normalizer_process_cpu_seconds_total"])
-		}
-		if names["process_cpu_seconds_total"] {
-			t.Error("the sidecar's process metrics are not namespaced; they would shadow vLLM's")
-		}
-	}
-}
