@@ -51,7 +51,7 @@ func routingView(norm, derived []exposition.Family, style func(string) string) [
 		add(f, "KV-cache usage, 0..1: per engine the highest value over API-server processes (idle processes report 0), then the mean over engines weighted by each engine's num_gpu_blocks (plain mean when unknown).", kvByModel(f, blocks))
 	}
 	if f := byName[famCacheConfig]; f != nil {
-		add(f, "vLLM cache configuration (value 1): labels of the lowest engine, engine label dropped, num_gpu_blocks and num_cpu_blocks summed over engines.", cacheConfig(f))
+		add(f, "vLLM cache configuration (value 1): labels of the lowest engine, engine and pid labels dropped, num_gpu_blocks and num_cpu_blocks summed over engines.", cacheConfig(f))
 	}
 	if f := byName[famLoRA]; f != nil && len(f.Samples) > 0 {
 		newest := slices.MaxFunc(f.Samples, func(a, b exposition.Sample) int { return cmp.Compare(a.Value, b.Value) })
@@ -185,7 +185,9 @@ func cacheConfig(f *exposition.Family) []exposition.Sample {
 		return compareEngines(a.Labels.Get("engine"), b.Labels.Get("engine"))
 	})
 	b := labels.NewBuilder(lowest.Labels)
-	b.Del("engine")
+	// One series for the whole server: which engine or API-server process
+	// printed it says nothing about the configuration.
+	b.Del("engine", "pid")
 	perEngine := make(map[string]labels.Labels, len(f.Samples))
 	for _, s := range f.Samples {
 		if e := s.Labels.Get("engine"); perEngine[e].IsEmpty() {
