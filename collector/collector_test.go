@@ -635,3 +635,32 @@ func TestRedirects(t *testing.T) {
 		t.Errorf("cross-host redirect not counted as a network failure")
 	}
 }
+
+// TestRelabelAppliesToThePageOnly: metric_relabel_configs shape the full
+// page; the routing view and the derived gauges are computed from the
+// normalised upstream before relabelling, as the README says, so a rule
+// that drops a family from the page cannot blind a router.
+func TestRelabelAppliesToThePageOnly(t *testing.T) {
+	up := serveFile(t, "../testdata/fixtures/13-vllm-v1-2026-nixl-pd-kserve-llmisvc-context.prom")
+	cfg, err := mapping.LoadConfig([]byte("metric_relabel_configs:\n- source_labels: [__name__]\n  regex: 'vllm:(num_requests_running|prompt_tokens_total)'\n  action: drop\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	clock := newFakeClock()
+	c := newTestCollector(t, up.URL, clock, func(c *Config) { c.Mapper = testMapper(t, mapping.Options{Config: cfg}) })
+	for range 3 {
+		c.ScrapeOnce(context.Background())
+		clock.Advance(time.Second)
+	}
+	page := samplesOf(t, get(t, c.MetricsHandler(), "/metrics", nil).Body.Bytes())
+	routing := samplesOf(t, get(t, c.RoutingHandler(), "/metrics/routing", nil).Body.Bytes())
+	if _, ok := page[`{__name__="vllm:num_requests_running", engine="0", model_name="TinyLlama"}`]; ok {
+		t.Error("the relabel drop rule did not remove num_requests_running from the page")
+	}
+	if _, ok := routing[`{__name__="vllm:num_requests_running", model_name="TinyLlama"}`]; !ok {
+		t.Error("the routing view lost num_requests_running to a page relabel rule")
+	}
+	if _, ok := page[`{__name__="vllm_derived_prompt_tokens_per_second", engine="0", model_name="TinyLlama", window="1m"}`]; !ok {
+		t.Error("a derived gauge lost its source to a page relabel rule")
+	}
+}
