@@ -69,8 +69,8 @@ type Collector struct {
 	reloadMu    sync.Mutex // serialises Reload
 	mu          sync.Mutex // serialises scrapes (the loop, and tests calling ScrapeOnce)
 	lastSuccess atomic.Int64
-	lastReason  string // "" = last scrape fine; for log-once-per-change
-	legacyLog   string // legacy names last logged
+	lastReason  string   // "" = last scrape fine; for log-once-per-change
+	legacyLog   []string // legacy names last logged
 }
 
 // New validates cfg and prepares a collector whose page, until the first
@@ -272,11 +272,10 @@ func (c *Collector) scrape(ctx context.Context) (*scrapeResult, error) {
 }
 
 func (c *Collector) logLegacy(names []string) {
-	key := fmt.Sprint(names)
-	if key == c.legacyLog {
+	if slices.Equal(names, c.legacyLog) {
 		return
 	}
-	c.legacyLog = key
+	c.legacyLog = slices.Clone(names)
 	if len(names) > 0 {
 		c.cfg.Logger.Info("the upstream still exposes metric names that newer vLLM releases renamed or removed: renamed ones are served under their current names, removed ones passed through; see vllm_normalizer_metric_status", "legacy", names)
 	}
