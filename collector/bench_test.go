@@ -57,7 +57,7 @@ func benchPages(tb testing.TB, clock *fakeClock) []benchPage {
 		tb.Fatalf("the 16-engine page is %d bytes, want ~620 KB (16 times the ~40 KB per-engine part of the dump)", len(large))
 	}
 	return []benchPage{
-		{"v1-fixture13", static(fixture13)},
+		{"v1-fixture13", static("../testdata/fixtures/13-vllm-v1-2026-nixl-pd-kserve-llmisvc-context.prom")},
 		{"v0-fixture02", static("../testdata/fixtures/02-vllm-0.4.3to0.5.0-datadog-vllm-fixture.prom")},
 		{"v1-16engines", up.Page},
 	}
@@ -209,7 +209,10 @@ func BenchmarkServe(b *testing.B) {
 	c := benchCollector(b, clock, tr)
 	warmUp(c, clock, tr, large.next)
 	snap := c.snap.Load()
-	page, pageGz := snap.page.text, snap.page.textGz
+	page := snap.page.Text()
+	// The gzip page is compressed on first demand: ask for it, so that the
+	// reference serves the same compressed bytes the sidecar does.
+	pageGz, _ := snap.page.Gzipped()
 
 	plain := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { _, _ = w.Write(page) })
 	plainGz := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

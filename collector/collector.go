@@ -1,6 +1,8 @@
-// Package collector runs the scrape loop: fetch vLLM's page, parse it,
-// normalise it with a mapping.Mapper, keep the windows derived gauges need,
-// and prepare the bytes that /metrics and /metrics/routing serve.
+// Package collector runs the scrape loop and owns its time: fetch vLLM's
+// page (scrape), parse it (exposition), normalise it (mapping), keep the
+// windows derived gauges need (window), derive them (derive), build the
+// routing view (routing), and prepare the bytes that /metrics and
+// /metrics/routing serve (serve). It also keeps the sidecar's own metrics.
 //
 // Data flows one way, once per scrape interval, off the request path:
 // scrape → parse → normalise → window → derive → encode. Handlers only pick
@@ -22,8 +24,13 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/prometheus/model/labels"
 
+	"github.com/fos-study/vllm-normalizer/derive"
 	"github.com/fos-study/vllm-normalizer/exposition"
 	"github.com/fos-study/vllm-normalizer/mapping"
+	"github.com/fos-study/vllm-normalizer/routing"
+	"github.com/fos-study/vllm-normalizer/scrape"
+	"github.com/fos-study/vllm-normalizer/serve"
+	"github.com/fos-study/vllm-normalizer/window"
 )
 
 // Config is everything the collector needs; cmd/vllm-normalizer fills it
@@ -50,9 +57,9 @@ type Config struct {
 // Collector owns the scrape loop and the prepared output.
 type Collector struct {
 	cfg     Config
-	fetch   *fetcher
+	fetch   *scrape.Fetcher
 	mapper  atomic.Pointer[mapping.Mapper]
-	history *History
+	history *window.History
 	metrics *selfMetrics
 	symbols *labels.SymbolTable
 	scratch exposition.ParseScratch // reused by every parse; scrapes are serialised
@@ -64,7 +71,7 @@ type Collector struct {
 
 	snap atomic.Pointer[snapshot]
 	// Reused by publish for the full page and the routing view.
-	pageEnc, routingEnc encoder
+	pageEnc, routingEnc serve.Encoder
 
 	reloadMu    sync.Mutex // serialises Reload
 	mu          sync.Mutex // serialises scrapes (the loop, and tests calling ScrapeOnce)
@@ -77,26 +84,26 @@ type Collector struct {
 // scrape ends, says vllm_up 0.
 func New(cfg Config) (*Collector, error) {
 	if cfg.Interval <= 0 {
-		return nil, fmt.Errorf("--vllm.scrape-interval must be positive, got %s", cfg.Interval)
+		return nil, fmt.Errorf("the scrape interval must be positive, got %s", cfg.Interval)
 	}
 	if cfg.Timeout <= 0 {
 		cfg.Timeout = cfg.Interval * 9 / 10
 	}
 	if cfg.Timeout > cfg.Interval {
-		return nil, fmt.Errorf("--vllm.timeout=%s is longer than --vllm.scrape-interval=%s: scrapes never overlap, so a slow upstream would delay every later scrape; set --vllm.timeout to at most the interval (0 means 90%% of it) or lengthen the interval", cfg.Timeout, cfg.Interval)
+		return nil, fmt.Errorf("the scrape timeout %s is longer than the scrape interval %s: scrapes never overlap, so a slow upstream would delay every later scrape; give a timeout of at most the interval (0 means 90%% of it) or lengthen the interval", cfg.Timeout, cfg.Interval)
 	}
 	if cfg.MaxBodyBytes <= 0 {
-		return nil, fmt.Errorf("--vllm.max-body-bytes must be positive, got %d", cfg.MaxBodyBytes)
+		return nil, fmt.Errorf("the body size limit must be positive, got %d", cfg.MaxBodyBytes)
 	}
 	if cfg.SampleLimit < 0 {
-		return nil, fmt.Errorf("--vllm.sample-limit must be 0 (no limit) or positive, got %d", cfg.SampleLimit)
+		return nil, fmt.Errorf("the sample limit must be 0 (no limit) or positive, got %d", cfg.SampleLimit)
 	}
 	if len(cfg.Windows) == 0 {
-		return nil, errors.New("at least one --derive.window is needed")
+		return nil, errors.New("at least one derivation window is needed")
 	}
 	for _, w := range cfg.Windows {
 		if w < 2*cfg.Interval {
-			return nil, fmt.Errorf("--derive.window=%s is shorter than two scrape intervals (%s): a rate needs two scrapes inside the window", FormatWindow(w), 2*cfg.Interval)
+			return nil, fmt.Errorf("the window %s is shorter than two scrape intervals (%s): a rate needs two scrapes inside the window", window.Format(w), 2*cfg.Interval)
 		}
 	}
 	if cfg.Mapper == nil {
@@ -115,14 +122,14 @@ func New(cfg Config) (*Collector, error) {
 		cfg.Now = time.Now
 	}
 	if cfg.Client == nil {
-		cfg.Client = &http.Client{CheckRedirect: sameHostRedirects, Transport: &http.Transport{
+		cfg.Client = &http.Client{CheckRedirect: scrape.SameHostRedirects, Transport: &http.Transport{
 			Proxy:               nil, // the upstream is local; never route it through an environment proxy
 			MaxIdleConns:        2,
 			IdleConnTimeout:     90 * time.Second,
 			TLSHandshakeTimeout: cfg.Timeout,
 		}}
 	}
-	f, err := newFetcher(cfg.Client, cfg.ScrapeURI, cfg.MaxBodyBytes)
+	f, err := scrape.NewFetcher(cfg.Client, cfg.ScrapeURI, cfg.MaxBodyBytes)
 	if err != nil {
 		return nil, err
 	}
@@ -134,7 +141,7 @@ func New(cfg Config) (*Collector, error) {
 	c := &Collector{
 		cfg:     cfg,
 		fetch:   f,
-		history: NewHistory(cfg.Windows, max(cfg.Interval, longest/300)),
+		history: window.New(cfg.Windows, max(cfg.Interval, longest/300), derive.Inputs()),
 		metrics: m,
 		symbols: labels.NewSymbolTable(),
 	}
@@ -197,10 +204,10 @@ func (c *Collector) ScrapeOnce(ctx context.Context) {
 		return
 	}
 	if err != nil {
-		var se *scrapeError
-		reason := ReasonNetwork
+		var se *scrape.Error
+		reason := scrape.ReasonNetwork
 		if errors.As(err, &se) {
-			reason = se.reason
+			reason = se.Reason
 		}
 		c.metrics.up.Set(0)
 		c.metrics.failures.WithLabelValues(reason).Inc()
@@ -228,7 +235,7 @@ type scrapeResult struct {
 }
 
 func (c *Collector) scrape(ctx context.Context) (*scrapeResult, error) {
-	body, contentType, err := c.fetch.fetch(ctx)
+	body, contentType, err := c.fetch.Fetch(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -236,12 +243,12 @@ func (c *Collector) scrape(ctx context.Context) (*scrapeResult, error) {
 	fams, stats, err := exposition.Parse(body, contentType, exposition.ParseOptions{SampleLimit: c.cfg.SampleLimit, SymbolTable: c.symbols, Scratch: &c.scratch})
 	if err != nil {
 		if errors.Is(err, exposition.ErrSampleLimit) {
-			return nil, &scrapeError{ReasonSampleLimit, err}
+			return nil, &scrape.Error{Reason: scrape.ReasonSampleLimit, Err: err}
 		}
-		return nil, &scrapeError{ReasonParse, fmt.Errorf("GET %s: %w", c.fetch.redacted, err)}
+		return nil, &scrape.Error{Reason: scrape.ReasonParse, Err: fmt.Errorf("GET %s: %w", c.fetch.Redacted(), err)}
 	}
 	if len(fams) == 0 {
-		return nil, &scrapeError{ReasonEmpty, fmt.Errorf("GET %s: the page holds no metric family", c.fetch.redacted)}
+		return nil, &scrape.Error{Reason: scrape.ReasonEmpty, Err: fmt.Errorf("GET %s: the page holds no metric family", c.fetch.Redacted())}
 	}
 	c.metrics.samples.Set(float64(stats.Samples))
 	c.metrics.dropped.WithLabelValues("duplicate").Add(float64(stats.DuplicateSeries))
@@ -258,7 +265,7 @@ func (c *Collector) scrape(ctx context.Context) (*scrapeResult, error) {
 
 	now := c.cfg.Now()
 	c.history.Observe(now, norm)
-	both := c.history.DeriveGroupings(now, []string{"model_name", "engine"}, []string{"model_name"})
+	both := derive.Groupings(c.history, now, []string{"model_name", "engine"}, []string{"model_name"})
 	derived, routingDerived := both[0], both[1]
 
 	page, pstats := mapper.Present(norm)
@@ -267,8 +274,8 @@ func (c *Collector) scrape(ctx context.Context) (*scrapeResult, error) {
 	page = append(page, derived...)
 	page = append(page, mapping.StatusFamilies(report)...)
 
-	routing := routingView(norm, routingDerived, mapper.StyleName)
-	return &scrapeResult{page: page, routing: routing}, nil
+	view := routing.View(norm, routingDerived, mapper.StyleName)
+	return &scrapeResult{page: page, routing: view}, nil
 }
 
 func (c *Collector) logLegacy(names []string) {

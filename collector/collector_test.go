@@ -28,6 +28,7 @@ import (
 	"github.com/fos-study/vllm-normalizer/exposition"
 	"github.com/fos-study/vllm-normalizer/internal/pagetest"
 	"github.com/fos-study/vllm-normalizer/mapping"
+	"github.com/fos-study/vllm-normalizer/scrape"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files under testdata/golden")
@@ -309,16 +310,16 @@ func TestFailureModes(t *testing.T) {
 		uri     string
 		mod     func(*Config)
 	}{
-		{name: "refused", reason: ReasonRefused, uri: closedPortURI(t)},
-		{name: "404", reason: ReasonHTTPStatus, handler: func(w http.ResponseWriter, r *http.Request) { http.NotFound(w, r) }},
-		{name: "500", reason: ReasonHTTPStatus, handler: func(w http.ResponseWriter, r *http.Request) { http.Error(w, "boom", 500) }},
-		{name: "timeout", reason: ReasonTimeout, handler: func(w http.ResponseWriter, r *http.Request) {
+		{name: "refused", reason: scrape.ReasonRefused, uri: closedPortURI(t)},
+		{name: "404", reason: scrape.ReasonHTTPStatus, handler: func(w http.ResponseWriter, r *http.Request) { http.NotFound(w, r) }},
+		{name: "500", reason: scrape.ReasonHTTPStatus, handler: func(w http.ResponseWriter, r *http.Request) { http.Error(w, "boom", 500) }},
+		{name: "timeout", reason: scrape.ReasonTimeout, handler: func(w http.ResponseWriter, r *http.Request) {
 			select {
 			case <-r.Context().Done():
 			case <-time.After(5 * time.Second):
 			}
 		}},
-		{name: "trickle", reason: ReasonTimeout, handler: func(w http.ResponseWriter, r *http.Request) {
+		{name: "trickle", reason: scrape.ReasonTimeout, handler: func(w http.ResponseWriter, r *http.Request) {
 			for i := 0; i < 100; i++ {
 				if _, err := w.Write(good[i : i+1]); err != nil {
 					return
@@ -331,20 +332,20 @@ func TestFailureModes(t *testing.T) {
 				}
 			}
 		}},
-		{name: "garbled", reason: ReasonParse, handler: func(w http.ResponseWriter, r *http.Request) { _, _ = w.Write([]byte("vllm:x{a=b 1\n")) }},
-		{name: "binary", reason: ReasonParse, handler: func(w http.ResponseWriter, r *http.Request) { _, _ = w.Write([]byte{0x1f, 0x8b, 0, 0, 0xff, 0xfe}) }},
-		{name: "msvc nan", reason: ReasonParse, handler: func(w http.ResponseWriter, r *http.Request) { _, _ = w.Write(nanInd) }},
-		{name: "empty", reason: ReasonEmpty, handler: func(w http.ResponseWriter, r *http.Request) {}},
-		{name: "comments only", reason: ReasonEmpty, handler: func(w http.ResponseWriter, r *http.Request) { _, _ = w.Write([]byte("# just a comment\n")) }},
-		{name: "too large", reason: ReasonBodyTooLarge, handler: func(w http.ResponseWriter, r *http.Request) { _, _ = w.Write(good) },
+		{name: "garbled", reason: scrape.ReasonParse, handler: func(w http.ResponseWriter, r *http.Request) { _, _ = w.Write([]byte("vllm:x{a=b 1\n")) }},
+		{name: "binary", reason: scrape.ReasonParse, handler: func(w http.ResponseWriter, r *http.Request) { _, _ = w.Write([]byte{0x1f, 0x8b, 0, 0, 0xff, 0xfe}) }},
+		{name: "msvc nan", reason: scrape.ReasonParse, handler: func(w http.ResponseWriter, r *http.Request) { _, _ = w.Write(nanInd) }},
+		{name: "empty", reason: scrape.ReasonEmpty, handler: func(w http.ResponseWriter, r *http.Request) {}},
+		{name: "comments only", reason: scrape.ReasonEmpty, handler: func(w http.ResponseWriter, r *http.Request) { _, _ = w.Write([]byte("# just a comment\n")) }},
+		{name: "too large", reason: scrape.ReasonBodyTooLarge, handler: func(w http.ResponseWriter, r *http.Request) { _, _ = w.Write(good) },
 			mod: func(c *Config) { c.MaxBodyBytes = 1024 }},
-		{name: "gzip bomb", reason: ReasonBodyTooLarge, handler: func(w http.ResponseWriter, r *http.Request) {
+		{name: "gzip bomb", reason: scrape.ReasonBodyTooLarge, handler: func(w http.ResponseWriter, r *http.Request) {
 			w.Header().Set("Content-Encoding", "gzip")
 			_, _ = w.Write(bomb.Bytes())
 		}, mod: func(c *Config) { c.MaxBodyBytes = 1 << 20 }},
-		{name: "sample limit", reason: ReasonSampleLimit, handler: func(w http.ResponseWriter, r *http.Request) { _, _ = w.Write(good) },
+		{name: "sample limit", reason: scrape.ReasonSampleLimit, handler: func(w http.ResponseWriter, r *http.Request) { _, _ = w.Write(good) },
 			mod: func(c *Config) { c.SampleLimit = 10 }},
-		{name: "conflicting types", reason: ReasonParse, handler: func(w http.ResponseWriter, r *http.Request) {
+		{name: "conflicting types", reason: scrape.ReasonParse, handler: func(w http.ResponseWriter, r *http.Request) {
 			_, _ = w.Write([]byte("# TYPE vllm:a gauge\nvllm:a 1\n# TYPE vllm:a counter\n"))
 		}},
 	}
@@ -392,7 +393,7 @@ func TestFailureModes(t *testing.T) {
 			if hasUpstreamSeries(out) {
 				t.Errorf("upstream series are still served after a failed scrape:\n%s", body)
 			}
-			for _, r := range FailureReasons {
+			for _, r := range scrape.FailureReasons {
 				want := 0.0
 				if r == tc.reason {
 					want = 1
@@ -431,7 +432,7 @@ func TestShutdownIsNotAFailure(t *testing.T) {
 	clock.Advance(time.Second)
 	c.ScrapeOnce(ctx)
 	out := samplesOf(t, get(t, c.MetricsHandler(), "/metrics", nil).Body.Bytes())
-	for _, r := range FailureReasons {
+	for _, r := range scrape.FailureReasons {
 		if got := out[`{__name__="vllm_normalizer_scrape_failures_total", reason="`+r+`"}`]; got != 0 {
 			t.Errorf("failures{reason=%q} = %v after a scrape cut by shutdown, want 0", r, got)
 		}
@@ -533,12 +534,12 @@ func TestNewRejectsBadSettings(t *testing.T) {
 	}{
 		{"scheme", func(c *Config) { c.ScrapeURI = "ftp://x/metrics" }, "scheme must be http or https"},
 		{"no host", func(c *Config) { c.ScrapeURI = "http:///metrics" }, "has no host"},
-		{"short window", func(c *Config) { c.Windows = []time.Duration{time.Second} }, "--derive.window=1s is shorter than two scrape intervals"},
-		{"interval", func(c *Config) { c.Interval = 0 }, "--vllm.scrape-interval must be positive"},
-		{"body", func(c *Config) { c.MaxBodyBytes = 0 }, "--vllm.max-body-bytes must be positive"},
+		{"short window", func(c *Config) { c.Windows = []time.Duration{time.Second} }, "the window 1s is shorter than two scrape intervals"},
+		{"interval", func(c *Config) { c.Interval = 0 }, "the scrape interval must be positive"},
+		{"body", func(c *Config) { c.MaxBodyBytes = 0 }, "the body size limit must be positive"},
 		{"password not echoed", func(c *Config) { c.ScrapeURI = "ftp://user:s3cret@host/metrics" }, "user:xxxxx@host"},
-		{"password not echoed by a parse error", func(c *Config) { c.ScrapeURI = "http://user:s3cret@host:port/metrics" }, "--vllm.scrape-uri is not a URL"},
-		{"timeout longer than interval", func(c *Config) { c.Timeout = 2 * time.Second }, "--vllm.timeout=2s is longer than --vllm.scrape-interval=1s"},
+		{"password not echoed by a parse error", func(c *Config) { c.ScrapeURI = "http://user:s3cret@host:port/metrics" }, "scrape URI is not a URL"},
+		{"timeout longer than interval", func(c *Config) { c.Timeout = 2 * time.Second }, "the scrape timeout 2s is longer than the scrape interval 1s"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

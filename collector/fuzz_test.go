@@ -12,9 +12,12 @@ import (
 	"github.com/prometheus/prometheus/model/labels"
 	"github.com/prometheus/prometheus/model/textparse"
 
+	"github.com/fos-study/vllm-normalizer/derive"
 	"github.com/fos-study/vllm-normalizer/exposition"
 	"github.com/fos-study/vllm-normalizer/internal/pagetest"
 	"github.com/fos-study/vllm-normalizer/mapping"
+	routingpkg "github.com/fos-study/vllm-normalizer/routing"
+	"github.com/fos-study/vllm-normalizer/window"
 )
 
 // FuzzPipeline runs a page through everything a scrape does after the
@@ -39,7 +42,7 @@ func FuzzPipeline(f *testing.F) {
 		if altStyle {
 			mapper = underscore
 		}
-		h := NewHistory([]time.Duration{time.Minute, 5 * time.Minute}, time.Second)
+		h := window.New([]time.Duration{time.Minute, 5 * time.Minute}, time.Second, derive.Inputs())
 		now := time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
 		var page, routing []exposition.Family
 		for i, scale := range []float64{1, 1, 0.5} {
@@ -50,11 +53,11 @@ func FuzzPipeline(f *testing.F) {
 			norm, report := mapper.Normalize(in)
 			at := now.Add(time.Duration(i) * 10 * time.Second)
 			h.Observe(at, norm)
-			derived := h.Derive(at, []string{"model_name", "engine"})
+			derived := derive.Derive(h, at, []string{"model_name", "engine"})
 			page, _ = mapper.Present(norm)
 			page = append(page, derived...)
 			page = append(page, mapping.StatusFamilies(report)...)
-			routing = routingView(norm, h.Derive(at, []string{"model_name"}), mapper.StyleName)
+			routing = routingpkg.View(norm, derive.Derive(h, at, []string{"model_name"}), mapper.StyleName)
 		}
 		c := &Collector{}
 		for name, out := range map[string][]exposition.Family{"page": page, "routing view": routing} {

@@ -10,6 +10,7 @@ import (
 	"github.com/prometheus/prometheus/model/labels"
 
 	"github.com/fos-study/vllm-normalizer/exposition"
+	"github.com/fos-study/vllm-normalizer/scrape"
 )
 
 // selfMetrics are the sidecar's own health series. They live on a
@@ -78,7 +79,7 @@ func newSelfMetrics(reg prometheus.Registerer) (*selfMetrics, error) {
 	}
 	m.reloads.WithLabelValues("success")
 	m.reloads.WithLabelValues("failure")
-	for _, r := range FailureReasons {
+	for _, r := range scrape.FailureReasons {
 		m.failures.WithLabelValues(r)
 	}
 	for _, r := range []string{"duplicate", "invalid_name", "invalid_bound", "relabel", "collision"} {

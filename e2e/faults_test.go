@@ -12,8 +12,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/fos-study/vllm-normalizer/collector"
 	"github.com/fos-study/vllm-normalizer/internal/testbin"
+	"github.com/fos-study/vllm-normalizer/scrape"
 )
 
 // fault is one way an upstream misbehaves.
@@ -58,23 +58,23 @@ func TestFaults(t *testing.T) {
 	flood := floodPage(100_000)
 
 	faults := []fault{
-		{name: "refused", reason: collector.ReasonRefused, refused: true, hwm: hwmSmall},
-		{name: "404", reason: collector.ReasonHTTPStatus, handler: http.NotFoundHandler(), hwm: hwmSmall},
-		{name: "500", reason: collector.ReasonHTTPStatus, hwm: hwmSmall, handler: http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		{name: "refused", reason: scrape.ReasonRefused, refused: true, hwm: hwmSmall},
+		{name: "404", reason: scrape.ReasonHTTPStatus, handler: http.NotFoundHandler(), hwm: hwmSmall},
+		{name: "500", reason: scrape.ReasonHTTPStatus, hwm: hwmSmall, handler: http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 			http.Error(w, "engine dead", http.StatusInternalServerError)
 		})},
-		{name: "slower than timeout", reason: collector.ReasonTimeout, hwm: hwmSmall, handler: hang(10 * time.Second)},
-		{name: "trickle", reason: collector.ReasonTimeout, hwm: hwmSmall, handler: trickle(good, 10*time.Millisecond)},
-		{name: "streamed 128MiB body", reason: collector.ReasonBodyTooLarge, hwm: hwmBody,
+		{name: "slower than timeout", reason: scrape.ReasonTimeout, hwm: hwmSmall, handler: hang(10 * time.Second)},
+		{name: "trickle", reason: scrape.ReasonTimeout, hwm: hwmSmall, handler: trickle(good, 10*time.Millisecond)},
+		{name: "streamed 128MiB body", reason: scrape.ReasonBodyTooLarge, hwm: hwmBody,
 			interval: time.Second, timeout: 900 * time.Millisecond, handler: stream(128 * mib)},
-		{name: "gzip bomb", reason: collector.ReasonBodyTooLarge, hwm: hwmBody,
+		{name: "gzip bomb", reason: scrape.ReasonBodyTooLarge, hwm: hwmBody,
 			interval: time.Second, timeout: 900 * time.Millisecond, handler: gzipBomb(1024 * mib)},
-		{name: "binary garbage", reason: collector.ReasonParse, hwm: hwmSmall, handler: static(garbage(64 << 10))},
-		{name: "nan(ind)", reason: collector.ReasonParse, hwm: hwmSmall, handler: static(nanInd)},
+		{name: "binary garbage", reason: scrape.ReasonParse, hwm: hwmSmall, handler: static(garbage(64 << 10))},
+		{name: "nan(ind)", reason: scrape.ReasonParse, hwm: hwmSmall, handler: static(nanInd)},
 		{name: "duplicate help and type", hwm: hwmSmall, handler: static([]byte(duplicateHeaders)), check: checkDuplicateHeaders},
-		{name: "conflicting types", reason: collector.ReasonParse, hwm: hwmSmall, handler: static([]byte(conflictingTypes))},
+		{name: "conflicting types", reason: scrape.ReasonParse, hwm: hwmSmall, handler: static([]byte(conflictingTypes))},
 		{name: "hostile label values", hwm: hwmSmall, handler: static([]byte(hostileLabels)), check: checkHostileLabels},
-		{name: "100k series over the sample limit", reason: collector.ReasonSampleLimit, hwm: hwmLarge,
+		{name: "100k series over the sample limit", reason: scrape.ReasonSampleLimit, hwm: hwmLarge,
 			interval: time.Second, timeout: 900 * time.Millisecond, handler: static(flood)},
 		{name: "100k series without sample limit", hwm: hwmLarge, latency: time.Second,
 			interval: time.Second, timeout: 900 * time.Millisecond, extra: []string{"--vllm.sample-limit=0"}, handler: static(flood),
@@ -151,7 +151,7 @@ func runFault(t *testing.T, good []byte, f fault) {
 	if got, ok := s["vllm_up"]; !ok || got != wantUp {
 		t.Errorf("vllm_up = %v (present %v), want %v", got, ok, wantUp)
 	}
-	for _, reason := range collector.FailureReasons {
+	for _, reason := range scrape.FailureReasons {
 		got := s.failures(reason)
 		switch {
 		case reason == f.reason && got < 2:

@@ -7,8 +7,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/fos-study/vllm-normalizer/collector"
 	"github.com/fos-study/vllm-normalizer/internal/testbin"
+	"github.com/fos-study/vllm-normalizer/scrape"
 )
 
 // TestSidecarStartedBeforeVLLM: with nothing listening at first the
@@ -20,7 +20,7 @@ func TestSidecarStartedBeforeVLLM(t *testing.T) {
 
 	waitFor(t, 5*time.Second, "a refused scrape", func() bool {
 		q, _ := quick(t, p)
-		return q.failures(collector.ReasonRefused) >= 1
+		return q.failures(scrape.ReasonRefused) >= 1
 	})
 	s, _ := metrics(t, p)
 	if s["vllm_up"] != 0 {

@@ -20,8 +20,8 @@ import (
 
 	"golang.org/x/crypto/bcrypt"
 
-	"github.com/fos-study/vllm-normalizer/collector"
 	"github.com/fos-study/vllm-normalizer/internal/testbin"
+	"github.com/fos-study/vllm-normalizer/scrape"
 )
 
 // selfSigned writes a certificate for 127.0.0.1 and its key to dir and
@@ -218,10 +218,10 @@ func TestScrapeURIPasswordNeverShown(t *testing.T) {
 		reason string
 		h      http.Handler
 	}{
-		{collector.ReasonHTTPStatus, http.NotFoundHandler()},
-		{collector.ReasonParse, static([]byte("vllm:x{a=b 1\n"))},
-		{collector.ReasonTimeout, hang(10 * time.Second)},
-		{collector.ReasonEmpty, static(nil)},
+		{scrape.ReasonHTTPStatus, http.NotFoundHandler()},
+		{scrape.ReasonParse, static([]byte("vllm:x{a=b 1\n"))},
+		{scrape.ReasonTimeout, hang(10 * time.Second)},
+		{scrape.ReasonEmpty, static(nil)},
 	} {
 		up.set(f.h)
 		waitFor(t, 5*time.Second, "a "+f.reason+" failure", func() bool {
@@ -233,7 +233,7 @@ func TestScrapeURIPasswordNeverShown(t *testing.T) {
 	_ = srv.Close()
 	waitFor(t, 5*time.Second, "a refused failure", func() bool {
 		q, _ := quick(t, p)
-		return q.failures(collector.ReasonRefused) >= 1
+		return q.failures(scrape.ReasonRefused) >= 1
 	})
 	check("after a refused failure")
 	if !strings.Contains(p.Logs(), "scraper:xxxxx@") {

@@ -11,6 +11,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/pprof"
+	"net/url"
 	"os"
 	"os/signal"
 	"slices"
@@ -31,6 +32,7 @@ import (
 	"github.com/fos-study/vllm-normalizer/collector"
 	"github.com/fos-study/vllm-normalizer/demo"
 	"github.com/fos-study/vllm-normalizer/mapping"
+	"github.com/fos-study/vllm-normalizer/window"
 )
 
 const defaultListen = ":9400"
@@ -88,8 +90,47 @@ func (f *flags) check() error {
 	if f.telemetryPath == f.routingPath {
 		return fmt.Errorf("--web.telemetry-path and --web.routing-path are both %s; the full page and the routing view need different paths", f.routingPath)
 	}
+	if err := f.checkScrape(); err != nil {
+		return err
+	}
 	if f.demoEngines < 1 {
 		return fmt.Errorf("--demo.engines=%d: the demo simulates at least one engine; give 1 or more", f.demoEngines)
+	}
+	return nil
+}
+
+// checkScrape rejects scrape settings the collector would refuse, naming
+// the flags (library packages speak of settings, not of flags).
+func (f *flags) checkScrape() error {
+	if f.scrapeInterval <= 0 {
+		return fmt.Errorf("--vllm.scrape-interval must be positive, got %s", f.scrapeInterval)
+	}
+	if f.timeout < 0 {
+		return fmt.Errorf("--vllm.timeout must be 0 (90%% of the interval) or positive, got %s", f.timeout)
+	}
+	if f.timeout > f.scrapeInterval {
+		return fmt.Errorf("--vllm.timeout=%s is longer than --vllm.scrape-interval=%s: scrapes never overlap, so a slow upstream would delay every later scrape; set --vllm.timeout to at most the interval (0 means 90%% of it) or lengthen the interval", f.timeout, f.scrapeInterval)
+	}
+	if f.maxBody <= 0 {
+		return fmt.Errorf("--vllm.max-body-bytes must be positive, got %d", f.maxBody)
+	}
+	if f.sampleLimit < 0 {
+		return fmt.Errorf("--vllm.sample-limit must be 0 (no limit) or positive, got %d", f.sampleLimit)
+	}
+	for _, w := range f.windows {
+		if w < 2*f.scrapeInterval {
+			return fmt.Errorf("--derive.window=%s is shorter than two scrape intervals (%s): a rate needs two scrapes inside the window; lengthen the window or shorten --vllm.scrape-interval", window.Format(w), 2*f.scrapeInterval)
+		}
+	}
+	if !f.demo {
+		if _, err := url.Parse(f.scrapeURI); err != nil {
+			// url.Parse's error quotes the whole URL, password included.
+			var ue *url.Error
+			if errors.As(err, &ue) {
+				err = ue.Err
+			}
+			return fmt.Errorf("--vllm.scrape-uri is not a URL (%v); give one like http://127.0.0.1:8000/metrics", err)
+		}
 	}
 	return nil
 }

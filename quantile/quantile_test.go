@@ -1,4 +1,4 @@
-package collector
+package quantile
 
 import (
 	"math"
@@ -9,7 +9,7 @@ import (
 // rank = q * count(+Inf); the first bucket whose cumulative count reaches the
 // rank holds the quantile; inside it,
 //
-//	lower + (upper-lower) * (rank - count(below)) / (count(bucket) - count(below))
+//	lower + (upper-lower) * (rank - count(below)) / (count(Bucket) - count(below))
 //
 // with lower = 0 for the lowest bucket.
 func TestBucketQuantile(t *testing.T) {
@@ -18,62 +18,62 @@ func TestBucketQuantile(t *testing.T) {
 	cases := []struct {
 		name    string
 		q       float64
-		buckets []bucket
+		buckets []Bucket
 		want    float64
 	}{
 		// 1:4, 2:12, 4:20, +Inf:20.
 		// q=.5: rank 10 -> bucket (1,2]: 1 + 1*(10-4)/(12-4) = 1.75
-		{"median", 0.5, []bucket{{1, 4}, {2, 12}, {4, 20}, {inf, 20}}, 1.75},
+		{"median", 0.5, []Bucket{{1, 4}, {2, 12}, {4, 20}, {inf, 20}}, 1.75},
 		// q=.9: rank 18 -> (2,4]: 2 + 2*(18-12)/(20-12) = 3.5
-		{"p90", 0.9, []bucket{{1, 4}, {2, 12}, {4, 20}, {inf, 20}}, 3.5},
+		{"p90", 0.9, []Bucket{{1, 4}, {2, 12}, {4, 20}, {inf, 20}}, 3.5},
 		// q=.99: rank 19.8 -> (2,4]: 2 + 2*(7.8/8) = 3.95
-		{"p99", 0.99, []bucket{{1, 4}, {2, 12}, {4, 20}, {inf, 20}}, 3.95},
+		{"p99", 0.99, []Bucket{{1, 4}, {2, 12}, {4, 20}, {inf, 20}}, 3.95},
 		// The lowest bucket interpolates from 0: rank 5 of 10 in (0,0.5] -> 0.25.
-		{"lowest bucket from zero", 0.5, []bucket{{0.5, 10}, {inf, 10}}, 0.25},
+		{"lowest bucket from zero", 0.5, []Bucket{{0.5, 10}, {inf, 10}}, 0.25},
 		// A lowest bucket with upper bound <= 0 returns its upper bound.
-		{"lowest bucket negative bound", 0.5, []bucket{{-1, 10}, {inf, 10}}, -1},
+		{"lowest bucket negative bound", 0.5, []Bucket{{-1, 10}, {inf, 10}}, -1},
 		// Rank 2 of 8 falls in the bucket le=0, whose bound is returned.
-		{"lowest bucket zero bound", 0.25, []bucket{{0, 4}, {1, 8}, {inf, 8}}, 0},
+		{"lowest bucket zero bound", 0.25, []Bucket{{0, 4}, {1, 8}, {inf, 8}}, 0},
 		// 1:5, 2:6, +Inf:10; rank 9 is reached only by +Inf: the highest
 		// finite bound, 2, is returned.
-		{"in +Inf bucket", 0.9, []bucket{{1, 5}, {2, 6}, {inf, 10}}, 2},
-		{"no +Inf bucket", 0.5, []bucket{{1, 5}, {2, 10}}, nan},
-		{"no observations", 0.5, []bucket{{1, 0}, {2, 0}, {inf, 0}}, nan},
-		{"only +Inf bucket", 0.5, []bucket{{inf, 7}}, nan},
+		{"in +Inf bucket", 0.9, []Bucket{{1, 5}, {2, 6}, {inf, 10}}, 2},
+		{"no +Inf bucket", 0.5, []Bucket{{1, 5}, {2, 10}}, nan},
+		{"no observations", 0.5, []Bucket{{1, 0}, {2, 0}, {inf, 0}}, nan},
+		{"only +Inf bucket", 0.5, []Bucket{{inf, 7}}, nan},
 		{"no buckets", 0.5, nil, nan},
 		// Unsorted, and le "1" and "1.0" both present (same float): they
 		// are added, giving 1:4, 2:8, +Inf:10. Rank 5 -> (1,2]:
 		// 1 + 1*(5-4)/(8-4) = 1.25.
-		{"unsorted and duplicate bounds", 0.5, []bucket{{inf, 10}, {1, 3}, {2, 8}, {1, 1}}, 1.25},
+		{"unsorted and duplicate bounds", 0.5, []Bucket{{inf, 10}, {1, 3}, {2, 8}, {1, 1}}, 1.25},
 		// 1:5, 2:3 (a decrease), 4:8, +Inf:8: 2's count becomes 5.
 		// q=.5: rank 4 -> (0,1]: 4/5 = 0.8.
-		{"monotonicity fix below", 0.5, []bucket{{1, 5}, {2, 3}, {4, 8}, {inf, 8}}, 0.8},
+		{"monotonicity fix below", 0.5, []Bucket{{1, 5}, {2, 3}, {4, 8}, {inf, 8}}, 0.8},
 		// q=.75: rank 6 -> (2,4] (1 and 2 both hold 5):
 		// 2 + 2*(6-5)/(8-5) = 2.6667.
-		{"monotonicity fix above", 0.75, []bucket{{1, 5}, {2, 3}, {4, 8}, {inf, 8}}, 2 + 2.0/3},
+		{"monotonicity fix above", 0.75, []Bucket{{1, 5}, {2, 3}, {4, 8}, {inf, 8}}, 2 + 2.0/3},
 		// 1:5, 2:3, 3:4, +Inf:6: 2 and 3 are raised to 5 (the decreased 3
 		// does not become the reference for 4). Rank 5.4 is beyond every
 		// finite bucket: the highest finite bound, 3.
-		{"monotonicity fix keeps reference", 0.9, []bucket{{1, 5}, {2, 3}, {3, 4}, {inf, 6}}, 3},
+		{"monotonicity fix keeps reference", 0.9, []Bucket{{1, 5}, {2, 3}, {3, 4}, {inf, 6}}, 3},
 		// Rank exactly at a bucket's count stays in that bucket: rank 5 of
 		// 1:5 -> 1.
-		{"rank on boundary", 0.5, []bucket{{1, 5}, {2, 10}, {inf, 10}}, 1},
+		{"rank on boundary", 0.5, []Bucket{{1, 5}, {2, 10}, {inf, 10}}, 1},
 		// 1:5, 2:5, 3:10: rank 6 skips the empty (1,2] bucket:
 		// 2 + 1*(6-5)/(10-5) = 2.2.
-		{"empty bucket skipped", 0.6, []bucket{{1, 5}, {2, 5}, {3, 10}, {inf, 10}}, 2.2},
-		{"q below 0", -0.1, []bucket{{1, 5}, {inf, 5}}, math.Inf(-1)},
-		{"q above 1", 1.1, []bucket{{1, 5}, {inf, 5}}, math.Inf(1)},
-		{"q NaN", nan, []bucket{{1, 5}, {inf, 5}}, nan},
+		{"empty bucket skipped", 0.6, []Bucket{{1, 5}, {2, 5}, {3, 10}, {inf, 10}}, 2.2},
+		{"q below 0", -0.1, []Bucket{{1, 5}, {inf, 5}}, math.Inf(-1)},
+		{"q above 1", 1.1, []Bucket{{1, 5}, {inf, 5}}, math.Inf(1)},
+		{"q NaN", nan, []Bucket{{1, 5}, {inf, 5}}, nan},
 		// q=0: rank 0 is reached by the first bucket: 0 + 1*0/5 = 0.
-		{"q zero", 0, []bucket{{1, 5}, {inf, 5}}, 0},
+		{"q zero", 0, []Bucket{{1, 5}, {inf, 5}}, 0},
 		// q=1: rank 5 reached by le=1: 1.
-		{"q one", 1, []bucket{{1, 5}, {inf, 5}}, 1},
+		{"q one", 1, []Bucket{{1, 5}, {inf, 5}}, 1},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			got := bucketQuantile(c.q, append([]bucket(nil), c.buckets...))
+			got := Estimate(c.q, append([]Bucket(nil), c.buckets...))
 			if !sameFloat(got, c.want) {
-				t.Fatalf("bucketQuantile(%v) = %v, want %v", c.q, got, c.want)
+				t.Fatalf("Estimate(%v) = %v, want %v", c.q, got, c.want)
 			}
 		})
 	}
@@ -87,7 +87,7 @@ func TestBucketQuantileIgnoresRoundingDifferences(t *testing.T) {
 	// after the fix), but in (2,3]: 2 + 1*(rank-10)/(20-10) = 2 + 5e-14.
 	// Without the fix it would land in (1,2] at 1.5.
 	q := 0.5 * (1 + 5e-14)
-	got := bucketQuantile(q, []bucket{{1, 10}, {2, 10 * (1 + 1e-13)}, {3, 20}, {math.Inf(1), 20}})
+	got := Estimate(q, []Bucket{{1, 10}, {2, 10 * (1 + 1e-13)}, {3, 20}, {math.Inf(1), 20}})
 	if math.Abs(got-2) > 1e-9 {
 		t.Fatalf("got %v, want 2 (+5e-14)", got)
 	}

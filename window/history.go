@@ -1,8 +1,15 @@
-package collector
+// Package window keeps a short, reset-corrected history of the upstream
+// samples that derivations read, so that rates, ratios, means and quantiles
+// over sliding windows can be computed without a time-series database.
+//
+// It knows nothing of metric names: the caller says, as Inputs, which
+// sample names to keep, under which key and of which kind.
+package window
 
 import (
 	"math"
 	"slices"
+	"sort"
 	"strconv"
 	"sync"
 	"time"
@@ -13,10 +20,8 @@ import (
 	"github.com/fos-study/vllm-normalizer/exposition"
 )
 
-// History keeps, for the upstream series that some derivation in derive.go
-// reads, a short windowed history of values, so that rates, ratios, means and
-// quantiles over sliding windows can be computed without a time-series
-// database.
+// History keeps, for the upstream series its Inputs name, a short windowed
+// history of values.
 //
 // Layout: one ring of point timestamps shared by all series, and per series
 // one value slice aligned with that ring (NaN where the series had no value
@@ -53,94 +58,71 @@ type History struct {
 	start, n int
 	firstSeq uint64
 
-	bySig  map[uint64][]*series
-	series []*series
+	inputs *Inputs
+	bySig  map[uint64][]*Series
+	series []*Series
 	round  uint64 // incremented on each Observe, to spot duplicate samples
 }
 
-// source says which upstream sample a series is and how it is stored.
-type source uint8
+// Kind says how a kept sample is stored.
+type Kind uint8
 
 const (
-	srcNone source = iota
-	srcPreemptions
-	srcPrefixHits
-	srcPrefixQueries
-	srcExtPrefixHits
-	srcExtPrefixQueries
-	srcPromptTokens
-	srcGenerationTokens
-	srcRequestSuccess
-	srcQueueSum
-	srcQueueCount
-	srcPrefillSum
-	srcPrefillCount
-	srcDecodeSum
-	srcDecodeCount
-	srcPromptLenSum
-	srcPromptLenCount
-	srcGenLenSum
-	srcGenLenCount
-	srcTTFTBucket
-	srcITLBucket
-	srcE2EBucket
-	srcV0PrefixHitRate // gauge, stored as observed
-	numSources
+	// Counter samples are stored reset-corrected.
+	Counter Kind = iota + 1
+	// Bucket samples are counters with a parsed le bound.
+	Bucket
+	// Gauge samples are stored as observed.
+	Gauge
 )
 
-// sourceBySample maps the upstream sample names that derivations read to
-// their source. Everything else upstream is ignored.
-var sourceBySample = map[string]source{
-	"vllm:num_preemptions_total":               srcPreemptions,
-	"vllm:prefix_cache_hits_total":             srcPrefixHits,
-	"vllm:prefix_cache_queries_total":          srcPrefixQueries,
-	"vllm:external_prefix_cache_hits_total":    srcExtPrefixHits,
-	"vllm:external_prefix_cache_queries_total": srcExtPrefixQueries,
-	"vllm:prompt_tokens_total":                 srcPromptTokens,
-	"vllm:generation_tokens_total":             srcGenerationTokens,
-	"vllm:request_success_total":               srcRequestSuccess,
-	"vllm:request_queue_time_seconds_sum":      srcQueueSum,
-	"vllm:request_queue_time_seconds_count":    srcQueueCount,
-	"vllm:request_prefill_time_seconds_sum":    srcPrefillSum,
-	"vllm:request_prefill_time_seconds_count":  srcPrefillCount,
-	"vllm:request_decode_time_seconds_sum":     srcDecodeSum,
-	"vllm:request_decode_time_seconds_count":   srcDecodeCount,
-	"vllm:request_prompt_tokens_sum":           srcPromptLenSum,
-	"vllm:request_prompt_tokens_count":         srcPromptLenCount,
-	"vllm:request_generation_tokens_sum":       srcGenLenSum,
-	"vllm:request_generation_tokens_count":     srcGenLenCount,
-	"vllm:time_to_first_token_seconds_bucket":  srcTTFTBucket,
-	"vllm:inter_token_latency_seconds_bucket":  srcITLBucket,
-	"vllm:e2e_request_latency_seconds_bucket":  srcE2EBucket,
-	"vllm:gpu_prefix_cache_hit_rate":           srcV0PrefixHitRate,
+// Key identifies what a kept sample stands for; its meaning is the
+// caller's (a derivation input).
+type Key uint16
+
+// Input is how one upstream sample name is kept.
+type Input struct {
+	Key  Key
+	Kind Kind
 }
 
-// neededFamily holds every family name under which a needed sample may be
-// printed: the sample name itself (counters in text format 0.0.4, and any
-// sample whose family had no TYPE line) and the name without _total or the
-// histogram suffix (OpenMetrics counters, histograms).
-var neededFamily = func() map[string]bool {
-	m := map[string]bool{}
-	for name := range sourceBySample {
-		m[name] = true
+// Inputs are the upstream samples a History keeps, by sample name.
+type Inputs struct {
+	bySample map[string]Input
+	// byFamily holds every family name under which a kept sample may be
+	// printed: the sample name itself (counters in text format 0.0.4, and
+	// any sample whose family had no TYPE line) and the name without
+	// _total or the histogram suffix (OpenMetrics counters, histograms).
+	byFamily map[string]bool
+}
+
+// NewInputs returns the Inputs that keep exactly the given sample names.
+func NewInputs(bySample map[string]Input) *Inputs {
+	in := &Inputs{bySample: make(map[string]Input, len(bySample)), byFamily: map[string]bool{}}
+	for name, i := range bySample {
+		in.bySample[name] = i
+		in.byFamily[name] = true
 		for _, suf := range []string{"_total", "_bucket", "_sum", "_count"} {
 			if len(name) > len(suf) && name[len(name)-len(suf):] == suf {
-				m[name[:len(name)-len(suf)]] = true
+				in.byFamily[name[:len(name)-len(suf)]] = true
 			}
 		}
 	}
-	return m
-}()
-
-func (s source) isBucket() bool {
-	return s == srcTTFTBucket || s == srcITLBucket || s == srcE2EBucket
+	return in
 }
 
-func (s source) isGauge() bool { return s == srcV0PrefixHitRate }
+// Family reports whether a family of that name may hold kept samples.
+func (in *Inputs) Family(name string) bool { return in.byFamily[name] }
 
-// series is the stored history of one upstream series.
-type series struct {
-	src source
+// Sample returns how a sample of that name is kept, if it is.
+func (in *Inputs) Sample(name string) (Input, bool) {
+	i, ok := in.bySample[name]
+	return i, ok
+}
+
+// Series is the stored history of one upstream series.
+type Series struct {
+	in Input
 	// lbls are the upstream labels (with __name__); le is the parsed bucket
 	// bound for bucket series.
 	lbls labels.Labels
@@ -157,11 +139,11 @@ type series struct {
 	seenRound uint64
 }
 
-// NewHistory keeps, per series that some derivation needs, reset-corrected
-// cumulative values for the longest window. At most one point is kept per
+// New keeps, per series that inputs name, reset-corrected cumulative
+// values for the longest window. At most one point is kept per
 // resolution (the newest observation always being kept); a resolution <= 0
 // stands for longestWindow/300. Windows <= 0 are ignored.
-func NewHistory(windows []time.Duration, resolution time.Duration) *History {
+func New(windows []time.Duration, resolution time.Duration, inputs *Inputs) *History {
 	ws := make([]time.Duration, 0, len(windows))
 	for _, w := range windows {
 		if w > 0 {
@@ -170,7 +152,7 @@ func NewHistory(windows []time.Duration, resolution time.Duration) *History {
 	}
 	slices.Sort(ws)
 	ws = slices.Compact(ws)
-	h := &History{windows: ws, bySig: map[uint64][]*series{}}
+	h := &History{windows: ws, inputs: inputs, bySig: map[uint64][]*Series{}}
 	if len(ws) > 0 {
 		h.longest = ws[len(ws)-1]
 	}
@@ -194,9 +176,9 @@ func NewHistory(windows []time.Duration, resolution time.Duration) *History {
 // Windows returns the windows derivations are computed over, ascending.
 func (h *History) Windows() []time.Duration { return slices.Clone(h.windows) }
 
-// FormatWindow prints a window as Prometheus prints durations ("5s", "1m",
+// Format prints a window as Prometheus prints durations ("5s", "1m",
 // "1h30m"); it is the value of the window label.
-func FormatWindow(d time.Duration) string { return model.Duration(d).String() }
+func Format(d time.Duration) string { return model.Duration(d).String() }
 
 // Observe records one successful scrape taken at now. Observations must come
 // in time order; one older than the newest point is ignored.
@@ -231,25 +213,25 @@ func (h *History) Observe(now time.Time, fams []exposition.Family) {
 
 	for fi := range fams {
 		f := &fams[fi]
-		if !neededFamily[f.Name] {
+		if !h.inputs.Family(f.Name) {
 			continue
 		}
 		for si := range f.Samples {
 			smp := &f.Samples[si]
-			src := sourceBySample[smp.Name()]
-			if src == srcNone {
+			in, ok := h.inputs.Sample(smp.Name())
+			if !ok {
 				continue
 			}
 			v := smp.Value
 			if math.IsNaN(v) || math.IsInf(v, 0) {
 				continue
 			}
-			s := h.lookup(src, smp.Labels)
+			s := h.lookup(in, smp.Labels)
 			if s == nil || s.seenRound == h.round {
 				continue // unusable le, or a duplicate sample
 			}
 			s.seenRound = h.round
-			if src.isGauge() {
+			if in.Kind == Gauge {
 				s.vals[idx] = v
 			} else {
 				if s.seen {
@@ -306,7 +288,7 @@ func (h *History) prune(t int64) {
 	h.series = kept
 }
 
-func (h *History) forget(s *series) {
+func (h *History) forget(s *Series) {
 	sig := s.lbls.Hash()
 	list := h.bySig[sig]
 	for i, o := range list {
@@ -373,17 +355,17 @@ func relayout[T any](h *History, old []T, c int, fill T) []T {
 	return out
 }
 
-// lookup returns the series for an upstream sample of source src, creating
+// lookup returns the series for an upstream sample kept as in, creating
 // it, or nil if it is a bucket whose le cannot be parsed.
-func (h *History) lookup(src source, lbls labels.Labels) *series {
+func (h *History) lookup(in Input, lbls labels.Labels) *Series {
 	sig := lbls.Hash()
 	for _, s := range h.bySig[sig] {
 		if labels.Equal(s.lbls, lbls) {
 			return s
 		}
 	}
-	s := &series{src: src}
-	if src.isBucket() {
+	s := &Series{in: in}
+	if in.Kind == Bucket {
 		le, err := strconv.ParseFloat(lbls.Get(model.BucketLabel), 64)
 		if err != nil || math.IsNaN(le) {
 			return nil
@@ -400,16 +382,120 @@ func (h *History) lookup(src source, lbls labels.Labels) *series {
 	return s
 }
 
-// storedPoints returns the number of points in the ring (for tests).
-func (h *History) storedPoints() int {
+// StoredPoints returns the number of points in the ring.
+func (h *History) StoredPoints() int {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	return h.n
 }
 
-// storedSeries returns the number of series kept (for tests).
-func (h *History) storedSeries() int {
+// StoredSeries returns the number of series kept.
+func (h *History) StoredSeries() int {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	return len(h.series)
+}
+
+// Reader reads a History as of one instant; see History.Read.
+type Reader struct {
+	h *History
+	t int64 // the instant, in nanoseconds since h.base
+}
+
+// Range is the set of points of one window ending at the Reader's instant.
+type Range struct{ first, last int }
+
+// Read calls fn with a Reader of the history as of now, holding the
+// history's lock: fn must not call the History's other methods. fn is not
+// called before the first observation.
+func (h *History) Read(now time.Time, fn func(r *Reader)) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.n == 0 || !h.hasBase {
+		return
+	}
+	fn(&Reader{h: h, t: int64(now.Sub(h.base))})
+}
+
+// Windows returns the windows, ascending.
+func (r *Reader) Windows() []time.Duration { return r.h.windows }
+
+// Series returns every kept series, in the order they were first seen.
+func (r *Reader) Series() []*Series { return r.h.series }
+
+// Range returns the points of the window w ending at the Reader's instant
+// (from < ts <= now); ok is false when it holds fewer than 2 points, where
+// nothing is defined.
+func (r *Reader) Range(w time.Duration) (rg Range, ok bool) {
+	first, last := r.h.windowPoints(r.t-int64(w), r.t)
+	return Range{first, last}, last-first >= 1
+}
+
+// Key is what the series stands for.
+func (s *Series) Key() Key { return s.in.Key }
+
+// Kind is how the series is stored.
+func (s *Series) Kind() Kind { return s.in.Kind }
+
+// Labels are the upstream labels, with __name__.
+func (s *Series) Labels() labels.Labels { return s.lbls }
+
+// UpperBound is the parsed le of a Bucket series.
+func (s *Series) UpperBound() float64 { return s.le }
+
+// windowPoints returns the logical positions [first, last] of the points
+// with from < ts <= to; last < first when there are none.
+func (h *History) windowPoints(from, to int64) (first, last int) {
+	first = sort.Search(h.n, func(i int) bool { return h.ts[h.ring(i)] > from })
+	last = sort.Search(h.n, func(i int) bool { return h.ts[h.ring(i)] > to }) - 1
+	return first, last
+}
+
+// Values calls fn with each value gauge series s has in rg, oldest first.
+func (r *Reader) Values(s *Series, rg Range, fn func(v float64)) {
+	for i := rg.first; i <= rg.last; i++ {
+		if v := s.vals[r.h.ring(i)]; !math.IsNaN(v) {
+			fn(v)
+		}
+	}
+}
+
+// Increase returns counter series s's increase between its first and last
+// point in rg and the seconds between them. inWindow says whether s has a
+// point there at all, ok whether it has two.
+func (r *Reader) Increase(s *Series, rg Range) (inc, secs float64, inWindow, ok bool) {
+	h := r.h
+	// First and last point of the window where the series has a value.
+	lo, hi := -1, -1
+	for i := rg.first; i <= rg.last; i++ {
+		if !math.IsNaN(s.vals[h.ring(i)]) {
+			lo = i
+			break
+		}
+	}
+	if lo < 0 {
+		return 0, 0, false, false
+	}
+	for i := rg.last; i > lo; i-- {
+		if !math.IsNaN(s.vals[h.ring(i)]) {
+			hi = i
+			break
+		}
+	}
+	if hi < 0 {
+		return 0, 0, true, false // a single point
+	}
+	inc = s.vals[h.ring(hi)] - s.vals[h.ring(lo)]
+	secs = float64(h.ts[h.ring(hi)]-h.ts[h.ring(lo)]) / float64(time.Second)
+	if inc < 0 || secs <= 0 {
+		return 0, 0, true, false // cannot happen: stored counters never decrease, points are ordered
+	}
+	return inc, secs, true, true
+}
+
+// Capacity returns the number of points the ring has room for now.
+func (h *History) Capacity() int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return len(h.ts)
 }

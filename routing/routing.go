@@ -1,4 +1,7 @@
-package collector
+// Package routing builds the routing view: one series per model_name of each
+// gauge a router compares, whatever the data-parallel layout (engine label)
+// or the number of API-server processes (pid label) behind the port.
+package routing
 
 import (
 	"cmp"
@@ -24,7 +27,7 @@ const (
 	famLoRA        = "vllm:lora_requests_info"
 )
 
-func routingView(norm, derived []exposition.Family, style func(string) string) []exposition.Family {
+func View(norm, derived []exposition.Family, style func(string) string) []exposition.Family {
 	byName := make(map[string]*exposition.Family, len(norm))
 	for i := range norm {
 		byName[norm[i].Name] = &norm[i]

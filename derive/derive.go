@@ -1,4 +1,7 @@
-package collector
+// Package derive computes the derived gauges (windowed rates, ratios, means
+// and quantiles) from a window.History, grouped by the labels a page needs:
+// model_name and engine on the full page, model_name on the routing view.
+package derive
 
 import (
 	"math"
@@ -10,7 +13,74 @@ import (
 	"github.com/prometheus/prometheus/model/labels"
 
 	"github.com/fos-study/vllm-normalizer/exposition"
+	"github.com/fos-study/vllm-normalizer/quantile"
+	"github.com/fos-study/vllm-normalizer/window"
 )
+
+// source says which upstream sample a history series is.
+type source = window.Key
+
+const (
+	srcNone source = iota
+	srcPreemptions
+	srcPrefixHits
+	srcPrefixQueries
+	srcExtPrefixHits
+	srcExtPrefixQueries
+	srcPromptTokens
+	srcGenerationTokens
+	srcRequestSuccess
+	srcQueueSum
+	srcQueueCount
+	srcPrefillSum
+	srcPrefillCount
+	srcDecodeSum
+	srcDecodeCount
+	srcPromptLenSum
+	srcPromptLenCount
+	srcGenLenSum
+	srcGenLenCount
+	srcTTFTBucket
+	srcITLBucket
+	srcE2EBucket
+	srcV0PrefixHitRate // gauge, stored as observed
+	numSources
+)
+
+// inputs are the upstream samples that derivations read, and how the
+// history keeps each. Everything else upstream is ignored.
+var inputs = func() *window.Inputs {
+	counter := func(k source) window.Input { return window.Input{Key: k, Kind: window.Counter} }
+	bucket := func(k source) window.Input { return window.Input{Key: k, Kind: window.Bucket} }
+	return window.NewInputs(map[string]window.Input{
+		"vllm:num_preemptions_total":               counter(srcPreemptions),
+		"vllm:prefix_cache_hits_total":             counter(srcPrefixHits),
+		"vllm:prefix_cache_queries_total":          counter(srcPrefixQueries),
+		"vllm:external_prefix_cache_hits_total":    counter(srcExtPrefixHits),
+		"vllm:external_prefix_cache_queries_total": counter(srcExtPrefixQueries),
+		"vllm:prompt_tokens_total":                 counter(srcPromptTokens),
+		"vllm:generation_tokens_total":             counter(srcGenerationTokens),
+		"vllm:request_success_total":               counter(srcRequestSuccess),
+		"vllm:request_queue_time_seconds_sum":      counter(srcQueueSum),
+		"vllm:request_queue_time_seconds_count":    counter(srcQueueCount),
+		"vllm:request_prefill_time_seconds_sum":    counter(srcPrefillSum),
+		"vllm:request_prefill_time_seconds_count":  counter(srcPrefillCount),
+		"vllm:request_decode_time_seconds_sum":     counter(srcDecodeSum),
+		"vllm:request_decode_time_seconds_count":   counter(srcDecodeCount),
+		"vllm:request_prompt_tokens_sum":           counter(srcPromptLenSum),
+		"vllm:request_prompt_tokens_count":         counter(srcPromptLenCount),
+		"vllm:request_generation_tokens_sum":       counter(srcGenLenSum),
+		"vllm:request_generation_tokens_count":     counter(srcGenLenCount),
+		"vllm:time_to_first_token_seconds_bucket":  bucket(srcTTFTBucket),
+		"vllm:inter_token_latency_seconds_bucket":  bucket(srcITLBucket),
+		"vllm:e2e_request_latency_seconds_bucket":  bucket(srcE2EBucket),
+		"vllm:gpu_prefix_cache_hit_rate":           {Key: srcV0PrefixHitRate, Kind: window.Gauge},
+	})
+}()
+
+// Inputs returns the upstream samples the derivations read: what a
+// window.History must keep for Groupings.
+func Inputs() *window.Inputs { return inputs }
 
 // Names of the derived gauge families. They are a public contract; see
 // docs/derived.md.
@@ -127,7 +197,7 @@ type groupAcc struct {
 	// inWindow says whether a series of the source had any point in the
 	// window.
 	inWindow [numSources]bool
-	buckets  [len(quantileFamilies)][]bucket
+	buckets  [len(quantileFamilies)][]quantile.Bucket
 	// V0 hit-rate gauge: sum and number of non-negative values, and
 	// whether some series had 2 or more points.
 	gaugeSum    float64
@@ -149,11 +219,11 @@ type reasonKey struct {
 // be computed is left out, and a family without any value is left out.
 // groupBy entries that would clash with the derived labels (__name__, le,
 // window, quantile, finished_reason) are ignored.
-func (h *History) Derive(now time.Time, groupBy []string) []exposition.Family {
-	return h.DeriveGroupings(now, groupBy)[0]
+func Derive(h *window.History, now time.Time, groupBy []string) []exposition.Family {
+	return Groupings(h, now, groupBy)[0]
 }
 
-// grouping is one way of grouping the series for DeriveGroupings.
+// grouping is one way of grouping the series for Groupings.
 type grouping struct {
 	groups  []*group
 	groupOf []int // series index -> group
@@ -161,18 +231,18 @@ type grouping struct {
 	out     map[string][]exposition.Sample
 }
 
-// DeriveGroupings returns, for each of groupBys, what Derive would return
+// Groupings returns, for each of groupBys, what Derive would return
 // for it, reading each series' window once for all of them. Every grouping
 // sums the same per-series increases and rates in the same series order,
 // so each result is exactly Derive's.
-func (h *History) DeriveGroupings(now time.Time, groupBys ...[]string) [][]exposition.Family {
-	h.mu.Lock()
-	defer h.mu.Unlock()
+func Groupings(h *window.History, now time.Time, groupBys ...[]string) [][]exposition.Family {
 	res := make([][]exposition.Family, len(groupBys))
-	if h.n == 0 || !h.hasBase {
-		return res
-	}
-	t := int64(now.Sub(h.base))
+	h.Read(now, func(r *window.Reader) { derive(r, groupBys, res) })
+	return res
+}
+
+func derive(r *window.Reader, groupBys [][]string, res [][]exposition.Family) {
+	series := r.Series()
 
 	gs := make([]grouping, len(groupBys))
 	var (
@@ -192,13 +262,13 @@ func (h *History) DeriveGroupings(now time.Time, groupBys ...[]string) [][]expos
 		}
 		// Assign every series to its group.
 		g := &gs[k]
-		g.groupOf = make([]int, len(h.series))
+		g.groupOf = make([]int, len(series))
 		g.out = map[string][]exposition.Sample{}
 		index := map[string]int{}
-		for i, s := range h.series {
+		for i, s := range series {
 			key, fromLbls = key[:0], fromLbls[:0]
 			for _, name := range by {
-				v := s.lbls.Get(name)
+				v := s.Labels().Get(name)
 				key = append(key, v...)
 				key = append(key, 0xff)
 				if v != "" {
@@ -235,13 +305,13 @@ func (h *History) DeriveGroupings(now time.Time, groupBys ...[]string) [][]expos
 		out[name] = append(out[name], exposition.Sample{Labels: b.Labels(), Value: v})
 	}
 
-	var scratch []bucket
-	for _, w := range h.windows {
-		first, last := h.windowPoints(t-int64(w), t)
-		if last-first < 1 {
+	var scratch []quantile.Bucket
+	for _, w := range r.Windows() {
+		rg, ok := r.Range(w)
+		if !ok {
 			continue // fewer than 2 points: nothing is defined
 		}
-		wl := FormatWindow(w)
+		wl := window.Format(w)
 		for k := range gs {
 			for _, g := range gs[k].groups {
 				buckets := g.acc.buckets // keep the slices' storage for this window
@@ -252,22 +322,22 @@ func (h *History) DeriveGroupings(now time.Time, groupBys ...[]string) [][]expos
 			}
 			gs[k].reasons = map[reasonKey]float64{}
 		}
-		for i, s := range h.series {
-			if s.src.isGauge() {
+		for i, s := range series {
+			if s.Kind() == window.Gauge {
 				for k := range gs {
 					gi := gs[k].groupOf[i]
-					h.accumulateGauge(s, &gs[k].groups[gi].acc, first, last)
+					accumulateGauge(r, s, &gs[k].groups[gi].acc, rg)
 				}
 				continue
 			}
-			inc, secs, inWindow, ok := h.increase(s, first, last)
+			inc, secs, inWindow, ok := r.Increase(s, rg)
 			if !inWindow {
 				continue
 			}
 			for k := range gs {
 				gi := gs[k].groupOf[i]
 				a := &gs[k].groups[gi].acc
-				a.inWindow[s.src] = true
+				a.inWindow[s.Key()] = true
 				if ok {
 					a.add(s, inc, secs, gi, gs[k].reasons)
 				}
@@ -302,7 +372,7 @@ func (h *History) DeriveGroupings(now time.Time, groupBys ...[]string) [][]expos
 					scratch = append(scratch[:0], a.buckets[q]...)
 					for _, dq := range derivedQuantiles {
 						copy(scratch, a.buckets[q])
-						emit(out, qf.name, g, wl, []labels.Label{{Name: QuantileLabel, Value: dq.label}}, bucketQuantile(dq.q, scratch))
+						emit(out, qf.name, g, wl, []labels.Label{{Name: QuantileLabel, Value: dq.label}}, quantile.Estimate(dq.q, scratch))
 					}
 				}
 			}
@@ -332,88 +402,44 @@ func (h *History) DeriveGroupings(now time.Time, groupBys ...[]string) [][]expos
 		}
 		res[k] = fams
 	}
-	return res
 }
 
-// windowPoints returns the logical positions [first, last] of the points
-// with from < ts <= to; last < first when there are none.
-func (h *History) windowPoints(from, to int64) (first, last int) {
-	first = sort.Search(h.n, func(i int) bool { return h.ts[h.ring(i)] > from })
-	last = sort.Search(h.n, func(i int) bool { return h.ts[h.ring(i)] > to }) - 1
-	return first, last
-}
-
-// accumulateGauge adds gauge series s's values over logical positions
-// [first, last] to a group's accumulator.
-func (h *History) accumulateGauge(s *series, a *groupAcc, first, last int) {
+// accumulateGauge adds gauge series s's values in rg to a group's
+// accumulator.
+func accumulateGauge(r *window.Reader, s *window.Series, a *groupAcc, rg window.Range) {
 	points := 0
-	for i := first; i <= last; i++ {
-		v := s.vals[h.ring(i)]
-		if math.IsNaN(v) {
-			continue
-		}
+	r.Values(s, rg, func(v float64) {
 		points++
 		if v >= 0 {
 			a.gaugeSum += v
 			a.gaugeN++
 		}
-	}
+	})
 	if points > 0 {
-		a.inWindow[s.src] = true
+		a.inWindow[s.Key()] = true
 	}
 	if points >= 2 {
 		a.gaugePoints = true
 	}
 }
 
-// increase returns counter series s's increase between its first and last
-// point in logical positions [first, last] and the seconds between them.
-// inWindow says whether s has a point there at all, ok whether it has two.
-func (h *History) increase(s *series, first, last int) (inc, secs float64, inWindow, ok bool) {
-	// First and last point of the window where the series has a value.
-	lo, hi := -1, -1
-	for i := first; i <= last; i++ {
-		if !math.IsNaN(s.vals[h.ring(i)]) {
-			lo = i
-			break
-		}
-	}
-	if lo < 0 {
-		return 0, 0, false, false
-	}
-	for i := last; i > lo; i-- {
-		if !math.IsNaN(s.vals[h.ring(i)]) {
-			hi = i
-			break
-		}
-	}
-	if hi < 0 {
-		return 0, 0, true, false // a single point
-	}
-	inc = s.vals[h.ring(hi)] - s.vals[h.ring(lo)]
-	secs = float64(h.ts[h.ring(hi)]-h.ts[h.ring(lo)]) / float64(time.Second)
-	if inc < 0 || secs <= 0 {
-		return 0, 0, true, false // cannot happen: stored counters never decrease, points are ordered
-	}
-	return inc, secs, true, true
-}
-
 // add adds counter series s's increase inc over secs seconds to its
 // group's accumulator (group gi).
-func (a *groupAcc) add(s *series, inc, secs float64, gi int, reasons map[reasonKey]float64) {
+func (a *groupAcc) add(s *window.Series, inc, secs float64, gi int, reasons map[reasonKey]float64) {
+	src := s.Key()
 	switch {
-	case s.src.isBucket():
+	case s.Kind() == window.Bucket:
 		for k, qf := range quantileFamilies {
-			if qf.src == s.src {
-				a.buckets[k] = append(a.buckets[k], bucket{UpperBound: s.le, Count: inc})
+			if qf.src == src {
+				a.buckets[k] = append(a.buckets[k], quantile.Bucket{UpperBound: s.UpperBound(), Count: inc})
 			}
 		}
-	case s.src == srcRequestSuccess:
-		reasons[reasonKey{gi, s.lbls.Get(finishedReasonLabel)}] += inc / secs
+	case src == srcRequestSuccess:
+		reasons[reasonKey{gi, s.Labels().Get(finishedReasonLabel)}] += inc / secs
 	default:
-		a.inc[s.src] += inc
-		a.rate[s.src] += inc / secs
-		a.has[s.src] = true
+		a.inc[src] += inc
+		a.rate[src] += inc / secs
+		a.has[src] = true
 	}
 }
 

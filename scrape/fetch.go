@@ -1,4 +1,6 @@
-package collector
+// Package scrape fetches the upstream page: one fixed URL, bounded in size and
+// time, with every failure classified under the reason it is counted as.
+package scrape
 
 import (
 	"compress/flate"
@@ -18,12 +20,12 @@ import (
 const (
 	ReasonRefused      = "refused"        // nothing listens: vLLM not started or crashed
 	ReasonNetwork      = "network"        // other connection errors (DNS, reset, unreachable)
-	ReasonTimeout      = "timeout"        // no complete answer within --vllm.timeout
+	ReasonTimeout      = "timeout"        // no complete answer within the scrape timeout
 	ReasonHTTPStatus   = "http_status"    // an answer other than 200
-	ReasonBodyTooLarge = "body_too_large" // more than --vllm.max-body-bytes after decompression
+	ReasonBodyTooLarge = "body_too_large" // more than the body size limit after decompression
 	ReasonEmpty        = "empty"          // 200 with an empty page
 	ReasonParse        = "parse"          // not a valid exposition page
-	ReasonSampleLimit  = "sample_limit"   // more samples than --vllm.sample-limit
+	ReasonSampleLimit  = "sample_limit"   // more samples than the sample limit
 )
 
 // FailureReasons lists every reason, so that each counter series exists
@@ -34,17 +36,17 @@ var FailureReasons = []string{ReasonRefused, ReasonNetwork, ReasonTimeout, Reaso
 // as a second choice; the parser follows whatever Content-Type comes back.
 const acceptHeader = "text/plain;version=0.0.4;q=1,application/openmetrics-text;version=1.0.0;q=0.5,*/*;q=0.1"
 
-// scrapeError is a failed fetch or parse with the reason it is counted under.
-type scrapeError struct {
-	reason string
-	err    error
+// Error is a failed fetch or parse with the reason it is counted under.
+type Error struct {
+	Reason string
+	Err    error
 }
 
-func (e *scrapeError) Error() string { return e.reason + ": " + e.err.Error() }
-func (e *scrapeError) Unwrap() error { return e.err }
+func (e *Error) Error() string { return e.Reason + ": " + e.Err.Error() }
+func (e *Error) Unwrap() error { return e.Err }
 
-// fetcher reads the upstream page into buffers reused across scrapes.
-type fetcher struct {
+// Fetcher reads the upstream page into buffers reused across scrapes.
+type Fetcher struct {
 	client   *http.Client
 	uri      string
 	redacted string // the URI with any password masked, for logs and errors
@@ -54,10 +56,10 @@ type fetcher struct {
 	lastN    int64    // size of the last page, to shrink buffers after a spike
 }
 
-// readChunk is the size of the fetcher's read buffers.
+// readChunk is the size of the Fetcher's read buffers.
 const readChunk = 256 << 10
 
-func newFetcher(client *http.Client, uri string, maxBody int64) (*fetcher, error) {
+func NewFetcher(client *http.Client, uri string, maxBody int64) (*Fetcher, error) {
 	u, err := url.Parse(uri)
 	if err != nil {
 		// url.Parse's error quotes the whole URL, password included: keep
@@ -66,24 +68,24 @@ func newFetcher(client *http.Client, uri string, maxBody int64) (*fetcher, error
 		if errors.As(err, &ue) {
 			err = ue.Err
 		}
-		return nil, fmt.Errorf("--vllm.scrape-uri is not a URL (%v); give one like http://127.0.0.1:8000/metrics", err)
+		return nil, fmt.Errorf("scrape URI is not a URL (%v); give one like http://127.0.0.1:8000/metrics", err)
 	}
 	if u.Scheme != "http" && u.Scheme != "https" {
-		return nil, fmt.Errorf("--vllm.scrape-uri %q: scheme must be http or https, e.g. http://127.0.0.1:8000/metrics", u.Redacted())
+		return nil, fmt.Errorf("scrape URI %q: scheme must be http or https, e.g. http://127.0.0.1:8000/metrics", u.Redacted())
 	}
 	if u.Host == "" {
-		return nil, fmt.Errorf("--vllm.scrape-uri %q has no host, e.g. http://127.0.0.1:8000/metrics", u.Redacted())
+		return nil, fmt.Errorf("scrape URI %q has no host, e.g. http://127.0.0.1:8000/metrics", u.Redacted())
 	}
-	return &fetcher{client: client, uri: uri, redacted: u.Redacted(), maxBody: maxBody}, nil
+	return &Fetcher{client: client, uri: uri, redacted: u.Redacted(), maxBody: maxBody}, nil
 }
 
-// fetch GETs the page. The returned slice is valid until the next fetch.
+// Fetch GETs the page. The returned slice is valid until the next fetch.
 // Go's transport asks for gzip and decompresses transparently; the size
 // limit applies to the decompressed bytes, so a gzip bomb stops at the limit.
-func (f *fetcher) fetch(ctx context.Context) (body []byte, contentType string, err error) {
+func (f *Fetcher) Fetch(ctx context.Context) (body []byte, contentType string, err error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, f.uri, nil)
 	if err != nil {
-		return nil, "", &scrapeError{ReasonNetwork, err}
+		return nil, "", &Error{ReasonNetwork, err}
 	}
 	req.Header.Set("Accept", acceptHeader)
 	req.Header.Set("User-Agent", "vllm-normalizer")
@@ -97,9 +99,9 @@ func (f *fetcher) fetch(ctx context.Context) (body []byte, contentType string, e
 		resp.Body.Close()
 	}()
 	if resp.StatusCode != http.StatusOK {
-		return nil, "", &scrapeError{ReasonHTTPStatus, fmt.Errorf("GET %s answered %s; check --vllm.scrape-uri points at vLLM's /metrics", f.redacted, resp.Status)}
+		return nil, "", &Error{ReasonHTTPStatus, fmt.Errorf("GET %s answered %s; check that the scrape URI points at vLLM's /metrics", f.redacted, resp.Status)}
 	}
-	tooLarge := &scrapeError{ReasonBodyTooLarge, fmt.Errorf("GET %s: the page is larger than --vllm.max-body-bytes=%d", f.redacted, f.maxBody)}
+	tooLarge := &Error{ReasonBodyTooLarge, fmt.Errorf("GET %s: the page is larger than the body size limit of %d bytes", f.redacted, f.maxBody)}
 	if resp.ContentLength > f.maxBody {
 		return nil, "", tooLarge
 	}
@@ -114,7 +116,7 @@ func (f *fetcher) fetch(ctx context.Context) (body []byte, contentType string, e
 		return nil, "", tooLarge
 	}
 	if n == 0 {
-		return nil, "", &scrapeError{ReasonEmpty, fmt.Errorf("GET %s answered 200 with an empty body", f.redacted)}
+		return nil, "", &Error{ReasonEmpty, fmt.Errorf("GET %s answered 200 with an empty body", f.redacted)}
 	}
 	return page, resp.Header.Get("Content-Type"), nil
 }
@@ -127,7 +129,7 @@ func (f *fetcher) fetch(ctx context.Context) (body []byte, contentType string, e
 // hold the old and the new copy while growing, and a process with a 32 MiB
 // limit peaked at 260 MiB on an endless body. A page that spans chunks is
 // joined into one reused buffer for the parser.
-func (f *fetcher) read(r io.Reader) ([]byte, int64, error) {
+func (f *Fetcher) read(r io.Reader) ([]byte, int64, error) {
 	// One huge page must not pin its memory for good.
 	if keep := int(f.lastN/readChunk) + 1; len(f.chunks) > 4 && len(f.chunks) > 4*keep {
 		clear(f.chunks[keep:])
@@ -156,7 +158,7 @@ func (f *fetcher) read(r io.Reader) ([]byte, int64, error) {
 }
 
 // join returns the n bytes held by the first used chunks as one slice.
-func (f *fetcher) join(used int, n int64) []byte {
+func (f *Fetcher) join(used int, n int64) []byte {
 	if n <= readChunk {
 		return f.chunks[0][:n]
 	}
@@ -170,9 +172,12 @@ func (f *fetcher) join(used int, n int64) []byte {
 	return page
 }
 
-func (f *fetcher) classify(err error) error {
+// Redacted is the URI with any password masked, for logs and errors.
+func (f *Fetcher) Redacted() string { return f.redacted }
+
+func (f *Fetcher) classify(err error) error {
 	// http.Client errors quote the URL; keep only the cause so a password
-	// in --vllm.scrape-uri never reaches a log line.
+	// in the scrape URI never reaches a log line.
 	var ue *url.Error
 	if errors.As(err, &ue) {
 		err = ue.Err
@@ -183,25 +188,25 @@ func (f *fetcher) classify(err error) error {
 	)
 	switch {
 	case errors.Is(err, gzip.ErrHeader), errors.Is(err, gzip.ErrChecksum), errors.As(err, &corrupt):
-		return &scrapeError{ReasonParse, fmt.Errorf("GET %s: the gzip body is corrupt: %w", f.redacted, err)}
+		return &Error{ReasonParse, fmt.Errorf("GET %s: the gzip body is corrupt: %w", f.redacted, err)}
 	case errors.Is(err, context.DeadlineExceeded), errors.As(err, &ne) && ne.Timeout():
-		return &scrapeError{ReasonTimeout, fmt.Errorf("GET %s: no complete answer within --vllm.timeout: %w", f.redacted, err)}
+		return &Error{ReasonTimeout, fmt.Errorf("GET %s: no complete answer within the scrape timeout: %w", f.redacted, err)}
 	case errors.Is(err, syscall.ECONNREFUSED):
-		return &scrapeError{ReasonRefused, fmt.Errorf("GET %s: connection refused; is vLLM running and listening there?", f.redacted)}
+		return &Error{ReasonRefused, fmt.Errorf("GET %s: connection refused; is vLLM running and listening there?", f.redacted)}
 	}
-	return &scrapeError{ReasonNetwork, fmt.Errorf("GET %s: %w", f.redacted, err)}
+	return &Error{ReasonNetwork, fmt.Errorf("GET %s: %w", f.redacted, err)}
 }
 
-// sameHostRedirects follows a redirect (some servers send /metrics to
+// SameHostRedirects follows a redirect (some servers send /metrics to
 // /metrics/) only to the host of the original request, at most three times:
 // the upstream is fixed by a flag, and a redirect must not make the sidecar
 // fetch, or send credentials to, another host.
-func sameHostRedirects(req *http.Request, via []*http.Request) error {
+func SameHostRedirects(req *http.Request, via []*http.Request) error {
 	if len(via) >= 3 {
 		return fmt.Errorf("stopped after %d redirects", len(via))
 	}
 	if req.URL.Host != via[0].URL.Host {
-		return fmt.Errorf("redirect to another host (%s) refused; point --vllm.scrape-uri at the final address", req.URL.Host)
+		return fmt.Errorf("redirect to another host (%s) refused; point the scrape URI at the final address", req.URL.Host)
 	}
 	return nil
 }

@@ -1,4 +1,4 @@
-package collector
+package derive
 
 import (
 	"fmt"
@@ -44,11 +44,11 @@ func fixturePage(tb testing.TB, engines int) []exposition.Family {
 func neededSamples(fams []exposition.Family) []*exposition.Sample {
 	var out []*exposition.Sample
 	for fi := range fams {
-		if !neededFamily[fams[fi].Name] {
+		if !Inputs().Family(fams[fi].Name) {
 			continue
 		}
 		for si := range fams[fi].Samples {
-			if sourceBySample[fams[fi].Samples[si].Name()] != srcNone {
+			if _, ok := Inputs().Sample(fams[fi].Samples[si].Name()); ok {
 				out = append(out, &fams[fi].Samples[si])
 			}
 		}

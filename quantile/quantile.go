@@ -1,4 +1,7 @@
-package collector
+// Package quantile estimates quantiles from classic-histogram buckets the way
+// PromQL's histogram_quantile does, so that a quantile the sidecar serves
+// matches what Prometheus computes from the same bucket increases.
+package quantile
 
 import (
 	"math"
@@ -6,9 +9,9 @@ import (
 	"sort"
 )
 
-// bucket is one cumulative classic-histogram bucket: Count observations were
+// Bucket is one cumulative classic-histogram bucket: Count observations were
 // less than or equal to UpperBound.
-type bucket struct {
+type Bucket struct {
 	UpperBound float64
 	Count      float64
 }
@@ -19,7 +22,7 @@ type bucket struct {
 // the tolerance PromQL's histogram_quantile uses.
 const bucketDeltaTolerance = 1e-12
 
-// bucketQuantile estimates the q-quantile (0 <= q <= 1) of the observations
+// Estimate estimates the q-quantile (0 <= q <= 1) of the observations
 // that the cumulative buckets describe, the way PromQL's histogram_quantile
 // does for a classic histogram:
 //
@@ -33,7 +36,7 @@ const bucketDeltaTolerance = 1e-12
 //   - the quantile's rank is q times the +Inf count; the first bucket whose
 //     count reaches the rank holds the quantile, which is linearly
 //     interpolated between the bucket's lower bound (the previous bucket's
-//     upper bound, or 0 for the lowest bucket) and its upper bound;
+//     upper bound, or 0 for the lowest Bucket) and its upper bound;
 //   - a lowest bucket whose upper bound is <= 0 returns that upper bound
 //     (there is no lower bound to interpolate from);
 //   - a quantile in the +Inf bucket returns the highest finite upper bound.
@@ -41,7 +44,7 @@ const bucketDeltaTolerance = 1e-12
 // Undefined results are NaN; callers treat NaN as "no series". q outside
 // [0, 1] gives -Inf or +Inf, as in PromQL, but this package only asks for
 // fixed quantiles inside that range. buckets is reordered and modified.
-func bucketQuantile(q float64, buckets []bucket) float64 {
+func Estimate(q float64, buckets []Bucket) float64 {
 	switch {
 	case math.IsNaN(q):
 		return math.NaN()
@@ -53,7 +56,7 @@ func bucketQuantile(q float64, buckets []bucket) float64 {
 	if len(buckets) == 0 {
 		return math.NaN()
 	}
-	slices.SortFunc(buckets, func(a, b bucket) int {
+	slices.SortFunc(buckets, func(a, b Bucket) int {
 		switch {
 		case a.UpperBound < b.UpperBound:
 			return -1
@@ -96,7 +99,7 @@ func bucketQuantile(q float64, buckets []bucket) float64 {
 // mergeEqualBounds adds up neighbouring buckets of a sorted slice that share
 // an upper bound ("1" and "1.0" are the same bound) and returns the shortened
 // slice, reusing its array.
-func mergeEqualBounds(buckets []bucket) []bucket {
+func mergeEqualBounds(buckets []Bucket) []Bucket {
 	out := buckets[:1]
 	for _, b := range buckets[1:] {
 		last := &out[len(out)-1]
@@ -113,7 +116,7 @@ func mergeEqualBounds(buckets []bucket) []bucket {
 // that is below the highest count seen so far, or equal to it up to float
 // rounding, with that count. A count that was replaced does not become the
 // new reference.
-func makeMonotonic(buckets []bucket) {
+func makeMonotonic(buckets []Bucket) {
 	ref := buckets[0].Count
 	for i := 1; i < len(buckets); i++ {
 		c := buckets[i].Count

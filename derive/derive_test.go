@@ -1,4 +1,4 @@
-package collector
+package derive
 
 import (
 	"fmt"
@@ -12,6 +12,7 @@ import (
 	"github.com/prometheus/prometheus/model/labels"
 
 	"github.com/fos-study/vllm-normalizer/exposition"
+	"github.com/fos-study/vllm-normalizer/window"
 )
 
 var t0 = time.Unix(1_800_000_000, 0)
@@ -615,7 +616,7 @@ func TestHistoryMemoryBound(t *testing.T) {
 	if maxPoints < 300 {
 		t.Errorf("only %d points kept: the 5m window is not covered", maxPoints)
 	}
-	if c := len(h.ts); c > 301 {
+	if c := h.Capacity(); c > 301 {
 		t.Errorf("ring capacity %d, want <= 301", c)
 	}
 	// The newest observation (999.9 s, value 9999) is kept: over the 1m
@@ -688,8 +689,8 @@ func TestFormatWindow(t *testing.T) {
 		90 * time.Minute: "1h30m",
 		time.Hour:        "1h",
 	} {
-		if got := FormatWindow(d); got != want {
-			t.Errorf("FormatWindow(%v) = %q, want %q", d, got, want)
+		if got := window.Format(d); got != want {
+			t.Errorf("window.Format(%v) = %q, want %q", d, got, want)
 		}
 	}
 }

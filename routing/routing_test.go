@@ -1,4 +1,4 @@
-package collector
+package routing
 
 import (
 	"math"
@@ -84,10 +84,10 @@ func checkSamples(t *testing.T, got, want map[string]float64) {
 func TestRoutingViewDataParallel(t *testing.T) {
 	norm := parsePage(t, dataParallelPage)
 	derived := []exposition.Family{{
-		Name: DerivedPreemptionsPerSecond, Type: model.MetricTypeGauge, Help: "h",
-		Samples: []exposition.Sample{{Labels: labels.FromStrings(model.MetricNameLabel, DerivedPreemptionsPerSecond, "model_name", "m", WindowLabel, "1m"), Value: 0.5}},
+		Name: "vllm_derived_preemptions_per_second", Type: model.MetricTypeGauge, Help: "h",
+		Samples: []exposition.Sample{{Labels: labels.FromStrings(model.MetricNameLabel, "vllm_derived_preemptions_per_second", "model_name", "m", "window", "1m"), Value: 0.5}},
 	}}
-	got := routingSamples(t, routingView(norm, derived, func(s string) string { return s }))
+	got := routingSamples(t, View(norm, derived, func(s string) string { return s }))
 	checkSamples(t, got, map[string]float64{
 		// 4+0+3+1 over engines and pids; the other model on its own.
 		`{__name__="vllm:num_requests_running", model_name="m"}`:     8,
@@ -118,7 +118,7 @@ func TestRoutingViewKVPlainMean(t *testing.T) {
 		}
 		page = append(page, line)
 	}
-	got := routingSamples(t, routingView(parsePage(t, strings.Join(page, "\n")), nil, func(s string) string { return s }))
+	got := routingSamples(t, View(parsePage(t, strings.Join(page, "\n")), nil, func(s string) string { return s }))
 	// (0.5 + 0.25) / 2
 	if v := got[`{__name__="vllm:kv_cache_usage_perc", model_name="m"}`]; v != 0.375 {
 		t.Errorf("KV usage with one engine's blocks unknown = %g, want the plain mean 0.375", v)
@@ -136,7 +136,7 @@ func TestRoutingViewEngineOrder(t *testing.T) {
 vllm:cache_config_info{engine="10",num_cpu_blocks="None",num_gpu_blocks="5",tag="ten"} 1
 vllm:cache_config_info{engine="2",num_cpu_blocks="None",num_gpu_blocks="7",tag="two"} 1
 `
-	got := routingSamples(t, routingView(parsePage(t, page), nil, func(s string) string { return s }))
+	got := routingSamples(t, View(parsePage(t, page), nil, func(s string) string { return s }))
 	checkSamples(t, got, map[string]float64{
 		// num_cpu_blocks is not a number: kept as engine 2 prints it.
 		`{__name__="vllm:cache_config_info", num_cpu_blocks="None", num_gpu_blocks="12", tag="two"}`: 1,
@@ -146,7 +146,7 @@ vllm:cache_config_info{engine="2",num_cpu_blocks="None",num_gpu_blocks="7",tag="
 // TestRoutingViewNameStyle: the view follows --output.name-style.
 func TestRoutingViewNameStyle(t *testing.T) {
 	underscore := func(s string) string { return strings.ReplaceAll(s, ":", "_") }
-	got := routingSamples(t, routingView(parsePage(t, dataParallelPage), nil, underscore))
+	got := routingSamples(t, View(parsePage(t, dataParallelPage), nil, underscore))
 	if v, ok := got[`{__name__="vllm_num_requests_running", model_name="m"}`]; !ok || v != 8 {
 		t.Errorf("underscore-style running = %g (present %v), want 8; got %v", v, ok, got)
 	}
@@ -155,4 +155,14 @@ func TestRoutingViewNameStyle(t *testing.T) {
 			t.Errorf("colon name left in underscore style: %s", k)
 		}
 	}
+}
+
+// parsePage parses a text-format page the way the collector does.
+func parsePage(tb testing.TB, text string) []exposition.Family {
+	tb.Helper()
+	fams, _, err := exposition.Parse([]byte(text), "text/plain; version=0.0.4", exposition.ParseOptions{})
+	if err != nil {
+		tb.Fatalf("parse: %v\n%s", err, text)
+	}
+	return fams
 }

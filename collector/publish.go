@@ -1,0 +1,159 @@
+package collector
+
+import (
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/common/model"
+	"github.com/prometheus/prometheus/model/labels"
+
+	"github.com/fos-study/vllm-normalizer/exposition"
+	"github.com/fos-study/vllm-normalizer/serve"
+)
+
+// snapshot is what the handlers serve until the next scrape ends.
+type snapshot struct {
+	page    *serve.Page
+	routing *serve.Page
+}
+
+// publish builds the snapshot served until the next scrape ends. res is nil
+// after a failed scrape: then only the sidecar's own metrics are served.
+// Calls are serialised: New makes the first, ScrapeOnce (holding c.mu)
+// every other.
+func (c *Collector) publish(res *scrapeResult, now time.Time) {
+	own := c.ownFamilies()
+	var ownRouting []exposition.Family
+	for _, f := range own {
+		if f.Name == "vllm_up" {
+			ownRouting = append(ownRouting, f)
+		}
+	}
+	if age, ok := c.upstreamAge(now); ok {
+		f := exposition.Family{
+			Name: "vllm_normalizer_upstream_age_seconds",
+			Help: "Seconds between the last successful scrape of vLLM and the moment this page was prepared.",
+			Type: model.MetricTypeGauge,
+			Samples: []exposition.Sample{{
+				Labels: labels.FromStrings(model.MetricNameLabel, "vllm_normalizer_upstream_age_seconds"),
+				Value:  age.Seconds(),
+			}},
+		}
+		own = append(own, f)
+		ownRouting = append(ownRouting, f)
+	}
+
+	var page, routing []exposition.Family
+	if res != nil {
+		page, routing = res.page, res.routing
+	}
+	s := &snapshot{
+		page:    c.pageEnc.Prepare(c.merge(page, own)),
+		routing: c.routingEnc.Prepare(c.merge(routing, ownRouting)),
+	}
+	c.snap.Store(s)
+}
+
+// gatherEvery is how long the families that the Gatherer adds to the
+// Registry's (the Go and process collectors: the sidecar process itself)
+// are reused before being gathered again.
+const gatherEvery = time.Second
+
+// ownFamilies returns the sidecar's own families: the Registry's (vllm_up
+// and friends) gathered now, and the rest of the Gatherer's gathered at
+// most once per gatherEvery of real time, since they describe the sidecar
+// process rather than the scrape. Called by publish only.
+func (c *Collector) ownFamilies() []exposition.Family {
+	if c.cfg.Gatherer == prometheus.Gatherer(c.cfg.Registry) {
+		return c.gather(c.cfg.Registry)
+	}
+	own := c.gather(c.cfg.Registry)
+	seen := make(map[string]bool, len(own))
+	for _, f := range own {
+		seen[f.Name] = true
+	}
+	if c.otherFams == nil || time.Since(c.otherAt) >= gatherEvery {
+		// The Gatherer's families minus the Registry's (served fresh).
+		other := []exposition.Family{}
+		for _, f := range c.gather(c.cfg.Gatherer) {
+			if !seen[f.Name] {
+				other = append(other, f)
+			}
+		}
+		c.otherFams, c.otherAt = other, time.Now()
+	}
+	for _, f := range c.otherFams {
+		if !seen[f.Name] {
+			own = append(own, f)
+		}
+	}
+	return own
+}
+
+func (c *Collector) gather(g prometheus.Gatherer) []exposition.Family {
+	mfs, err := g.Gather()
+	if err != nil {
+		c.cfg.Logger.Error("gathering the sidecar's own metrics failed", "err", err)
+	}
+	return fromDTO(mfs)
+}
+
+func (c *Collector) upstreamAge(now time.Time) (time.Duration, bool) {
+	last := c.lastSuccess.Load()
+	if last == 0 {
+		return 0, false
+	}
+	return now.Sub(time.Unix(0, last)), true
+}
+
+// merge sorts the families by name. A name both the upstream and the
+// sidecar use keeps the upstream's family: vLLM's own process_* series, for
+// instance, are what a dashboard means by that name.
+func (c *Collector) merge(upstream, own []exposition.Family) []exposition.Family {
+	out := make([]exposition.Family, 0, len(upstream)+len(own))
+	out = append(out, upstream...)
+	seen := make(map[string]bool, len(upstream))
+	for _, f := range upstream {
+		seen[f.Name] = true
+	}
+	for _, f := range own {
+		if !seen[f.Name] {
+			out = append(out, f)
+		}
+	}
+	slices.SortStableFunc(out, func(a, b exposition.Family) int { return strings.Compare(a.Name, b.Name) })
+	return out
+}
+
+// MetricsHandler serves the full page: vLLM's families under current names,
+// derived gauges, statuses and the sidecar's own metrics.
+func (c *Collector) MetricsHandler() http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		serve.Write(w, r, c.snap.Load().page)
+	})
+}
+
+// RoutingHandler serves the small routing view. It answers 503 when the
+// last successful scrape is older than three intervals, so that a router's
+// own staleness handling takes over instead of trusting old numbers.
+func (c *Collector) RoutingHandler() http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		age, ok := c.upstreamAge(c.cfg.Now())
+		if !ok || age > 3*c.cfg.Interval {
+			w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+			w.Header().Set("Retry-After", strconv.Itoa(max(1, int(c.cfg.Interval.Seconds()))))
+			w.WriteHeader(http.StatusServiceUnavailable)
+			if !ok {
+				_, _ = w.Write([]byte("vLLM has not been scraped successfully yet; see vllm_normalizer_scrape_failures_total on /metrics\n"))
+				return
+			}
+			_, _ = w.Write([]byte("the last successful scrape of vLLM is " + age.Truncate(time.Millisecond).String() + " old (more than three scrape intervals); see vllm_normalizer_scrape_failures_total on /metrics\n"))
+			return
+		}
+		serve.Write(w, r, c.snap.Load().routing)
+	})
+}
