@@ -33,7 +33,11 @@ type Catalogue struct {
 	Metrics []Metric `yaml:"metrics"`
 
 	byName map[string]int
+	roles  *Roles
 }
+
+// Roles returns every role with the catalogue family that plays it.
+func (c *Catalogue) Roles() *Roles { return c.roles }
 
 // Metric is one catalogue entry.
 type Metric struct {
@@ -61,6 +65,8 @@ type Metric struct {
 	// replacement when legacy aliases are on.
 	Alias bool   `yaml:"alias,omitempty"`
 	Note  string `yaml:"note,omitempty"`
+	// Role is the role (roles.yaml) this current family plays.
+	Role string `yaml:"role,omitempty"`
 }
 
 // Split describes a legacy family whose series go to different current
@@ -107,7 +113,14 @@ func (c *Catalogue) Lookup(name string) (*Metric, bool) {
 
 // LoadCatalogue parses and validates the catalogue embedded in the binary.
 func LoadCatalogue() (*Catalogue, error) {
-	return parseCatalogue(catalogueYAML)
+	c, err := parseCatalogue(catalogueYAML)
+	if err != nil {
+		return nil, err
+	}
+	if c.roles, err = buildRoles(rolesYAML, c); err != nil {
+		return nil, err
+	}
+	return c, nil
 }
 
 func parseCatalogue(b []byte) (*Catalogue, error) {

@@ -1,0 +1,221 @@
+package mapping
+
+import (
+	_ "embed"
+	"errors"
+	"fmt"
+	"strings"
+
+	"go.yaml.in/yaml/v2"
+)
+
+//go:embed roles.yaml
+var rolesYAML []byte
+
+// Role names a quantity that a derivation or the routing view reads,
+// whatever a server calls it. roles.yaml defines each one; the code names
+// them with these constants and never with a metric name.
+type Role string
+
+// The roles. Their types and units are in roles.yaml.
+const (
+	RoleRequestsRunning            Role = "requests_running"
+	RoleRequestsWaiting            Role = "requests_waiting"
+	RoleKVCacheUsage               Role = "kv_cache_usage"
+	RolePreemptions                Role = "preemptions"
+	RolePrefixCacheQueries         Role = "prefix_cache_queries"
+	RolePrefixCacheHits            Role = "prefix_cache_hits"
+	RoleExternalPrefixCacheQueries Role = "external_prefix_cache_queries"
+	RoleExternalPrefixCacheHits    Role = "external_prefix_cache_hits"
+	RolePrefixCacheHitRateGauge    Role = "prefix_cache_hit_rate_gauge"
+	RolePromptTokens               Role = "prompt_tokens"
+	RoleGenerationTokens           Role = "generation_tokens"
+	RoleRequestsFinished           Role = "requests_finished"
+	RoleTTFT                       Role = "ttft"
+	RoleInterTokenLatency          Role = "inter_token_latency"
+	RoleTimePerOutputToken         Role = "time_per_output_token"
+	RoleE2ELatency                 Role = "e2e_latency"
+	RoleQueueTime                  Role = "queue_time"
+	RolePrefillTime                Role = "prefill_time"
+	RoleDecodeTime                 Role = "decode_time"
+	RoleRequestPromptTokens        Role = "request_prompt_tokens"
+	RoleRequestGenerationTokens    Role = "request_generation_tokens"
+	RoleCacheConfig                Role = "cache_config"
+	RoleLoRAInfo                   Role = "lora_info"
+	RoleSleepState                 Role = "sleep_state"
+)
+
+// Canonical label names: every profile's model and engine labels are
+// renamed to these on the canonical page, as vLLM spells them.
+const (
+	LabelModel  = "model_name"
+	LabelEngine = "engine"
+)
+
+// Role types, as roles.yaml spells them.
+const (
+	RoleTypeGauge     = "gauge"
+	RoleTypeCounter   = "counter"
+	RoleTypeHistogram = "histogram"
+	RoleTypeInfo      = "info"
+)
+
+// RoleDef is one role of roles.yaml, with the canonical family that plays
+// it: the current vLLM catalogue entry marked with the role.
+type RoleDef struct {
+	Name Role   `yaml:"name"`
+	Type string `yaml:"type"`
+	Unit string `yaml:"unit"`
+	Help string `yaml:"help"`
+	// Family is the canonical family name, as a text-format TYPE line
+	// prints it (counters end in _total).
+	Family string `yaml:"-"`
+}
+
+// Part is which sample of a role's family a name stands for.
+type Part uint8
+
+// Parts of a family: the value of a gauge or counter, and the three
+// sample kinds of a classic histogram.
+const (
+	PartValue Part = iota
+	PartBucket
+	PartSum
+	PartCount
+)
+
+// Roles is every role with its canonical family. Read-only once built.
+type Roles struct {
+	defs   []RoleDef
+	byName map[Role]int
+}
+
+type rolesFile struct {
+	Version int       `yaml:"version"`
+	Roles   []RoleDef `yaml:"roles"`
+}
+
+var validRoleTypes = map[string]bool{RoleTypeGauge: true, RoleTypeCounter: true, RoleTypeHistogram: true, RoleTypeInfo: true}
+
+// buildRoles parses roles.yaml and gives each role the catalogue family
+// that plays it. Every role needs exactly one current catalogue family of
+// a matching type: the routing view prints the role under that name.
+func buildRoles(b []byte, c *Catalogue) (*Roles, error) {
+	var f rolesFile
+	if err := yaml.UnmarshalStrict(b, &f); err != nil {
+		return nil, fmt.Errorf("roles: %w", err)
+	}
+	if f.Version != 1 {
+		return nil, fmt.Errorf("roles: version is %d; this build reads version 1 only", f.Version)
+	}
+	r := &Roles{defs: f.Roles, byName: make(map[Role]int, len(f.Roles))}
+	var errs []error
+	for i, d := range r.defs {
+		where := fmt.Sprintf("roles[%d] %q", i, d.Name)
+		if d.Name == "" {
+			errs = append(errs, fmt.Errorf("%s: name is empty", where))
+		}
+		if j, dup := r.byName[d.Name]; dup {
+			errs = append(errs, fmt.Errorf("%s: duplicate role, first defined at roles[%d]", where, j))
+		}
+		r.byName[d.Name] = i
+		if !validRoleTypes[d.Type] {
+			errs = append(errs, fmt.Errorf("%s: type %q is invalid; use gauge, counter, histogram or info", where, d.Type))
+		}
+		if d.Unit == "" || d.Help == "" {
+			errs = append(errs, fmt.Errorf("%s: unit and help are required", where))
+		}
+	}
+	for i := range c.Metrics {
+		m := &c.Metrics[i]
+		if m.Role == "" {
+			continue
+		}
+		where := fmt.Sprintf("catalogue metrics[%d] %q", i, m.Name)
+		k, ok := r.byName[Role(m.Role)]
+		if !ok {
+			errs = append(errs, fmt.Errorf("%s: role %q is not defined in roles.yaml", where, m.Role))
+			continue
+		}
+		d := &r.defs[k]
+		if m.IsRenamed() {
+			errs = append(errs, fmt.Errorf("%s: role %q on a legacy family; put it on the current family that replaced it", where, m.Role))
+		}
+		want := d.Type
+		if want == RoleTypeInfo {
+			want = RoleTypeGauge
+		}
+		if m.Type != want {
+			errs = append(errs, fmt.Errorf("%s: role %q is a %s, the family a %s", where, m.Role, d.Type, m.Type))
+		}
+		if d.Family != "" {
+			errs = append(errs, fmt.Errorf("%s: role %q is already played by %s; a role has one canonical family", where, m.Role, d.Family))
+			continue
+		}
+		d.Family = m.Name
+	}
+	for _, d := range r.defs {
+		if d.Family == "" {
+			errs = append(errs, fmt.Errorf("role %q: no catalogue family has it; mark the current vLLM family that plays it with role: %s", d.Name, d.Name))
+		}
+	}
+	if len(errs) > 0 {
+		return nil, fmt.Errorf("roles: %w", errors.Join(errs...))
+	}
+	return r, nil
+}
+
+// Def returns a role's definition.
+func (r *Roles) Def(role Role) (RoleDef, bool) {
+	i, ok := r.byName[role]
+	if !ok {
+		return RoleDef{}, false
+	}
+	return r.defs[i], true
+}
+
+// All returns every role, in roles.yaml's order.
+func (r *Roles) All() []RoleDef { return r.defs }
+
+// Family returns the canonical family name of a role ("" if unknown).
+func (r *Roles) Family(role Role) string {
+	d, _ := r.Def(role)
+	return d.Family
+}
+
+// Sample returns the canonical name of one part's samples: the family
+// name for a gauge or counter value, with _bucket, _sum or _count for a
+// histogram's parts.
+func (r *Roles) Sample(role Role, part Part) string {
+	f := r.Family(role)
+	switch part {
+	case PartBucket:
+		return f + "_bucket"
+	case PartSum:
+		return f + "_sum"
+	case PartCount:
+		return f + "_count"
+	}
+	return f
+}
+
+// samplePart splits a sample name of a family of type t into the part it
+// is; ok is false for a name the family cannot print.
+func samplePart(family, sample string, histogram bool) (Part, bool) {
+	if !histogram {
+		return PartValue, true
+	}
+	rest, ok := strings.CutPrefix(sample, family)
+	if !ok {
+		return 0, false
+	}
+	switch rest {
+	case "_bucket":
+		return PartBucket, true
+	case "_sum":
+		return PartSum, true
+	case "_count":
+		return PartCount, true
+	}
+	return 0, false
+}
