@@ -22,6 +22,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/common/model"
 	"github.com/prometheus/prometheus/model/labels"
 
 	"github.com/fos-study/vllm-normalizer/derive"
@@ -56,13 +57,16 @@ type Config struct {
 
 // Collector owns the scrape loop and the prepared output.
 type Collector struct {
-	cfg     Config
-	fetch   *scrape.Fetcher
-	mapper  atomic.Pointer[mapping.Mapper]
-	history *window.History
-	metrics *selfMetrics
-	symbols *labels.SymbolTable
-	scratch exposition.ParseScratch // reused by every parse; scrapes are serialised
+	cfg      Config
+	roles    *mapping.Roles
+	profiles *mapping.Profiles
+	deriver  *derive.Deriver
+	fetch    *scrape.Fetcher
+	mapper   atomic.Pointer[mapping.Mapper]
+	history  *window.History
+	metrics  *selfMetrics
+	symbols  *labels.SymbolTable
+	scratch  exposition.ParseScratch // reused by every parse; scrapes are serialised
 
 	// The Gatherer's families beyond the Registry's, and when they were
 	// gathered (real time); see ownFamilies.
@@ -137,13 +141,22 @@ func New(cfg Config) (*Collector, error) {
 	if err != nil {
 		return nil, err
 	}
+	roles := cfg.Mapper.Catalogue().Roles()
+	profiles, err := mapping.LoadProfiles(roles)
+	if err != nil {
+		return nil, fmt.Errorf("the built-in server profiles are invalid: %w", err)
+	}
+	deriver := derive.New(roles)
 	longest := slices.Max(cfg.Windows)
 	c := &Collector{
-		cfg:     cfg,
-		fetch:   f,
-		history: window.New(cfg.Windows, max(cfg.Interval, longest/300), derive.Inputs()),
-		metrics: m,
-		symbols: labels.NewSymbolTable(),
+		cfg:      cfg,
+		roles:    roles,
+		profiles: profiles,
+		deriver:  deriver,
+		fetch:    f,
+		history:  window.New(cfg.Windows, max(cfg.Interval, longest/300), deriver.Inputs()),
+		metrics:  m,
+		symbols:  labels.NewSymbolTable(),
 	}
 	c.mapper.Store(cfg.Mapper)
 	m.reloadOK.Set(1)
@@ -232,6 +245,30 @@ func (c *Collector) ScrapeOnce(ctx context.Context) {
 type scrapeResult struct {
 	page    []exposition.Family // presented upstream families, derived gauges and statuses
 	routing []exposition.Family
+	// asleep holds the sleep states when every engine sleeps; the routing
+	// view then answers 503.
+	asleep []string
+}
+
+// AsleepName is the gauge that says every engine of the upstream sleeps.
+const AsleepName = "vllm_normalizer_upstream_asleep"
+
+// asleepFamily is 1 when every engine of the upstream reports a sleep state
+// other than awake (the routing view then answers 503), else 0.
+func asleepFamily(asleep bool, states []string) exposition.Family {
+	v := 0.0
+	if asleep {
+		v = 1
+	}
+	return exposition.Family{
+		Name: AsleepName,
+		Type: model.MetricTypeGauge,
+		Help: "1 when every engine of the upstream reports a sleep state other than awake (vLLM sleep mode): it reports no load but serves nothing, so the routing view answers 503. 0 otherwise, also when the upstream reports no sleep state.",
+		Samples: []exposition.Sample{{
+			Labels: labels.FromStrings(model.MetricNameLabel, AsleepName),
+			Value:  v,
+		}},
+	}
 }
 
 func (c *Collector) scrape(ctx context.Context) (*scrapeResult, error) {
@@ -263,9 +300,18 @@ func (c *Collector) scrape(ctx context.Context) (*scrapeResult, error) {
 	}
 	c.logLegacy(report.LegacyInUse)
 
+	// Derivations and the routing view read the canonical page: the
+	// families that play a role, under vLLM V1's names, whatever the server.
+	profile := c.profiles.Detect(norm)
+	report.SetServer(profile, stats.OpenMetrics)
+	var canon []exposition.Family
+	if profile != nil {
+		canon = profile.Canonical(norm, c.roles)
+	}
+
 	now := c.cfg.Now()
-	c.history.Observe(now, norm)
-	both := derive.Groupings(c.history, now, []string{"model_name", "engine"}, []string{"model_name"})
+	c.history.Observe(now, canon)
+	both := c.deriver.Groupings(c.history, now, []string{mapping.LabelModel, mapping.LabelEngine}, []string{mapping.LabelModel})
 	derived, routingDerived := both[0], both[1]
 
 	page, pstats := mapper.Present(norm)
@@ -274,8 +320,10 @@ func (c *Collector) scrape(ctx context.Context) (*scrapeResult, error) {
 	page = append(page, derived...)
 	page = append(page, mapping.StatusFamilies(report)...)
 
-	view := routing.View(norm, routingDerived, mapper.StyleName)
-	return &scrapeResult{page: page, routing: view}, nil
+	view := routing.View(canon, routingDerived, c.roles, mapper.StyleName)
+	asleep, states := routing.Asleep(canon, c.roles)
+	page = append(page, asleepFamily(asleep, states))
+	return &scrapeResult{page: page, routing: view, asleep: states}, nil
 }
 
 func (c *Collector) logLegacy(names []string) {

@@ -31,6 +31,12 @@ func FuzzPipeline(f *testing.F) {
 	pagetest.AddFixtureSeeds(f)
 	colon := testMapper(f, mapping.Options{})
 	underscore := testMapper(f, mapping.Options{NameStyle: mapping.NameStyleUnderscore, LegacyAliases: true})
+	roles := colon.Catalogue().Roles()
+	profiles, err := mapping.LoadProfiles(roles)
+	if err != nil {
+		f.Fatal(err)
+	}
+	deriver := derive.New(roles)
 
 	f.Fuzz(func(t *testing.T, body []byte, altStyle bool) {
 		fams, _, err := exposition.Parse(body, "text/plain", exposition.ParseOptions{SampleLimit: 5000})
@@ -42,7 +48,7 @@ func FuzzPipeline(f *testing.F) {
 		if altStyle {
 			mapper = underscore
 		}
-		h := window.New([]time.Duration{time.Minute, 5 * time.Minute}, time.Second, derive.Inputs())
+		h := window.New([]time.Duration{time.Minute, 5 * time.Minute}, time.Second, deriver.Inputs())
 		now := time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
 		var page, routing []exposition.Family
 		for i, scale := range []float64{1, 1, 0.5} {
@@ -51,13 +57,17 @@ func FuzzPipeline(f *testing.F) {
 				in = scaled(fams, scale)
 			}
 			norm, report := mapper.Normalize(in)
+			var canon []exposition.Family
+			if p := profiles.Detect(norm); p != nil {
+				canon = p.Canonical(norm, roles)
+			}
 			at := now.Add(time.Duration(i) * 10 * time.Second)
-			h.Observe(at, norm)
-			derived := derive.Derive(h, at, []string{"model_name", "engine"})
+			h.Observe(at, canon)
+			derived := deriver.Derive(h, at, []string{"model_name", "engine"})
 			page, _ = mapper.Present(norm)
 			page = append(page, derived...)
 			page = append(page, mapping.StatusFamilies(report)...)
-			routing = routingpkg.View(norm, derive.Derive(h, at, []string{"model_name"}), mapper.StyleName)
+			routing = routingpkg.View(canon, deriver.Derive(h, at, []string{"model_name"}), roles, mapper.StyleName)
 		}
 		c := &Collector{}
 		for name, out := range map[string][]exposition.Family{"page": page, "routing view": routing} {

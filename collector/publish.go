@@ -19,6 +19,9 @@ import (
 type snapshot struct {
 	page    *serve.Page
 	routing *serve.Page
+	// asleep: every engine sleeps, in these states; the routing view
+	// answers 503.
+	asleep []string
 }
 
 // publish builds the snapshot served until the next scrape ends. res is nil
@@ -48,12 +51,14 @@ func (c *Collector) publish(res *scrapeResult, now time.Time) {
 	}
 
 	var page, routing []exposition.Family
+	var asleep []string
 	if res != nil {
-		page, routing = res.page, res.routing
+		page, routing, asleep = res.page, res.routing, res.asleep
 	}
 	s := &snapshot{
 		page:    c.pageEnc.Prepare(c.merge(page, own)),
 		routing: c.routingEnc.Prepare(c.merge(routing, ownRouting)),
+		asleep:  asleep,
 	}
 	c.snap.Store(s)
 }
@@ -154,6 +159,14 @@ func (c *Collector) RoutingHandler() http.Handler {
 			_, _ = w.Write([]byte("the last successful scrape of vLLM is " + age.Truncate(time.Millisecond).String() + " old (more than three scrape intervals); see vllm_normalizer_scrape_failures_total on /metrics\n"))
 			return
 		}
-		serve.Write(w, r, c.snap.Load().routing)
+		snap := c.snap.Load()
+		if len(snap.asleep) > 0 {
+			w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+			w.Header().Set("Retry-After", strconv.Itoa(max(1, int(c.cfg.Interval.Seconds()))))
+			w.WriteHeader(http.StatusServiceUnavailable)
+			_, _ = w.Write([]byte("every engine of the upstream is asleep (sleep_state " + strings.Join(snap.asleep, ", ") + "): it reports no load but serves nothing; see " + AsleepName + " on /metrics\n"))
+			return
+		}
+		serve.Write(w, r, snap.routing)
 	})
 }

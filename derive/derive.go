@@ -13,6 +13,7 @@ import (
 	"github.com/prometheus/prometheus/model/labels"
 
 	"github.com/fos-study/vllm-normalizer/exposition"
+	"github.com/fos-study/vllm-normalizer/mapping"
 	"github.com/fos-study/vllm-normalizer/quantile"
 	"github.com/fos-study/vllm-normalizer/window"
 )
@@ -47,99 +48,68 @@ const (
 	numSources
 )
 
-// inputs are the upstream samples that derivations read, and how the
-// history keeps each. Everything else upstream is ignored.
-var inputs = func() *window.Inputs {
-	counter := func(k source) window.Input { return window.Input{Key: k, Kind: window.Counter} }
-	bucket := func(k source) window.Input { return window.Input{Key: k, Kind: window.Bucket} }
-	return window.NewInputs(map[string]window.Input{
-		"vllm:num_preemptions_total":               counter(srcPreemptions),
-		"vllm:prefix_cache_hits_total":             counter(srcPrefixHits),
-		"vllm:prefix_cache_queries_total":          counter(srcPrefixQueries),
-		"vllm:external_prefix_cache_hits_total":    counter(srcExtPrefixHits),
-		"vllm:external_prefix_cache_queries_total": counter(srcExtPrefixQueries),
-		"vllm:prompt_tokens_total":                 counter(srcPromptTokens),
-		"vllm:generation_tokens_total":             counter(srcGenerationTokens),
-		"vllm:request_success_total":               counter(srcRequestSuccess),
-		"vllm:request_queue_time_seconds_sum":      counter(srcQueueSum),
-		"vllm:request_queue_time_seconds_count":    counter(srcQueueCount),
-		"vllm:request_prefill_time_seconds_sum":    counter(srcPrefillSum),
-		"vllm:request_prefill_time_seconds_count":  counter(srcPrefillCount),
-		"vllm:request_decode_time_seconds_sum":     counter(srcDecodeSum),
-		"vllm:request_decode_time_seconds_count":   counter(srcDecodeCount),
-		"vllm:request_prompt_tokens_sum":           counter(srcPromptLenSum),
-		"vllm:request_prompt_tokens_count":         counter(srcPromptLenCount),
-		"vllm:request_generation_tokens_sum":       counter(srcGenLenSum),
-		"vllm:request_generation_tokens_count":     counter(srcGenLenCount),
-		"vllm:time_to_first_token_seconds_bucket":  bucket(srcTTFTBucket),
-		"vllm:inter_token_latency_seconds_bucket":  bucket(srcITLBucket),
-		"vllm:e2e_request_latency_seconds_bucket":  bucket(srcE2EBucket),
-		"vllm:gpu_prefix_cache_hit_rate":           {Key: srcV0PrefixHitRate, Kind: window.Gauge},
-	})
-}()
+// sourceRoles says which role, and which part of its family, each source
+// reads.
+var sourceRoles = [numSources]struct {
+	role mapping.Role
+	part mapping.Part
+}{
+	srcPreemptions:      {mapping.RolePreemptions, mapping.PartValue},
+	srcPrefixHits:       {mapping.RolePrefixCacheHits, mapping.PartValue},
+	srcPrefixQueries:    {mapping.RolePrefixCacheQueries, mapping.PartValue},
+	srcExtPrefixHits:    {mapping.RoleExternalPrefixCacheHits, mapping.PartValue},
+	srcExtPrefixQueries: {mapping.RoleExternalPrefixCacheQueries, mapping.PartValue},
+	srcPromptTokens:     {mapping.RolePromptTokens, mapping.PartValue},
+	srcGenerationTokens: {mapping.RoleGenerationTokens, mapping.PartValue},
+	srcRequestSuccess:   {mapping.RoleRequestsFinished, mapping.PartValue},
+	srcQueueSum:         {mapping.RoleQueueTime, mapping.PartSum},
+	srcQueueCount:       {mapping.RoleQueueTime, mapping.PartCount},
+	srcPrefillSum:       {mapping.RolePrefillTime, mapping.PartSum},
+	srcPrefillCount:     {mapping.RolePrefillTime, mapping.PartCount},
+	srcDecodeSum:        {mapping.RoleDecodeTime, mapping.PartSum},
+	srcDecodeCount:      {mapping.RoleDecodeTime, mapping.PartCount},
+	srcPromptLenSum:     {mapping.RoleRequestPromptTokens, mapping.PartSum},
+	srcPromptLenCount:   {mapping.RoleRequestPromptTokens, mapping.PartCount},
+	srcGenLenSum:        {mapping.RoleRequestGenerationTokens, mapping.PartSum},
+	srcGenLenCount:      {mapping.RoleRequestGenerationTokens, mapping.PartCount},
+	srcTTFTBucket:       {mapping.RoleTTFT, mapping.PartBucket},
+	srcITLBucket:        {mapping.RoleInterTokenLatency, mapping.PartBucket},
+	srcE2EBucket:        {mapping.RoleE2ELatency, mapping.PartBucket},
+	srcV0PrefixHitRate:  {mapping.RolePrefixCacheHitRateGauge, mapping.PartValue},
+}
+
+// Deriver computes the derived gauges over the canonical page (roles under
+// their canonical names, see mapping.Profile.Canonical). Immutable.
+type Deriver struct {
+	inputs *window.Inputs
+	help   map[string]string
+}
+
+// New returns the Deriver for the roles' canonical names.
+func New(roles *mapping.Roles) *Deriver {
+	by := make(map[string]window.Input, numSources)
+	for src := srcNone + 1; src < numSources; src++ {
+		sr := sourceRoles[src]
+		def, _ := roles.Def(sr.role)
+		kind := window.Counter
+		switch {
+		case sr.part == mapping.PartBucket:
+			kind = window.Bucket
+		case def.Type == mapping.RoleTypeGauge:
+			kind = window.Gauge
+		}
+		by[roles.Sample(sr.role, sr.part)] = window.Input{Key: src, Kind: kind}
+	}
+	d := &Deriver{inputs: window.NewInputs(by), help: map[string]string{}}
+	for _, s := range Specs(roles) {
+		d.help[s.Name] = s.Help
+	}
+	return d
+}
 
 // Inputs returns the upstream samples the derivations read: what a
 // window.History must keep for Groupings.
-func Inputs() *window.Inputs { return inputs }
-
-// Names of the derived gauge families. They are a public contract; see
-// docs/derived.md.
-const (
-	DerivedPreemptionsPerSecond        = "vllm_derived_preemptions_per_second"
-	DerivedPrefixCacheHitRatio         = "vllm_derived_prefix_cache_hit_ratio"
-	DerivedExternalPrefixCacheHitRatio = "vllm_derived_external_prefix_cache_hit_ratio"
-	DerivedQueueTimeMeanSeconds        = "vllm_derived_queue_time_mean_seconds"
-	DerivedPrefillTimeMeanSeconds      = "vllm_derived_prefill_time_mean_seconds"
-	DerivedDecodeTimeMeanSeconds       = "vllm_derived_decode_time_mean_seconds"
-	DerivedTTFTQueueRatio              = "vllm_derived_ttft_queue_ratio"
-	DerivedTTFTSeconds                 = "vllm_derived_ttft_seconds"
-	DerivedInterTokenLatencySeconds    = "vllm_derived_inter_token_latency_seconds"
-	DerivedE2ELatencySeconds           = "vllm_derived_e2e_latency_seconds"
-	DerivedPromptTokensPerSecond       = "vllm_derived_prompt_tokens_per_second"
-	DerivedGenerationTokensPerSecond   = "vllm_derived_generation_tokens_per_second"
-	DerivedRequestsPerSecond           = "vllm_derived_requests_per_second"
-	DerivedPromptTokensMean            = "vllm_derived_prompt_tokens_mean"
-	DerivedGenerationTokensMean        = "vllm_derived_generation_tokens_mean"
-
-	// WindowLabel names the window a derived value covers ("1m").
-	WindowLabel = "window"
-	// QuantileLabel names the quantile of the latency gauges ("0.9").
-	QuantileLabel = "quantile"
-
-	finishedReasonLabel = "finished_reason"
-)
-
-// Shared tails of the HELP texts.
-const (
-	helpCounter = " Counters are read at the points scraped in the window (no extrapolation); a counter that goes down counts from zero." +
-		" Absent with fewer than 2 points in the window or a zero denominator."
-	helpRatio    = " Increases are summed over all but the grouping labels before dividing."
-	helpRate     = " Each series' increase is divided by the seconds between its first and last point in the window; the rates are summed over all but the grouping labels."
-	helpQuantile = " Estimated like PromQL histogram_quantile from the increases of the buckets in the window, summed by le;" +
-		" counters are read at the points scraped in the window (no extrapolation); absent without observations in the window."
-)
-
-// derivedHelp is the HELP text of each derived family: its exact
-// definition, briefly.
-var derivedHelp = map[string]string{
-	DerivedPreemptionsPerSecond: "Preemptions per second: rate of vllm:num_preemptions_total." + helpRate + helpCounter,
-	DerivedPrefixCacheHitRatio: "Prefix cache hit ratio in tokens: increase(vllm:prefix_cache_hits_total) / increase(vllm:prefix_cache_queries_total)." +
-		" Where those counters are absent (V0), the mean of the vllm:gpu_prefix_cache_hit_rate gauge over the window's points, ignoring negative values." + helpRatio + helpCounter,
-	DerivedExternalPrefixCacheHitRatio: "External (KV connector) prefix cache hit ratio in tokens: increase(vllm:external_prefix_cache_hits_total) / increase(vllm:external_prefix_cache_queries_total)." + helpRatio + helpCounter,
-	DerivedQueueTimeMeanSeconds:        "Mean queue time per request: increase(vllm:request_queue_time_seconds_sum) / increase(vllm:request_queue_time_seconds_count)." + helpRatio + helpCounter,
-	DerivedPrefillTimeMeanSeconds:      "Mean prefill time per request: increase(vllm:request_prefill_time_seconds_sum) / increase(vllm:request_prefill_time_seconds_count)." + helpRatio + helpCounter,
-	DerivedDecodeTimeMeanSeconds:       "Mean decode time per request: increase(vllm:request_decode_time_seconds_sum) / increase(vllm:request_decode_time_seconds_count)." + helpRatio + helpCounter,
-	DerivedTTFTQueueRatio: "Queueing share of time to first token: vllm_derived_queue_time_mean_seconds / (vllm_derived_queue_time_mean_seconds + vllm_derived_prefill_time_mean_seconds)," +
-		" same labels; absent if either is absent or their sum is 0.",
-	DerivedTTFTSeconds:               "Time to first token quantile from vllm:time_to_first_token_seconds." + helpQuantile,
-	DerivedInterTokenLatencySeconds:  "Inter-token latency quantile from vllm:inter_token_latency_seconds." + helpQuantile,
-	DerivedE2ELatencySeconds:         "End-to-end request latency quantile from vllm:e2e_request_latency_seconds." + helpQuantile,
-	DerivedPromptTokensPerSecond:     "Prompt tokens per second: rate of vllm:prompt_tokens_total." + helpRate + helpCounter,
-	DerivedGenerationTokensPerSecond: "Generated tokens per second: rate of vllm:generation_tokens_total." + helpRate + helpCounter,
-	DerivedRequestsPerSecond:         "Finished requests per second by finished_reason: rate of vllm:request_success_total." + helpRate + helpCounter,
-	DerivedPromptTokensMean:          "Mean prompt length in tokens: increase(vllm:request_prompt_tokens_sum) / increase(vllm:request_prompt_tokens_count)." + helpRatio + helpCounter,
-	DerivedGenerationTokensMean:      "Mean generated tokens per request: increase(vllm:request_generation_tokens_sum) / increase(vllm:request_generation_tokens_count)." + helpRatio + helpCounter,
-}
+func (d *Deriver) Inputs() *window.Inputs { return d.inputs }
 
 // derivedQuantiles are the quantiles the latency gauges are computed at,
 // with their label values.
@@ -219,8 +189,8 @@ type reasonKey struct {
 // be computed is left out, and a family without any value is left out.
 // groupBy entries that would clash with the derived labels (__name__, le,
 // window, quantile, finished_reason) are ignored.
-func Derive(h *window.History, now time.Time, groupBy []string) []exposition.Family {
-	return Groupings(h, now, groupBy)[0]
+func (d *Deriver) Derive(h *window.History, now time.Time, groupBy []string) []exposition.Family {
+	return d.Groupings(h, now, groupBy)[0]
 }
 
 // grouping is one way of grouping the series for Groupings.
@@ -235,13 +205,13 @@ type grouping struct {
 // for it, reading each series' window once for all of them. Every grouping
 // sums the same per-series increases and rates in the same series order,
 // so each result is exactly Derive's.
-func Groupings(h *window.History, now time.Time, groupBys ...[]string) [][]exposition.Family {
+func (d *Deriver) Groupings(h *window.History, now time.Time, groupBys ...[]string) [][]exposition.Family {
 	res := make([][]exposition.Family, len(groupBys))
-	h.Read(now, func(r *window.Reader) { derive(r, groupBys, res) })
+	h.Read(now, func(r *window.Reader) { d.derive(r, groupBys, res) })
 	return res
 }
 
-func derive(r *window.Reader, groupBys [][]string, res [][]exposition.Family) {
+func (d *Deriver) derive(r *window.Reader, groupBys [][]string, res [][]exposition.Family) {
 	series := r.Series()
 
 	gs := make([]grouping, len(groupBys))
@@ -396,7 +366,7 @@ func derive(r *window.Reader, groupBys [][]string, res [][]exposition.Family) {
 			fams = append(fams, exposition.Family{
 				Name:    name,
 				Type:    model.MetricTypeGauge,
-				Help:    derivedHelp[name],
+				Help:    d.help[name],
 				Samples: smps,
 			})
 		}

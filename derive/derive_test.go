@@ -237,12 +237,12 @@ func TestDeriveEveryFamily(t *testing.T) {
 	var names []string
 	for _, f := range fams {
 		names = append(names, f.Name)
-		if f.Type != model.MetricTypeGauge || f.Help == "" || f.Help != derivedHelp[f.Name] {
+		if f.Type != model.MetricTypeGauge || f.Help == "" || f.Help != testDeriver.help[f.Name] {
 			t.Errorf("%s: type %q help %q", f.Name, f.Type, f.Help)
 		}
 	}
-	if !slices.IsSorted(names) || len(names) != len(derivedHelp) {
-		t.Errorf("families %v: want all %d, sorted", names, len(derivedHelp))
+	if !slices.IsSorted(names) || len(names) != len(testDeriver.help) {
+		t.Errorf("families %v: want all %d, sorted", names, len(testDeriver.help))
 	}
 }
 

@@ -5,8 +5,21 @@ import (
 	"time"
 
 	"github.com/fos-study/vllm-normalizer/exposition"
+	"github.com/fos-study/vllm-normalizer/mapping"
 	"github.com/fos-study/vllm-normalizer/window"
 )
+
+// testDeriver is the Deriver of the built-in catalogue's roles.
+var testDeriver = func() *Deriver {
+	cat, err := mapping.LoadCatalogue()
+	if err != nil {
+		panic(err)
+	}
+	return New(cat.Roles())
+}()
+
+// Inputs is testDeriver's.
+func Inputs() *window.Inputs { return testDeriver.Inputs() }
 
 // testHistory is a window.History keeping what the derivations read, with
 // Derive as a method so that tests read as one scrape after another.
@@ -19,7 +32,7 @@ func NewHistory(windows []time.Duration, resolution time.Duration) testHistory {
 }
 
 func (h testHistory) Derive(now time.Time, groupBy []string) []exposition.Family {
-	return Derive(h.History, now, groupBy)
+	return testDeriver.Derive(h.History, now, groupBy)
 }
 
 func (h testHistory) storedSeries() int { return h.StoredSeries() }

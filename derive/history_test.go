@@ -96,8 +96,8 @@ func TestDeriveFixture13(t *testing.T) {
 	wantValue(t, out, 0.0005, DerivedTTFTSeconds, append(l, "quantile", "0.5")...)
 	wantValue(t, out, 0.005, DerivedInterTokenLatencySeconds, append(l, "quantile", "0.5")...)
 	wantValue(t, out, 0.15, DerivedE2ELatencySeconds, append(l, "quantile", "0.5")...)
-	if len(out) != len(derivedHelp) {
-		t.Errorf("%d families, want %d", len(out), len(derivedHelp))
+	if len(out) != len(testDeriver.help) {
+		t.Errorf("%d families, want %d", len(out), len(testDeriver.help))
 	}
 }
 

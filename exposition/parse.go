@@ -51,6 +51,9 @@ const maxBounds = 4096
 // ParseStats counts what a successful parse passed over on purpose.
 type ParseStats struct {
 	Samples int
+	// OpenMetrics says the page was read as OpenMetrics (its Content-Type
+	// said so), not as text format 0.0.4.
+	OpenMetrics bool
 	// DuplicateSeries are samples whose name and labels repeat an earlier
 	// sample of the same page; the first one is kept, as Prometheus keeps
 	// the first and rejects the rest.
@@ -113,6 +116,7 @@ func Parse(body []byte, contentType string, opts ParseOptions) ([]Family, ParseS
 	if p == nil {
 		return nil, stats, fmt.Errorf("cannot parse content type %q: %w", contentType, err)
 	}
+	_, stats.OpenMetrics = p.(*textparse.OpenMetricsParser)
 
 	sc := opts.Scratch
 	if sc == nil {

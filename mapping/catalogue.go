@@ -29,7 +29,9 @@ const (
 // Catalogue is every vllm: metric family the normalizer knows, with its
 // history. It is read-only once loaded.
 type Catalogue struct {
-	Version int      `yaml:"version"`
+	Version int `yaml:"version"`
+	// Prefix starts every family name vLLM prints ("vllm:").
+	Prefix  string   `yaml:"prefix"`
 	Metrics []Metric `yaml:"metrics"`
 
 	byName map[string]int
@@ -144,6 +146,9 @@ func (c *Catalogue) validate() error {
 	if c.Version != CatalogueVersion {
 		return fmt.Errorf("version is %d; this build reads version %d only", c.Version, CatalogueVersion)
 	}
+	if c.Prefix == "" {
+		return errors.New("prefix is empty; give the prefix of every family name")
+	}
 	if len(c.Metrics) == 0 {
 		return errors.New("no metrics")
 	}
@@ -152,8 +157,8 @@ func (c *Catalogue) validate() error {
 	for i := range c.Metrics {
 		m := &c.Metrics[i]
 		where := fmt.Sprintf("metrics[%d] %q", i, m.Name)
-		if !strings.HasPrefix(m.Name, "vllm:") || !model.LegacyValidation.IsValidMetricName(m.Name) {
-			errs = append(errs, fmt.Errorf("%s: name must be a valid metric name starting with vllm:", where))
+		if !strings.HasPrefix(m.Name, c.Prefix) || !model.LegacyValidation.IsValidMetricName(m.Name) {
+			errs = append(errs, fmt.Errorf("%s: name must be a valid metric name starting with %s", where, c.Prefix))
 		}
 		if j, dup := c.byName[m.Name]; dup {
 			errs = append(errs, fmt.Errorf("%s: duplicate name, first defined at metrics[%d]", where, j))

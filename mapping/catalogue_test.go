@@ -80,23 +80,23 @@ func TestParseCatalogueRejects(t *testing.T) {
     added: v0.9.2
 `
 	for _, tc := range []struct{ name, yaml, want string }{
-		{"unknown key", "version: 1\nmetrics:" + good + "    colour: red\n", "field colour not found"},
+		{"unknown key", "version: 1\nprefix: \"vllm:\"\nmetrics:" + good + "    colour: red\n", "field colour not found"},
 		{"wrong version", "version: 2\nmetrics:" + good, "version is 2; this build reads version 1 only"},
-		{"duplicate", "version: 1\nmetrics:" + good + good, `metrics[1] "vllm:a": duplicate name, first defined at metrics[0]`},
-		{"bad type", "version: 1\nmetrics:" + strings.Replace(good, "type: gauge", "type: gauge_histogram", 1), `type "gauge_histogram" is invalid`},
-		{"bad kind", "version: 1\nmetrics:" + strings.Replace(good, "kind: routing", "kind: routeing", 1), `kind "routeing" is invalid`},
-		{"counter without _total", "version: 1\nmetrics:" + strings.Replace(strings.Replace(good, "type: gauge", "type: counter", 1), "kind: routing", "kind: diagnostic", 1), "ends in _total"},
-		{"missing replacement", "version: 1\nmetrics:" + good + "    deprecated: v0.9.3\n    replacement: vllm:b\n", `replacement "vllm:b" is not in the catalogue`},
-		{"cycle", "version: 1\nmetrics:" +
+		{"duplicate", "version: 1\nprefix: \"vllm:\"\nmetrics:" + good + good, `metrics[1] "vllm:a": duplicate name, first defined at metrics[0]`},
+		{"bad type", "version: 1\nprefix: \"vllm:\"\nmetrics:" + strings.Replace(good, "type: gauge", "type: gauge_histogram", 1), `type "gauge_histogram" is invalid`},
+		{"bad kind", "version: 1\nprefix: \"vllm:\"\nmetrics:" + strings.Replace(good, "kind: routing", "kind: routeing", 1), `kind "routeing" is invalid`},
+		{"counter without _total", "version: 1\nprefix: \"vllm:\"\nmetrics:" + strings.Replace(strings.Replace(good, "type: gauge", "type: counter", 1), "kind: routing", "kind: diagnostic", 1), "ends in _total"},
+		{"missing replacement", "version: 1\nprefix: \"vllm:\"\nmetrics:" + good + "    deprecated: v0.9.3\n    replacement: vllm:b\n", `replacement "vllm:b" is not in the catalogue`},
+		{"cycle", "version: 1\nprefix: \"vllm:\"\nmetrics:" +
 			strings.Replace(good, "added: v0.9.2", "added: v0.9.2\n    deprecated: v1.0.0\n    replacement: vllm:b", 1) +
 			strings.Replace(strings.Replace(good, "vllm:a", "vllm:b", 1), "added: v0.9.2", "added: v0.9.2\n    deprecated: v1.0.0\n    replacement: vllm:a", 1),
 			"rename cycle vllm:a -> vllm:b -> vllm:a"},
-		{"type change on rename", "version: 1\nmetrics:" +
+		{"type change on rename", "version: 1\nprefix: \"vllm:\"\nmetrics:" +
 			strings.Replace(good, "added: v0.9.2", "added: v0.9.2\n    removed: v1.0.0\n    replacement: vllm:b", 1) +
 			strings.Replace(strings.Replace(strings.Replace(good, "vllm:a", "vllm:b", 1), "type: gauge", "type: histogram", 1), "kind: routing", "kind: diagnostic", 1),
 			`replacement "vllm:b" is a histogram, not a gauge`},
-		{"split target missing", "version: 1\nmetrics:" + good + "    deprecated: v1.0.0\n    split:\n      label: t\n      into: {x: vllm:zz}\n", `replacement "vllm:zz" is not in the catalogue`},
-		{"not vllm", "version: 1\nmetrics:" + strings.Replace(good, "vllm:a", "sglang:a", 1), "starting with vllm:"},
+		{"split target missing", "version: 1\nprefix: \"vllm:\"\nmetrics:" + good + "    deprecated: v1.0.0\n    split:\n      label: t\n      into: {x: vllm:zz}\n", `replacement "vllm:zz" is not in the catalogue`},
+		{"not vllm", "version: 1\nprefix: \"vllm:\"\nmetrics:" + strings.Replace(good, "vllm:a", "sglang:a", 1), "starting with vllm:"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := parseCatalogue([]byte(tc.yaml))
@@ -109,7 +109,7 @@ func TestParseCatalogueRejects(t *testing.T) {
 		})
 	}
 	// The fragment itself is valid, so the cases above fail for their own reason.
-	if _, err := parseCatalogue([]byte("version: 1\nmetrics:" + good)); err != nil {
+	if _, err := parseCatalogue([]byte("version: 1\nprefix: \"vllm:\"\nmetrics:" + good)); err != nil {
 		t.Fatalf("base catalogue rejected: %v", err)
 	}
 }

@@ -115,7 +115,7 @@ func LoadConfig(b []byte) (*Config, error) {
 
 	for i, name := range raw.Drop {
 		if !model.LegacyValidation.IsValidMetricName(name) {
-			return nil, fmt.Errorf("drop[%d]: %q is not a valid metric family name; list family names such as vllm:num_requests_swapped", i, name)
+			return nil, fmt.Errorf("drop[%d]: %q is not a valid metric family name; list family names as the page prints them (a TYPE line's name)", i, name)
 		}
 	}
 	cfg.Drop = raw.Drop

@@ -75,8 +75,14 @@ type Status struct {
 
 // UpstreamInfo is what the page says about the server that printed it.
 type UpstreamInfo struct {
-	// Engine is v0, v1 or unknown (no evidence, or evidence for both).
+	// Server is the profile's server (vllm, sglang, ...) or unknown; set
+	// by SetServer, empty until then (rendered as unknown).
+	Server string
+	// Engine is v0, v1 or unknown (no evidence, or evidence for both), for
+	// vLLM only: empty for other servers.
 	Engine string
+	// Frontend is python or rust for vLLM, empty for other servers.
+	Frontend string
 	// Labels holds the evidence: "evidence" always, and "version_hint"
 	// when the families on the page bound the vLLM release.
 	Labels map[string]string
@@ -112,6 +118,9 @@ type rule struct {
 }
 
 type alias struct{ current, legacy string }
+
+// Catalogue returns the catalogue the Mapper applies.
+func (m *Mapper) Catalogue() *Catalogue { return m.cat }
 
 var errNilCatalogue = errors.New("mapping: New needs a catalogue; call LoadCatalogue")
 

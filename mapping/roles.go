@@ -52,6 +52,12 @@ const (
 	LabelEngine = "engine"
 )
 
+// The sleep-state role's label and its value for an engine that serves.
+const (
+	LabelSleepState = "sleep_state"
+	SleepStateAwake = "awake"
+)
+
 // Role types, as roles.yaml spells them.
 const (
 	RoleTypeGauge     = "gauge"

@@ -42,7 +42,7 @@ func TestRolesCanonicalFamilies(t *testing.T) {
 func TestBuildRolesRejects(t *testing.T) {
 	const roleA = "version: 1\nroles:\n  - {name: a, type: gauge, unit: x, help: h}\n"
 	cat := func(extra string) *Catalogue {
-		c, err := parseCatalogue([]byte("version: 1\nmetrics:\n  - name: vllm:a\n    type: gauge\n    unit: x\n    kind: routing\n    engines: [v1]\n    added: v0.9.2\n" + extra))
+		c, err := parseCatalogue([]byte("version: 1\nprefix: \"vllm:\"\nmetrics:\n  - name: vllm:a\n    type: gauge\n    unit: x\n    kind: routing\n    engines: [v1]\n    added: v0.9.2\n" + extra))
 		if err != nil {
 			t.Fatal(err)
 		}

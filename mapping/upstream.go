@@ -38,7 +38,7 @@ func (m *Mapper) detectUpstream(in []exposition.Family, index map[string]int) Up
 	engineLabel, anyVLLM := false, false
 	for i := range in {
 		f := &in[i]
-		if !strings.HasPrefix(f.Name, "vllm:") {
+		if !strings.HasPrefix(f.Name, m.cat.Prefix) {
 			continue
 		}
 		anyVLLM = true
@@ -69,12 +69,13 @@ func (m *Mapper) detectUpstream(in []exposition.Family, index map[string]int) Up
 			lower, haveLower = engineLabelSince, true
 		}
 	}
-	if i, ok := index["vllm:num_requests_running"]; ok {
+	running := m.cat.Roles().Family(RoleRequestsRunning)
+	if i, ok := index[running]; ok {
 		switch help := in[i].Help; {
 		case strings.Contains(help, "running on GPU"):
-			v0 = append(v0, "V0 help text of vllm:num_requests_running")
+			v0 = append(v0, "V0 help text of "+running)
 		case strings.Contains(help, "model execution batches"):
-			v1 = append(v1, "V1 help text of vllm:num_requests_running")
+			v1 = append(v1, "V1 help text of "+running)
 		}
 	}
 
@@ -82,7 +83,7 @@ func (m *Mapper) detectUpstream(in []exposition.Family, index map[string]int) Up
 	info := UpstreamInfo{Engine: EngineUnknown, Labels: map[string]string{}}
 	switch {
 	case !anyVLLM:
-		info.Labels["evidence"] = "no vllm: families"
+		info.Labels["evidence"] = "no " + m.cat.Prefix + " families"
 	case conflict:
 		info.Labels["evidence"] = "conflicting: " + v0[0] + "; " + v1[0]
 	case len(v0) > 0:
@@ -136,23 +137,59 @@ func StatusFamilies(r Report) []exposition.Family {
 		})
 	}
 
-	engine := r.Upstream.Engine
-	if engine == "" {
-		engine = EngineUnknown
-	}
 	lm := map[string]string{}
 	for k, v := range r.Upstream.Labels {
 		lm[k] = v
 	}
-	lm["engine"] = engine
+	lm["server"] = cmpOr(r.Upstream.Server, ServerUnknown)
+	if r.Upstream.Server == ServerVLLM || r.Upstream.Server == "" {
+		lm["engine"] = cmpOr(r.Upstream.Engine, EngineUnknown)
+	}
+	if r.Upstream.Frontend != "" {
+		lm["frontend"] = r.Upstream.Frontend
+	}
 	lm[model.MetricNameLabel] = UpstreamInfoName
 	up := exposition.Family{
 		Name: UpstreamInfoName,
 		Type: model.MetricTypeGauge,
-		Help: "Always 1. The vLLM engine that printed the last scraped page (v0, v1, or unknown when the page " +
-			"has no engine-specific evidence or evidence for both), the evidence used, and, when the families " +
-			"on the page bound it, version_hint: the vLLM release range in which all of them existed.",
+		Help: "Always 1. The server that printed the last scraped page (server: vllm, sglang, trtllm, llamacpp, or unknown);" +
+			" for vLLM the engine (v0, v1, or unknown when the page has no engine-specific evidence or evidence for both)" +
+			" and the frontend (python, or rust for the OpenMetrics-only Rust frontend), the evidence used, and, when the families" +
+			" on the page bound it, version_hint: the vLLM release range in which all of them existed.",
 		Samples: []exposition.Sample{{Labels: labels.FromMap(lm), Value: 1}},
 	}
 	return []exposition.Family{st, up}
+}
+
+// Frontends of vLLM, as vllm_normalizer_upstream_info{frontend} says.
+const (
+	FrontendPython = "python"
+	FrontendRust   = "rust"
+)
+
+// SetServer records which profile's server printed the page (nil: none
+// matched) and, for vLLM, the frontend: the Rust frontend answers
+// OpenMetrics whatever the request asks for, while the Python one answers
+// the text format the sidecar asks for first.
+func (r *Report) SetServer(p *Profile, openMetrics bool) {
+	if p == nil {
+		r.Upstream.Server = ServerUnknown
+		return
+	}
+	r.Upstream.Server = p.Server
+	if p.Server != ServerVLLM {
+		r.Upstream.Engine = ""
+		return
+	}
+	r.Upstream.Frontend = FrontendPython
+	if openMetrics {
+		r.Upstream.Frontend = FrontendRust
+	}
+}
+
+func cmpOr(s, d string) string {
+	if s == "" {
+		return d
+	}
+	return s
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/prometheus/prometheus/model/labels"
 
 	"github.com/fos-study/vllm-normalizer/exposition"
+	"github.com/fos-study/vllm-normalizer/mapping"
 )
 
 // Routing view: one series per model_name for each gauge a router compares,
@@ -19,19 +20,16 @@ import (
 // API-server processes (pid label) behind the port. Routers take the first
 // or the last series of a family (llm-d's endpoint picker, AIBrix, kthena),
 // so more than one would silently lose the others.
-const (
-	famRunning     = "vllm:num_requests_running"
-	famWaiting     = "vllm:num_requests_waiting"
-	famKVUsage     = "vllm:kv_cache_usage_perc"
-	famCacheConfig = "vllm:cache_config_info"
-	famLoRA        = "vllm:lora_requests_info"
-)
-
-func View(norm, derived []exposition.Family, style func(string) string) []exposition.Family {
-	byName := make(map[string]*exposition.Family, len(norm))
-	for i := range norm {
-		byName[norm[i].Name] = &norm[i]
+//
+// View reads the canonical page (roles under their canonical names, see
+// mapping.Profile.Canonical), so it is the same for every server, and
+// prints the view in those names: vLLM V1's.
+func View(canon, derived []exposition.Family, roles *mapping.Roles, style func(string) string) []exposition.Family {
+	byName := make(map[string]*exposition.Family, len(canon))
+	for i := range canon {
+		byName[canon[i].Name] = &canon[i]
 	}
+	role := func(r mapping.Role) *exposition.Family { return byName[roles.Family(r)] }
 	var out []exposition.Family
 	add := func(f *exposition.Family, help string, samples []exposition.Sample) {
 		if len(samples) == 0 {
@@ -43,20 +41,20 @@ func View(norm, derived []exposition.Family, style func(string) string) []exposi
 		}
 		out = append(out, exposition.Family{Name: name, Type: model.MetricTypeGauge, Help: help, Samples: samples})
 	}
-	blocks := blocksPerEngine(byName[famCacheConfig])
-	if f := byName[famRunning]; f != nil {
+	blocks := blocksPerEngine(role(mapping.RoleCacheConfig))
+	if f := role(mapping.RoleRequestsRunning); f != nil {
 		add(f, "Requests in the running batch, summed over data-parallel engines and API-server processes.", sumByModel(f))
 	}
-	if f := byName[famWaiting]; f != nil {
+	if f := role(mapping.RoleRequestsWaiting); f != nil {
 		add(f, "Requests waiting to be scheduled, summed over data-parallel engines and API-server processes.", sumByModel(f))
 	}
-	if f := byName[famKVUsage]; f != nil {
+	if f := role(mapping.RoleKVCacheUsage); f != nil {
 		add(f, "KV-cache usage, 0..1: per engine the highest value over API-server processes (idle processes report 0), then the mean over engines weighted by each engine's num_gpu_blocks (plain mean when unknown).", kvByModel(f, blocks))
 	}
-	if f := byName[famCacheConfig]; f != nil {
+	if f := role(mapping.RoleCacheConfig); f != nil {
 		add(f, "vLLM cache configuration (value 1): labels of the lowest engine, engine and pid labels dropped, num_gpu_blocks and num_cpu_blocks summed over engines.", cacheConfig(f))
 	}
-	if f := byName[famLoRA]; f != nil && len(f.Samples) > 0 {
+	if f := role(mapping.RoleLoRAInfo); f != nil && len(f.Samples) > 0 {
 		newest := slices.MaxFunc(f.Samples, func(a, b exposition.Sample) int { return cmp.Compare(a.Value, b.Value) })
 		add(f, "LoRA adapters (value: Unix time of the update): only the newest series, the one routers must read.", []exposition.Sample{{Labels: newest.Labels, Value: newest.Value}})
 	}
@@ -76,7 +74,7 @@ func sumByModel(f *exposition.Family) []exposition.Sample {
 	sums := map[string]float64{}
 	var order []string
 	for _, s := range f.Samples {
-		m := s.Labels.Get("model_name")
+		m := s.Labels.Get(mapping.LabelModel)
 		if _, ok := sums[m]; !ok {
 			order = append(order, m)
 		}
@@ -91,7 +89,7 @@ func modelSamples(order []string, v map[string]float64) []exposition.Sample {
 	for _, m := range order {
 		l := labels.EmptyLabels()
 		if m != "" {
-			l = labels.FromStrings("model_name", m)
+			l = labels.FromStrings(mapping.LabelModel, m)
 		}
 		out = append(out, exposition.Sample{Labels: l, Value: v[m]})
 	}
@@ -102,7 +100,7 @@ func kvByModel(f *exposition.Family, blocks map[string]float64) []exposition.Sam
 	perEngine := map[modelKey]float64{}
 	var keys []modelKey
 	for _, s := range f.Samples {
-		k := modelKey{s.Labels.Get("model_name"), s.Labels.Get("engine")}
+		k := modelKey{s.Labels.Get(mapping.LabelModel), s.Labels.Get(mapping.LabelEngine)}
 		v, ok := perEngine[k]
 		if !ok {
 			keys = append(keys, k)
@@ -165,7 +163,7 @@ func blocksPerEngine(f *exposition.Family) map[string]float64 {
 		return out
 	}
 	for _, s := range f.Samples {
-		e := s.Labels.Get("engine")
+		e := s.Labels.Get(mapping.LabelEngine)
 		if _, ok := out[e]; ok {
 			continue
 		}
@@ -185,15 +183,15 @@ func cacheConfig(f *exposition.Family) []exposition.Sample {
 		return nil
 	}
 	lowest := slices.MinFunc(f.Samples, func(a, b exposition.Sample) int {
-		return compareEngines(a.Labels.Get("engine"), b.Labels.Get("engine"))
+		return compareEngines(a.Labels.Get(mapping.LabelEngine), b.Labels.Get(mapping.LabelEngine))
 	})
 	b := labels.NewBuilder(lowest.Labels)
 	// One series for the whole server: which engine or API-server process
 	// printed it says nothing about the configuration.
-	b.Del("engine", "pid")
+	b.Del(mapping.LabelEngine, "pid")
 	perEngine := make(map[string]labels.Labels, len(f.Samples))
 	for _, s := range f.Samples {
-		if e := s.Labels.Get("engine"); perEngine[e].IsEmpty() {
+		if e := s.Labels.Get(mapping.LabelEngine); perEngine[e].IsEmpty() {
 			perEngine[e] = s.Labels
 		}
 	}
@@ -211,4 +209,56 @@ func cacheConfig(f *exposition.Family) []exposition.Sample {
 		}
 	}
 	return []exposition.Sample{{Labels: b.Labels(), Value: lowest.Value}}
+}
+
+// Asleep reports whether every engine on the canonical page reports a sleep
+// state other than awake (vLLM's sleep mode: weights offloaded or
+// discarded), and the states they report. A sleeping engine reports zero
+// running and waiting requests, so a least-loaded router would send it
+// work; the routing view refuses instead. A page without sleep states, or
+// with one engine awake, is not asleep.
+func Asleep(canon []exposition.Family, roles *mapping.Roles) (bool, []string) {
+	name := roles.Family(mapping.RoleSleepState)
+	var f *exposition.Family
+	for i := range canon {
+		if canon[i].Name == name {
+			f = &canon[i]
+			break
+		}
+	}
+	if f == nil || len(f.Samples) == 0 {
+		return false, nil
+	}
+	type engineState struct {
+		awake  bool   // the awake series is 1
+		asleep string // a sleeping state whose series is 1
+	}
+	engines := map[modelKey]*engineState{}
+	for _, s := range f.Samples {
+		k := modelKey{s.Labels.Get(mapping.LabelModel), s.Labels.Get(mapping.LabelEngine)}
+		e := engines[k]
+		if e == nil {
+			e = &engineState{}
+			engines[k] = e
+		}
+		if s.Value != 1 {
+			continue
+		}
+		if st := s.Labels.Get(mapping.LabelSleepState); st == mapping.SleepStateAwake {
+			e.awake = true
+		} else if e.asleep == "" {
+			e.asleep = st
+		}
+	}
+	var states []string
+	for _, e := range engines {
+		if e.awake || e.asleep == "" {
+			return false, nil
+		}
+		if !slices.Contains(states, e.asleep) {
+			states = append(states, e.asleep)
+		}
+	}
+	slices.Sort(states)
+	return true, states
 }

@@ -1,7 +1,9 @@
 package routing
 
 import (
+	"fmt"
 	"math"
+	"os"
 	"strings"
 	"testing"
 
@@ -10,6 +12,7 @@ import (
 
 	"github.com/fos-study/vllm-normalizer/exposition"
 	"github.com/fos-study/vllm-normalizer/internal/pagetest"
+	"github.com/fos-study/vllm-normalizer/mapping"
 )
 
 // dataParallelPage is what one vLLM port prints with two data-parallel
@@ -87,7 +90,7 @@ func TestRoutingViewDataParallel(t *testing.T) {
 		Name: "vllm_derived_preemptions_per_second", Type: model.MetricTypeGauge, Help: "h",
 		Samples: []exposition.Sample{{Labels: labels.FromStrings(model.MetricNameLabel, "vllm_derived_preemptions_per_second", "model_name", "m", "window", "1m"), Value: 0.5}},
 	}}
-	got := routingSamples(t, View(norm, derived, func(s string) string { return s }))
+	got := routingSamples(t, View(norm, derived, testRoles, func(s string) string { return s }))
 	checkSamples(t, got, map[string]float64{
 		// 4+0+3+1 over engines and pids; the other model on its own.
 		`{__name__="vllm:num_requests_running", model_name="m"}`:     8,
@@ -118,7 +121,7 @@ func TestRoutingViewKVPlainMean(t *testing.T) {
 		}
 		page = append(page, line)
 	}
-	got := routingSamples(t, View(parsePage(t, strings.Join(page, "\n")), nil, func(s string) string { return s }))
+	got := routingSamples(t, View(parsePage(t, strings.Join(page, "\n")), nil, testRoles, func(s string) string { return s }))
 	// (0.5 + 0.25) / 2
 	if v := got[`{__name__="vllm:kv_cache_usage_perc", model_name="m"}`]; v != 0.375 {
 		t.Errorf("KV usage with one engine's blocks unknown = %g, want the plain mean 0.375", v)
@@ -136,7 +139,7 @@ func TestRoutingViewEngineOrder(t *testing.T) {
 vllm:cache_config_info{engine="10",num_cpu_blocks="None",num_gpu_blocks="5",tag="ten"} 1
 vllm:cache_config_info{engine="2",num_cpu_blocks="None",num_gpu_blocks="7",tag="two"} 1
 `
-	got := routingSamples(t, View(parsePage(t, page), nil, func(s string) string { return s }))
+	got := routingSamples(t, View(parsePage(t, page), nil, testRoles, func(s string) string { return s }))
 	checkSamples(t, got, map[string]float64{
 		// num_cpu_blocks is not a number: kept as engine 2 prints it.
 		`{__name__="vllm:cache_config_info", num_cpu_blocks="None", num_gpu_blocks="12", tag="two"}`: 1,
@@ -146,7 +149,7 @@ vllm:cache_config_info{engine="2",num_cpu_blocks="None",num_gpu_blocks="7",tag="
 // TestRoutingViewNameStyle: the view follows --output.name-style.
 func TestRoutingViewNameStyle(t *testing.T) {
 	underscore := func(s string) string { return strings.ReplaceAll(s, ":", "_") }
-	got := routingSamples(t, View(parsePage(t, dataParallelPage), nil, underscore))
+	got := routingSamples(t, View(parsePage(t, dataParallelPage), nil, testRoles, underscore))
 	if v, ok := got[`{__name__="vllm_num_requests_running", model_name="m"}`]; !ok || v != 8 {
 		t.Errorf("underscore-style running = %g (present %v), want 8; got %v", v, ok, got)
 	}
@@ -165,4 +168,170 @@ func parsePage(tb testing.TB, text string) []exposition.Family {
 		tb.Fatalf("parse: %v\n%s", err, text)
 	}
 	return fams
+}
+
+var testRoles = func() *mapping.Roles {
+	cat, err := mapping.LoadCatalogue()
+	if err != nil {
+		panic(err)
+	}
+	return cat.Roles()
+}()
+
+var testProfiles = func() *mapping.Profiles {
+	ps, err := mapping.LoadProfiles(testRoles)
+	if err != nil {
+		panic(err)
+	}
+	return ps
+}()
+
+// viewOf detects the page's server and returns its routing view.
+func viewOf(t *testing.T, text, wantServer string) map[string]float64 {
+	t.Helper()
+	fams := parsePage(t, text)
+	p := testProfiles.Detect(fams)
+	if p == nil || p.Server != wantServer {
+		t.Fatalf("detected %v, want %s", p, wantServer)
+	}
+	return routingSamples(t, View(p.Canonical(fams, testRoles), nil, testRoles, func(s string) string { return s }))
+}
+
+// A router reading vLLM's names gets SGLang's running, waiting and KV usage,
+// summed (running, waiting) and averaged (KV) over its data-parallel ranks,
+// from the labels SGLang really prints (tp_rank and friends, dp_rank).
+func TestRoutingViewSGLang(t *testing.T) {
+	const page = `# HELP sglang:num_running_reqs The number of running requests.
+# TYPE sglang:num_running_reqs gauge
+sglang:num_running_reqs{dp_rank="0",engine_type="unified",model_name="qwen",moe_ep_rank="0",pp_rank="0",tp_rank="0"} 7.0
+sglang:num_running_reqs{dp_rank="1",engine_type="unified",model_name="qwen",moe_ep_rank="0",pp_rank="0",tp_rank="0"} 5.0
+# HELP sglang:num_queue_reqs The number of requests in the waiting queue.
+# TYPE sglang:num_queue_reqs gauge
+sglang:num_queue_reqs{dp_rank="0",engine_type="unified",model_name="qwen",moe_ep_rank="0",pp_rank="0",tp_rank="0"} 2.0
+sglang:num_queue_reqs{dp_rank="1",engine_type="unified",model_name="qwen",moe_ep_rank="0",pp_rank="0",tp_rank="0"} 1.0
+# HELP sglang:token_usage The token usage.
+# TYPE sglang:token_usage gauge
+sglang:token_usage{dp_rank="0",engine_type="unified",model_name="qwen",moe_ep_rank="0",pp_rank="0",tp_rank="0"} 0.5
+sglang:token_usage{dp_rank="1",engine_type="unified",model_name="qwen",moe_ep_rank="0",pp_rank="0",tp_rank="0"} 0.25
+`
+	got := viewOf(t, page, "sglang")
+	want := map[string]float64{
+		`{__name__="vllm:num_requests_running", model_name="qwen"}`: 12,
+		`{__name__="vllm:num_requests_waiting", model_name="qwen"}`: 3,
+		`{__name__="vllm:kv_cache_usage_perc", model_name="qwen"}`:  0.375,
+	}
+	checkSamples(t, got, want)
+	if len(got) != len(want) {
+		t.Errorf("routing view has %d series, want %d: %v", len(got), len(want), got)
+	}
+	// The sglang_ spelling (SGL router, some pipelines) reads the same.
+	checkSamples(t, viewOf(t, strings.ReplaceAll(page, "sglang:", "sglang_"), "sglang"), want)
+}
+
+// The real SGLang page of fixture 26 (a Dynamo worker): its gauges come out
+// under vLLM's names with the values SGLang printed, summed per model.
+func TestRoutingViewSGLangFixture(t *testing.T) {
+	raw, err := os.ReadFile("../testdata/fixtures/26-dynamo-worker+sglang-2026-01-complete-dynamo-docs-metrics-examples-sglang.prom")
+	if err != nil {
+		t.Fatal(err)
+	}
+	native := pagetest.Samples(t, raw, "text/plain; version=0.0.4")
+	got := viewOf(t, string(raw), "sglang")
+	sumOf := func(m map[string]float64, name string) (float64, int) {
+		sum, n := 0.0, 0
+		for k, v := range m {
+			if strings.Contains(k, `__name__="`+name+`"`) {
+				sum += v
+				n++
+			}
+		}
+		return sum, n
+	}
+	for nat, canonical := range map[string]string{
+		"sglang:num_running_reqs": "vllm:num_requests_running",
+		"sglang:num_queue_reqs":   "vllm:num_requests_waiting",
+		"sglang:token_usage":      "vllm:kv_cache_usage_perc",
+	} {
+		want, n := sumOf(native, nat)
+		if n == 0 {
+			t.Fatalf("fixture has no %s", nat)
+		}
+		if g, gn := sumOf(got, canonical); g != want || gn != 1 {
+			t.Errorf("%s: routing %v in %d series, native %s %v in %d", canonical, g, gn, nat, want, n)
+		}
+	}
+}
+
+// TensorRT-LLM's iteration gauges (trtllm-serve with enable_iter_perf_stats;
+// no real dump has them, so the page is written from TensorRT-LLM's metric
+// definitions): running, waiting and KV utilisation under vLLM's names.
+func TestRoutingViewTensorRTLLM(t *testing.T) {
+	const page = `# HELP trtllm_num_requests_running Number of requests currently running.
+# TYPE trtllm_num_requests_running gauge
+trtllm_num_requests_running{engine_type="trtllm",model_name="llama"} 9.0
+# HELP trtllm_num_requests_waiting Number of requests waiting.
+# TYPE trtllm_num_requests_waiting gauge
+trtllm_num_requests_waiting{engine_type="trtllm",model_name="llama"} 4.0
+# HELP trtllm_kv_cache_utilization KV cache utilization.
+# TYPE trtllm_kv_cache_utilization gauge
+trtllm_kv_cache_utilization{engine_type="trtllm",model_name="llama"} 0.625
+# HELP trtllm_request_success_total Count of successfully processed requests.
+# TYPE trtllm_request_success_total counter
+trtllm_request_success_total{engine_type="trtllm",finished_reason="stop",model_name="llama"} 3.0
+`
+	got := viewOf(t, page, "trtllm")
+	want := map[string]float64{
+		`{__name__="vllm:num_requests_running", model_name="llama"}`: 9,
+		`{__name__="vllm:num_requests_waiting", model_name="llama"}`: 4,
+		`{__name__="vllm:kv_cache_usage_perc", model_name="llama"}`:  0.625,
+	}
+	checkSamples(t, got, want)
+	if len(got) != len(want) {
+		t.Errorf("routing view has %d series, want %d: %v", len(got), len(want), got)
+	}
+}
+
+// A role the page lacks is absent from the view, never 0: llama.cpp has no
+// KV-usage gauge.
+func TestRoutingViewLlamaCppNoKV(t *testing.T) {
+	raw, err := os.ReadFile("../testdata/fixtures/09-llamacpp-recent-go-test-real-llama-server-dump.prom")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := viewOf(t, string(raw), "llamacpp")
+	native := pagetest.Samples(t, raw, "text/plain; version=0.0.4")
+	running, ok := got[`{__name__="vllm:num_requests_running"}`]
+	if want := native[`{__name__="llamacpp:requests_processing"}`]; !ok || running != want {
+		t.Errorf("running %v, native %v (view %v)", running, want, got)
+	}
+	for k := range got {
+		if strings.Contains(k, "vllm:kv_cache_usage_perc") {
+			t.Errorf("KV usage %s invented for a server that has none", k)
+		}
+	}
+}
+
+// Every engine asleep: the view says so; one engine awake: it does not.
+func TestAsleep(t *testing.T) {
+	const head = "# TYPE vllm:engine_sleep_state gauge\n"
+	state := func(engine, awake, offloaded string) string {
+		return fmt.Sprintf("vllm:engine_sleep_state{engine=%q,model_name=\"m\",sleep_state=\"awake\"} %s\nvllm:engine_sleep_state{engine=%q,model_name=\"m\",sleep_state=\"weights_offloaded\"} %s\n", engine, awake, engine, offloaded)
+	}
+	for _, tc := range []struct {
+		name, page string
+		want       bool
+	}{
+		{"all asleep", head + state("0", "0", "1") + state("1", "0", "1"), true},
+		{"one awake", head + state("0", "0", "1") + state("1", "1", "0"), false},
+		{"awake", head + state("0", "1", "0"), false},
+		{"no sleep states", "# TYPE vllm:num_requests_running gauge\nvllm:num_requests_running 0\n", false},
+	} {
+		got, states := Asleep(parsePage(t, tc.page), testRoles)
+		if got != tc.want {
+			t.Errorf("%s: asleep %v (%v), want %v", tc.name, got, states, tc.want)
+		}
+		if got && (len(states) != 1 || states[0] != "weights_offloaded") {
+			t.Errorf("%s: states %v", tc.name, states)
+		}
+	}
 }

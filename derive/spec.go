@@ -1,0 +1,191 @@
+package derive
+
+import (
+	"strings"
+
+	"github.com/fos-study/vllm-normalizer/mapping"
+)
+
+// Spec is everything about one derived gauge, in one place: the code
+// computes from it (name, HELP), and the README's table, docs/derived.md
+// and the recording rules in deploy/prometheus are checked against it by
+// tests. In Help and PromQL, {role} stands for the canonical family that
+// plays the role (mapping.Roles.Family), so no metric name is written here.
+type Spec struct {
+	// Name is the family name, a public contract.
+	Name string
+	// Help is the HELP text template.
+	Help string
+	// Unit of the value.
+	Unit string
+	// Inputs are the roles it reads.
+	Inputs []mapping.Role
+	// PromQL is what Prometheus computes for it over the window [w],
+	// for one grouping (the README's table shows it).
+	PromQL string
+	// Decision is the routing or scaling decision it serves.
+	Decision string
+	// Labels are the labels it has beside the grouping and window labels.
+	Labels []string
+	// Record is the recording-rule operation in deploy/prometheus
+	// (vllm:derived_<gauge>:<Record><window>).
+	Record string
+}
+
+// Shared tails of the HELP texts.
+const (
+	helpCounter = " Counters are read at the points scraped in the window (no extrapolation); a counter that goes down counts from zero." +
+		" Absent with fewer than 2 points in the window or a zero denominator."
+	helpRatio    = " Increases are summed over all but the grouping labels before dividing."
+	helpRate     = " Each series' increase is divided by the seconds between its first and last point in the window; the rates are summed over all but the grouping labels."
+	helpQuantile = " Estimated like PromQL histogram_quantile from the increases of the buckets in the window, summed by le;" +
+		" counters are read at the points scraped in the window (no extrapolation); absent without observations in the window."
+)
+
+// Names of the derived gauge families. They are a public contract; see
+// docs/derived.md.
+const (
+	DerivedPreemptionsPerSecond        = "vllm_derived_preemptions_per_second"
+	DerivedPrefixCacheHitRatio         = "vllm_derived_prefix_cache_hit_ratio"
+	DerivedExternalPrefixCacheHitRatio = "vllm_derived_external_prefix_cache_hit_ratio"
+	DerivedQueueTimeMeanSeconds        = "vllm_derived_queue_time_mean_seconds"
+	DerivedPrefillTimeMeanSeconds      = "vllm_derived_prefill_time_mean_seconds"
+	DerivedDecodeTimeMeanSeconds       = "vllm_derived_decode_time_mean_seconds"
+	DerivedTTFTQueueRatio              = "vllm_derived_ttft_queue_ratio"
+	DerivedTTFTSeconds                 = "vllm_derived_ttft_seconds"
+	DerivedInterTokenLatencySeconds    = "vllm_derived_inter_token_latency_seconds"
+	DerivedE2ELatencySeconds           = "vllm_derived_e2e_latency_seconds"
+	DerivedPromptTokensPerSecond       = "vllm_derived_prompt_tokens_per_second"
+	DerivedGenerationTokensPerSecond   = "vllm_derived_generation_tokens_per_second"
+	DerivedRequestsPerSecond           = "vllm_derived_requests_per_second"
+	DerivedPromptTokensMean            = "vllm_derived_prompt_tokens_mean"
+	DerivedGenerationTokensMean        = "vllm_derived_generation_tokens_mean"
+
+	// WindowLabel names the window a derived value covers ("1m").
+	WindowLabel = "window"
+	// QuantileLabel names the quantile of the latency gauges ("0.9").
+	QuantileLabel = "quantile"
+
+	finishedReasonLabel = "finished_reason"
+)
+
+// specs is the table, in the README's order.
+var specs = []Spec{
+	{
+		Name: DerivedPreemptionsPerSecond, Unit: "1/s", Record: "rate",
+		Inputs:   []mapping.Role{mapping.RolePreemptions},
+		Help:     "Preemptions per second: rate of {preemptions}." + helpRate + helpCounter,
+		PromQL:   "rate({preemptions}[w])",
+		Decision: "memory pressure: avoid instances that preempt",
+	},
+	{
+		Name: DerivedPrefixCacheHitRatio, Unit: "ratio", Record: "ratio",
+		Inputs: []mapping.Role{mapping.RolePrefixCacheHits, mapping.RolePrefixCacheQueries, mapping.RolePrefixCacheHitRateGauge},
+		Help: "Prefix cache hit ratio in tokens: increase({prefix_cache_hits}) / increase({prefix_cache_queries})." +
+			" Where those counters are absent (V0), the mean of the {prefix_cache_hit_rate_gauge} gauge over the window's points, ignoring negative values." + helpRatio + helpCounter,
+		PromQL:   "increase({prefix_cache_hits}[w]) / increase({prefix_cache_queries}[w])",
+		Decision: "cache affinity actually paying off",
+	},
+	{
+		Name: DerivedExternalPrefixCacheHitRatio, Unit: "ratio", Record: "ratio",
+		Inputs:   []mapping.Role{mapping.RoleExternalPrefixCacheHits, mapping.RoleExternalPrefixCacheQueries},
+		Help:     "External (KV connector) prefix cache hit ratio in tokens: increase({external_prefix_cache_hits}) / increase({external_prefix_cache_queries})." + helpRatio + helpCounter,
+		PromQL:   "increase({external_prefix_cache_hits}[w]) / increase({external_prefix_cache_queries}[w])",
+		Decision: "KV-connector (P/D) cache effectiveness",
+	},
+	meanSpec(DerivedQueueTimeMeanSeconds, "Mean queue time per request", mapping.RoleQueueTime, "s", "saturation"),
+	meanSpec(DerivedPrefillTimeMeanSeconds, "Mean prefill time per request", mapping.RolePrefillTime, "s", "prompt-heavy traffic"),
+	meanSpec(DerivedDecodeTimeMeanSeconds, "Mean decode time per request", mapping.RoleDecodeTime, "s", "decode-bound load"),
+	{
+		Name: DerivedTTFTQueueRatio, Unit: "ratio", Record: "ratio",
+		Inputs: []mapping.Role{mapping.RoleQueueTime, mapping.RolePrefillTime},
+		Help: "Queueing share of time to first token: " + DerivedQueueTimeMeanSeconds + " / (" + DerivedQueueTimeMeanSeconds + " + " + DerivedPrefillTimeMeanSeconds + ")," +
+			" same labels; absent if either is absent or their sum is 0.",
+		PromQL:   "queue mean / (queue mean + prefill mean)",
+		Decision: "saturated (high) vs long prompts (low)",
+	},
+	quantileSpec(DerivedTTFTSeconds, "Time to first token", mapping.RoleTTFT, "latency SLOs"),
+	quantileSpec(DerivedInterTokenLatencySeconds, "Inter-token latency", mapping.RoleInterTokenLatency, "decode speed"),
+	quantileSpec(DerivedE2ELatencySeconds, "End-to-end request latency", mapping.RoleE2ELatency, "end-to-end SLOs"),
+	{
+		Name: DerivedPromptTokensPerSecond, Unit: "tokens/s", Record: "rate",
+		Inputs:   []mapping.Role{mapping.RolePromptTokens},
+		Help:     "Prompt tokens per second: rate of {prompt_tokens}." + helpRate + helpCounter,
+		PromQL:   "rate({prompt_tokens}[w])",
+		Decision: "prefill throughput",
+	},
+	{
+		Name: DerivedGenerationTokensPerSecond, Unit: "tokens/s", Record: "rate",
+		Inputs:   []mapping.Role{mapping.RoleGenerationTokens},
+		Help:     "Generated tokens per second: rate of {generation_tokens}." + helpRate + helpCounter,
+		PromQL:   "rate({generation_tokens}[w])",
+		Decision: "decode throughput",
+	},
+	{
+		Name: DerivedRequestsPerSecond, Unit: "1/s", Record: "rate", Labels: []string{finishedReasonLabel},
+		Inputs:   []mapping.Role{mapping.RoleRequestsFinished},
+		Help:     "Finished requests per second by finished_reason: rate of {requests_finished}." + helpRate + helpCounter,
+		PromQL:   "rate({requests_finished}[w])",
+		Decision: "load and abort/length share",
+	},
+	meanSpec(DerivedPromptTokensMean, "Mean prompt length in tokens", mapping.RoleRequestPromptTokens, "tokens", "did the traffic change?"),
+	meanSpec(DerivedGenerationTokensMean, "Mean generated tokens per request", mapping.RoleRequestGenerationTokens, "tokens", "did the traffic change?"),
+}
+
+func meanSpec(name, what string, role mapping.Role, unit, decision string) Spec {
+	r := "{" + string(role) + "}"
+	return Spec{
+		Name: name, Unit: unit, Record: "mean", Inputs: []mapping.Role{role},
+		Help:     what + ": increase(" + r + "_sum) / increase(" + r + "_count)." + helpRatio + helpCounter,
+		PromQL:   "increase(" + r + "_sum[w]) / increase(" + r + "_count[w])",
+		Decision: decision,
+	}
+}
+
+func quantileSpec(name, what string, role mapping.Role, decision string) Spec {
+	r := "{" + string(role) + "}"
+	return Spec{
+		Name: name, Unit: "s", Record: "histogram_quantile", Inputs: []mapping.Role{role}, Labels: []string{QuantileLabel},
+		Help:     what + " quantile from " + r + "." + helpQuantile,
+		PromQL:   "histogram_quantile(q, sum by (le) (increase(" + r + "_bucket[w]))), q = 0.5, 0.9, 0.99",
+		Decision: decision,
+	}
+}
+
+// Specs returns the derived gauges' table with every {role} replaced by
+// the family that plays it.
+func Specs(roles *mapping.Roles) []Spec {
+	out := make([]Spec, len(specs))
+	for i, s := range specs {
+		s.Help = expandRoles(s.Help, roles)
+		s.PromQL = expandRoles(s.PromQL, roles)
+		s.Inputs = append([]mapping.Role(nil), s.Inputs...)
+		out[i] = s
+	}
+	return out
+}
+
+// expandRoles replaces each {role} in s with the role's canonical family.
+func expandRoles(s string, roles *mapping.Roles) string {
+	var b strings.Builder
+	for {
+		i := strings.IndexByte(s, '{')
+		if i < 0 {
+			break
+		}
+		j := strings.IndexByte(s[i:], '}')
+		if j < 0 {
+			break
+		}
+		name := roles.Family(mapping.Role(s[i+1 : i+j]))
+		if name == "" {
+			b.WriteString(s[:i+j+1]) // not a role: kept as written
+		} else {
+			b.WriteString(s[:i])
+			b.WriteString(name)
+		}
+		s = s[i+j+1:]
+	}
+	b.WriteString(s)
+	return b.String()
+}

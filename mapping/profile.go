@@ -1,0 +1,328 @@
+package mapping
+
+import (
+	"embed"
+	"errors"
+	"fmt"
+	"io/fs"
+	"math"
+	"path"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/prometheus/common/model"
+	"github.com/prometheus/prometheus/model/labels"
+	"go.yaml.in/yaml/v2"
+
+	"github.com/fos-study/vllm-normalizer/exposition"
+)
+
+//go:embed profiles/*.yaml
+var profilesFS embed.FS
+
+// Servers as profiles and vllm_normalizer_upstream_info name them.
+const (
+	ServerVLLM    = "vllm"
+	ServerUnknown = "unknown"
+)
+
+// Profile is what the product knows about one kind of server: how to tell
+// its page, which labels name the model and the data-parallel engine, and
+// which of its families plays which role, scaled to the role's unit. One
+// data file per server under profiles/.
+type Profile struct {
+	Version int    `yaml:"version"`
+	Server  string `yaml:"server"`
+	Detect  struct {
+		// Prefixes: the page is this server's when a family name starts
+		// with one of them.
+		Prefixes []string `yaml:"prefixes"`
+	} `yaml:"detect"`
+	Labels struct {
+		Model   string   `yaml:"model"`
+		Engine  string   `yaml:"engine"`
+		Process []string `yaml:"process"`
+	} `yaml:"labels"`
+	// RolesFromCatalogue: the families are vLLM's own, whose roles the
+	// catalogue gives (vLLM only).
+	RolesFromCatalogue bool      `yaml:"roles_from_catalogue"`
+	Roles              []Binding `yaml:"roles"`
+	// NotComparable lists native families that look like a role and are
+	// left out on purpose; they are documentation, never read.
+	NotComparable []struct {
+		Family string `yaml:"family"`
+		Role   Role   `yaml:"role"`
+		Why    string `yaml:"why"`
+	} `yaml:"not_comparable"`
+
+	file string
+	// byName: native family name (every prefix, as TYPE lines print it and
+	// without _total) -> indexes into Roles, in the file's order.
+	byName map[string][]int
+}
+
+// Binding says that a native family plays a role. Family is the name
+// without the profile's prefix, as a text-format TYPE line prints it.
+type Binding struct {
+	Role   Role    `yaml:"role"`
+	Family string  `yaml:"family"`
+	Scale  float64 `yaml:"scale"`
+}
+
+// Profiles are the server profiles, vLLM's first. Read-only once loaded.
+type Profiles struct {
+	list  []*Profile
+	roles *Roles
+}
+
+// LoadProfiles reads the embedded profiles and checks them against roles.
+func LoadProfiles(roles *Roles) (*Profiles, error) {
+	files, err := fs.Glob(profilesFS, "profiles/*.yaml")
+	if err != nil {
+		return nil, err
+	}
+	datas := make(map[string][]byte, len(files))
+	for _, f := range files {
+		b, err := profilesFS.ReadFile(f)
+		if err != nil {
+			return nil, err
+		}
+		datas[path.Base(f)] = b
+	}
+	return parseProfiles(datas, roles)
+}
+
+func parseProfiles(files map[string][]byte, roles *Roles) (*Profiles, error) {
+	ps := &Profiles{roles: roles}
+	names := make([]string, 0, len(files))
+	for n := range files {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	var errs []error
+	servers := map[string]string{}
+	for _, n := range names {
+		p, err := parseProfile(n, files[n], roles)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		if other, dup := servers[p.Server]; dup {
+			errs = append(errs, fmt.Errorf("profile %s: server %q is already described by %s", n, p.Server, other))
+			continue
+		}
+		servers[p.Server] = n
+		ps.list = append(ps.list, p)
+	}
+	if len(errs) > 0 {
+		return nil, errors.Join(errs...)
+	}
+	if _, ok := servers[ServerVLLM]; !ok {
+		return nil, fmt.Errorf("profiles: none describes server %q", ServerVLLM)
+	}
+	// vLLM first: a page that has vllm: families is read as vLLM's.
+	slices.SortStableFunc(ps.list, func(a, b *Profile) int {
+		switch {
+		case a.Server == ServerVLLM:
+			return -1
+		case b.Server == ServerVLLM:
+			return 1
+		}
+		return 0
+	})
+	return ps, nil
+}
+
+func parseProfile(file string, b []byte, roles *Roles) (*Profile, error) {
+	p := &Profile{file: file, byName: map[string][]int{}}
+	if err := yaml.UnmarshalStrict(b, p); err != nil {
+		return nil, fmt.Errorf("profile %s: %w", file, err)
+	}
+	var errs []error
+	bad := func(format string, args ...any) {
+		errs = append(errs, fmt.Errorf("profile %s: "+format, append([]any{file}, args...)...))
+	}
+	if p.Version != 1 {
+		bad("version is %d; this build reads version 1 only", p.Version)
+	}
+	if p.Server == "" || p.Server == ServerUnknown || !model.LegacyValidation.IsValidLabelName(p.Server) {
+		bad("server %q must be a short name such as sglang", p.Server)
+	}
+	if len(p.Detect.Prefixes) == 0 {
+		bad("detect.prefixes is empty; give the prefix every family of the server starts with, e.g. [\"sglang:\"]")
+	}
+	for _, pre := range p.Detect.Prefixes {
+		if pre == "" {
+			bad("detect.prefixes has an empty prefix, which would match every page")
+		}
+	}
+	if p.RolesFromCatalogue != (p.Server == ServerVLLM) {
+		bad("roles_from_catalogue is for the vllm profile only, whose roles the catalogue holds")
+	}
+	if p.RolesFromCatalogue && len(p.Roles) > 0 {
+		bad("roles_from_catalogue and roles are exclusive")
+	}
+	for i := range p.Roles {
+		r := &p.Roles[i]
+		d, ok := roles.Def(r.Role)
+		if !ok {
+			bad("roles[%d]: role %q is not defined in roles.yaml", i, r.Role)
+			continue
+		}
+		if r.Family == "" {
+			bad("roles[%d] (%s): family is empty", i, r.Role)
+		}
+		if r.Scale == 0 {
+			r.Scale = 1
+		}
+		if r.Scale < 0 || math.IsInf(r.Scale, 0) || math.IsNaN(r.Scale) {
+			bad("roles[%d] (%s): scale %v must be a positive number", i, r.Role, r.Scale)
+		}
+		if r.Scale != 1 && (d.Type == RoleTypeInfo || d.Name == RoleSleepState) {
+			bad("roles[%d] (%s): an %s role cannot be scaled", i, r.Role, d.Type)
+		}
+		for _, pre := range p.Detect.Prefixes {
+			name := pre + r.Family
+			p.byName[name] = append(p.byName[name], i)
+			if base, ok := strings.CutSuffix(name, "_total"); ok && d.Type == RoleTypeCounter {
+				// OpenMetrics TYPE lines name counters without _total.
+				p.byName[base] = append(p.byName[base], i)
+			}
+		}
+	}
+	if len(errs) > 0 {
+		return nil, errors.Join(errs...)
+	}
+	return p, nil
+}
+
+// All returns every profile, vLLM's first.
+func (ps *Profiles) All() []*Profile { return ps.list }
+
+// Detect returns the profile of the server that printed the page: the one
+// with the most families starting with one of its prefixes (vLLM's on a
+// tie), or nil when no family matches any profile.
+func (ps *Profiles) Detect(fams []exposition.Family) *Profile {
+	var best *Profile
+	bestN := 0
+	for _, p := range ps.list {
+		n := 0
+		for i := range fams {
+			for _, pre := range p.Detect.Prefixes {
+				if strings.HasPrefix(fams[i].Name, pre) {
+					n++
+					break
+				}
+			}
+		}
+		if n > bestN {
+			best, bestN = p, n
+		}
+	}
+	return best
+}
+
+// Canonical returns the families of the page that play a role, under the
+// role's canonical (vLLM V1) name, with values scaled to the role's unit
+// and the model and engine labels renamed to model_name and engine, so
+// that derivations and the routing view read every server alike. For the
+// vLLM profile the normalised page already is canonical and is returned
+// as is. Where several of the profile's families play one role (names of
+// different releases), the first in the file that the page has is used.
+func (p *Profile) Canonical(fams []exposition.Family, roles *Roles) []exposition.Family {
+	if p.RolesFromCatalogue {
+		return fams
+	}
+	// The binding used per role: the lowest index present on the page.
+	use := map[Role]int{}
+	at := map[int]int{} // binding -> family index
+	for fi := range fams {
+		for _, bi := range p.byName[fams[fi].Name] {
+			b := &p.Roles[bi]
+			if cur, ok := use[b.Role]; !ok || bi < cur {
+				use[b.Role] = bi
+				at[bi] = fi
+			}
+		}
+	}
+	out := make([]exposition.Family, 0, len(use))
+	for _, d := range roles.All() {
+		bi, ok := use[d.Name]
+		if !ok {
+			continue
+		}
+		if f, ok := p.canonicalFamily(&fams[at[bi]], &p.Roles[bi], d); ok {
+			out = append(out, f)
+		}
+	}
+	slices.SortFunc(out, func(a, b exposition.Family) int { return strings.Compare(a.Name, b.Name) })
+	return out
+}
+
+// canonicalFamily rewrites one native family as the role's canonical one.
+// A family whose type cannot play the role (a gauge for a histogram role)
+// is left out: a wrong reading is worse than none.
+func (p *Profile) canonicalFamily(f *exposition.Family, b *Binding, d RoleDef) (exposition.Family, bool) {
+	histogram := d.Type == RoleTypeHistogram
+	switch {
+	case histogram && f.Type != model.MetricTypeHistogram,
+		d.Type == RoleTypeCounter && f.Type != model.MetricTypeCounter && f.Type != model.MetricTypeUnknown,
+		(d.Type == RoleTypeGauge || d.Type == RoleTypeInfo) && f.Type != model.MetricTypeGauge && f.Type != model.MetricTypeUnknown:
+		return exposition.Family{}, false
+	}
+	typ := model.MetricTypeGauge
+	switch d.Type {
+	case RoleTypeCounter:
+		typ = model.MetricTypeCounter
+	case RoleTypeHistogram:
+		typ = model.MetricTypeHistogram
+	}
+	nativeBase := f.Name // histogram families are named without suffix
+	out := exposition.Family{Name: d.Family, Type: typ, Help: f.Help, Samples: make([]exposition.Sample, 0, len(f.Samples))}
+	var lb labels.Builder
+	for _, s := range f.Samples {
+		part, ok := samplePart(nativeBase, s.Name(), histogram)
+		if !ok {
+			continue
+		}
+		v := s.Value
+		lb.Reset(s.Labels)
+		lb.Set(model.MetricNameLabel, roleSample(d, part))
+		if p.Labels.Model != "" && p.Labels.Model != LabelModel {
+			lb.Set(LabelModel, s.Labels.Get(p.Labels.Model))
+			lb.Del(p.Labels.Model)
+		}
+		if p.Labels.Engine != "" && p.Labels.Engine != LabelEngine {
+			lb.Set(LabelEngine, s.Labels.Get(p.Labels.Engine))
+			lb.Del(p.Labels.Engine)
+		}
+		switch part {
+		case PartBucket:
+			le, err := strconv.ParseFloat(s.Labels.Get(model.BucketLabel), 64)
+			if err != nil {
+				continue
+			}
+			if b.Scale != 1 {
+				lb.Set(model.BucketLabel, string(exposition.AppendFloat(nil, le*b.Scale)))
+			}
+		case PartValue, PartSum:
+			v *= b.Scale
+		}
+		out.Samples = append(out.Samples, exposition.Sample{Labels: lb.Labels(), Value: v})
+	}
+	return out, true
+}
+
+// roleSample is Roles.Sample for a definition at hand.
+func roleSample(d RoleDef, part Part) string {
+	switch part {
+	case PartBucket:
+		return d.Family + "_bucket"
+	case PartSum:
+		return d.Family + "_sum"
+	case PartCount:
+		return d.Family + "_count"
+	}
+	return d.Family
+}

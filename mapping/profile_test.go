@@ -1,0 +1,135 @@
+package mapping
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/fos-study/vllm-normalizer/exposition"
+)
+
+func loadProfiles(t *testing.T) (*Profiles, *Roles) {
+	t.Helper()
+	cat, err := LoadCatalogue()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ps, err := LoadProfiles(cat.Roles())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ps, cat.Roles()
+}
+
+func fixtureFamilies(t *testing.T, prefix string) []exposition.Family {
+	t.Helper()
+	m, _ := filepath.Glob(filepath.Join("..", "testdata", "fixtures", prefix+"*"))
+	if len(m) != 1 {
+		t.Fatalf("fixture %s*: %v", prefix, m)
+	}
+	b, err := os.ReadFile(m[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(b) > 0 && b[len(b)-1] != '\n' {
+		b = append(b, '\n')
+	}
+	ct := "text/plain; version=0.0.4"
+	if strings.HasSuffix(m[0], ".om") {
+		ct = "application/openmetrics-text; version=1.0.0"
+	}
+	fams, _, err := exposition.Parse(b, ct, exposition.ParseOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return exposition.DropCreated(fams)
+}
+
+// Each fixture is told apart by its families, whatever else the page holds
+// (Dynamo pages add dynamo_* families beside the engine's own).
+func TestDetectProfile(t *testing.T) {
+	ps, _ := loadProfiles(t)
+	for prefix, want := range map[string]string{
+		"02-": "vllm", "13-": "vllm", "20-": "vllm",
+		"04-": "sglang", "26-": "sglang",
+		"25-": "trtllm",
+		"08-": "llamacpp", "09-": "llamacpp",
+	} {
+		p := ps.Detect(fixtureFamilies(t, prefix))
+		if p == nil || p.Server != want {
+			t.Errorf("fixture %s: detected %v, want %s", prefix, p, want)
+		}
+	}
+	if p := ps.Detect(fixtureFamilies(t, "27-")); p != nil {
+		t.Errorf("TGI page detected as %s; no profile describes TGI", p.Server)
+	}
+}
+
+// The canonical page carries each role under its vLLM V1 name with the
+// native values, scaled, and model_name as the model label.
+func TestCanonicalSGLang(t *testing.T) {
+	ps, roles := loadProfiles(t)
+	fams := fixtureFamilies(t, "04-")
+	p := ps.Detect(fams)
+	canon := p.Canonical(fams, roles)
+	native := map[string]float64{}
+	for _, f := range fams {
+		for _, s := range f.Samples {
+			native[s.Name()] = s.Value
+		}
+	}
+	got := map[string]float64{}
+	for _, f := range canon {
+		for _, s := range f.Samples {
+			if s.Labels.Get(LabelModel) == "" {
+				t.Errorf("%s has no model_name: %s", f.Name, s.Labels)
+			}
+			got[s.Name()] += s.Value
+		}
+	}
+	for role, nat := range map[Role]string{
+		RoleRequestsRunning: "sglang:num_running_reqs",
+		RoleRequestsWaiting: "sglang:num_queue_reqs",
+		RoleKVCacheUsage:    "sglang:token_usage",
+	} {
+		name := roles.Family(role)
+		if got[name] != native[nat] {
+			t.Errorf("%s: canonical %s = %v, native %s = %v", role, name, got[name], nat, native[nat])
+		}
+	}
+	if c := got[roles.Sample(RoleTTFT, PartCount)]; c != native["sglang:time_to_first_token_seconds_count"] || c == 0 {
+		t.Errorf("ttft count %v, native %v", c, native["sglang:time_to_first_token_seconds_count"])
+	}
+}
+
+func TestParseProfilesRejects(t *testing.T) {
+	_, roles := loadProfiles(t)
+	vllm, err := profilesFS.ReadFile("profiles/vllm.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	const good = "version: 1\nserver: x\ndetect: {prefixes: [\"x:\"]}\nlabels: {model: model}\nroles:\n  - {role: requests_running, family: running}\n"
+	for _, tc := range []struct{ name, yaml, want string }{
+		{"unknown role", strings.Replace(good, "requests_running", "requests_flying", 1), `role "requests_flying" is not defined`},
+		{"no prefixes", strings.Replace(good, `prefixes: ["x:"]`, "prefixes: []", 1), "detect.prefixes is empty"},
+		{"empty prefix", strings.Replace(good, `"x:"`, `""`, 1), "empty prefix"},
+		{"negative scale", strings.Replace(good, "family: running}", "family: running, scale: -1}", 1), "must be a positive number"},
+		{"catalogue roles on another server", good + "roles_from_catalogue: true\n", "for the vllm profile only"},
+		{"unknown key", good + "colour: red\n", "colour"},
+		{"same server twice", strings.Replace(good, "server: x", "server: vllm", 1), "roles_from_catalogue is for the vllm profile only"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := parseProfiles(map[string][]byte{"vllm.yaml": vllm, "x.yaml": []byte(tc.yaml)}, roles)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("error %v, want it to contain %q", err, tc.want)
+			}
+		})
+	}
+	if _, err := parseProfiles(map[string][]byte{"vllm.yaml": vllm, "x.yaml": []byte(good)}, roles); err != nil {
+		t.Fatalf("valid profile rejected: %v", err)
+	}
+	if _, err := parseProfiles(map[string][]byte{"x.yaml": []byte(good)}, roles); err == nil {
+		t.Fatal("profiles without vllm accepted")
+	}
+}
