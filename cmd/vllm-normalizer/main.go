@@ -154,9 +154,9 @@ func newApp(f *flags, stdout, stderr io.Writer) *kingpin.Application {
 		Default("50000").IntVar(&f.sampleLimit)
 	app.Flag("derive.window", "Window of the derived gauges (rates, ratios, means, quantiles), repeatable; each value becomes a window=\"...\" label.").
 		Default("1m", "5m").DurationListVar(&f.windows)
-	app.Flag("mapping.legacy-aliases", "Also emit legacy vLLM names (vllm:gpu_cache_usage_perc, vllm:time_per_output_token_seconds, vllm:gpu_prefix_cache_*) as aliases of the current ones, for consumers that still ask for them. Off by default: aliases double-count sums over vllm:.*").
+	app.Flag("mapping.legacy-aliases", "Also emit the legacy vLLM names the catalogue marks as aliases (the old KV-usage, time-per-output-token and GPU prefix-cache names; see docs/mapping.md) from their current families, for consumers that still ask for them. Off by default: aliases double-count sums over every vLLM name.").
 		Default("false").BoolVar(&f.legacyAliases)
-	app.Flag("output.name-style", "colon keeps vLLM's names (vllm:kv_cache_usage_perc); underscore writes them without colons (vllm_kv_cache_usage_perc) for consumers that reject colons.").
+	app.Flag("output.name-style", "colon keeps vLLM's names as printed, colons included; underscore writes every colon of a metric name as _ for consumers that reject colons.").
 		Default("colon").EnumVar(&f.nameStyle, "colon", "underscore")
 	app.Flag("config.file", "Optional YAML file with metric_relabel_configs (Prometheus syntax) applied after the built-in mapping. Reloaded on SIGHUP and POST /-/reload.").
 		Default("").StringVar(&f.configFile)

@@ -1,6 +1,9 @@
 package prometheus_test
 
 import (
+	"github.com/fos-study/vllm-normalizer/derive"
+	"github.com/fos-study/vllm-normalizer/mapping"
+
 	"fmt"
 	"math"
 	"net"
@@ -537,5 +540,15 @@ func TestAgreementWithPrometheus(t *testing.T) {
 	}
 	if len(names) != len(checked) {
 		t.Errorf("served derived families %s, checked %d", strings.Join(names, ", "), len(checked))
+	}
+	// And every gauge of derive's spec table is checked here.
+	cat, err := mapping.LoadCatalogue()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range derive.Specs(cat.Roles()) {
+		if !checked[s.Name] {
+			t.Errorf("derived gauge %s of the spec table is not checked against Prometheus here", s.Name)
+		}
 	}
 }

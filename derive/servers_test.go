@@ -1,0 +1,133 @@
+package derive
+
+import (
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/common/model"
+
+	"github.com/fos-study/vllm-normalizer/exposition"
+	"github.com/fos-study/vllm-normalizer/mapping"
+)
+
+// For a real page of every server kind, observed twice with every counter,
+// bucket, _sum and _count advanced, each derived gauge exists exactly when
+// the roles it reads are on the server's canonical page: a role a server
+// lacks leaves its gauges absent, never 0, and one it has is never lost.
+func TestDerivedWhereRolesExist(t *testing.T) {
+	cat, err := mapping.LoadCatalogue()
+	if err != nil {
+		t.Fatal(err)
+	}
+	roles := cat.Roles()
+	profiles, err := mapping.LoadProfiles(roles)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mapper, err := mapping.New(cat, mapping.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for prefix, server := range map[string]string{
+		"02-": "vllm", "13-": "vllm", "20-": "vllm",
+		"04-": "sglang", "26-": "sglang",
+		"25-": "trtllm",
+		"08-": "llamacpp", "09-": "llamacpp",
+	} {
+		t.Run(prefix+server, func(t *testing.T) {
+			first := readFixture(t, prefix)
+			norm, _ := mapper.Normalize(first)
+			p := profiles.Detect(norm)
+			if p == nil || p.Server != server {
+				t.Fatalf("detected %v, want %s", p, server)
+			}
+			canon := p.Canonical(norm, roles)
+			later, _ := mapper.Normalize(advanced(readFixture(t, prefix)))
+			h := NewHistory([]time.Duration{time.Minute}, time.Second)
+			h.Observe(at(0), canon)
+			h.Observe(at(10), p.Canonical(later, roles))
+			got := map[string]bool{}
+			for _, f := range h.Derive(at(10), []string{mapping.LabelModel, mapping.LabelEngine}) {
+				got[f.Name] = len(f.Samples) > 0
+			}
+			if len(got) == 0 {
+				t.Fatalf("no derived gauge at all from a %s page", server)
+			}
+			t.Logf("%d derived families", len(got))
+			has := map[mapping.Role]bool{}
+			for _, f := range canon {
+				for _, d := range roles.All() {
+					if d.Family == f.Name && len(f.Samples) > 0 {
+						has[d.Name] = true
+					}
+				}
+			}
+			for _, s := range Specs(roles) {
+				want := true
+				for _, in := range s.Inputs {
+					if in != mapping.RolePrefixCacheHitRateGauge && !has[in] {
+						want = false
+					}
+				}
+				if !want && slices.Contains(s.Inputs, mapping.RolePrefixCacheHitRateGauge) && has[mapping.RolePrefixCacheHitRateGauge] {
+					continue // the V0 gauge fallback: its own tests cover it
+				}
+				if got[s.Name] != want {
+					t.Errorf("%s: present %v, want %v (roles on the page: %v)", s.Name, got[s.Name], want, keys(has))
+				}
+			}
+		})
+	}
+}
+
+func readFixture(t *testing.T, prefix string) []exposition.Family {
+	t.Helper()
+	m, _ := filepath.Glob(filepath.Join("..", "testdata", "fixtures", prefix+"*"))
+	if len(m) != 1 {
+		t.Fatalf("fixture %s*: %v", prefix, m)
+	}
+	b, err := os.ReadFile(m[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(b) > 0 && b[len(b)-1] != '\n' {
+		b = append(b, '\n')
+	}
+	fams, _, err := exposition.Parse(b, "text/plain; version=0.0.4", exposition.ParseOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return exposition.DropCreated(fams)
+}
+
+// advanced returns the page a little later: every counter value, histogram
+// bucket, _sum and _count one higher (one more observation, in the lowest
+// bucket), gauges unchanged.
+func advanced(fams []exposition.Family) []exposition.Family {
+	for fi := range fams {
+		f := &fams[fi]
+		if f.Type != model.MetricTypeCounter && f.Type != model.MetricTypeHistogram {
+			continue
+		}
+		for si := range f.Samples {
+			if strings.HasSuffix(f.Samples[si].Name(), "_created") {
+				continue
+			}
+			f.Samples[si].Value++
+		}
+	}
+	return fams
+}
+
+func keys(m map[mapping.Role]bool) []string {
+	var out []string
+	for k := range m {
+		out = append(out, string(k))
+	}
+	slices.Sort(out)
+	return out
+}
