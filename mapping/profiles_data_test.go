@@ -3,8 +3,7 @@ package mapping
 // Checks of the engine profiles in mapping/profiles/ as data, before any
 // loader reads them: the files follow the version-1 schema exactly, name
 // only known roles, and agree with the real pages of their server in
-// testdata/fixtures. The role list and types below are the schema's until
-// mapping/roles.yaml exists; then they should come from there.
+// testdata/fixtures. Roles and their types come from roles.yaml.
 
 import (
 	"os"
@@ -43,21 +42,19 @@ type profileDataV1 struct {
 	} `yaml:"not_comparable"`
 }
 
-// The type a family must have on the page to play each role.
-var profileRoleTypes = map[string]model.MetricType{
-	"requests_running": model.MetricTypeGauge, "requests_waiting": model.MetricTypeGauge,
-	"kv_cache_usage": model.MetricTypeGauge, "sleep_state": model.MetricTypeGauge,
-	"cache_config": model.MetricTypeGauge, "lora_info": model.MetricTypeGauge,
-	"prefix_cache_hit_rate_gauge": model.MetricTypeGauge,
-	"preemptions":                 model.MetricTypeCounter, "prompt_tokens": model.MetricTypeCounter,
-	"generation_tokens": model.MetricTypeCounter, "requests_finished": model.MetricTypeCounter,
-	"prefix_cache_queries": model.MetricTypeCounter, "prefix_cache_hits": model.MetricTypeCounter,
-	"external_prefix_cache_queries": model.MetricTypeCounter, "external_prefix_cache_hits": model.MetricTypeCounter,
-	"ttft": model.MetricTypeHistogram, "inter_token_latency": model.MetricTypeHistogram,
-	"e2e_latency": model.MetricTypeHistogram, "queue_time": model.MetricTypeHistogram,
-	"prefill_time": model.MetricTypeHistogram, "decode_time": model.MetricTypeHistogram,
-	"time_per_output_token": model.MetricTypeHistogram, "request_prompt_tokens": model.MetricTypeHistogram,
-	"request_generation_tokens": model.MetricTypeHistogram,
+// roleTypes is the type a family must have on a page to play each role of
+// roles.yaml (an info role is a gauge whose labels carry the data).
+func roleTypes(t *testing.T) map[string]model.MetricType {
+	t.Helper()
+	out := map[string]model.MetricType{}
+	for _, d := range mustCatalogue(t).Roles().All() {
+		typ := model.MetricType(d.Type)
+		if d.Type == RoleTypeInfo {
+			typ = model.MetricTypeGauge
+		}
+		out[string(d.Name)] = typ
+	}
+	return out
 }
 
 func loadProfileData(t *testing.T) map[string]profileDataV1 {
@@ -83,6 +80,7 @@ func loadProfileData(t *testing.T) map[string]profileDataV1 {
 
 func TestProfileFilesFollowTheSchema(t *testing.T) {
 	profiles := loadProfileData(t)
+	profileRoleTypes := roleTypes(t)
 	for _, want := range []string{"vllm", "sglang", "trtllm", "llamacpp"} {
 		if _, ok := profiles[want]; !ok {
 			t.Errorf("mapping/profiles/%s.yaml is missing", want)
@@ -136,6 +134,7 @@ func TestProfileFilesFollowTheSchema(t *testing.T) {
 // are ones the page uses.
 func TestProfilesAgreeWithFixtures(t *testing.T) {
 	profiles := loadProfileData(t)
+	profileRoleTypes := roleTypes(t)
 	paths, _ := filepath.Glob(filepath.Join("..", "testdata", "fixtures", "*.prom"))
 	seen := map[string]int{}
 	for _, path := range paths {
