@@ -135,12 +135,23 @@ func serveFile(t testing.TB, path string) *httptest.Server {
 	if err != nil {
 		t.Fatal(err)
 	}
+	ct := fixtureContentType(path)
 	s := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
+		w.Header().Set("Content-Type", ct)
 		_, _ = w.Write(body)
 	}))
 	t.Cleanup(s.Close)
 	return s
+}
+
+// fixtureContentType is what an upstream serves a fixture as: .om files are
+// OpenMetrics pages (vLLM's Rust frontend answers that whatever the Accept
+// header asks), everything else text format 0.0.4.
+func fixtureContentType(path string) string {
+	if strings.HasSuffix(path, ".om") {
+		return "application/openmetrics-text; version=1.0.0; charset=utf-8"
+	}
+	return "text/plain; version=0.0.4; charset=utf-8"
 }
 
 // TestGoldenFixtures scrapes every real dump from an HTTP upstream and
@@ -151,8 +162,10 @@ func serveFile(t testing.TB, path string) *httptest.Server {
 // is valid for consumers.
 func TestGoldenFixtures(t *testing.T) {
 	files, _ := filepath.Glob("../testdata/fixtures/*.prom")
+	om, _ := filepath.Glob("../testdata/fixtures/*.om")
+	files = append(files, om...)
 	for _, file := range files {
-		name := strings.TrimSuffix(filepath.Base(file), ".prom")
+		name := strings.TrimSuffix(filepath.Base(file), filepath.Ext(file))
 		if strings.Contains(name, "nan-ind") {
 			continue // a parse failure, covered by TestFailureModes
 		}
@@ -169,7 +182,7 @@ func TestGoldenFixtures(t *testing.T) {
 			}
 
 			in, _ := os.ReadFile(file)
-			inFams, _, err := exposition.Parse(in, "text/plain", exposition.ParseOptions{})
+			inFams, _, err := exposition.Parse(in, fixtureContentType(file), exposition.ParseOptions{})
 			if err != nil {
 				t.Fatal(err)
 			}
