@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 	"github.com/prometheus/prometheus/model/labels"
@@ -676,5 +677,68 @@ func TestRelabelAppliesToThePageOnly(t *testing.T) {
 	}
 	if _, ok := page[`{__name__="vllm_derived_prompt_tokens_per_second", engine="0", model_name="TinyLlama", window="1m"}`]; !ok {
 		t.Error("a derived gauge lost its source to a page relabel rule")
+	}
+}
+
+// vLLM's Rust frontend answers OpenMetrics only: a Go expfmt text parser (the
+// routers') reads its counters' _total samples as untyped. Behind the
+// sidecar the same counters come as typed text-format counters with the
+// values the frontend printed, and the upstream is reported as rust.
+func TestRustFrontendCountersTyped(t *testing.T) {
+	files, _ := filepath.Glob("../testdata/fixtures/*rust-frontend*.om")
+	if len(files) != 1 {
+		t.Fatalf("rust-frontend fixture: %v", files)
+	}
+	raw, err := os.ReadFile(files[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	rawFams, _, err := exposition.Parse(raw, fixtureContentType(files[0]), exposition.ParseOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]float64{} // counter sample -> value, from the OpenMetrics page
+	for _, f := range rawFams {
+		if f.Type == model.MetricTypeCounter {
+			for _, s := range f.Samples {
+				want[s.Labels.String()] = s.Value
+			}
+		}
+	}
+	if len(want) < 5 {
+		t.Fatalf("only %d counter samples on the fixture", len(want))
+	}
+
+	clock := newFakeClock()
+	c := newTestCollector(t, serveFile(t, files[0]).URL+"/metrics", clock, nil)
+	c.ScrapeOnce(context.Background())
+	body := get(t, c.MetricsHandler(), "/metrics", nil).Body.Bytes()
+	parser := expfmt.NewTextParser(model.LegacyValidation)
+	mfs, err := parser.TextToMetricFamilies(bytes.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]float64{}
+	for name, mf := range mfs {
+		if mf.GetType() != dto.MetricType_COUNTER {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			lb := labels.NewScratchBuilder(len(m.GetLabel()) + 1)
+			lb.Add(model.MetricNameLabel, name)
+			for _, l := range m.GetLabel() {
+				lb.Add(l.GetName(), l.GetValue())
+			}
+			lb.Sort()
+			got[lb.Labels().String()] = m.GetCounter().GetValue()
+		}
+	}
+	for k, v := range want {
+		if g, ok := got[k]; !ok || g != v {
+			t.Errorf("%s: expfmt reads counter %v (present %v), the frontend printed %v", k, g, ok, v)
+		}
+	}
+	if !bytes.Contains(body, []byte(`frontend="rust"`)) {
+		t.Error(`vllm_normalizer_upstream_info does not say frontend="rust"`)
 	}
 }

@@ -18,6 +18,7 @@ import (
 var literalExempt = map[string]string{
 	"demo":       "simulates a vLLM server, so it prints vLLM's own names",
 	"dashboards": "generates Grafana dashboards whose PromQL queries vLLM's names",
+	"scripts":    "fixture generators and measurement tools, which write or read one server's page on purpose",
 }
 
 // No Go string literal outside tests and the exempt directories holds an
