@@ -43,6 +43,12 @@ type Profile struct {
 		Model   string   `yaml:"model"`
 		Engine  string   `yaml:"engine"`
 		Process []string `yaml:"process"`
+		// ProcessAggregate is how a gauge's series that differ only in
+		// process labels are combined on the canonical page: "max" where
+		// ranks repeat one engine's numbers (SGLang), "" to keep them
+		// apart for the routing view's own rule (vLLM's pid: counts
+		// summed, KV usage the maximum).
+		ProcessAggregate string `yaml:"process_aggregate"`
 	} `yaml:"labels"`
 	// RolesFromCatalogue: the families are vLLM's own, whose roles the
 	// catalogue gives (vLLM only).
@@ -157,6 +163,9 @@ func parseProfile(file string, b []byte, roles *Roles) (*Profile, error) {
 			bad("detect.prefixes has an empty prefix, which would match every page")
 		}
 	}
+	if p.Labels.ProcessAggregate != "" && p.Labels.ProcessAggregate != "max" {
+		bad("labels.process_aggregate %q is invalid; use max, or leave it out", p.Labels.ProcessAggregate)
+	}
 	if p.RolesFromCatalogue != (p.Server == ServerVLLM) {
 		bad("roles_from_catalogue is for the vllm profile only, whose roles the catalogue holds")
 	}
@@ -201,26 +210,31 @@ func parseProfile(file string, b []byte, roles *Roles) (*Profile, error) {
 func (ps *Profiles) All() []*Profile { return ps.list }
 
 // Detect returns the profile of the server that printed the page: the one
-// with the most families starting with one of its prefixes (vLLM's on a
-// tie), or nil when no family matches any profile.
+// whose prefixes its families start with. It is nil when no profile
+// matches, and also when two do: reading one server's numbers under
+// another's roles would be wrong, and no real server prints both.
 func (ps *Profiles) Detect(fams []exposition.Family) *Profile {
-	var best *Profile
-	bestN := 0
+	var found *Profile
 	for _, p := range ps.list {
-		n := 0
-		for i := range fams {
-			for _, pre := range p.Detect.Prefixes {
-				if strings.HasPrefix(fams[i].Name, pre) {
-					n++
-					break
-				}
+		if p.matches(fams) {
+			if found != nil {
+				return nil
 			}
-		}
-		if n > bestN {
-			best, bestN = p, n
+			found = p
 		}
 	}
-	return best
+	return found
+}
+
+func (p *Profile) matches(fams []exposition.Family) bool {
+	for i := range fams {
+		for _, pre := range p.Detect.Prefixes {
+			if strings.HasPrefix(fams[i].Name, pre) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // Canonical returns the families of the page that play a role, under the
@@ -311,7 +325,31 @@ func (p *Profile) canonicalFamily(f *exposition.Family, b *Binding, d RoleDef) (
 		}
 		out.Samples = append(out.Samples, exposition.Sample{Labels: lb.Labels(), Value: v})
 	}
+	if p.Labels.ProcessAggregate == "max" && len(p.Labels.Process) > 0 && (d.Type == RoleTypeGauge) {
+		out.Samples = maxOverLabels(out.Samples, p.Labels.Process)
+	}
 	return out, true
+}
+
+// maxOverLabels drops the given labels and keeps, for each remaining label
+// set, the highest value, in first-seen order.
+func maxOverLabels(samples []exposition.Sample, drop []string) []exposition.Sample {
+	out := samples[:0:0]
+	at := map[string]int{}
+	var lb labels.Builder
+	for _, s := range samples {
+		lb.Reset(s.Labels)
+		lb.Del(drop...)
+		l := lb.Labels()
+		key := l.String()
+		if i, ok := at[key]; ok {
+			out[i].Value = max(out[i].Value, s.Value)
+			continue
+		}
+		at[key] = len(out)
+		out = append(out, exposition.Sample{Labels: l, Value: s.Value})
+	}
+	return out
 }
 
 // roleSample is Roles.Sample for a definition at hand.

@@ -25,9 +25,10 @@ type profileDataV1 struct {
 		Prefixes []string `yaml:"prefixes"`
 	} `yaml:"detect"`
 	Labels struct {
-		Model   *string  `yaml:"model"`
-		Engine  *string  `yaml:"engine"`
-		Process []string `yaml:"process"`
+		Model            *string  `yaml:"model"`
+		Engine           *string  `yaml:"engine"`
+		Process          []string `yaml:"process"`
+		ProcessAggregate string   `yaml:"process_aggregate"`
 	} `yaml:"labels"`
 	RolesFromCatalogue bool `yaml:"roles_from_catalogue"`
 	Roles              []struct {

@@ -226,6 +226,17 @@ sglang:token_usage{dp_rank="1",engine_type="unified",model_name="qwen",moe_ep_ra
 	}
 	// The sglang_ spelling (SGL router, some pipelines) reads the same.
 	checkSamples(t, viewOf(t, strings.ReplaceAll(page, "sglang:", "sglang_"), "sglang"), want)
+
+	// With --enable-metrics-for-all-schedulers a second tensor-parallel rank
+	// repeats each engine's numbers: requests are not counted twice.
+	var twice strings.Builder
+	for _, line := range strings.SplitAfter(page, "\n") {
+		twice.WriteString(line)
+		if strings.Contains(line, `tp_rank="0"`) {
+			twice.WriteString(strings.Replace(line, `tp_rank="0"`, `tp_rank="1"`, 1))
+		}
+	}
+	checkSamples(t, viewOf(t, twice.String(), "sglang"), want)
 }
 
 // The real SGLang page of fixture 26 (a Dynamo worker): its gauges come out
