@@ -1,6 +1,14 @@
 // Package mapping turns what a vLLM server prints on /metrics into a stable
 // set of metric names, and reports how the page relates to vLLM's history.
 //
+// It also holds what the product knows about servers as data: roles.yaml
+// (the quantities derivations and the routing view read, with their units),
+// the role each current catalogue family plays, and one profile per server
+// kind under profiles/ (vLLM, SGLang, TensorRT-LLM, llama.cpp) that maps
+// the server's native families onto roles. Profile.Canonical turns any
+// supported page into the canonical one (roles under vLLM V1's names),
+// which is all that downstream packages read.
+//
 // The package is pure: no I/O, no flags, no mutable globals. Its only
 // package-level data is the embedded, read-only catalogue (catalogue.yaml),
 // which lists every vllm: family vLLM has ever printed: type, unit, labels,
