@@ -49,6 +49,11 @@ type Profile struct {
 		// apart for the routing view's own rule (vLLM's pid: counts
 		// summed, KV usage the maximum).
 		ProcessAggregate string `yaml:"process_aggregate"`
+		// Parts are labels that split a gauge into parts printed beside
+		// their total (the total has the label empty or absent, as
+		// SGLang's priority label): where a total is printed, the parts
+		// are left out, so that nothing is counted twice.
+		Parts []string `yaml:"parts"`
 	} `yaml:"labels"`
 	// RolesFromCatalogue: the families are vLLM's own, whose roles the
 	// catalogue gives (vLLM only).
@@ -325,10 +330,37 @@ func (p *Profile) canonicalFamily(f *exposition.Family, b *Binding, d RoleDef) (
 		}
 		out.Samples = append(out.Samples, exposition.Sample{Labels: lb.Labels(), Value: v})
 	}
-	if p.Labels.ProcessAggregate == "max" && len(p.Labels.Process) > 0 && (d.Type == RoleTypeGauge) {
+	if d.Type == RoleTypeGauge {
+		for _, l := range p.Labels.Parts {
+			out.Samples = totalsOnly(out.Samples, l)
+		}
+	}
+	if p.Labels.ProcessAggregate == "max" && len(p.Labels.Process) > 0 && d.Type == RoleTypeGauge {
 		out.Samples = maxOverLabels(out.Samples, p.Labels.Process)
 	}
 	return out, true
+}
+
+// totalsOnly leaves out the samples that carry a part label value when a
+// sample without one (the total) is printed too.
+func totalsOnly(samples []exposition.Sample, label string) []exposition.Sample {
+	total := false
+	for _, s := range samples {
+		if s.Labels.Get(label) == "" {
+			total = true
+			break
+		}
+	}
+	if !total {
+		return samples
+	}
+	out := samples[:0:0]
+	for _, s := range samples {
+		if s.Labels.Get(label) == "" {
+			out = append(out, s)
+		}
+	}
+	return out
 }
 
 // maxOverLabels drops the given labels and keeps, for each remaining label

@@ -29,6 +29,7 @@ type profileDataV1 struct {
 		Engine           *string  `yaml:"engine"`
 		Process          []string `yaml:"process"`
 		ProcessAggregate string   `yaml:"process_aggregate"`
+		Parts            []string `yaml:"parts"`
 	} `yaml:"labels"`
 	RolesFromCatalogue bool `yaml:"roles_from_catalogue"`
 	Roles              []struct {

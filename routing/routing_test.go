@@ -237,6 +237,17 @@ sglang:token_usage{dp_rank="1",engine_type="unified",model_name="qwen",moe_ep_ra
 		}
 	}
 	checkSamples(t, viewOf(t, twice.String(), "sglang"), want)
+
+	// Priority scheduling prints one series per priority beside the total
+	// (priority=""): the total is read, not the total plus its parts.
+	var prio strings.Builder
+	for _, line := range strings.SplitAfter(page, "\n") {
+		prio.WriteString(strings.Replace(line, `pp_rank="0"`, `pp_rank="0",priority=""`, 1))
+		if strings.HasPrefix(line, "sglang:num_running_reqs") {
+			prio.WriteString(strings.Replace(strings.Replace(line, `pp_rank="0"`, `pp_rank="0",priority="1"`, 1), "} 7.0", "} 4.0", 1))
+		}
+	}
+	checkSamples(t, viewOf(t, prio.String(), "sglang"), want)
 }
 
 // The real SGLang page of fixture 26 (a Dynamo worker): its gauges come out
