@@ -185,7 +185,7 @@ func Parse(body []byte, contentType string, opts ParseOptions) ([]Family, ParseS
 			}
 			stats.Samples++
 			if opts.SampleLimit > 0 && stats.Samples > opts.SampleLimit {
-				return nil, stats, fmt.Errorf("%w: the page holds more than %d samples; raise --vllm.sample-limit if this upstream is meant to be that large", ErrSampleLimit, opts.SampleLimit)
+				return nil, stats, fmt.Errorf("%w: the page holds more than %d samples; raise the sample limit if this upstream is meant to be that large", ErrSampleLimit, opts.SampleLimit)
 			}
 			name := lset.Get(model.MetricNameLabel)
 			fi, ok := lastFam, lastFam >= 0 && name == lastName
