@@ -8,6 +8,8 @@ package mapping
 import (
 	"os"
 	"path/filepath"
+	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -194,5 +196,111 @@ func TestProfilesAgreeWithFixtures(t *testing.T) {
 		if seen[s] == 0 {
 			t.Errorf("no fixture of %s among testdata/fixtures", s)
 		}
+	}
+}
+
+var (
+	backticked = regexp.MustCompile("`([^`]+)`")
+	olderNames = regexp.MustCompile(`\(older ([^)]*)\)`)
+)
+
+// docName is a family as a docs cell writes it, without a label hint.
+func docName(s string) string { return strings.SplitN(s, "{", 2)[0] }
+
+// docs/engines.md's table of roles per server says what the profiles say:
+// a "native" cell names the profile's families for the role in their order
+// (later ones as "(older `name`)") with its scale, any other cell means the
+// profile has no family for the role, a "not comparable" cell names
+// not_comparable entries of that role, and the vLLM column names the
+// catalogue family that plays the role.
+func TestEnginesDocMatchesProfiles(t *testing.T) {
+	profiles := loadProfileData(t)
+	cat := mustCatalogue(t)
+	b, err := os.ReadFile(filepath.Join("..", "docs", "engines.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc := string(b)
+	start := strings.Index(doc, "| role | unit | vLLM (V1 name) | SGLang | TensorRT-LLM | llama.cpp |")
+	if start < 0 {
+		t.Fatal("docs/engines.md has no roles-per-server table")
+	}
+	columns := []string{"sglang", "trtllm", "llamacpp"}
+	rows := 0
+	documented := map[string]bool{}
+	for _, line := range strings.Split(doc[start:], "\n")[2:] {
+		if !strings.HasPrefix(line, "| `") {
+			break
+		}
+		cells := strings.Split(strings.Trim(line, "|"), "|")
+		if len(cells) != 6 {
+			t.Fatalf("row %q has %d cells, want 6", line, len(cells))
+		}
+		for i := range cells {
+			cells[i] = strings.TrimSpace(cells[i])
+		}
+		rows++
+		for _, m := range backticked.FindAllStringSubmatch(cells[0], -1) {
+			role := m[1]
+			documented[role] = true
+			if fam := cat.Roles().Family(Role(role)); fam != "" {
+				vllm := backticked.FindStringSubmatch(cells[2])
+				if vllm == nil || !strings.HasPrefix(fam, cat.Prefix+strings.SplitN(vllm[1], "{", 2)[0]) {
+					t.Errorf("%s: the vLLM column says %q, the catalogue's family is %s", role, cells[2], fam)
+				}
+			}
+			for ci, server := range columns {
+				cell, p := cells[3+ci], profiles[server]
+				var want []string
+				var scales []float64
+				for _, r := range p.Roles {
+					if r.Role == role {
+						want = append(want, r.Family)
+						if r.Scale != nil {
+							scales = append(scales, *r.Scale)
+						}
+					}
+				}
+				if !strings.HasPrefix(cell, "native ") {
+					if len(want) > 0 {
+						t.Errorf("%s/%s: docs say %q, the profile maps %v", server, role, cell, want)
+					}
+					if strings.HasPrefix(cell, "not comparable") {
+						for _, n := range backticked.FindAllStringSubmatch(cell, -1) {
+							found := false
+							for _, nc := range p.NotComparable {
+								found = found || nc.Role == role && nc.Family == docName(n[1])
+							}
+							if !found {
+								t.Errorf("%s/%s: docs call %s not comparable; the profile has no such not_comparable entry", server, role, n[1])
+							}
+						}
+					}
+					continue
+				}
+				got := []string{docName(backticked.FindStringSubmatch(cell)[1])}
+				for _, o := range olderNames.FindAllStringSubmatch(cell, -1) {
+					for _, n := range backticked.FindAllStringSubmatch(o[1], -1) {
+						got = append(got, docName(n[1]))
+					}
+				}
+				if strings.Join(got, " ") != strings.Join(want, " ") {
+					t.Errorf("%s/%s: docs list %v, the profile maps %v", server, role, got, want)
+				}
+				for _, s := range scales {
+					if !strings.Contains(cell, "×"+strconv.FormatFloat(s, 'g', -1, 64)) {
+						t.Errorf("%s/%s: the profile scales by %v, the docs cell %q does not say ×%v", server, role, s, cell, s)
+					}
+				}
+			}
+		}
+	}
+	for _, d := range cat.Roles().All() {
+		if !documented[string(d.Name)] {
+			t.Errorf("role %s is missing from docs/engines.md's roles-per-server table", d.Name)
+		}
+	}
+	if rows == 0 {
+		t.Fatal("the roles-per-server table has no rows")
 	}
 }
