@@ -17,6 +17,7 @@ import (
 	"log/slog"
 	"net/http"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -43,7 +44,10 @@ type Config struct {
 	MaxBodyBytes int64         // decompressed page size limit
 	SampleLimit  int           // 0 means no limit
 	Windows      []time.Duration
-	Mapper       *mapping.Mapper
+	// SLOs are the latency targets of vllm_derived_slo_attainment_ratio;
+	// none means no attainment series.
+	SLOs   derive.SLOTargets
+	Mapper *mapping.Mapper
 	// Registry holds the sidecar's own metrics (vllm_up and friends are
 	// registered on it by New). Its families are served with the page.
 	Registry *prometheus.Registry
@@ -61,6 +65,7 @@ type Collector struct {
 	roles    *mapping.Roles
 	profiles *mapping.Profiles
 	deriver  *derive.Deriver
+	idle     *derive.IdleTracker // owned by the scrape loop
 	fetch    *scrape.Fetcher
 	mapper   atomic.Pointer[mapping.Mapper]
 	history  *window.History
@@ -146,7 +151,10 @@ func New(cfg Config) (*Collector, error) {
 	if err != nil {
 		return nil, fmt.Errorf("the built-in server profiles are invalid: %w", err)
 	}
-	deriver := derive.New(roles)
+	deriver, err := derive.New(roles).WithSLOs(cfg.SLOs)
+	if err != nil {
+		return nil, err
+	}
 	longest := slices.Max(cfg.Windows)
 	c := &Collector{
 		cfg:      cfg,
@@ -155,6 +163,7 @@ func New(cfg Config) (*Collector, error) {
 		deriver:  deriver,
 		fetch:    f,
 		history:  window.New(cfg.Windows, max(cfg.Interval, longest/300), deriver.Inputs()),
+		idle:     deriver.NewIdleTracker(cfg.Now()),
 		metrics:  m,
 		symbols:  labels.NewSymbolTable(),
 	}
@@ -312,7 +321,9 @@ func (c *Collector) scrape(ctx context.Context) (*scrapeResult, error) {
 	now := c.cfg.Now()
 	c.history.Observe(now, canon)
 	both := c.deriver.Groupings(c.history, now, []string{mapping.LabelModel, mapping.LabelEngine}, []string{mapping.LabelModel})
-	derived, routingDerived := both[0], both[1]
+	c.idle.Observe(now, canon)
+	derived := withFamilies(both[0], c.deriver.Capacity(canon, c.idle, now, true))
+	routingDerived := withFamilies(both[1], c.deriver.Capacity(canon, c.idle, now, false))
 
 	page, pstats := mapper.Present(norm)
 	c.metrics.dropped.WithLabelValues("relabel").Add(float64(pstats.Dropped))
@@ -334,4 +345,11 @@ func (c *Collector) logLegacy(names []string) {
 	if len(names) > 0 {
 		c.cfg.Logger.Info("the upstream still exposes metric names that newer vLLM releases renamed or removed: renamed ones are served under their current names, removed ones passed through; see vllm_normalizer_metric_status", "legacy", names)
 	}
+}
+
+// withFamilies adds more to fams, keeping the families sorted by name.
+func withFamilies(fams, more []exposition.Family) []exposition.Family {
+	fams = append(fams, more...)
+	slices.SortFunc(fams, func(a, b exposition.Family) int { return strings.Compare(a.Name, b.Name) })
+	return fams
 }

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/fos-study/vllm-normalizer/demo"
+	"github.com/fos-study/vllm-normalizer/derive"
 	"github.com/fos-study/vllm-normalizer/exposition"
 )
 
@@ -29,6 +30,22 @@ var derivedNames = []string{
 	"vllm_derived_requests_per_second",
 	"vllm_derived_prompt_tokens_mean",
 	"vllm_derived_generation_tokens_mean",
+	"vllm_derived_slo_attainment_ratio",
+	"vllm_derived_generation_tokens_per_second_per_request",
+}
+
+// nowNames are the derived gauges of the current scrape: no window label.
+var nowNames = []string{
+	"vllm_derived_requests_in_flight",
+	"vllm_derived_kv_cache_free_tokens",
+	"vllm_derived_idle_seconds",
+}
+
+// demoSLOs are SLO targets on the demo's bucket bounds and between them.
+var demoSLOs = derive.SLOTargets{
+	TTFT: []time.Duration{500 * time.Millisecond, 700 * time.Millisecond},
+	TPOT: []time.Duration{50 * time.Millisecond},
+	E2E:  []time.Duration{10 * time.Second},
 }
 
 // TestDemoGolden runs the sidecar against the --demo upstream (two
@@ -45,7 +62,7 @@ func TestDemoGolden(t *testing.T) {
 	}
 	srv := httptest.NewServer(up)
 	defer srv.Close()
-	c := newTestCollector(t, srv.URL+"/metrics", clock, nil)
+	c := newTestCollector(t, srv.URL+"/metrics", clock, func(cfg *Config) { cfg.SLOs = demoSLOs })
 	for range 6 * 60 {
 		c.ScrapeOnce(context.Background())
 		clock.Advance(time.Second)
@@ -60,6 +77,32 @@ func TestDemoGolden(t *testing.T) {
 	byName := map[string]exposition.Family{}
 	for _, f := range fams {
 		byName[f.Name] = f
+	}
+	for _, name := range nowNames {
+		f, ok := byName[name]
+		if !ok {
+			t.Errorf("%s is missing from the demo page", name)
+			continue
+		}
+		seen := map[string]bool{}
+		for _, s := range f.Samples {
+			if s.Labels.Has("window") {
+				t.Errorf("%s has a window label", s.Labels)
+			}
+			seen[s.Labels.Get("engine")] = true
+		}
+		if !seen["0"] || !seen["1"] || len(f.Samples) != 2 {
+			t.Errorf("%s: %d series, want one per engine 0 and 1", name, len(f.Samples))
+		}
+	}
+	les := map[string]bool{}
+	for _, s := range byName["vllm_derived_slo_attainment_ratio"].Samples {
+		les[s.Labels.Get("slo")+"/"+s.Labels.Get("le")] = true
+	}
+	for _, want := range []string{"ttft/0.5", "ttft/0.7", "tpot/0.05", "e2e/10.0"} {
+		if !les[want] {
+			t.Errorf("vllm_derived_slo_attainment_ratio has no slo/le %s: %v", want, les)
+		}
 	}
 	for _, name := range derivedNames {
 		f, ok := byName[name]

@@ -45,6 +45,8 @@ const (
 	srcITLBucket
 	srcE2EBucket
 	srcV0PrefixHitRate // gauge, stored as observed
+	srcRunning         // gauge, stored as observed
+	srcTPOTBucket      // kept only with a TPOT SLO target (WithSLOs)
 	numSources
 )
 
@@ -76,19 +78,38 @@ var sourceRoles = [numSources]struct {
 	srcITLBucket:        {mapping.RoleInterTokenLatency, mapping.PartBucket},
 	srcE2EBucket:        {mapping.RoleE2ELatency, mapping.PartBucket},
 	srcV0PrefixHitRate:  {mapping.RolePrefixCacheHitRateGauge, mapping.PartValue},
+	srcRunning:          {mapping.RoleRequestsRunning, mapping.PartValue},
+	srcTPOTBucket:       {mapping.RoleTimePerOutputToken, mapping.PartBucket},
 }
 
 // Deriver computes the derived gauges over the canonical page (roles under
 // their canonical names, see mapping.Profile.Canonical). Immutable.
 type Deriver struct {
+	roles  *mapping.Roles
 	inputs *window.Inputs
 	help   map[string]string
+	// slos are the attainment targets, ready to use (see WithSLOs).
+	slos []sloTarget
 }
 
-// New returns the Deriver for the roles' canonical names.
+// New returns the Deriver for the roles' canonical names, without SLO
+// targets.
 func New(roles *mapping.Roles) *Deriver {
+	d := &Deriver{roles: roles, inputs: buildInputs(roles, false), help: map[string]string{}}
+	for _, s := range Specs(roles) {
+		d.help[s.Name] = s.Help
+	}
+	return d
+}
+
+// buildInputs lists the samples the sources read; the TPOT histogram only
+// with tpot, as nothing but its SLO attainment reads it.
+func buildInputs(roles *mapping.Roles, tpot bool) *window.Inputs {
 	by := make(map[string]window.Input, numSources)
 	for src := srcNone + 1; src < numSources; src++ {
+		if src == srcTPOTBucket && !tpot {
+			continue
+		}
 		sr := sourceRoles[src]
 		def, _ := roles.Def(sr.role)
 		kind := window.Counter
@@ -100,11 +121,7 @@ func New(roles *mapping.Roles) *Deriver {
 		}
 		by[roles.Sample(sr.role, sr.part)] = window.Input{Key: src, Kind: kind}
 	}
-	d := &Deriver{inputs: window.NewInputs(by), help: map[string]string{}}
-	for _, s := range Specs(roles) {
-		d.help[s.Name] = s.Help
-	}
-	return d
+	return window.NewInputs(by)
 }
 
 // Inputs returns the upstream samples the derivations read: what a
@@ -118,7 +135,21 @@ var derivedQuantiles = []struct {
 	label string
 }{{0.5, "0.5"}, {0.9, "0.9"}, {0.99, "0.99"}}
 
-// histograms whose bucket increases give quantiles, in histogram index order.
+// histSources are the histograms whose buckets derivations read; a
+// window's bucket increases are kept in this order.
+var histSources = [...]source{srcTTFTBucket, srcITLBucket, srcE2EBucket, srcTPOTBucket}
+
+// histIndex is src's position in histSources, or -1.
+func histIndex(src source) int {
+	for i, h := range histSources {
+		if h == src {
+			return i
+		}
+	}
+	return -1
+}
+
+// histograms whose bucket increases give quantiles.
 var quantileFamilies = [...]struct {
 	src  source
 	name string
@@ -167,7 +198,11 @@ type groupAcc struct {
 	// inWindow says whether a series of the source had any point in the
 	// window.
 	inWindow [numSources]bool
-	buckets  [len(quantileFamilies)][]quantile.Bucket
+	buckets  [len(histSources)][]quantile.Bucket
+	// requests_running: the sum over series of their mean over the
+	// window's points, and whether some series had a point.
+	runMean float64
+	runHas  bool
 	// V0 hit-rate gauge: sum and number of non-negative values, and
 	// whether some series had 2 or more points.
 	gaugeSum    float64
@@ -223,7 +258,7 @@ func (d *Deriver) derive(r *window.Reader, groupBys [][]string, res [][]expositi
 		by := make([]string, 0, len(groupBy))
 		for _, g := range groupBy {
 			switch g {
-			case model.MetricNameLabel, model.BucketLabel, WindowLabel, QuantileLabel, finishedReasonLabel:
+			case model.MetricNameLabel, model.BucketLabel, WindowLabel, QuantileLabel, finishedReasonLabel, SLOLabel:
 				continue
 			}
 			if !slices.Contains(by, g) {
@@ -335,15 +370,27 @@ func (d *Deriver) derive(r *window.Reader, groupBys [][]string, res [][]expositi
 				if qok && pok && qm+pm != 0 {
 					emit(out, DerivedTTFTQueueRatio, g, wl, nil, qm/(qm+pm))
 				}
-				for q, qf := range quantileFamilies {
-					if len(a.buckets[q]) == 0 {
+				for _, qf := range quantileFamilies {
+					bs := a.buckets[histIndex(qf.src)]
+					if len(bs) == 0 {
 						continue
 					}
-					scratch = append(scratch[:0], a.buckets[q]...)
+					scratch = append(scratch[:0], bs...)
 					for _, dq := range derivedQuantiles {
-						copy(scratch, a.buckets[q])
+						copy(scratch, bs)
 						emit(out, qf.name, g, wl, []labels.Label{{Name: QuantileLabel, Value: dq.label}}, quantile.Estimate(dq.q, scratch))
 					}
+				}
+				for _, st := range d.slos {
+					bs := a.buckets[histIndex(st.src)]
+					if len(bs) == 0 {
+						continue
+					}
+					scratch = append(scratch[:0], bs...)
+					emit(out, DerivedSLOAttainmentRatio, g, wl, st.lbls, quantile.FractionAtMost(st.seconds, scratch))
+				}
+				if a.has[srcGenerationTokens] && a.runHas && a.runMean > 0 {
+					emit(out, DerivedGenerationTokensPerSecondPerRequest, g, wl, nil, a.rate[srcGenerationTokens]/a.runMean)
 				}
 			}
 			for rk, v := range gs[k].reasons {
@@ -377,6 +424,18 @@ func (d *Deriver) derive(r *window.Reader, groupBys [][]string, res [][]expositi
 // accumulateGauge adds gauge series s's values in rg to a group's
 // accumulator.
 func accumulateGauge(r *window.Reader, s *window.Series, a *groupAcc, rg window.Range) {
+	if s.Key() == srcRunning {
+		sum, n := 0.0, 0
+		r.Values(s, rg, func(v float64) {
+			sum += v
+			n++
+		})
+		if n > 0 {
+			a.runMean += sum / float64(n)
+			a.runHas = true
+		}
+		return
+	}
 	points := 0
 	r.Values(s, rg, func(v float64) {
 		points++
@@ -399,10 +458,8 @@ func (a *groupAcc) add(s *window.Series, inc, secs float64, gi int, reasons map[
 	src := s.Key()
 	switch {
 	case s.Kind() == window.Bucket:
-		for k, qf := range quantileFamilies {
-			if qf.src == src {
-				a.buckets[k] = append(a.buckets[k], quantile.Bucket{UpperBound: s.UpperBound(), Count: inc})
-			}
+		if k := histIndex(src); k >= 0 {
+			a.buckets[k] = append(a.buckets[k], quantile.Bucket{UpperBound: s.UpperBound(), Count: inc})
 		}
 	case src == srcRequestSuccess:
 		reasons[reasonKey{gi, s.Labels().Get(finishedReasonLabel)}] += inc / secs

@@ -99,8 +99,11 @@ type page struct {
 	genLenSum, genLenCount                          float64
 
 	// Histogram buckets: bounds as printed and cumulative counts.
-	ttftLE, itlLE, e2eLE []string
-	ttft, itl, e2e       []float64
+	ttftLE, itlLE, e2eLE, tpotLE []string
+	ttft, itl, e2e, tpot         []float64
+
+	hasRunning bool // print vllm:num_requests_running
+	running    float64
 
 	noPrefixCounters bool     // leave out vllm:prefix_cache_* (V0)
 	skipFamilies     []string // families to leave out
@@ -157,6 +160,12 @@ func (p page) text() string {
 	if len(p.e2eLE) > 0 {
 		hist("vllm:e2e_request_latency_seconds", p.e2eLE, p.e2e, 0, p.e2e[len(p.e2e)-1])
 	}
+	if len(p.tpotLE) > 0 {
+		hist("vllm:request_time_per_output_token_seconds", p.tpotLE, p.tpot, 0, p.tpot[len(p.tpot)-1])
+	}
+	if p.hasRunning {
+		fmt.Fprintf(&b, "# TYPE vllm:num_requests_running gauge\nvllm:num_requests_running{%s} %v\n", p.lbls, p.running)
+	}
 	b.WriteString(p.extraLine)
 	return b.String()
 }
@@ -176,6 +185,8 @@ func TestDeriveEveryFamily(t *testing.T) {
 		ttftLE: []string{"0.1", "0.5", "1.0", "+Inf"}, ttft: []float64{4, 8, 10, 10},
 		itlLE: []string{"0.01", "0.025", "+Inf"}, itl: []float64{100, 100, 100},
 		e2eLE: []string{"1.0", "5.0", "+Inf"}, e2e: []float64{0, 0, 10},
+		tpotLE: []string{"0.025", "0.05", "+Inf"}, tpot: []float64{1, 2, 2},
+		hasRunning: true, running: 4,
 	}
 	end := start
 	end.preempt = 3                                 // +2 over 20 s: 0.1/s
@@ -201,8 +212,16 @@ func TestDeriveEveryFamily(t *testing.T) {
 	// E2E increases 1:0, 5:0, +Inf:10: every quantile is in +Inf, so the
 	// highest finite bound, 5.
 	end.e2e = []float64{0, 0, 20}
+	// TPOT increases 0.025:3, 0.05:8, +Inf:10.
+	end.tpot = []float64{4, 10, 12}
+	// Running 4, 4, 7 at the three points: mean 5; 200 tokens/s / 5 = 40.
+	end.running = 7
 
-	h := NewHistory([]time.Duration{time.Minute}, time.Second)
+	h := newHistorySLO([]time.Duration{time.Minute}, time.Second, SLOTargets{
+		TTFT: []time.Duration{500 * time.Millisecond, 250 * time.Millisecond, 2 * time.Second},
+		TPOT: []time.Duration{50 * time.Millisecond, 10 * time.Millisecond},
+		E2E:  []time.Duration{time.Second, 7 * time.Second},
+	})
 	h.Observe(at(0), parsePage(t, start.text()))
 	h.Observe(at(10), parsePage(t, start.text()))
 	h.Observe(at(20), parsePage(t, end.text()))
@@ -232,6 +251,24 @@ func TestDeriveEveryFamily(t *testing.T) {
 	for _, q := range []string{"0.5", "0.9", "0.99"} {
 		wantValue(t, fams, 5, DerivedE2ELatencySeconds, append(l, "quantile", q)...)
 	}
+	wantValue(t, fams, 40, DerivedGenerationTokensPerSecondPerRequest, l...)
+	// SLO attainment from the same increases. TTFT at most 0.5 s: a bound,
+	// 6/10; at most 0.25 s: inside (0.1, 0.5], 2 + 4*0.15/0.4 = 3.5 -> 0.35;
+	// at most 2 s: above the highest finite bound (1) with nothing in +Inf
+	// beyond it, 1. le is printed as Prometheus prints bucket bounds.
+	wantValue(t, fams, 0.6, DerivedSLOAttainmentRatio, append(l, "slo", "ttft", "le", "0.5")...)
+	wantValue(t, fams, 0.35, DerivedSLOAttainmentRatio, append(l, "slo", "ttft", "le", "0.25")...)
+	wantValue(t, fams, 1, DerivedSLOAttainmentRatio, append(l, "slo", "ttft", "le", "2.0")...)
+	// TPOT at most 50 ms: 8/10; at most 10 ms: 3*0.01/0.025 = 1.2 -> 0.12.
+	wantValue(t, fams, 0.8, DerivedSLOAttainmentRatio, append(l, "slo", "tpot", "le", "0.05")...)
+	wantValue(t, fams, 0.12, DerivedSLOAttainmentRatio, append(l, "slo", "tpot", "le", "0.01")...)
+	// E2E at most 1 s: 0/10; at most 7 s: all 10 lie beyond the highest
+	// finite bound (5), where nothing says how many are <= 7: absent.
+	wantValue(t, fams, 0, DerivedSLOAttainmentRatio, append(l, "slo", "e2e", "le", "1.0")...)
+	wantAbsent(t, fams, DerivedSLOAttainmentRatio, append(l, "slo", "e2e", "le", "7.0")...)
+	if n := seriesCount(fams, DerivedSLOAttainmentRatio); n != 6 {
+		t.Errorf("%d attainment series, want 6", n)
+	}
 
 	// Every family is there once, sorted, typed gauge, with a HELP text.
 	var names []string
@@ -241,8 +278,8 @@ func TestDeriveEveryFamily(t *testing.T) {
 			t.Errorf("%s: type %q help %q", f.Name, f.Type, f.Help)
 		}
 	}
-	if !slices.IsSorted(names) || len(names) != len(testDeriver.help) {
-		t.Errorf("families %v: want all %d, sorted", names, len(testDeriver.help))
+	if want := windowedFamilies(); !slices.IsSorted(names) || len(names) != want {
+		t.Errorf("families %v: want all %d windowed ones, sorted", names, want)
 	}
 }
 
@@ -589,9 +626,9 @@ vllm:time_to_first_token_seconds_count{model_name="m",engine="0"} 1
 	h := NewHistory([]time.Duration{time.Minute}, time.Second)
 	h.Observe(at(0), parsePage(t, raw))
 	// preemptions; queue _sum and _count (no buckets); TTFT's 2 buckets
-	// (no _sum, _count).
-	if n := h.storedSeries(); n != 5 {
-		t.Fatalf("%d series stored, want 5", n)
+	// (no _sum, _count); running.
+	if n := h.storedSeries(); n != 6 {
+		t.Fatalf("%d series stored, want 6", n)
 	}
 }
 

@@ -23,16 +23,43 @@ func Inputs() *window.Inputs { return testDeriver.Inputs() }
 
 // testHistory is a window.History keeping what the derivations read, with
 // Derive as a method so that tests read as one scrape after another.
-type testHistory struct{ *window.History }
+type testHistory struct {
+	*window.History
+	d *Deriver
+}
 
 // NewHistory returns a history over windows at resolution that keeps the
 // derivations' inputs.
 func NewHistory(windows []time.Duration, resolution time.Duration) testHistory {
-	return testHistory{window.New(windows, resolution, Inputs())}
+	return testHistory{window.New(windows, resolution, Inputs()), testDeriver}
+}
+
+// newHistorySLO is NewHistory for derivations with SLO targets.
+func newHistorySLO(windows []time.Duration, resolution time.Duration, slos SLOTargets) testHistory {
+	d, err := testDeriver.WithSLOs(slos)
+	if err != nil {
+		panic(err)
+	}
+	return testHistory{window.New(windows, resolution, d.Inputs()), d}
 }
 
 func (h testHistory) Derive(now time.Time, groupBy []string) []exposition.Family {
-	return testDeriver.Derive(h.History, now, groupBy)
+	return h.d.Derive(h.History, now, groupBy)
+}
+
+func (h testHistory) Groupings(now time.Time, groupBys ...[]string) [][]exposition.Family {
+	return h.d.Groupings(h.History, now, groupBys...)
+}
+
+// windowedFamilies is the number of derived families with a window label.
+func windowedFamilies() int {
+	n := 0
+	for _, s := range specs {
+		if !s.Now {
+			n++
+		}
+	}
+	return n
 }
 
 func (h testHistory) storedSeries() int { return h.StoredSeries() }

@@ -40,15 +40,17 @@ func fixturePage(tb testing.TB, engines int) []exposition.Family {
 	return fams
 }
 
-// neededSamples returns the samples of fams that History stores.
+// neededSamples returns the samples of fams that History stores (with a
+// TPOT target, which keeps the TPOT histogram too).
 func neededSamples(fams []exposition.Family) []*exposition.Sample {
 	var out []*exposition.Sample
+	in := newHistorySLO(nil, time.Second, SLOTargets{TPOT: []time.Duration{time.Second}}).d.Inputs()
 	for fi := range fams {
-		if !Inputs().Family(fams[fi].Name) {
+		if !in.Family(fams[fi].Name) {
 			continue
 		}
 		for si := range fams[fi].Samples {
-			if _, ok := Inputs().Sample(fams[fi].Samples[si].Name()); ok {
+			if _, ok := in.Sample(fams[fi].Samples[si].Name()); ok {
 				out = append(out, &fams[fi].Samples[si])
 			}
 		}
@@ -64,10 +66,14 @@ func neededSamples(fams []exposition.Family) []*exposition.Sample {
 //     ratio 1/(1+1) = 0.5;
 //   - every bucket +10 puts all 10 new observations in the lowest bucket:
 //     rank 5 of 10 in (0, lowest]: TTFT (0, 0.001] -> 0.0005,
-//     ITL (0, 0.01] -> 0.005, e2e (0, 0.3] -> 0.15.
+//     ITL (0, 0.01] -> 0.005, e2e (0, 0.3] -> 0.15;
+//   - SLO attainment, same buckets: TTFT at most 1ms (the lowest bound,
+//     exact) 10/10 = 1; TPOT at most 5ms, half of (0, 0.01]: 0.5; e2e at
+//     most 75ms, a quarter of (0, 0.3]: 0.25;
+//   - running goes 0 -> 10, mean 5: 1 token/s / 5 = 0.2 per request.
 func TestDeriveFixture13(t *testing.T) {
 	fams := fixturePage(t, 1)
-	h := NewHistory([]time.Duration{time.Minute}, time.Second)
+	h := newHistorySLO([]time.Duration{time.Minute}, time.Second, SLOTargets{TTFT: []time.Duration{time.Millisecond}, TPOT: []time.Duration{5 * time.Millisecond}, E2E: []time.Duration{75 * time.Millisecond}})
 	h.Observe(at(0), fams)
 	for _, s := range neededSamples(fams) {
 		s.Value += 10
@@ -96,8 +102,12 @@ func TestDeriveFixture13(t *testing.T) {
 	wantValue(t, out, 0.0005, DerivedTTFTSeconds, append(l, "quantile", "0.5")...)
 	wantValue(t, out, 0.005, DerivedInterTokenLatencySeconds, append(l, "quantile", "0.5")...)
 	wantValue(t, out, 0.15, DerivedE2ELatencySeconds, append(l, "quantile", "0.5")...)
-	if len(out) != len(testDeriver.help) {
-		t.Errorf("%d families, want %d", len(out), len(testDeriver.help))
+	wantValue(t, out, 1, DerivedSLOAttainmentRatio, append(l, "slo", "ttft", "le", "0.001")...)
+	wantValue(t, out, 0.5, DerivedSLOAttainmentRatio, append(l, "slo", "tpot", "le", "0.005")...)
+	wantValue(t, out, 0.25, DerivedSLOAttainmentRatio, append(l, "slo", "e2e", "le", "0.075")...)
+	wantValue(t, out, 0.2, DerivedGenerationTokensPerSecondPerRequest, l...)
+	if want := windowedFamilies(); len(out) != want {
+		t.Errorf("%d families, want %d", len(out), want)
 	}
 }
 

@@ -12,12 +12,16 @@ import (
 
 	"github.com/fos-study/vllm-normalizer/exposition"
 	"github.com/fos-study/vllm-normalizer/mapping"
+	"github.com/fos-study/vllm-normalizer/window"
 )
 
 // For a real page of every server kind, observed twice with every counter,
 // bucket, _sum and _count advanced, each derived gauge exists exactly when
 // the roles it reads are on the server's canonical page: a role a server
 // lacks leaves its gauges absent, never 0, and one it has is never lost.
+// SLO attainment has a target for each latency; the running gauge is
+// raised by one on the second page, so that the per-request speed has a
+// denominator.
 func TestDerivedWhereRolesExist(t *testing.T) {
 	cat, err := mapping.LoadCatalogue()
 	if err != nil {
@@ -29,6 +33,10 @@ func TestDerivedWhereRolesExist(t *testing.T) {
 		t.Fatal(err)
 	}
 	mapper, err := mapping.New(cat, mapping.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := New(roles).WithSLOs(SLOTargets{TTFT: []time.Duration{time.Second}, TPOT: []time.Duration{time.Second}, E2E: []time.Duration{time.Second}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -47,11 +55,23 @@ func TestDerivedWhereRolesExist(t *testing.T) {
 			}
 			canon := p.Canonical(norm, roles)
 			later, _ := mapper.Normalize(advanced(readFixture(t, prefix)))
-			h := NewHistory([]time.Duration{time.Minute}, time.Second)
+			laterCanon := p.Canonical(later, roles)
+			for fi := range laterCanon {
+				if laterCanon[fi].Name == roles.Family(mapping.RoleRequestsRunning) {
+					for si := range laterCanon[fi].Samples {
+						laterCanon[fi].Samples[si].Value++
+					}
+				}
+			}
+			h := window.New([]time.Duration{time.Minute}, time.Second, d.Inputs())
+			idle := d.NewIdleTracker(at(0))
 			h.Observe(at(0), canon)
-			h.Observe(at(10), p.Canonical(later, roles))
+			idle.Observe(at(0), canon)
+			h.Observe(at(10), laterCanon)
+			idle.Observe(at(10), laterCanon)
 			got := map[string]bool{}
-			for _, f := range h.Derive(at(10), []string{mapping.LabelModel, mapping.LabelEngine}) {
+			derived := d.Derive(h, at(10), []string{mapping.LabelModel, mapping.LabelEngine})
+			for _, f := range append(derived, d.Capacity(laterCanon, idle, at(10), true)...) {
 				got[f.Name] = len(f.Samples) > 0
 			}
 			if len(got) == 0 {
@@ -72,6 +92,9 @@ func TestDerivedWhereRolesExist(t *testing.T) {
 					if in != mapping.RolePrefixCacheHitRateGauge && !has[in] {
 						want = false
 					}
+				}
+				if s.AnyInput {
+					want = slices.ContainsFunc(s.Inputs, func(in mapping.Role) bool { return has[in] })
 				}
 				if !want && slices.Contains(s.Inputs, mapping.RolePrefixCacheHitRateGauge) && has[mapping.RolePrefixCacheHitRateGauge] {
 					continue // the V0 gauge fallback: its own tests cover it

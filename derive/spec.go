@@ -28,8 +28,18 @@ type Spec struct {
 	// Labels are the labels it has beside the grouping and window labels.
 	Labels []string
 	// Record is the recording-rule operation in deploy/prometheus
-	// (vllm:derived_<gauge>:<Record><window>).
+	// (vllm:derived_<gauge>:<Record><window>, or without window for Now).
 	Record string
+	// AnyInput marks a gauge with one series per input it finds (SLO
+	// attainment per latency): it exists where any of its inputs does.
+	AnyInput bool
+	// Now marks a value of the current scrape: no window label, and a
+	// recording rule without window.
+	Now bool
+	// RuleAggregatesGauge marks a gauge PromQL cannot compute from the
+	// role families (PromQL says why): its recording rule aggregates the
+	// sidecar's own gauge across pods instead.
+	RuleAggregatesGauge bool
 }
 
 // Shared tails of the HELP texts.
@@ -61,10 +71,20 @@ const (
 	DerivedPromptTokensMean            = "vllm_derived_prompt_tokens_mean"
 	DerivedGenerationTokensMean        = "vllm_derived_generation_tokens_mean"
 
+	// Signals for autoscalers; see docs/autoscaling.md.
+	DerivedRequestsInFlight                    = "vllm_derived_requests_in_flight"
+	DerivedKVCacheFreeTokens                   = "vllm_derived_kv_cache_free_tokens"
+	DerivedSLOAttainmentRatio                  = "vllm_derived_slo_attainment_ratio"
+	DerivedIdleSeconds                         = "vllm_derived_idle_seconds"
+	DerivedGenerationTokensPerSecondPerRequest = "vllm_derived_generation_tokens_per_second_per_request"
+
 	// WindowLabel names the window a derived value covers ("1m").
 	WindowLabel = "window"
 	// QuantileLabel names the quantile of the latency gauges ("0.9").
 	QuantileLabel = "quantile"
+	// SLOLabel names the latency an attainment ratio is about: ttft, tpot
+	// or e2e; its target is in le.
+	SLOLabel = "slo"
 
 	finishedReasonLabel = "finished_reason"
 )
@@ -130,6 +150,51 @@ var specs = []Spec{
 	},
 	meanSpec(DerivedPromptTokensMean, "Mean prompt length in tokens", mapping.RoleRequestPromptTokens, "tokens", "did the traffic change?"),
 	meanSpec(DerivedGenerationTokensMean, "Mean generated tokens per request", mapping.RoleRequestGenerationTokens, "tokens", "did the traffic change?"),
+	{
+		Name: DerivedRequestsInFlight, Unit: "requests", Record: "sum", Now: true,
+		Inputs: []mapping.Role{mapping.RoleRequestsRunning, mapping.RoleRequestsWaiting},
+		Help: "Requests in flight now: {requests_running} + {requests_waiting}, summed over API-server processes (and engines where they are collapsed)." +
+			" Absent where either gauge is missing.",
+		PromQL:   "{requests_running} + {requests_waiting} (now)",
+		Decision: "scale on load: rises as batches fill, before requests queue",
+	},
+	{
+		Name: DerivedKVCacheFreeTokens, Unit: "tokens", Record: "sum", Now: true, RuleAggregatesGauge: true,
+		Inputs: []mapping.Role{mapping.RoleKVCacheUsage, mapping.RoleCacheConfig},
+		Help: "KV-cache tokens free now: (1 - {kv_cache_usage}) * num_gpu_blocks * block_size of the engine's {cache_config}," +
+			" usage being the highest value over API-server processes; summed over engines where they are collapsed." +
+			" Absent where the usage or the block data is missing, or usage is outside 0..1.",
+		PromQL:   "(1 - {kv_cache_usage}) × num_gpu_blocks × block_size of {cache_config} (now; PromQL cannot read label values as numbers)",
+		Decision: "headroom for long prompts; place or admit by free memory",
+	},
+	{
+		Name: DerivedSLOAttainmentRatio, Unit: "ratio", Record: "ratio", Labels: []string{SLOLabel, "le"}, AnyInput: true,
+		Inputs: []mapping.Role{mapping.RoleTTFT, mapping.RoleTimePerOutputToken, mapping.RoleE2ELatency},
+		Help: "Share of the requests finished in the window whose latency was at most le seconds:" +
+			" slo=\"ttft\" time to first token ({ttft}), \"tpot\" mean time per output token of the request ({time_per_output_token}), \"e2e\" end-to-end latency ({e2e_latency})." +
+			" From the increases of the buckets in the window, summed by le: exact when le is a bucket bound, linearly interpolated inside the bucket otherwise (the lowest bucket from 0);" +
+			" above the highest finite bound only when no observation lies beyond it. One series per target (--slo.ttft, --slo.tpot, --slo.e2e); none without targets." +
+			" Counters are read at the points scraped in the window (no extrapolation); absent without observations in the window.",
+		PromQL:   "increase(H_bucket{le=\"t\"}[w]) / increase(H_bucket{le=\"+Inf\"}[w]), H = {ttft}, {time_per_output_token}, {e2e_latency}; interpolated between bounds",
+		Decision: "latency SLOs: scale or shed when the share falls",
+	},
+	{
+		Name: DerivedIdleSeconds, Unit: "s", Record: "min", Now: true, RuleAggregatesGauge: true,
+		Inputs: []mapping.Role{mapping.RoleRequestsRunning, mapping.RoleRequestsWaiting},
+		Help: "Seconds since the server was last seen working: {requests_running} or {requests_waiting} above 0, or, where the server has them, {requests_finished}, {prompt_tokens} or {generation_tokens} increased" +
+			" (a counter that restarts counts its value after the restart); since the sidecar started if never." +
+			" Absent without both in-flight gauges. Resolution: one scrape interval.",
+		PromQL:   "time since {requests_finished}, {prompt_tokens} or {generation_tokens} last increased or {requests_running} + {requests_waiting} > 0 (state PromQL does not keep)",
+		Decision: "scale to zero after a quiet period",
+	},
+	{
+		Name: DerivedGenerationTokensPerSecondPerRequest, Unit: "tokens/s", Record: "ratio",
+		Inputs: []mapping.Role{mapping.RoleGenerationTokens, mapping.RoleRequestsRunning},
+		Help: "Generated tokens per second per running request: rate of {generation_tokens} divided by the mean of {requests_running} over the window's points," +
+			" both summed over all but the grouping labels: the decode speed one request sees, which falls as batches grow." + helpCounter,
+		PromQL:   "rate({generation_tokens}[w]) / avg_over_time({requests_running}[w])",
+		Decision: "latency-first routing picks high; throughput-first fills batches",
+	},
 }
 
 func meanSpec(name, what string, role mapping.Role, unit, decision string) Spec {

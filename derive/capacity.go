@@ -1,0 +1,210 @@
+package derive
+
+import (
+	"cmp"
+	"math"
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/prometheus/common/model"
+	"github.com/prometheus/prometheus/model/labels"
+
+	"github.com/fos-study/vllm-normalizer/exposition"
+	"github.com/fos-study/vllm-normalizer/mapping"
+)
+
+// groupKey is the (model_name, engine) of a gauge of the current scrape.
+type groupKey struct{ model, engine string }
+
+// compareEngines orders engine label values as numbers when both are, else
+// as strings: engine "2" comes before engine "10".
+func compareEngines(a, b string) int {
+	ea, erra := strconv.Atoi(a)
+	eb, errb := strconv.Atoi(b)
+	if erra != nil || errb != nil {
+		return cmp.Compare(a, b)
+	}
+	return cmp.Compare(ea, eb)
+}
+
+// Labels of the cache_config role that carry the KV-cache size.
+const (
+	labelGPUBlocks = "num_gpu_blocks"
+	labelBlockSize = "block_size"
+)
+
+// inFlight sums running and waiting per (model_name, engine), or per
+// model_name without byEngine. A group that lacks one of the two gauges
+// (or a model with such an engine) is left out: half the sum would read as
+// less load than there is.
+func inFlight(running, waiting *exposition.Family, byEngine bool) map[idleKey]float64 {
+	if running == nil || waiting == nil {
+		return nil
+	}
+	type part struct {
+		sum      float64
+		run, wai bool
+	}
+	perEngine := map[idleKey]*part{}
+	for _, f := range []*exposition.Family{running, waiting} {
+		for _, s := range f.Samples {
+			if math.IsNaN(s.Value) {
+				continue
+			}
+			k := idleKey{s.Labels.Get(mapping.LabelModel), s.Labels.Get(mapping.LabelEngine)}
+			p := perEngine[k]
+			if p == nil {
+				p = &part{}
+				perEngine[k] = p
+			}
+			p.sum += s.Value
+			if f == running {
+				p.run = true
+			} else {
+				p.wai = true
+			}
+		}
+	}
+	return collapse(perEngine, byEngine, func(_ idleKey, p *part) (float64, bool) { return p.sum, p.run && p.wai })
+}
+
+// cacheBlocks is an engine's KV-cache size from vllm:cache_config_info.
+type cacheBlocks struct {
+	blocks, blockSize float64
+}
+
+// kvFreeTokens computes (1 - usage) * num_gpu_blocks * block_size per
+// (model_name, engine), usage being the highest value over API-server
+// processes (idle ones report 0), or its sum over engines per model_name
+// without byEngine. cache_config_info carries no model_name: engines are
+// matched by their engine label (both absent on V0).
+func kvFreeTokens(usage, cfg *exposition.Family, byEngine bool) map[idleKey]float64 {
+	if usage == nil || cfg == nil {
+		return nil
+	}
+	blocks := map[string]cacheBlocks{}
+	seen := map[string]bool{}
+	for _, s := range cfg.Samples {
+		e := s.Labels.Get(mapping.LabelEngine)
+		if seen[e] {
+			continue // once per engine, whatever the number of processes
+		}
+		seen[e] = true
+		n, err1 := strconv.ParseFloat(s.Labels.Get(labelGPUBlocks), 64)
+		bs, err2 := strconv.ParseFloat(s.Labels.Get(labelBlockSize), 64)
+		if err1 == nil && err2 == nil && n > 0 && bs > 0 && !math.IsInf(n, 0) && !math.IsInf(bs, 0) {
+			blocks[e] = cacheBlocks{n, bs}
+		}
+	}
+	type part struct {
+		usage float64
+		ok    bool
+	}
+	perEngine := map[idleKey]*part{}
+	for _, s := range usage.Samples {
+		k := idleKey{s.Labels.Get(mapping.LabelModel), s.Labels.Get(mapping.LabelEngine)}
+		p := perEngine[k]
+		if p == nil {
+			p = &part{usage: s.Value, ok: true}
+			perEngine[k] = p
+		} else if s.Value > p.usage {
+			p.usage = s.Value
+		}
+		if math.IsNaN(s.Value) || s.Value < 0 || s.Value > 1 {
+			p.ok = false
+		}
+	}
+	return collapse(perEngine, byEngine, func(k idleKey, p *part) (float64, bool) {
+		b, ok := blocks[k.engine]
+		return (1 - p.usage) * b.blocks * b.blockSize, ok && p.ok
+	})
+}
+
+// collapse turns per-(model, engine) parts into values, per engine or
+// summed per model; a part that is not ok leaves out its group (and its
+// model when collapsing).
+func collapse[T any](perEngine map[idleKey]T, byEngine bool, value func(idleKey, T) (float64, bool)) map[idleKey]float64 {
+	keys := make([]idleKey, 0, len(perEngine))
+	for k := range perEngine {
+		keys = append(keys, k)
+	}
+	// A fixed order, so sums do not change in their last bits.
+	slices.SortFunc(keys, func(a, b idleKey) int {
+		return cmp.Or(cmp.Compare(a.model, b.model), compareEngines(a.engine, b.engine))
+	})
+	out := map[idleKey]float64{}
+	bad := map[string]bool{}
+	for _, k := range keys {
+		v, ok := value(k, perEngine[k])
+		if byEngine {
+			if ok {
+				out[k] = v
+			}
+			continue
+		}
+		m := idleKey{model: k.model}
+		if !ok {
+			bad[k.model] = true
+			continue
+		}
+		out[m] += v
+	}
+	for m := range bad {
+		delete(out, idleKey{model: m})
+	}
+	return out
+}
+
+// nowSamples writes values keyed by (model_name, engine) as samples of
+// family name, sorted, labels absent where empty.
+func nowSamples(name string, vals map[idleKey]float64) []exposition.Sample {
+	keys := make([]idleKey, 0, len(vals))
+	for k := range vals {
+		keys = append(keys, k)
+	}
+	slices.SortFunc(keys, func(a, b idleKey) int {
+		return cmp.Or(cmp.Compare(a.model, b.model), compareEngines(a.engine, b.engine))
+	})
+	out := make([]exposition.Sample, 0, len(keys))
+	var b labels.ScratchBuilder
+	for _, k := range keys {
+		v := vals[k]
+		if math.IsNaN(v) || math.IsInf(v, 0) {
+			continue
+		}
+		b.Reset()
+		b.Add(model.MetricNameLabel, name)
+		if k.engine != "" {
+			b.Add(mapping.LabelEngine, k.engine)
+		}
+		if k.model != "" {
+			b.Add(mapping.LabelModel, k.model)
+		}
+		b.Sort()
+		out = append(out, exposition.Sample{Labels: b.Labels(), Value: v})
+	}
+	return out
+}
+
+// Capacity returns the gauges of the current scrape for autoscalers (in
+// flight, free KV tokens, idle seconds) from its canonical page and the
+// idle tracker that observed it, per model_name and engine with byEngine,
+// else per model_name. Families are sorted by name.
+func (d *Deriver) Capacity(canon []exposition.Family, idle *IdleTracker, now time.Time, byEngine bool) []exposition.Family {
+	byName := make(map[string]*exposition.Family, len(canon))
+	for i := range canon {
+		byName[canon[i].Name] = &canon[i]
+	}
+	fam := func(r mapping.Role) *exposition.Family { return byName[d.roles.Family(r)] }
+	var out []exposition.Family
+	add := func(name string, vals map[idleKey]float64) {
+		if smps := nowSamples(name, vals); len(smps) > 0 {
+			out = append(out, exposition.Family{Name: name, Type: model.MetricTypeGauge, Help: d.help[name], Samples: smps})
+		}
+	}
+	add(DerivedIdleSeconds, idle.idleSeconds(now, byEngine))
+	add(DerivedKVCacheFreeTokens, kvFreeTokens(fam(mapping.RoleKVCacheUsage), fam(mapping.RoleCacheConfig), byEngine))
+	add(DerivedRequestsInFlight, inFlight(fam(mapping.RoleRequestsRunning), fam(mapping.RoleRequestsWaiting), byEngine))
+	return out // sorted by name
+}

@@ -1,0 +1,186 @@
+package derive
+
+import (
+	"math"
+	"time"
+
+	"github.com/prometheus/prometheus/model/labels"
+
+	"github.com/fos-study/vllm-normalizer/exposition"
+	"github.com/fos-study/vllm-normalizer/mapping"
+)
+
+// idleSignal is how a sample says the server is working.
+type idleSignal uint8
+
+const (
+	// idleCounter samples "move" when their reset-corrected increase
+	// since the previous scrape is positive: a restart to zero is no
+	// work, a restart to 3 is three.
+	idleCounter idleSignal = iota
+	// idleRunning and idleWaiting mean work while above 0, so a long
+	// request that finishes nothing for minutes keeps its pod busy. Both
+	// are required: without them a request in progress would look idle.
+	idleRunning
+	idleWaiting
+)
+
+// idleRoles are the roles that say the server is working: a request
+// finished, a prompt was prefilled, a token was generated (where the
+// server has these counters; they catch requests shorter than a scrape
+// interval), a request is running or waiting.
+var idleRoles = map[mapping.Role]idleSignal{
+	mapping.RoleRequestsFinished: idleCounter,
+	mapping.RolePromptTokens:     idleCounter,
+	mapping.RoleGenerationTokens: idleCounter,
+	mapping.RoleRequestsRunning:  idleRunning,
+	mapping.RoleRequestsWaiting:  idleWaiting,
+}
+
+// idleKey is the (model_name, engine) an idle time belongs to.
+type idleKey = groupKey
+
+// IdleTracker knows, per model_name and engine, when the server was last
+// seen working (a request counter moved, or a request was running or
+// waiting), for vllm_derived_idle_seconds. It is not safe for concurrent
+// use; the scrape loop owns it.
+type IdleTracker struct {
+	start time.Time // the sidecar's start: "idle since" for never-busy groups
+	// samples maps the sample names of idleRoles on the canonical page to
+	// their signal.
+	samples map[string]idleSignal
+	// counters by label hash: the last raw value of each request counter
+	// series seen in the previous observation.
+	counters map[uint64][]idleCounterState
+	busyAt   map[idleKey]time.Time
+	// seen has, per group of the last observation, a bit per in-flight
+	// gauge it had (1 running, 2 waiting); a group with both is present.
+	seen     map[idleKey]uint8
+	observed bool
+	round    uint64
+}
+
+type idleCounterState struct {
+	lbls  labels.Labels
+	last  float64
+	round uint64 // last observation that saw it
+}
+
+// NewIdleTracker returns a tracker of the canonical page d reads, for a
+// sidecar started at start.
+func (d *Deriver) NewIdleTracker(start time.Time) *IdleTracker {
+	samples := map[string]idleSignal{}
+	for role, sig := range idleRoles {
+		if name := d.roles.Sample(role, mapping.PartValue); name != "" {
+			samples[name] = sig
+		}
+	}
+	return &IdleTracker{start: start, samples: samples, counters: map[uint64][]idleCounterState{}, busyAt: map[idleKey]time.Time{}}
+}
+
+// Observe reads one successful scrape's canonical page, taken at now.
+func (t *IdleTracker) Observe(now time.Time, fams []exposition.Family) {
+	t.round++
+	t.seen = map[idleKey]uint8{}
+	for fi := range fams {
+		f := &fams[fi]
+		for si := range f.Samples {
+			s := &f.Samples[si]
+			name := s.Name()
+			sig, ok := t.samples[name]
+			if !ok || math.IsNaN(s.Value) {
+				continue
+			}
+			k := idleKey{s.Labels.Get(mapping.LabelModel), s.Labels.Get(mapping.LabelEngine)}
+			t.seen[k] |= 0 // known group, whatever the signal: its busy time is kept
+			busy := false
+			switch sig {
+			case idleCounter:
+				busy = t.moved(s)
+			case idleRunning:
+				t.seen[k] |= 1
+				busy = s.Value > 0
+			case idleWaiting:
+				t.seen[k] |= 2
+				busy = s.Value > 0
+			}
+			if busy {
+				t.busyAt[k] = now
+			}
+		}
+	}
+	// Forget counters no longer printed, and groups no longer present.
+	for h, list := range t.counters {
+		kept := list[:0]
+		for _, c := range list {
+			if c.round == t.round {
+				kept = append(kept, c)
+			}
+		}
+		if len(kept) == 0 {
+			delete(t.counters, h)
+		} else {
+			t.counters[h] = kept
+		}
+	}
+	for k := range t.busyAt {
+		if _, ok := t.seen[k]; !ok {
+			delete(t.busyAt, k)
+		}
+	}
+	t.observed = true
+}
+
+// moved records counter sample s and reports whether it moved since the
+// previous observation. A series first seen after the first observation
+// counts from zero (it appeared because something happened); on the first
+// observation nothing is known about the past, so nothing moved.
+func (t *IdleTracker) moved(s *exposition.Sample) bool {
+	h := s.Labels.Hash()
+	list := t.counters[h]
+	for i := range list {
+		c := &list[i]
+		if !labels.Equal(c.lbls, s.Labels) {
+			continue
+		}
+		if c.round == t.round {
+			return false // the same series twice on a page: the first counts
+		}
+		prev := c.last
+		c.last, c.round = s.Value, t.round
+		if s.Value < prev {
+			return s.Value > 0 // restarted from zero
+		}
+		return s.Value > prev
+	}
+	t.counters[h] = append(list, idleCounterState{lbls: s.Labels.Copy(), last: s.Value, round: t.round})
+	return t.observed && s.Value > 0
+}
+
+// idleSeconds returns the seconds since each present group (one with
+// both in-flight gauges) was last busy,
+// or since the sidecar started if it never was; with byEngine false,
+// engines are collapsed: a model is idle since its last busy engine was.
+func (t *IdleTracker) idleSeconds(now time.Time, byEngine bool) map[idleKey]float64 {
+	last := map[idleKey]time.Time{}
+	for k, bits := range t.seen {
+		if bits != 3 {
+			continue
+		}
+		at, ok := t.busyAt[k]
+		if !ok {
+			at = t.start
+		}
+		if !byEngine {
+			k.engine = ""
+		}
+		if prev, ok := last[k]; !ok || at.After(prev) {
+			last[k] = at
+		}
+	}
+	out := make(map[idleKey]float64, len(last))
+	for k, at := range last {
+		out[k] = max(0, now.Sub(at).Seconds())
+	}
+	return out
+}

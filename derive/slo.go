@@ -1,0 +1,78 @@
+package derive
+
+import (
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/prometheus/common/model"
+	"github.com/prometheus/prometheus/model/labels"
+)
+
+// SLOTargets are the latency targets vllm_derived_slo_attainment_ratio is
+// computed for, per latency. Nothing is computed for a latency without
+// targets.
+type SLOTargets struct {
+	TTFT, TPOT, E2E []time.Duration
+}
+
+// sloKinds ties each latency to its slo label value and histogram.
+var sloKinds = [...]struct {
+	label string
+	src   source
+	get   func(*SLOTargets) []time.Duration
+}{
+	{"ttft", srcTTFTBucket, func(s *SLOTargets) []time.Duration { return s.TTFT }},
+	{"tpot", srcTPOTBucket, func(s *SLOTargets) []time.Duration { return s.TPOT }},
+	{"e2e", srcE2EBucket, func(s *SLOTargets) []time.Duration { return s.E2E }},
+}
+
+// Validate rejects targets that are not positive: no request takes at most
+// 0 s, so such a target would always read 0.
+func (s SLOTargets) Validate() error {
+	for _, k := range sloKinds {
+		for _, d := range k.get(&s) {
+			if d <= 0 {
+				return fmt.Errorf("SLO target %s=%s: a latency target must be a positive duration, such as 500ms or 2s", k.label, d)
+			}
+		}
+	}
+	return nil
+}
+
+// FormatSLOTarget prints a target in seconds the way Prometheus prints a
+// bucket bound in its le label ("0.5", "1.0", "2.5"), so that an
+// attainment's le reads like the bucket it comes from.
+func FormatSLOTarget(d time.Duration) string {
+	return labels.FormatOpenMetricsFloat(d.Seconds())
+}
+
+// sloTarget is one target ready for derive: its histogram, its value in
+// seconds and its slo and le labels.
+type sloTarget struct {
+	src     source
+	seconds float64
+	lbls    []labels.Label
+}
+
+// WithSLOs returns a Deriver like d that also computes SLO attainment for
+// slos (each latency's targets sorted, duplicates dropped). Its Inputs keep
+// the TPOT histogram when there are TPOT targets.
+func (d *Deriver) WithSLOs(slos SLOTargets) (*Deriver, error) {
+	if err := slos.Validate(); err != nil {
+		return nil, err
+	}
+	out := *d
+	out.slos = nil
+	for _, k := range sloKinds {
+		ds := slices.Clone(k.get(&slos))
+		slices.Sort(ds)
+		for _, t := range slices.Compact(ds) {
+			out.slos = append(out.slos, sloTarget{src: k.src, seconds: t.Seconds(), lbls: []labels.Label{
+				{Name: SLOLabel, Value: k.label}, {Name: model.BucketLabel, Value: FormatSLOTarget(t)},
+			}})
+		}
+	}
+	out.inputs = buildInputs(d.roles, len(slos.TPOT) > 0)
+	return &out, nil
+}
