@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
@@ -178,9 +179,18 @@ var derivedGauges = []string{
 	"ttft_queue_ratio", "ttft_seconds", "inter_token_latency_seconds", "e2e_latency_seconds",
 	"prompt_tokens_per_second", "generation_tokens_per_second", "requests_per_second",
 	"prompt_tokens_mean", "generation_tokens_mean",
+	"slo_attainment_ratio", "generation_tokens_per_second_per_request",
 }
 
+// nowGauges are the derived gauges of the current scrape: one rule each,
+// without window.
+var nowGauges = []string{"requests_in_flight", "kv_cache_free_tokens", "idle_seconds"}
+
 var quantileGauges = map[string]bool{"ttft_seconds": true, "inter_token_latency_seconds": true, "e2e_latency_seconds": true}
+
+// sloRules are the slo/le pairs the attainment rules are recorded for, in
+// each window: the targets the autoscaling overlays set.
+var sloRules = map[string]string{"ttft": "0.5", "tpot": "0.05", "e2e": "10.0"}
 
 // TestRulesParse parses every rule expression with the Prometheus parser and
 // checks names, labels and the coverage of the derived gauges.
@@ -218,9 +228,25 @@ func TestRulesParse(t *testing.T) {
 		t.Errorf("only %d alerts", alerts)
 	}
 	recRe := regexp.MustCompile(`^vllm:derived_([a-z0-9_]+):[a-z_]+(1m|5m)$`)
-	for name := range recorded {
+	nowRe := regexp.MustCompile(`^vllm:derived_([a-z0-9_]+):[a-z_]+$`)
+	nowFound := map[string]int{}
+	for name, ls := range recorded {
+		if m := nowRe.FindStringSubmatch(name); m != nil && slices.Contains(nowGauges, m[1]) {
+			nowFound[m[1]] += len(ls)
+			for _, l := range ls {
+				if l["window"] != "" {
+					t.Errorf("recording rule %s of a gauge of the current scrape has window %q", name, l["window"])
+				}
+			}
+			continue
+		}
 		if !recRe.MatchString(name) {
 			t.Errorf("recording rule %s does not follow vllm:derived_<gauge>:<op><window>", name)
+		}
+	}
+	for _, g := range nowGauges {
+		if nowFound[g] != 1 {
+			t.Errorf("derived gauge %s: %d recording rules vllm:derived_%s:<op>, want 1", g, nowFound[g], g)
 		}
 	}
 	for _, g := range derivedGauges {
@@ -235,6 +261,14 @@ func TestRulesParse(t *testing.T) {
 			want := 1
 			if quantileGauges[g] {
 				want = 3
+			}
+			if g == "slo_attainment_ratio" {
+				want = len(sloRules)
+				for _, ls := range found {
+					if sloRules[ls["slo"]] != ls["le"] {
+						t.Errorf("attainment rule for window %s has slo=%q le=%q, want one of %v", w, ls["slo"], ls["le"], sloRules)
+					}
+				}
 			}
 			if len(found) != want {
 				t.Errorf("derived gauge %s, window %s: %d recording rules, want %d", g, w, len(found), want)
@@ -667,4 +701,53 @@ images:
 		return
 	}
 	t.Fatal("no Deployment in the overlay output")
+}
+
+// TestAutoscalingRulesHavePromtoolTests requires a promtool test case that
+// evaluates each recording rule of the autoscaling gauges.
+func TestAutoscalingRulesHavePromtoolTests(t *testing.T) {
+	files, _ := filepath.Glob("prometheus/tests/*.yml")
+	var exprs []string
+	for _, f := range files {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var doc struct {
+			Tests []struct {
+				PromQLExprTest []struct {
+					Expr string `yaml:"expr"`
+				} `yaml:"promql_expr_test"`
+			} `yaml:"tests"`
+		}
+		if err := yaml.Unmarshal(data, &doc); err != nil {
+			t.Fatalf("%s: %v", f, err)
+		}
+		for _, tc := range doc.Tests {
+			for _, e := range tc.PromQLExprTest {
+				exprs = append(exprs, e.Expr)
+			}
+		}
+	}
+	autoscaling := append([]string{"slo_attainment_ratio", "generation_tokens_per_second_per_request"}, nowGauges...)
+	rf := readRules(t, "prometheus/recording.yml")
+	n := 0
+	for _, g := range rf.Groups {
+		for _, r := range g.Rules {
+			m := regexp.MustCompile(`^vllm:derived_([a-z0-9_]+):`).FindStringSubmatch(r.Record)
+			if m == nil || !slices.Contains(autoscaling, m[1]) {
+				continue
+			}
+			n++
+			tested := slices.ContainsFunc(exprs, func(e string) bool {
+				return regexp.MustCompile(regexp.QuoteMeta(r.Record) + `\b`).MatchString(e)
+			})
+			if !tested {
+				t.Errorf("recording rule %s has no promtool test case in prometheus/tests", r.Record)
+			}
+		}
+	}
+	if n == 0 {
+		t.Error("no autoscaling recording rules found")
+	}
 }
