@@ -31,6 +31,7 @@ import (
 
 	"github.com/fos-study/vllm-normalizer/collector"
 	"github.com/fos-study/vllm-normalizer/demo"
+	"github.com/fos-study/vllm-normalizer/derive"
 	"github.com/fos-study/vllm-normalizer/mapping"
 	"github.com/fos-study/vllm-normalizer/window"
 )
@@ -49,6 +50,7 @@ type flags struct {
 	maxBody        units.Base2Bytes
 	sampleLimit    int
 	windows        []time.Duration
+	slos           derive.SLOTargets
 	legacyAliases  bool
 	nameStyle      string
 	configFile     string
@@ -122,6 +124,16 @@ func (f *flags) checkScrape() error {
 			return fmt.Errorf("--derive.window=%s is shorter than two scrape intervals (%s): a rate needs two scrapes inside the window; lengthen the window or shorten --vllm.scrape-interval", window.Format(w), 2*f.scrapeInterval)
 		}
 	}
+	for _, s := range []struct {
+		flag string
+		ds   []time.Duration
+	}{{"--slo.ttft", f.slos.TTFT}, {"--slo.tpot", f.slos.TPOT}, {"--slo.e2e", f.slos.E2E}} {
+		for _, d := range s.ds {
+			if d <= 0 {
+				return fmt.Errorf("%s=%s: a latency target must be a positive duration, such as --slo.ttft=500ms or --slo.e2e=10s", s.flag, d)
+			}
+		}
+	}
 	if !f.demo {
 		if _, err := url.Parse(f.scrapeURI); err != nil {
 			// url.Parse's error quotes the whole URL, password included.
@@ -154,6 +166,17 @@ func newApp(f *flags, stdout, stderr io.Writer) *kingpin.Application {
 		Default("50000").IntVar(&f.sampleLimit)
 	app.Flag("derive.window", "Window of the derived gauges (rates, ratios, means, quantiles), repeatable; each value becomes a window=\"...\" label.").
 		Default("1m", "5m").DurationListVar(&f.windows)
+	for _, slo := range []struct {
+		name, what, example string
+		ds                  *[]time.Duration
+	}{
+		{"slo.ttft", "time to first token", "500ms", &f.slos.TTFT},
+		{"slo.tpot", "mean time per output token of a request", "50ms", &f.slos.TPOT},
+		{"slo.e2e", "end-to-end request latency", "10s", &f.slos.E2E},
+	} {
+		app.Flag(slo.name, "Target for the "+slo.what+", repeatable (e.g. "+slo.example+"): vllm_derived_slo_attainment_ratio{slo=\""+strings.TrimPrefix(slo.name, "slo.")+"\"} gives the share of requests at most this slow, per window. None by default.").
+			DurationListVar(slo.ds)
+	}
 	app.Flag("mapping.legacy-aliases", "Also emit the legacy vLLM names the catalogue marks as aliases (the old KV-usage, time-per-output-token and GPU prefix-cache names; see docs/mapping.md) from their current families, for consumers that still ask for them. Off by default: aliases double-count sums over every vLLM name.").
 		Default("false").BoolVar(&f.legacyAliases)
 	app.Flag("output.name-style", "colon keeps vLLM's names as printed, colons included; underscore writes every colon of a metric name as _ for consumers that reject colons.").
@@ -240,6 +263,7 @@ func run(args []string, stdout, stderr *os.File) int {
 		MaxBodyBytes: int64(f.maxBody),
 		SampleLimit:  f.sampleLimit,
 		Windows:      uniqueWindows(f.windows),
+		SLOs:         f.slos,
 		Mapper:       mapper,
 		Registry:     reg,
 		Gatherer:     gatherers,

@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/common/promslog"
@@ -115,6 +116,10 @@ func TestFlagChecks(t *testing.T) {
 		{[]string{"--web.routing-path=/metrics"}, "--web.telemetry-path and --web.routing-path are both /metrics"},
 		{[]string{"--web.routing-path=/-/healthy"}, "--web.routing-path=/-/healthy is taken"},
 		{[]string{"--demo.engines=0"}, "--demo.engines=0"},
+		{[]string{"--slo.ttft=500ms", "--slo.ttft=0s"}, "--slo.ttft=0s: a latency target must be a positive duration"},
+		{[]string{"--slo.tpot=-50ms"}, "--slo.tpot=-50ms: a latency target must be a positive duration"},
+		{[]string{"--slo.e2e=-1s"}, "--slo.e2e=-1s"},
+		{[]string{"--slo.e2e=fast"}, "fast"},
 	} {
 		_, err := parseFlags(tc.args, io.Discard, io.Discard)
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
@@ -123,6 +128,13 @@ func TestFlagChecks(t *testing.T) {
 	}
 	if _, err := parseFlags([]string{"--web.telemetry-path=/", "--web.routing-path=/route"}, io.Discard, io.Discard); err != nil {
 		t.Errorf("distinct valid paths rejected: %v", err)
+	}
+	f, err := parseFlags([]string{"--slo.ttft=500ms", "--slo.ttft=1s", "--slo.e2e=10s"}, io.Discard, io.Discard)
+	if err != nil {
+		t.Fatalf("valid SLO targets rejected: %v", err)
+	}
+	if !slices.Equal(f.slos.TTFT, []time.Duration{500 * time.Millisecond, time.Second}) || len(f.slos.TPOT) != 0 || !slices.Equal(f.slos.E2E, []time.Duration{10 * time.Second}) {
+		t.Errorf("SLO targets parsed as %+v", f.slos)
 	}
 }
 
