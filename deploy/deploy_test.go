@@ -751,3 +751,193 @@ func TestAutoscalingRulesHavePromtoolTests(t *testing.T) {
 		t.Error("no autoscaling recording rules found")
 	}
 }
+
+// ---- autoscaling overlays ----------------------------------------------------
+
+// adapterQuery expands a prometheus-adapter metricsQuery template the way
+// the adapter does for one query: <<.Series>> the series name,
+// <<.LabelMatchers>> the matchers, <<.GroupBy>> the grouping labels.
+func adapterQuery(tmpl, series, matchers, groupBy string) string {
+	r := strings.NewReplacer("<<.Series>>", series, "<<.LabelMatchers>>", matchers, "<<.GroupBy>>", groupBy)
+	return r.Replace(tmpl)
+}
+
+// sidecarSLOArgs returns the --slo.* flags of the rendered sidecar.
+func sidecarSLOArgs(t *testing.T, kinds map[string][]map[string]any) map[string]string {
+	t.Helper()
+	if len(kinds["Deployment"]) != 1 {
+		t.Fatalf("want one Deployment, got %d", len(kinds["Deployment"]))
+	}
+	c := findContainer(t, get(kinds["Deployment"][0], "spec", "template", "spec"), "vllm-normalizer")
+	args, _ := c["args"].([]any)
+	out := map[string]string{}
+	for _, a := range args {
+		k, v, ok := strings.Cut(fmt.Sprint(a), "=")
+		if ok && strings.HasPrefix(k, "--slo.") {
+			out[strings.TrimPrefix(k, "--slo.")] = v
+		}
+	}
+	return out
+}
+
+// checkSLOArgs: the overlays' sidecar computes attainment for exactly the
+// targets the recording rules and the triggers use (le as the sidecar
+// prints it: 500ms -> "0.5").
+func checkSLOArgs(t *testing.T, kinds map[string][]map[string]any) {
+	t.Helper()
+	got := sidecarSLOArgs(t, kinds)
+	want := map[string]string{"ttft": "500ms", "tpot": "50ms", "e2e": "10s"}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("sidecar --slo flags %v, want %v", got, want)
+	}
+	leOf := map[string]string{"500ms": "0.5", "50ms": "0.05", "10s": "10.0"}
+	for slo, d := range got {
+		if sloRules[slo] != leOf[d] {
+			t.Errorf("--slo.%s=%s is le %q, but the recording rules record le %q", slo, d, leOf[d], sloRules[slo])
+		}
+	}
+}
+
+func parseQuery(t *testing.T, what, q string) {
+	t.Helper()
+	if _, err := parser.NewParser(parser.Options{}).ParseExpr(q); err != nil {
+		t.Errorf("%s: %q does not parse: %v", what, q, err)
+	}
+}
+
+func TestKustomizeKEDA(t *testing.T) {
+	docs := kustomize(t, "autoscaling/keda")
+	kinds := byKind(docs)
+	for _, k := range []string{"Deployment", "Service", "PodMonitor", "PrometheusRule", "ScaledObject"} {
+		if len(kinds[k]) != 1 {
+			t.Fatalf("want one %s, got %d", k, len(kinds[k]))
+		}
+	}
+	checkSLOArgs(t, kinds)
+	so := kinds["ScaledObject"][0]
+	if get(so, "apiVersion") != "keda.sh/v1alpha1" {
+		t.Errorf("ScaledObject apiVersion = %v", get(so, "apiVersion"))
+	}
+	if got, want := get(so, "spec", "scaleTargetRef", "name"), get(kinds["Deployment"][0], "metadata", "name"); got != want {
+		t.Errorf("ScaledObject scales %v, the Deployment is %v", got, want)
+	}
+	triggers, _ := get(so, "spec", "triggers").([]any)
+	reads := map[string]bool{}
+	for i, tr := range triggers {
+		if get(tr, "type") != "prometheus" {
+			t.Errorf("trigger %d is %v, want prometheus", i, get(tr, "type"))
+		}
+		q := fmt.Sprint(get(tr, "metadata", "query"))
+		parseQuery(t, fmt.Sprintf("trigger %d", i), q)
+		if get(tr, "metadata", "serverAddress") == nil || get(tr, "metadata", "threshold") == nil {
+			t.Errorf("trigger %d lacks serverAddress or threshold", i)
+		}
+		for _, g := range []string{"vllm_derived_requests_in_flight", "vllm_derived_slo_attainment_ratio"} {
+			if strings.Contains(q, g) {
+				reads[g] = true
+			}
+		}
+		if strings.Contains(q, "vllm_derived_slo_attainment_ratio") && !strings.Contains(q, `slo="ttft",le="0.5"`) {
+			t.Errorf("SLO trigger %q does not select the target the sidecar computes (slo=\"ttft\",le=\"0.5\")", q)
+		}
+	}
+	if !reads["vllm_derived_requests_in_flight"] || !reads["vllm_derived_slo_attainment_ratio"] {
+		t.Errorf("triggers read %v, want the in-flight gauge and SLO attainment", reads)
+	}
+}
+
+func TestKustomizeHPA(t *testing.T) {
+	docs := kustomize(t, "autoscaling/hpa")
+	kinds := byKind(docs)
+	for _, k := range []string{"Deployment", "HorizontalPodAutoscaler"} {
+		if len(kinds[k]) != 1 {
+			t.Fatalf("want one %s, got %d", k, len(kinds[k]))
+		}
+	}
+	checkSLOArgs(t, kinds)
+	hpa := kinds["HorizontalPodAutoscaler"][0]
+	if get(hpa, "apiVersion") != "autoscaling/v2" {
+		t.Errorf("HPA apiVersion = %v", get(hpa, "apiVersion"))
+	}
+	if got, want := get(hpa, "spec", "scaleTargetRef", "name"), get(kinds["Deployment"][0], "metadata", "name"); got != want {
+		t.Errorf("HPA scales %v, the Deployment is %v", got, want)
+	}
+	// The adapter's rules ship as a ConfigMap holding the file verbatim.
+	file, err := os.ReadFile("autoscaling/hpa/prometheus-adapter.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cm map[string]any
+	for _, d := range kinds["ConfigMap"] {
+		if get(d, "metadata", "name") == "prometheus-adapter-vllm" {
+			cm = d
+		}
+	}
+	if cm == nil || get(cm, "data", "config.yaml") != string(file) {
+		t.Fatal("no ConfigMap prometheus-adapter-vllm with config.yaml = autoscaling/hpa/prometheus-adapter.yaml")
+	}
+	var adapter struct {
+		Rules         []adapterRule `yaml:"rules"`
+		ExternalRules []adapterRule `yaml:"externalRules"`
+	}
+	if err := yaml.UnmarshalStrict(file, &adapter); err != nil {
+		t.Fatal(err)
+	}
+	custom, external := map[string]adapterRule{}, map[string]adapterRule{}
+	for _, r := range adapter.Rules {
+		custom[r.Name.As] = r
+	}
+	for _, r := range adapter.ExternalRules {
+		external[r.Name.As] = r
+	}
+	for _, set := range []map[string]adapterRule{custom, external} {
+		for as, r := range set {
+			parseQuery(t, "adapter seriesQuery "+as, r.SeriesQuery)
+			q := adapterQuery(r.MetricsQuery, regexp.MustCompile(`^\^?([a-z_:]+)\$?$`).ReplaceAllString(r.Name.Matches, "$1"), `namespace="llm"`, "namespace")
+			parseQuery(t, "adapter metricsQuery "+as, q)
+		}
+	}
+	// Every HPA metric is one the adapter serves, of the right kind.
+	metrics, _ := get(hpa, "spec", "metrics").([]any)
+	kindsSeen := map[string]bool{}
+	for _, m := range metrics {
+		switch typ := fmt.Sprint(get(m, "type")); typ {
+		case "Pods":
+			name := fmt.Sprint(get(m, "pods", "metric", "name"))
+			if _, ok := custom[name]; !ok {
+				t.Errorf("HPA Pods metric %s is not a custom metric of the adapter rules", name)
+			}
+			kindsSeen[typ] = true
+		case "External":
+			name := fmt.Sprint(get(m, "external", "metric", "name"))
+			if _, ok := external[name]; !ok {
+				t.Errorf("HPA External metric %s is not an external metric of the adapter rules", name)
+			}
+			sel, _ := get(m, "external", "metric", "selector", "matchLabels").(map[string]any)
+			if sel["slo"] != "ttft" || sel["le"] != "0.5" || sel["window"] == nil {
+				t.Errorf("HPA SLO metric selects %v, want slo=ttft, le=0.5 and a window", sel)
+			}
+			kindsSeen[typ] = true
+		default:
+			t.Errorf("unexpected HPA metric type %s", typ)
+		}
+	}
+	if !kindsSeen["Pods"] || !kindsSeen["External"] {
+		t.Errorf("HPA metrics %v: want the in-flight Pods metric and the SLO External metric", kindsSeen)
+	}
+}
+
+// adapterRule is one prometheus-adapter discovery rule.
+type adapterRule struct {
+	SeriesQuery string `yaml:"seriesQuery"`
+	Resources   struct {
+		Overrides map[string]struct {
+			Resource string `yaml:"resource"`
+		} `yaml:"overrides"`
+	} `yaml:"resources"`
+	Name struct {
+		Matches string `yaml:"matches"`
+		As      string `yaml:"as"`
+	} `yaml:"name"`
+	MetricsQuery string `yaml:"metricsQuery"`
+}
