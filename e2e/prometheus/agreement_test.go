@@ -10,6 +10,7 @@ import (
 	"net/http/httptest"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -252,8 +253,59 @@ func agreementChecks() []check {
 			})
 		}
 	}
+	// Per-request decode speed: generation rate / mean running, per engine
+	// 150/4, 100/5; the model (150+100)/(4+5), a ratio of sums.
+	cs = append(cs, check{family: "vllm_derived_generation_tokens_per_second_per_request", kind: kindRate,
+		promql: func(by, w string) string {
+			return fmt.Sprintf(`sum by (%s) (rate(vllm:generation_tokens_total{%s}[%s])) / sum by (%s) (avg_over_time(vllm:num_requests_running{%s}[%s]))`, by, rawJob, w, by, rawJob, w)
+		},
+		rule:  "vllm:derived_generation_tokens_per_second_per_request:ratio1m",
+		truth: [3]float64{37.5, 20, 250.0 / 9}})
+	// SLO attainment (sidecar flags: sloFlags), by hand from the
+	// per-second cumulative bucket rates of truthHists, the model's being
+	// their sums. On a bound: count(le)/count(+Inf). Inside (a, b]:
+	// (c(a) + (c(b)-c(a))*(t-a)/(b-a)) / c(+Inf). The le of the sidecar is
+	// printed as Prometheus prints bounds, and so are the bounds the sidecar
+	// re-exposes ("1.0", "10.0"; the upstream prints "1", "10").
+	for _, a := range []struct {
+		slo, hist, le string
+		lower, upper  string  // upstream bounds around the target; upper "" = on the bound
+		frac          float64 // (t-a)/(b-a)
+		rule          string
+		truth         [3]float64
+	}{
+		// TTFT cum e0 .3,1.2,2.4,2.85,3,3; e1 .05,.15,.3,.9,1.4,1.5; model .35,1.35,2.7,3.75,4.4,4.5.
+		// <= 0.5: 2.4/3, 0.3/1.5, 2.7/4.5.
+		{"ttft", "vllm:time_to_first_token_seconds", "0.5", "0.5", "", 0, "vllm:derived_slo_attainment_ratio:ratio1m", [3]float64{0.8, 0.2, 0.6}},
+		// <= 0.7 in (0.5, 1], f = 0.4: (2.4+0.45*0.4)/3 = 0.86; (0.3+0.6*0.4)/1.5 = 0.36; (2.7+1.05*0.4)/4.5.
+		{"ttft", "vllm:time_to_first_token_seconds", "0.7", "0.5", "1.0", 0.4, "", [3]float64{0.86, 0.36, 3.12 / 4.5}},
+		// TPOT cum e0 1,2,3,3; e1 0,.5,1,1.5; model 1,2.5,4,4.5. <= 0.05: 2/3, 0.5/1.5, 2.5/4.5.
+		{"tpot", "vllm:request_time_per_output_token_seconds", "0.05", "0.05", "", 0, "vllm:derived_slo_attainment_ratio:ratio1m", [3]float64{2.0 / 3, 1.0 / 3, 2.5 / 4.5}},
+		// <= 0.03 in (0.025, 0.05], f = 0.2: (1+1*0.2)/3 = 0.4; (0+0.5*0.2)/1.5; (1+1.5*0.2)/4.5.
+		{"tpot", "vllm:request_time_per_output_token_seconds", "0.03", "0.025", "0.05", 0.2, "", [3]float64{0.4, 0.1 / 1.5, 1.3 / 4.5}},
+		// E2E cum e0 .6,1.2,2.4,3,3; e1 .15,.45,.8,1.2,1.5; model .75,1.65,3.2,4.2,4.5. <= 10: 3/3, 1.2/1.5, 4.2/4.5.
+		{"e2e", "vllm:e2e_request_latency_seconds", "10.0", "10.0", "", 0, "vllm:derived_slo_attainment_ratio:ratio1m", [3]float64{1, 0.8, 4.2 / 4.5}},
+		// <= 3 in (2.5, 5], f = 0.2: (1.2+1.2*0.2)/3 = 0.48; (0.45+0.35*0.2)/1.5; (1.65+1.55*0.2)/4.5.
+		{"e2e", "vllm:e2e_request_latency_seconds", "3.0", "2.5", "5.0", 0.2, "", [3]float64{0.48, 0.52 / 1.5, 1.96 / 4.5}},
+	} {
+		a := a
+		cs = append(cs, check{family: "vllm_derived_slo_attainment_ratio", sel: fmt.Sprintf(`slo=%q,le=%q`, a.slo, a.le), kind: kindRatio,
+			promql: func(by, w string) string {
+				b := func(le string) string {
+					return fmt.Sprintf(`sum by (%s) (rate(%s_bucket{%s,le=%q}[%s]))`, by, a.hist, rawJob, le, w)
+				}
+				if a.upper == "" {
+					return fmt.Sprintf(`%s / %s`, b(a.lower), b("+Inf"))
+				}
+				return fmt.Sprintf(`(%s * %g + %s * %g) / %s`, b(a.lower), 1-a.frac, b(a.upper), a.frac, b("+Inf"))
+			},
+			rule: a.rule, truth: a.truth})
+	}
 	return cs
 }
+
+// sloFlags are the sidecar's SLO targets; agreementChecks has their truth.
+var sloFlags = []string{"--slo.ttft=500ms", "--slo.ttft=700ms", "--slo.tpot=50ms", "--slo.tpot=30ms", "--slo.e2e=10s", "--slo.e2e=3s"}
 
 // bucketWidth is the width of the bucket (lower, upper] holding v; for v
 // beyond the highest finite bound, the width of the highest finite bucket.
@@ -330,11 +382,11 @@ func TestAgreementWithPrometheus(t *testing.T) {
 	srv.Start()
 	t.Cleanup(srv.Close)
 
-	side := testbin.Start(t,
-		"--vllm.scrape-uri="+srv.URL+"/metrics",
+	side := testbin.Start(t, append([]string{
+		"--vllm.scrape-uri=" + srv.URL + "/metrics",
 		"--vllm.scrape-interval=1s",
 		"--derive.window=30s", "--derive.window=1m",
-	)
+	}, sloFlags...)...)
 	t.Cleanup(func() {
 		if t.Failed() {
 			t.Logf("sidecar log:\n%s", side.Logs())
@@ -455,6 +507,9 @@ func TestAgreementWithPrometheus(t *testing.T) {
 	// The recording rules of deploy/prometheus/recording.yml (1m group)
 	// against the sidecar's window="1m" gauges, per engine.
 	for _, c := range agreementChecks() {
+		if c.rule == "" {
+			continue // no rule: an SLO target between bucket bounds
+		}
 		sel := ""
 		if c.sel != "" {
 			sel = "," + c.sel
@@ -517,6 +572,9 @@ func TestAgreementWithPrometheus(t *testing.T) {
 	for _, c := range agreementChecks() {
 		checked[c.family] = true
 	}
+	for _, name := range checkNowGauges(t, prom, at) {
+		checked[name] = true
+	}
 	for name := range checked {
 		for _, job := range []string{"sidecar", "routing"} {
 			q := fmt.Sprintf(`min_over_time(%s{job=%q}[2m]) < 0`, name, job)
@@ -551,4 +609,91 @@ func TestAgreementWithPrometheus(t *testing.T) {
 			t.Errorf("derived gauge %s of the spec table is not checked against Prometheus here", s.Name)
 		}
 	}
+}
+
+// checkNowGauges checks the gauges of the current scrape (no window) at
+// at, per engine and per model, against PromQL over the raw series, the
+// recording rules and the truth, and returns their names.
+//
+//   - in flight: running + waiting, 4+0 and 5+1, 10 for the model;
+//   - free KV tokens: (1 - usage) * num_gpu_blocks * block_size, the block
+//     data read back from the cache_config_info labels Prometheus stored:
+//     12000, 16000, 28000 (truthKV);
+//   - idle seconds: truth-model always runs requests, so 0 at every scrape;
+//     idle-model never did, so the seconds since the sidecar started.
+func checkNowGauges(t *testing.T, prom *promServer, at time.Time) []string {
+	t.Helper()
+	const model = `model_name="truth-model"`
+	exact := func(what string, got, want float64) {
+		t.Helper()
+		if math.Abs(got-want) > 1e-9*math.Max(1, math.Abs(want)) {
+			t.Errorf("%s = %g, want %g", what, got, want)
+		}
+	}
+	// In flight.
+	inFlight := [3]float64{4, 6, 10}
+	byEngine := byKey(t, "in flight", prom.mustQuery(t, `vllm_derived_requests_in_flight{job="sidecar",`+model+`}`, at), "engine")
+	raw := byKey(t, "in flight PromQL", prom.mustQuery(t, `sum by (engine) (vllm:num_requests_running{job="sidecar",`+model+`}) + sum by (engine) (vllm:num_requests_waiting{job="sidecar",`+model+`})`, at), "engine")
+	rule := byKey(t, "in flight rule", prom.mustQuery(t, `vllm:derived_requests_in_flight:sum{engine!="",`+model+`}`, at), "engine")
+	for i, e := range truthEngines {
+		exact("vllm_derived_requests_in_flight engine="+e, byEngine[e], inFlight[i])
+		exact("running + waiting (PromQL) engine="+e, raw[e], inFlight[i])
+		exact("vllm:derived_requests_in_flight:sum engine="+e, rule[e], inFlight[i])
+	}
+	perModel := byKey(t, "in flight routing", prom.mustQuery(t, `vllm_derived_requests_in_flight{job="routing",`+model+`}`, at), "")
+	exact("vllm_derived_requests_in_flight per model", perModel[""], inFlight[2])
+
+	// Free KV tokens, from the block data Prometheus stored.
+	cfg := prom.mustQuery(t, `vllm:cache_config_info{job="sidecar"}`, at)
+	usage := byKey(t, "KV usage", prom.mustQuery(t, `max by (engine) (vllm:kv_cache_usage_perc{job="sidecar",`+model+`})`, at), "engine")
+	free := byKey(t, "free KV tokens", prom.mustQuery(t, `vllm_derived_kv_cache_free_tokens{job="sidecar",`+model+`}`, at), "engine")
+	fromProm := 0.0
+	for i, e := range truthEngines {
+		var blocks, size float64
+		for _, s := range cfg {
+			if s.Metric["engine"] == e {
+				blocks, _ = strconv.ParseFloat(s.Metric["num_gpu_blocks"], 64)
+				size, _ = strconv.ParseFloat(s.Metric["block_size"], 64)
+			}
+		}
+		want := (1 - truthKV[i].usage) * float64(truthKV[i].blocks*truthKV[i].blockSize)
+		p := (1 - usage[e]) * blocks * size
+		fromProm += p
+		exact("free KV tokens from Prometheus's series engine="+e, p, want)
+		exact("vllm_derived_kv_cache_free_tokens engine="+e, free[e], want)
+	}
+	perModel = byKey(t, "free KV routing", prom.mustQuery(t, `vllm_derived_kv_cache_free_tokens{job="routing",`+model+`}`, at), "")
+	exact("vllm_derived_kv_cache_free_tokens per model", perModel[""], fromProm)
+	exact("vllm_derived_kv_cache_free_tokens per model vs truth", perModel[""], 28000)
+
+	// Idle seconds.
+	for _, job := range []string{"sidecar", "routing"} {
+		q := fmt.Sprintf(`max_over_time(vllm_derived_idle_seconds{job=%q,%s}[40s])`, job, model)
+		for _, s := range prom.mustQuery(t, q, at) {
+			if s.Value != 0 {
+				t.Errorf("%s: %v = %g; truth-model always has requests running, so it is never idle", q, s.Metric, s.Value)
+			}
+		}
+	}
+	if busy := prom.mustQuery(t, `min_over_time(vllm:num_requests_running{job="sidecar",`+model+`}[40s]) > 0`, at); len(busy) != 2 {
+		t.Errorf("Prometheus's raw series do not show both truth-model engines running for the last 40 s: %v", busy)
+	}
+	idle := prom.mustQuery(t, `vllm_derived_idle_seconds{job="sidecar",model_name="idle-model"}`, at)
+	// The sidecar's process start time (client_golang's process
+	// collector) is the truth's origin. The page Prometheus read at at was
+	// prepared up to one sidecar interval earlier and stored up to one
+	// Prometheus interval earlier: up to 2 s, plus scrape latency.
+	started := byKey(t, "process start", prom.mustQuery(t, `vllm_normalizer_process_start_time_seconds{job="sidecar"}`, at), "")
+	since := float64(at.UnixNano())/1e9 - started[""]
+	if len(idle) != 1 || idle[0].Value > since+0.5 || idle[0].Value < since-2.5 {
+		t.Errorf("idle-model: vllm_derived_idle_seconds %v, want %.1f s (since the sidecar started) minus at most 2.5 s", idle, since)
+	}
+	// It grows one second per second.
+	if d := prom.mustQuery(t, `deriv(vllm_derived_idle_seconds{job="sidecar",model_name="idle-model"}[30s])`, at); len(d) != 1 || math.Abs(d[0].Value-1) > 0.05 {
+		t.Errorf("idle-model: deriv(vllm_derived_idle_seconds[30s]) = %v, want 1", d)
+	}
+	if worked := prom.mustQuery(t, `max_over_time(vllm:num_requests_running{job="sidecar",model_name="idle-model"}[2m]) > 0`, at); len(worked) != 0 {
+		t.Errorf("Prometheus saw idle-model running requests: %v", worked)
+	}
+	return []string{"vllm_derived_requests_in_flight", "vllm_derived_kv_cache_free_tokens", "vllm_derived_idle_seconds"}
 }

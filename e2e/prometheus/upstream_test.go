@@ -78,7 +78,21 @@ var truthHists = []histSpec{
 		[2][]float64{{40, 100, 140, 150, 150}, {0, 10, 60, 92, 100}}, [2]float64{3.75, 5}},
 	{"vllm:e2e_request_latency_seconds", []float64{1, 2.5, 5, 10, inf},
 		[2][]float64{{0.6, 1.2, 2.4, 3, 3}, {0.15, 0.45, 0.8, 1.2, 1.5}}, [2]float64{7.2, 7.5}},
+	// Mean time per output token of each request (SLO attainment, slo="tpot").
+	{"vllm:request_time_per_output_token_seconds", []float64{0.025, 0.05, 0.1, inf},
+		[2][]float64{{1, 2, 3, 3}, {0, 0.5, 1, 1.5}}, [2]float64{0.12, 0.15}},
 }
+
+// truthKV is each engine's KV-cache usage and size: free tokens are
+// (1 - usage) * blocks * blockSize = 12000 and 16000, 28000 for the model.
+var truthKV = [2]struct {
+	usage             float64
+	blocks, blockSize int
+}{{0.25, 1000, 16}, {0.5, 2000, 16}}
+
+// idleModel is a second model on the page that never works: running and
+// waiting 0 and no counter, so it is idle since the sidecar started.
+const idleModel = "idle-model"
 
 // truthUpstream serves the series above. On its resetAt-th request it
 // "restarts": every counter starts again from zero at the time of the
@@ -145,9 +159,19 @@ func truthPage(elapsed float64) string {
 	for e := range truthEngines {
 		fmt.Fprintf(&b, "vllm:num_requests_running%s %d\n", lbl(e, ""), 4+e)
 	}
+	fmt.Fprintf(&b, "vllm:num_requests_running{engine=\"0\",model_name=%q} 0\n", idleModel)
 	b.WriteString("# HELP vllm:num_requests_waiting Number of requests waiting to be processed.\n# TYPE vllm:num_requests_waiting gauge\n")
 	for e := range truthEngines {
 		fmt.Fprintf(&b, "vllm:num_requests_waiting%s %d\n", lbl(e, ""), e)
+	}
+	fmt.Fprintf(&b, "vllm:num_requests_waiting{engine=\"0\",model_name=%q} 0\n", idleModel)
+	b.WriteString("# HELP vllm:kv_cache_usage_perc KV-cache usage. 1 means 100 percent usage.\n# TYPE vllm:kv_cache_usage_perc gauge\n")
+	for e := range truthEngines {
+		fmt.Fprintf(&b, "vllm:kv_cache_usage_perc%s %s\n", lbl(e, ""), f(truthKV[e].usage))
+	}
+	b.WriteString("# HELP vllm:cache_config_info Information of the LLMEngine CacheConfig\n# TYPE vllm:cache_config_info gauge\n")
+	for e := range truthEngines {
+		fmt.Fprintf(&b, "vllm:cache_config_info{block_size=\"%d\",engine=%q,num_gpu_blocks=\"%d\"} 1\n", truthKV[e].blockSize, truthEngines[e], truthKV[e].blocks)
 	}
 	done := map[string]bool{}
 	for _, c := range truthCounters {
