@@ -184,7 +184,7 @@ var specs = []Spec{
 		Help: "Seconds since the server was last seen working: {requests_running} or {requests_waiting} above 0, or, where the server has them, {requests_finished}, {prompt_tokens} or {generation_tokens} increased" +
 			" (a counter that restarts counts its value after the restart); since the sidecar started if never." +
 			" Absent without both in-flight gauges. Resolution: one scrape interval.",
-		PromQL:   "time since {requests_finished}, {prompt_tokens} or {generation_tokens} last increased or {requests_running} + {requests_waiting} > 0 (state PromQL does not keep)",
+		PromQL:   "time since {requests_running} + {requests_waiting} > 0 or {requests_finished}, {prompt_tokens}, {generation_tokens} last increased (now; state PromQL does not keep)",
 		Decision: "scale to zero after a quiet period",
 	},
 	{
