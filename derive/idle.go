@@ -47,8 +47,10 @@ type idleKey = groupKey
 type IdleTracker struct {
 	start time.Time // the sidecar's start: "idle since" for never-busy groups
 	// samples maps the sample names of idleRoles on the canonical page to
-	// their signal.
-	samples map[string]idleSignal
+	// their signal; families holds their family names, to skip the rest
+	// of the page quickly.
+	samples  map[string]idleSignal
+	families map[string]bool
 	// counters by label hash: the last raw value of each request counter
 	// series seen in the previous observation.
 	counters map[uint64][]idleCounterState
@@ -69,13 +71,14 @@ type idleCounterState struct {
 // NewIdleTracker returns a tracker of the canonical page d reads, for a
 // sidecar started at start.
 func (d *Deriver) NewIdleTracker(start time.Time) *IdleTracker {
-	samples := map[string]idleSignal{}
+	samples, families := map[string]idleSignal{}, map[string]bool{}
 	for role, sig := range idleRoles {
 		if name := d.roles.Sample(role, mapping.PartValue); name != "" {
 			samples[name] = sig
+			families[d.roles.Family(role)] = true
 		}
 	}
-	return &IdleTracker{start: start, samples: samples, counters: map[uint64][]idleCounterState{}, busyAt: map[idleKey]time.Time{}}
+	return &IdleTracker{start: start, samples: samples, families: families, counters: map[uint64][]idleCounterState{}, busyAt: map[idleKey]time.Time{}}
 }
 
 // Observe reads one successful scrape's canonical page, taken at now.
@@ -84,6 +87,9 @@ func (t *IdleTracker) Observe(now time.Time, fams []exposition.Family) {
 	t.seen = map[idleKey]uint8{}
 	for fi := range fams {
 		f := &fams[fi]
+		if !t.families[f.Name] {
+			continue
+		}
 		for si := range f.Samples {
 			s := &f.Samples[si]
 			name := s.Name()
