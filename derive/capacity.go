@@ -38,7 +38,7 @@ const (
 // model_name without byEngine. A group that lacks one of the two gauges
 // (or a model with such an engine) is left out: half the sum would read as
 // less load than there is.
-func inFlight(running, waiting *exposition.Family, byEngine bool) map[idleKey]float64 {
+func inFlight(running, waiting *exposition.Family, byEngine bool) map[groupKey]float64 {
 	if running == nil || waiting == nil {
 		return nil
 	}
@@ -46,13 +46,13 @@ func inFlight(running, waiting *exposition.Family, byEngine bool) map[idleKey]fl
 		sum      float64
 		run, wai bool
 	}
-	perEngine := map[idleKey]*part{}
+	perEngine := map[groupKey]*part{}
 	for _, f := range []*exposition.Family{running, waiting} {
 		for _, s := range f.Samples {
 			if math.IsNaN(s.Value) {
 				continue
 			}
-			k := idleKey{s.Labels.Get(mapping.LabelModel), s.Labels.Get(mapping.LabelEngine)}
+			k := groupKey{s.Labels.Get(mapping.LabelModel), s.Labels.Get(mapping.LabelEngine)}
 			p := perEngine[k]
 			if p == nil {
 				p = &part{}
@@ -66,10 +66,10 @@ func inFlight(running, waiting *exposition.Family, byEngine bool) map[idleKey]fl
 			}
 		}
 	}
-	return collapse(perEngine, byEngine, func(_ idleKey, p *part) (float64, bool) { return p.sum, p.run && p.wai })
+	return collapse(perEngine, byEngine, func(_ groupKey, p *part) (float64, bool) { return p.sum, p.run && p.wai })
 }
 
-// cacheBlocks is an engine's KV-cache size from vllm:cache_config_info.
+// cacheBlocks is an engine's KV-cache size from its cache_config role.
 type cacheBlocks struct {
 	blocks, blockSize float64
 }
@@ -79,7 +79,7 @@ type cacheBlocks struct {
 // processes (idle ones report 0), or its sum over engines per model_name
 // without byEngine. cache_config_info carries no model_name: engines are
 // matched by their engine label (both absent on V0).
-func kvFreeTokens(usage, cfg *exposition.Family, byEngine bool) map[idleKey]float64 {
+func kvFreeTokens(usage, cfg *exposition.Family, byEngine bool) map[groupKey]float64 {
 	if usage == nil || cfg == nil {
 		return nil
 	}
@@ -101,9 +101,9 @@ func kvFreeTokens(usage, cfg *exposition.Family, byEngine bool) map[idleKey]floa
 		usage float64
 		ok    bool
 	}
-	perEngine := map[idleKey]*part{}
+	perEngine := map[groupKey]*part{}
 	for _, s := range usage.Samples {
-		k := idleKey{s.Labels.Get(mapping.LabelModel), s.Labels.Get(mapping.LabelEngine)}
+		k := groupKey{s.Labels.Get(mapping.LabelModel), s.Labels.Get(mapping.LabelEngine)}
 		p := perEngine[k]
 		if p == nil {
 			p = &part{usage: s.Value, ok: true}
@@ -115,7 +115,7 @@ func kvFreeTokens(usage, cfg *exposition.Family, byEngine bool) map[idleKey]floa
 			p.ok = false
 		}
 	}
-	return collapse(perEngine, byEngine, func(k idleKey, p *part) (float64, bool) {
+	return collapse(perEngine, byEngine, func(k groupKey, p *part) (float64, bool) {
 		b, ok := blocks[k.engine]
 		return (1 - p.usage) * b.blocks * b.blockSize, ok && p.ok
 	})
@@ -124,16 +124,16 @@ func kvFreeTokens(usage, cfg *exposition.Family, byEngine bool) map[idleKey]floa
 // collapse turns per-(model, engine) parts into values, per engine or
 // summed per model; a part that is not ok leaves out its group (and its
 // model when collapsing).
-func collapse[T any](perEngine map[idleKey]T, byEngine bool, value func(idleKey, T) (float64, bool)) map[idleKey]float64 {
-	keys := make([]idleKey, 0, len(perEngine))
+func collapse[T any](perEngine map[groupKey]T, byEngine bool, value func(groupKey, T) (float64, bool)) map[groupKey]float64 {
+	keys := make([]groupKey, 0, len(perEngine))
 	for k := range perEngine {
 		keys = append(keys, k)
 	}
 	// A fixed order, so sums do not change in their last bits.
-	slices.SortFunc(keys, func(a, b idleKey) int {
+	slices.SortFunc(keys, func(a, b groupKey) int {
 		return cmp.Or(cmp.Compare(a.model, b.model), compareEngines(a.engine, b.engine))
 	})
-	out := map[idleKey]float64{}
+	out := map[groupKey]float64{}
 	bad := map[string]bool{}
 	for _, k := range keys {
 		v, ok := value(k, perEngine[k])
@@ -143,7 +143,7 @@ func collapse[T any](perEngine map[idleKey]T, byEngine bool, value func(idleKey,
 			}
 			continue
 		}
-		m := idleKey{model: k.model}
+		m := groupKey{model: k.model}
 		if !ok {
 			bad[k.model] = true
 			continue
@@ -151,19 +151,19 @@ func collapse[T any](perEngine map[idleKey]T, byEngine bool, value func(idleKey,
 		out[m] += v
 	}
 	for m := range bad {
-		delete(out, idleKey{model: m})
+		delete(out, groupKey{model: m})
 	}
 	return out
 }
 
 // nowSamples writes values keyed by (model_name, engine) as samples of
 // family name, sorted, labels absent where empty.
-func nowSamples(name string, vals map[idleKey]float64) []exposition.Sample {
-	keys := make([]idleKey, 0, len(vals))
+func nowSamples(name string, vals map[groupKey]float64) []exposition.Sample {
+	keys := make([]groupKey, 0, len(vals))
 	for k := range vals {
 		keys = append(keys, k)
 	}
-	slices.SortFunc(keys, func(a, b idleKey) int {
+	slices.SortFunc(keys, func(a, b groupKey) int {
 		return cmp.Or(cmp.Compare(a.model, b.model), compareEngines(a.engine, b.engine))
 	})
 	out := make([]exposition.Sample, 0, len(keys))
@@ -198,7 +198,7 @@ func (d *Deriver) Capacity(canon []exposition.Family, idle *IdleTracker, now tim
 	}
 	fam := func(r mapping.Role) *exposition.Family { return byName[d.roles.Family(r)] }
 	var out []exposition.Family
-	add := func(name string, vals map[idleKey]float64) {
+	add := func(name string, vals map[groupKey]float64) {
 		if smps := nowSamples(name, vals); len(smps) > 0 {
 			out = append(out, exposition.Family{Name: name, Type: model.MetricTypeGauge, Help: d.help[name], Samples: smps})
 		}
