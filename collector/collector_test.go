@@ -72,7 +72,7 @@ func newTestCollector(t testing.TB, uri string, clock *fakeClock, mod func(*Conf
 	cfg := Config{
 		ScrapeURI:    uri,
 		Interval:     time.Second,
-		Timeout:      500 * time.Millisecond,
+		Timeout:      time.Second, // the most the interval allows: a loaded machine must not turn a golden scrape into a timeout
 		MaxBodyBytes: 32 << 20,
 		SampleLimit:  50000,
 		Windows:      []time.Duration{time.Minute, 5 * time.Minute},
