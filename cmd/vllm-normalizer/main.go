@@ -62,6 +62,9 @@ type flags struct {
 	enablePprof    bool
 	demo           bool
 	demoEngines    int
+	routingListen  string
+	proxyListen    string
+	proxyUpstream  string
 	web            *web.FlagConfig
 	log            *promslog.Config
 }
@@ -98,7 +101,7 @@ func (f *flags) check() error {
 	if f.demoEngines < 1 {
 		return fmt.Errorf("--demo.engines=%d: the demo simulates at least one engine; give 1 or more", f.demoEngines)
 	}
-	return nil
+	return f.checkListeners()
 }
 
 // checkScrape rejects scrape settings the collector would refuse, naming
@@ -195,6 +198,12 @@ func newApp(f *flags, stdout, stderr io.Writer) *kingpin.Application {
 	app.Flag("demo", "Start a simulated vLLM upstream in-process (a real V1 page replayed with advancing counters) and scrape it instead of --vllm.scrape-uri. For trying the sidecar without a GPU.").
 		Default("false").BoolVar(&f.demo)
 	app.Flag("demo.engines", "Data-parallel engines the --demo upstream simulates.").Default("1").IntVar(&f.demoEngines)
+	app.Flag("web.routing-listen-address", "Address of a second listener serving the routing view at /metrics (and /-/healthy), for routers that cannot change the path (AIBrix's model.aibrix.ai/metric-port, --model-server-metrics-port of older EPPs). Same TLS and auth as --web.config.file. Off when empty.").
+		Default("").StringVar(&f.routingListen)
+	app.Flag("proxy.listen-address", "Address of the inference-port proxy, for routers that read /metrics on the port they send inference to (production-stack, kthena): GET /metrics is the routing view, every other request goes to --proxy.upstream unchanged. Plain HTTP without --web.config.file, like vLLM's own port. Off when empty.").
+		Default("").StringVar(&f.proxyListen)
+	app.Flag("proxy.upstream", "vLLM's base URL (scheme, host and port) the proxy forwards to. Empty means scheme, host and port of --vllm.scrape-uri.").
+		Default("").StringVar(&f.proxyUpstream)
 	f.web = kingpinflag.AddFlags(app, defaultListen)
 	promslogflag.AddFlags(app, f.log)
 	return app
@@ -297,33 +306,54 @@ func run(args []string, stdout, stderr *os.File) int {
 
 	go coll.Run(ctx)
 
-	mux, err := newMux(f, coll, reload)
+	upstream := ""
+	if f.proxyListen != "" {
+		if upstream, err = f.proxyUpstreamURL(); err != nil {
+			logger.Error("invalid settings", "err", err)
+			return 2
+		}
+	}
+	mux, err := newMux(f, coll, reload, upstream)
 	if err != nil {
 		logger.Error("cannot build the landing page", "err", err)
 		return 1
 	}
 
-	server := &http.Server{
-		Handler:           mux,
-		ReadHeaderTimeout: 10 * time.Second,
-		IdleTimeout:       2 * time.Minute,
-	}
-	served := make(chan error, 1)
-	go func() { served <- web.ListenAndServe(server, f.web, logger) }()
-	select {
-	case err := <-served:
-		if err != nil && !errors.Is(err, http.ErrServerClosed) {
-			logger.Error("cannot serve", "err", err)
+	srv := newServers(logger)
+	srv.serveWeb("main", mux, f.web)
+	if f.routingListen != "" {
+		rmux, err := newRoutingMux(coll)
+		if err != nil {
+			logger.Error("cannot build the routing listener's landing page", "err", err)
 			return 1
 		}
-		return 0
+		// Its own copy of the web flags: same TLS and auth file, its own
+		// address, never the systemd socket (that is the main listener's).
+		noSystemd := false
+		srv.serveWeb("routing", rmux, &web.FlagConfig{
+			WebListenAddresses: &[]string{f.routingListen},
+			WebSystemdSocket:   &noSystemd,
+			WebConfigFile:      f.web.WebConfigFile,
+		})
+	}
+	if f.proxyListen != "" {
+		if err := srv.serveProxy(f.proxyListen, upstream, coll.RoutingHandler(), reg); err != nil {
+			logger.Error("cannot start the inference-port proxy", "err", err)
+			srv.shutdown()
+			return 1
+		}
+	}
+	select {
+	case err := <-srv.errs:
+		logger.Error("cannot serve", "err", err)
+		srv.shutdown()
+		return 1
 	case <-ctx.Done():
 	}
+	// A second SIGTERM or interrupt now ends the process at once.
+	stop()
 	logger.Info("shutting down: finishing requests in flight")
-	sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	if err := server.Shutdown(sctx); err != nil {
-		logger.Error("shutdown did not finish in time", "err", err)
+	if !srv.shutdown() {
 		return 1
 	}
 	return 0
@@ -332,7 +362,7 @@ func run(args []string, stdout, stderr *os.File) int {
 // newMux routes every endpoint: the two pages at their flag-given paths,
 // health, reload, pprof when enabled, and the landing page at "/" unless a
 // page is served there.
-func newMux(f *flags, coll *collector.Collector, reload func() error) (*http.ServeMux, error) {
+func newMux(f *flags, coll *collector.Collector, reload func() error, upstream string) (*http.ServeMux, error) {
 	mux := http.NewServeMux()
 	mux.Handle(f.telemetryPath, coll.MetricsHandler())
 	mux.Handle(f.routingPath, coll.RoutingHandler())
@@ -372,6 +402,7 @@ func newMux(f *flags, coll *collector.Collector, reload func() error) (*http.Ser
 				{Address: f.telemetryPath, Text: "Metrics", Description: "vLLM's metrics under current names, derived gauges, statuses, sidecar health"},
 				{Address: f.routingPath, Text: "Routing view", Description: "one series per model for routers"},
 			},
+			ExtraHTML: f.listenersText(upstream),
 		})
 		if err != nil {
 			return nil, err

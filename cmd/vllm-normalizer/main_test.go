@@ -167,7 +167,7 @@ func TestPathFlags(t *testing.T) {
 		t.Fatal(err)
 	}
 	coll.ScrapeOnce(context.Background())
-	mux, err := newMux(f, coll, func() error { return nil })
+	mux, err := newMux(f, coll, func() error { return nil }, "")
 	if err != nil {
 		t.Fatal(err)
 	}

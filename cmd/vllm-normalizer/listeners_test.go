@@ -1,0 +1,135 @@
+package main
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/fos-study/vllm-normalizer/collector"
+	"github.com/fos-study/vllm-normalizer/mapping"
+)
+
+func TestListenerFlagChecks(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--web.routing-listen-address=9401"}, `--web.routing-listen-address="9401" is not host:port`},
+		{[]string{"--proxy.listen-address=localhost"}, `--proxy.listen-address="localhost" is not host:port`},
+		{[]string{"--proxy.listen-address=:9400"}, "--proxy.listen-address=:9400 is also a --web.listen-address"},
+		{[]string{"--web.routing-listen-address=:9401", "--proxy.listen-address=:9401"}, "are both :9401"},
+		{[]string{"--proxy.upstream=http://127.0.0.1:8000"}, "--proxy.upstream is set but --proxy.listen-address is not"},
+		{[]string{"--proxy.listen-address=:8001", "--proxy.upstream=127.0.0.1:8000"}, "--proxy.upstream: upstream is not a URL"},
+		{[]string{"--proxy.listen-address=:8001", "--proxy.upstream=http://127.0.0.1:8000/v1"}, `--proxy.upstream: upstream "http://127.0.0.1:8000/v1" has a path`},
+		{[]string{"--proxy.listen-address=:8001", "--proxy.upstream=http://u:pw-secret@127.0.0.1:8000"}, "carries user info"},
+	} {
+		_, err := parseFlags(tc.args, io.Discard, io.Discard)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%v: error %v, want it to contain %q", tc.args, err, tc.want)
+		}
+		if err != nil && strings.Contains(err.Error(), "pw-secret") {
+			t.Errorf("%v: the error shows the password: %v", tc.args, err)
+		}
+	}
+	if _, err := parseFlags([]string{"--web.routing-listen-address=127.0.0.1:9401", "--proxy.listen-address=:8001", "--proxy.upstream=https://vllm:8443"}, io.Discard, io.Discard); err != nil {
+		t.Errorf("valid listener flags rejected: %v", err)
+	}
+}
+
+// TestProxyUpstreamDefault: without --proxy.upstream the proxy forwards to
+// scheme, host and port of --vllm.scrape-uri, never to its credentials or
+// path.
+func TestProxyUpstreamDefault(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--proxy.listen-address=:8001"}, "http://127.0.0.1:8000"},
+		{[]string{"--proxy.listen-address=:8001", "--vllm.scrape-uri=https://scraper:pw@10.0.0.5:8443/metrics?x=1"}, "https://10.0.0.5:8443"},
+		{[]string{"--proxy.listen-address=:8001", "--vllm.scrape-uri=http://10.0.0.5:8000/metrics", "--proxy.upstream=http://10.0.0.6:8000"}, "http://10.0.0.6:8000"},
+	} {
+		f, err := parseFlags(tc.args, io.Discard, io.Discard)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := f.proxyUpstreamURL()
+		if err != nil || got != tc.want {
+			t.Errorf("%v: upstream %q, %v; want %q", tc.args, got, err, tc.want)
+		}
+	}
+	f, err := parseFlags([]string{"--proxy.listen-address=:8001", "--vllm.scrape-uri=unix:///run/vllm.sock"}, io.Discard, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.proxyUpstreamURL(); err == nil || !strings.Contains(err.Error(), "set --proxy.upstream") {
+		t.Errorf("a scrape URI the proxy cannot use: %v, want a hint to set --proxy.upstream", err)
+	}
+}
+
+// TestRoutingMux: the routing listener serves the routing view (the
+// collector's handler, 503 before any good scrape) at /metrics, its own
+// health endpoint and a landing page, and nothing else.
+func TestRoutingMux(t *testing.T) {
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, smallPage) }))
+	defer up.Close()
+	cat, err := mapping.LoadCatalogue()
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := mapping.New(cat, mapping.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := parseFlags([]string{"--web.routing-listen-address=:9401", "--proxy.listen-address=:8001"}, io.Discard, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	coll, err := collector.New(collector.Config{ScrapeURI: up.URL, Interval: f.scrapeInterval, MaxBodyBytes: int64(f.maxBody),
+		Windows: uniqueWindows(f.windows), Mapper: m, Registry: prometheus.NewRegistry()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rmux, err := newRoutingMux(coll)
+	if err != nil {
+		t.Fatal(err)
+	}
+	get := func(h http.Handler, path string) (int, string) {
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, path, nil))
+		return rec.Code, rec.Body.String()
+	}
+	if code, body := get(rmux, "/metrics"); code != http.StatusServiceUnavailable {
+		t.Errorf("/metrics before any scrape: %d %q, want 503", code, body)
+	}
+	coll.ScrapeOnce(context.Background())
+	if code, body := get(rmux, "/metrics"); code != 200 || !strings.Contains(body, `vllm:num_requests_running{model_name="m"} 7`) || strings.Contains(body, `engine="1"`) {
+		t.Errorf("/metrics answered %d without the routing view:\n%s", code, body)
+	}
+	if code, _ := get(rmux, "/-/healthy"); code != 200 {
+		t.Errorf("/-/healthy: %d", code)
+	}
+	if code, body := get(rmux, "/"); code != 200 || !strings.Contains(body, `href="/metrics"`) {
+		t.Errorf("landing page %d:\n%s", code, body)
+	}
+	for _, p := range []string{"/metrics/routing", "/-/reload", "/debug/pprof/", "/x"} {
+		if code, _ := get(rmux, p); code != http.StatusNotFound {
+			t.Errorf("%s on the routing listener: %d, want 404", p, code)
+		}
+	}
+
+	mux, err := newMux(f, coll, func() error { return nil }, "http://127.0.0.1:8000")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, body := get(mux, "/")
+	for _, want := range []string{"Routing listener on :9401", "Inference-port proxy on :8001", "vLLM at http://127.0.0.1:8000"} {
+		if !strings.Contains(body, want) {
+			t.Errorf("the main landing page does not say %q:\n%s", want, body)
+		}
+	}
+}
