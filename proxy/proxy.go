@@ -195,6 +195,12 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		p.metrics.ServeHTTP(w, r)
 		return
 	}
+	// Full duplex: once the response header goes out, net/http would
+	// otherwise drain and close the request body itself, racing the
+	// transport that is still reading it to the end for vLLM. The loser
+	// of that race cuts the upstream connection and with it the
+	// generation just begun; and a body still being sent would be lost.
+	_ = http.NewResponseController(w).EnableFullDuplex()
 	p.rp.ServeHTTP(w, r)
 }
 
