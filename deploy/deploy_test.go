@@ -15,6 +15,7 @@ import (
 	"regexp"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -595,8 +596,12 @@ func TestKustomizeBuild(t *testing.T) {
 	})
 
 	t.Run("routers and monitors point at the sidecar", func(t *testing.T) {
-		if podLabels["model.aibrix.ai/metric-port"] != "9400" {
-			t.Errorf("pod label model.aibrix.ai/metric-port = %v, want \"9400\"", podLabels["model.aibrix.ai/metric-port"])
+		// AIBrix reads /metrics on the labelled port: it must be the
+		// routing listener, which serves the routing view there.
+		side := findContainer(t, pod, "vllm-normalizer")
+		routing := listenPort(t, side, "--web.routing-listen-address")
+		if podLabels["model.aibrix.ai/metric-port"] != fmt.Sprint(routing) || portNumber(side, "nz-routing") != routing {
+			t.Errorf("pod label model.aibrix.ai/metric-port = %v, want the routing listener's port %d, declared as nz-routing", podLabels["model.aibrix.ai/metric-port"], routing)
 		}
 		pm := kinds["PodMonitor"][0]
 		if get(pm, "apiVersion") != "monitoring.coreos.com/v1" {
@@ -612,7 +617,6 @@ func TestKustomizeBuild(t *testing.T) {
 			}
 		}
 		ep := get(pm, "spec", "podMetricsEndpoints", 0)
-		side := findContainer(t, pod, "vllm-normalizer")
 		if portNumber(side, get(ep, "port")) != 9400 {
 			t.Errorf("PodMonitor port %v does not resolve to the sidecar's 9400", get(ep, "port"))
 		}
@@ -940,4 +944,139 @@ type adapterRule struct {
 		As      string `yaml:"as"`
 	} `yaml:"name"`
 	MetricsQuery string `yaml:"metricsQuery"`
+}
+
+// listenPort returns the port of a container's --flag=host:port argument.
+func listenPort(t *testing.T, c map[string]any, flag string) int {
+	t.Helper()
+	args, _ := c["args"].([]any)
+	for _, a := range args {
+		v, ok := strings.CutPrefix(fmt.Sprint(a), flag+"=")
+		if !ok {
+			continue
+		}
+		i := strings.LastIndex(v, ":")
+		n, err := strconv.Atoi(v[i+1:])
+		if i < 0 || err != nil {
+			t.Fatalf("%s=%s is not host:port", flag, v)
+		}
+		return n
+	}
+	t.Fatalf("the container has no %s argument: %v", flag, args)
+	return 0
+}
+
+// TestKustomizeSidecarComponent renders the example overlay that adds the
+// sidecar to a plain vLLM Deployment through deploy/components/sidecar, and
+// checks the resulting pod: vLLM's container untouched and still first,
+// the sidecar appended with the overlay's image, every listener's port
+// declared, probes and security settings as in the base.
+func TestKustomizeSidecarComponent(t *testing.T) {
+	docs := kustomize(t, "examples/sidecar-component")
+	kinds := byKind(docs)
+	if len(docs) != 1 || len(kinds["Deployment"]) != 1 {
+		t.Fatalf("want exactly the one Deployment, got %d documents", len(docs))
+	}
+	pod := get(kinds["Deployment"][0], "spec", "template", "spec")
+	cs, _ := get(pod, "containers").([]any)
+	if len(cs) != 2 || get(cs[0], "name") != "vllm" || get(cs[1], "name") != "vllm-normalizer" {
+		t.Fatalf("containers %v: want vllm first, then vllm-normalizer", cs)
+	}
+	vllm := findContainer(t, pod, "vllm")
+	if vllm["image"] != "vllm/vllm-openai:v0.11.0" || fmt.Sprint(vllm["args"]) != "[--model=Qwen/Qwen2.5-7B-Instruct --port=8000]" {
+		t.Errorf("the vLLM container changed: %v", vllm)
+	}
+	c := findContainer(t, pod, "vllm-normalizer")
+	if c["image"] != "registry.example.com/vllm-normalizer:v0.1.0" {
+		t.Errorf("sidecar image = %v, want the overlay's images: entry", c["image"])
+	}
+	args := fmt.Sprint(c["args"])
+	if !strings.Contains(args, "--vllm.scrape-uri=http://127.0.0.1:8000/metrics") || portNumber(vllm, "http") != 8000 {
+		t.Errorf("the sidecar must scrape vLLM's port 8000 on loopback: args %s, vLLM port %d", args, portNumber(vllm, "http"))
+	}
+	for _, l := range []struct {
+		flag, portName string
+		want           int
+	}{
+		{"--web.listen-address", "normalizer", 9400},
+		{"--web.routing-listen-address", "nz-routing", 9401},
+		{"--proxy.listen-address", "nz-proxy", 8001},
+	} {
+		if got := listenPort(t, c, l.flag); got != l.want || portNumber(c, l.portName) != l.want {
+			t.Errorf("%s listens on %d and port %s is %d; want both %d", l.flag, got, l.portName, portNumber(c, l.portName), l.want)
+		}
+	}
+	for probe, path := range map[string]string{"livenessProbe": "/-/healthy", "readinessProbe": "/-/ready"} {
+		if get(c, probe, "httpGet", "path") != path || portNumber(c, get(c, probe, "httpGet", "port")) != 9400 {
+			t.Errorf("%s = %v, want %s on 9400", probe, get(c, probe), path)
+		}
+	}
+	want := map[string]any{"readOnlyRootFilesystem": true, "runAsNonRoot": true, "runAsUser": 65532, "allowPrivilegeEscalation": false}
+	for k, v := range want {
+		if got := get(c, "securityContext", k); got != v {
+			t.Errorf("securityContext.%s = %v, want %v", k, got, v)
+		}
+	}
+	if fmt.Sprint(get(c, "resources", "limits", "memory")) != "128Mi" || fmt.Sprint(get(c, "resources", "requests", "cpu")) != "10m" {
+		t.Errorf("resources = %v", get(c, "resources"))
+	}
+}
+
+// TestSidecarComponentSelectsByLabel: only Deployments labelled
+// vllm-normalizer/sidecar=true get the sidecar.
+func TestSidecarComponentSelectsByLabel(t *testing.T) {
+	comp, err := filepath.Abs("components/sidecar")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	rel, err := filepath.Rel(dir, comp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	deployment := func(name, label string) string {
+		return fmt.Sprintf(`apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: %[1]s
+  labels: {app: %[1]s%[2]s}
+spec:
+  selector: {matchLabels: {app: %[1]s}}
+  template:
+    metadata: {labels: {app: %[1]s}}
+    spec:
+      containers:
+        - {name: vllm, image: vllm/vllm-openai:v0.11.0}
+`, name, label)
+	}
+	files := map[string]string{
+		"selected.yaml":   deployment("selected", `, vllm-normalizer/sidecar: "true"`),
+		"unlabelled.yaml": deployment("unlabelled", ""),
+		"off.yaml":        deployment("off", `, vllm-normalizer/sidecar: "false"`),
+		"kustomization.yaml": fmt.Sprintf(`apiVersion: kustomize.config.k8s.io/v1beta1
+kind: Kustomization
+resources: [selected.yaml, unlabelled.yaml, off.yaml]
+components: [%s]
+`, rel),
+	}
+	for name, body := range files {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, d := range kustomize(t, dir) {
+		name := get(d, "metadata", "name")
+		var names []string
+		cs, _ := get(d, "spec", "template", "spec", "containers").([]any)
+		for _, c := range cs {
+			names = append(names, fmt.Sprint(get(c, "name")))
+		}
+		want := "[vllm]"
+		if name == "selected" {
+			want = "[vllm vllm-normalizer]"
+		}
+		if fmt.Sprint(names) != want {
+			t.Errorf("Deployment %v has containers %v, want %s", name, names, want)
+		}
+	}
 }
