@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -76,6 +77,9 @@ type fakeVLLM struct {
 	next      chan struct{} // releases the next chunk of a stream
 	started   chan struct{} // one value per stream that began
 	cancelled chan struct{} // one value per stream whose context ended early
+
+	mu    sync.Mutex
+	ended []string // how each stream ended, for failure messages
 }
 
 func newFakeVLLM(page []byte) *fakeVLLM {
@@ -106,12 +110,15 @@ func (v *fakeVLLM) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			case _, ok := <-v.next:
 				if !ok {
 					_, _ = io.WriteString(w, "data: [DONE]\n\n")
+					v.end(fmt.Sprintf("done after %d chunks", i))
 					return
 				}
 			case <-r.Context().Done():
+				v.end(fmt.Sprintf("cancelled after %d chunks: %v", i, context.Cause(r.Context())))
 				v.cancelled <- struct{}{}
 				return
 			case <-time.After(20 * time.Second):
+				v.end(fmt.Sprintf("gave up waiting after %d chunks", i))
 				return
 			}
 			fmt.Fprintf(w, "data: {\"choices\":[{\"text\":\"t%d\"}]}\n\n", i)
@@ -120,6 +127,42 @@ func (v *fakeVLLM) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	default:
 		http.NotFound(w, r)
 	}
+}
+
+func (v *fakeVLLM) end(how string) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	v.ended = append(v.ended, how)
+}
+
+// release lets the running stream write its next chunk.
+func (v *fakeVLLM) release(t *testing.T) {
+	t.Helper()
+	select {
+	case v.next <- struct{}{}:
+	case <-time.After(10 * time.Second):
+		v.mu.Lock()
+		defer v.mu.Unlock()
+		t.Fatalf("the upstream stream is not waiting for its next chunk; streams so far ended: %q", v.ended)
+	}
+}
+
+// await waits for a value on ch, failing with what after 10 s.
+func await(t *testing.T, ch <-chan struct{}, what string) {
+	t.Helper()
+	select {
+	case <-ch:
+	case <-time.After(10 * time.Second):
+		t.Fatal("timed out waiting for " + what)
+	}
+}
+
+// streamClient has no overall timeout (a stream lasts as long as the
+// test needs) and no connections shared with other tests.
+func streamClient(t *testing.T) *http.Client {
+	tr := &http.Transport{Proxy: nil, DisableCompression: true}
+	t.Cleanup(tr.CloseIdleConnections)
+	return &http.Client{Transport: tr}
 }
 
 // readEvent reads one server-sent event (up to its blank line).
@@ -173,6 +216,7 @@ func TestRoutingListenerAndProxy(t *testing.T) {
 	p := testbin.Start(t, sidecarArgs("http://"+ln.Addr().String()+"/metrics", fastInterval, fastTimeout,
 		"--web.routing-listen-address="+routingAddr, "--proxy.listen-address="+proxyAddr)...)
 	routingURL, proxyURL := "http://"+routingAddr, "http://"+proxyAddr
+	sc := streamClient(t)
 
 	waitFor(t, 5*time.Second, "the routing listener and the proxy to serve a fresh view", func() bool {
 		a, errA := get(client, routingURL+"/metrics", nil)
@@ -205,44 +249,37 @@ func TestRoutingListenerAndProxy(t *testing.T) {
 	})
 
 	t.Run("stream chunk by chunk", func(t *testing.T) {
-		resp, err := client.Post(proxyURL+"/v1/completions", "application/json", strings.NewReader(`{"stream":true}`))
+		resp, err := sc.Post(proxyURL+"/v1/completions", "application/json", strings.NewReader(`{"stream":true}`))
 		if err != nil {
 			t.Fatal(err)
 		}
 		defer resp.Body.Close()
-		<-vllm.started
+		await(t, vllm.started, "the stream to reach vLLM")
 		rd := bufio.NewReader(resp.Body)
 		for i := range 3 {
 			// The upstream writes chunk i only now, and the next only
 			// after the client has read this one.
-			vllm.next <- struct{}{}
+			vllm.release(t)
 			ev, err := readEvent(rd)
 			if want := fmt.Sprintf("data: {\"choices\":[{\"text\":\"t%d\"}]}\n\n", i); err != nil || ev != want {
 				t.Fatalf("chunk %d: %q, %v; want %q", i, ev, err, want)
 			}
 		}
 	})
-	select {
-	case <-vllm.cancelled: // the stream above ended when its client closed it
-	case <-time.After(10 * time.Second):
-		t.Fatal("closing the client's stream did not cancel the upstream request")
-	}
+	// The stream above ended when its client closed it.
+	await(t, vllm.cancelled, "closing the client's stream to cancel the upstream request")
 
 	t.Run("client gone cancels the upstream", func(t *testing.T) {
 		ctx, cancel := context.WithCancel(context.Background())
 		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, proxyURL+"/v1/completions", strings.NewReader(`{"stream":true}`))
-		resp, err := client.Do(req)
+		resp, err := sc.Do(req)
 		if err != nil {
 			t.Fatal(err)
 		}
 		defer resp.Body.Close()
-		<-vllm.started
+		await(t, vllm.started, "the stream to reach vLLM")
 		cancel()
-		select {
-		case <-vllm.cancelled:
-		case <-time.After(10 * time.Second):
-			t.Fatal("the client went away, and vLLM's request was not cancelled")
-		}
+		await(t, vllm.cancelled, "the client going away to cancel vLLM's request")
 	})
 
 	if n := vllm.metrics.requests.Load() - scrapes; n > 40 {
@@ -370,7 +407,12 @@ func TestSIGTERMLetsProxiedStreamsFinish(t *testing.T) {
 	serveOn(t, ln, vllm)
 	proxyAddr := testbin.FreeAddr(t)
 	p := testbin.Start(t, sidecarArgs("http://"+ln.Addr().String()+"/metrics", fastInterval, fastTimeout,
-		"--proxy.listen-address="+proxyAddr, "--proxy.upstream=http://"+ln.Addr().String())...)
+		"--proxy.listen-address="+proxyAddr, "--proxy.upstream=http://"+ln.Addr().String(), "--log.level=debug")...)
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("sidecar logs:\n%s", p.Logs())
+		}
+	})
 	waitFor(t, 5*time.Second, "the proxy to listen", func() bool {
 		c, err := net.Dial("tcp", proxyAddr)
 		if err == nil {
@@ -379,14 +421,14 @@ func TestSIGTERMLetsProxiedStreamsFinish(t *testing.T) {
 		return err == nil
 	})
 
-	resp, err := client.Post("http://"+proxyAddr+"/v1/completions", "application/json", strings.NewReader(`{"stream":true}`))
+	resp, err := streamClient(t).Post("http://"+proxyAddr+"/v1/completions", "application/json", strings.NewReader(`{"stream":true}`))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer resp.Body.Close()
-	<-vllm.started
+	await(t, vllm.started, "the stream to reach vLLM")
 	rd := bufio.NewReader(resp.Body)
-	vllm.next <- struct{}{}
+	vllm.release(t)
 	if ev, err := readEvent(rd); err != nil || !strings.Contains(ev, `"t0"`) {
 		t.Fatalf("first chunk: %q, %v", ev, err)
 	}
@@ -405,7 +447,7 @@ func TestSIGTERMLetsProxiedStreamsFinish(t *testing.T) {
 		return errors.Is(err, syscall.ECONNREFUSED)
 	})
 	for i := 1; i <= 3; i++ {
-		vllm.next <- struct{}{}
+		vllm.release(t)
 		if ev, err := readEvent(rd); err != nil || !strings.Contains(ev, fmt.Sprintf(`"t%d"`, i)) {
 			t.Fatalf("chunk %d after SIGTERM: %q, %v", i, ev, err)
 		}
