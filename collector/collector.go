@@ -325,7 +325,10 @@ func (c *Collector) scrape(ctx context.Context) (*scrapeResult, error) {
 	derived := withFamilies(both[0], c.deriver.Capacity(canon, c.idle, now, true))
 	routingDerived := withFamilies(both[1], c.deriver.Capacity(canon, c.idle, now, false))
 
-	page, pstats := mapper.Present(norm)
+	// The page serves legacy families as the upstream printed them beside
+	// their current names; windows, derived gauges and the routing view
+	// only see the current names.
+	page, pstats := mapper.Present(slices.Concat(norm, report.Kept))
 	c.metrics.dropped.WithLabelValues("relabel").Add(float64(pstats.Dropped))
 	c.metrics.dropped.WithLabelValues("collision").Add(float64(pstats.Collisions))
 	page = append(page, derived...)
@@ -343,7 +346,7 @@ func (c *Collector) logLegacy(names []string) {
 	}
 	c.legacyLog = slices.Clone(names)
 	if len(names) > 0 {
-		c.cfg.Logger.Info("the upstream still exposes metric names that newer vLLM releases renamed or removed: renamed ones are served under their current names, removed ones passed through; see vllm_normalizer_metric_status", "legacy", names)
+		c.cfg.Logger.Info("the upstream still exposes metric names that newer vLLM releases renamed or removed: renamed ones are served as printed and under their current names, removed ones passed through; see vllm_normalizer_metric_status", "legacy", names)
 	}
 }
 

@@ -48,7 +48,7 @@ func health() Dashboard {
 
 	l.row("Metric names: what the next vLLM upgrade will break")
 	l.add(table("Legacy metric names still in use",
-		"Which metrics does vLLM still expose only under a legacy name that the next vLLM upgrade removes? Consumers reading the legacy name will break; point them at the replacement.",
+		"Which metrics does vLLM still expose under a legacy name that the next vLLM upgrade removes? Consumers reading the legacy name will break then; point them at the replacement. (superseded names, which this server does not print, are not listed.)",
 		hidden, nil,
 		instant(fmt.Sprintf(`vllm_normalizer_metric_status{%s, status=~"renamed|legacy"} == 1`, selPod))), 12, 8)
 	l.add(table("Removed or absent metrics",
@@ -56,7 +56,7 @@ func health() Dashboard {
 		hidden, nil,
 		instant(fmt.Sprintf(`vllm_normalizer_metric_status{%s, status=~"removed|absent"} == 1`, selPod))), 12, 8)
 	l.add(timeseries("Metrics per status",
-		"How many tracked metrics are present, renamed, legacy, removed or absent on each pod over time? A change shows up right after a vLLM upgrade.",
+		"How many tracked metrics are present, renamed, superseded, legacy, removed or absent on each pod over time? A change shows up right after a vLLM upgrade.",
 		tsOpt{unit: "short", min: f(0)},
 		q(fmt.Sprintf(`count by (namespace, pod, status) (vllm_normalizer_metric_status{%s} == 1)`, selPod), "{{pod}} {{status}}")), 24, 8)
 

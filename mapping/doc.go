@@ -21,18 +21,20 @@
 // One scrape goes through three steps, in this order:
 //
 //  1. Normalize: legacy names become current ones (vllm:gpu_cache_usage_perc
-//     is served as vllm:kv_cache_usage_perc, with the same labels, values and
-//     buckets, and a HELP that says where it came from). When the page holds
-//     both names, as vLLM 0.9.2 to 0.11 prints them, the current family is
-//     served once and the legacy twin is dropped; if the twin's values
-//     differed, the current name is listed in Report.Disagreements. The
-//     Report also carries one Status per catalogue metric and what the page
-//     says about the engine (v0 or v1) and release.
+//     is also served as vllm:kv_cache_usage_perc, with the same labels,
+//     values and buckets, and a HELP that says where it came from). When the
+//     page holds both names, as vLLM 0.9.2 to 0.11 prints them, the current
+//     family is used and the legacy twin left out of the output; if the
+//     twin's values differed, the current name is listed in
+//     Report.Disagreements. Every legacy family the page printed is in
+//     Report.Kept as printed, for the page to serve beside the current
+//     name. The Report also carries one Status per catalogue metric and what
+//     the page says about the engine (v0 or v1) and release.
 //  2. Derive (outside this package): routing gauges are computed from the
 //     normalised families, so they only ever see current names.
-//  3. Present: the families the configuration drops are removed, legacy
-//     aliases are added when enabled (never when the upstream itself prints
-//     the legacy name), the user's metric_relabel_configs run per series as
+//  3. Present (of the normalised families plus Report.Kept): the families
+//     the configuration drops are removed, legacy aliases are added when
+//     enabled (never when the upstream itself prints the legacy name), the user's metric_relabel_configs run per series as
 //     in Prometheus, names take the chosen style (colon or underscore), and
 //     collisions are resolved by keeping the first family or series and
 //     counting the rest.
@@ -42,16 +44,18 @@
 // StatusFamilies exposes vllm_normalizer_metric_status{metric, status,
 // replacement} with one series per catalogue metric. The status is one of:
 //
-//	present  a current name that is served, from the upstream's own series
-//	         or mapped from a legacy name
-//	renamed  a legacy name; if the upstream prints it, its data is served as
-//	         the family named by replacement
-//	legacy   a name vLLM removed without successor that this older upstream
-//	         still prints; it is passed through unchanged
-//	removed  a name vLLM removed without successor that this upstream does
-//	         not print (vllm:cpu_cache_usage_perc on a V1 server)
-//	absent   a current name this upstream does not print (too old, or an
-//	         optional feature that is off)
+//	present    a current name that is served, from the upstream's own series
+//	           or mapped from a legacy name
+//	renamed    a legacy name this upstream prints: served as printed and
+//	           also as the family named by replacement
+//	superseded a legacy name this upstream does not print; its data, if
+//	           any, is in the family named by replacement
+//	legacy     a name vLLM removed without successor that this older upstream
+//	           still prints; it is passed through unchanged
+//	removed    a name vLLM removed without successor that this upstream does
+//	           not print (vllm:cpu_cache_usage_perc on a V1 server)
+//	absent     a current name this upstream does not print (too old, or an
+//	           optional feature that is off)
 //
 // Renames that depend on a label (the KV-offload transfer_type families,
 // split into load_* and store_*) report every target in replacement,

@@ -21,7 +21,7 @@ var update = flag.Bool("update", false, "rewrite the golden files in testdata/")
 func render(t *testing.T, m *Mapper, in []exposition.Family) []byte {
 	t.Helper()
 	norm, rep := m.Normalize(in)
-	out, st := m.Present(norm)
+	out, st := m.Present(append(norm, rep.Kept...))
 	out = append(out, StatusFamilies(rep)...)
 	sort.SliceStable(out, func(i, j int) bool { return out[i].Name < out[j].Name })
 	var b bytes.Buffer

@@ -40,11 +40,12 @@ type Options struct {
 
 // Statuses of a catalogue metric in one scrape.
 const (
-	StatusPresent = "present" // a current name that is served
-	StatusRenamed = "renamed" // a legacy name whose data is served under its replacement
-	StatusLegacy  = "legacy"  // removed upstream without successor, but this upstream still exposes it
-	StatusRemoved = "removed" // removed upstream without successor, and not exposed here
-	StatusAbsent  = "absent"  // a current name this upstream does not expose
+	StatusPresent    = "present"    // a current name that is served
+	StatusRenamed    = "renamed"    // a legacy name this upstream prints; served as printed and under its replacement
+	StatusSuperseded = "superseded" // a legacy name this upstream does not print; its replacement carries the data
+	StatusLegacy     = "legacy"     // removed upstream without successor, but this upstream still exposes it
+	StatusRemoved    = "removed"    // removed upstream without successor, and not exposed here
+	StatusAbsent     = "absent"     // a current name this upstream does not expose
 )
 
 // Engines as reported in UpstreamInfo.
@@ -61,6 +62,13 @@ type Report struct {
 	// LegacyInUse are the legacy family names (renamed or removed
 	// upstream) that this upstream still exposes, sorted.
 	LegacyInUse []string
+	// Kept are the families the upstream printed under a legacy name that
+	// Normalize renamed (or left out as the twin of a current family),
+	// exactly as printed. They are not in Normalize's output, so that
+	// derivations only ever see current names; the page serves them
+	// (Present) beside their current names, because a consumer reading
+	// the name the upstream printed must not lose it behind the sidecar.
+	Kept []exposition.Family
 	// Disagreements are current family names whose legacy twin, exposed
 	// on the same page, had other values or series; the current family's
 	// own values were served. Sorted.
@@ -243,11 +251,12 @@ func variantOf(name string, t model.MetricType, v nameVariant) string {
 	return strings.TrimSuffix(name, v.trim) + v.add
 }
 
-// Normalize maps legacy family names to current ones and removes legacy
-// twins of families the upstream also prints under the current name. The
+// Normalize maps legacy family names to current ones; a legacy twin of a
+// family the upstream also prints under the current name is left out. The
 // output keeps colon names, upstream order and no aliases or relabelling.
 // Families that need no change are passed through as they are; renamed
-// ones get new samples, so the input is never modified.
+// ones get new samples, so the input is never modified. Every legacy
+// family Normalize renamed or left out is in Report.Kept as printed.
 func (m *Mapper) Normalize(in []exposition.Family) ([]exposition.Family, Report) {
 	index := make(map[string]int, len(in))
 	for i := range in {
@@ -274,6 +283,7 @@ func (m *Mapper) Normalize(in []exposition.Family) ([]exposition.Family, Report)
 		return nil
 	}
 	var legacyInUse, disagree []string
+	var kept []exposition.Family
 
 	for i := range in {
 		f := &in[i]
@@ -283,6 +293,7 @@ func (m *Mapper) Normalize(in []exposition.Family) ([]exposition.Family, Report)
 			continue
 		}
 		legacyInUse = append(legacyInUse, r.legacy)
+		kept = append(kept, *f)
 		if r.split == nil {
 			if cur := twin(r.to); cur != nil {
 				if r.compare && differs(f.Samples, cur, func(l labels.Labels) labels.Labels { return renamedLabels(f, l, r.to, "") }) {
@@ -298,11 +309,9 @@ func (m *Mapper) Normalize(in []exposition.Family) ([]exposition.Family, Report)
 
 		// A split rename: each value of the split label has its own target.
 		groups := map[string][]exposition.Sample{}
-		var rest []exposition.Sample
 		for _, s := range f.Samples {
 			to, ok := r.split[s.Labels.Get(r.splitLabel)]
 			if !ok {
-				rest = append(rest, s)
 				continue
 			}
 			groups[to] = append(groups[to], exposition.Sample{
@@ -332,16 +341,14 @@ func (m *Mapper) Normalize(in []exposition.Family) ([]exposition.Family, Report)
 				Help: withNote(f.Help, fmt.Sprintf("(renamed from %s{%s=%q} by vllm-normalizer)", f.Name, r.splitLabel, v)),
 			})
 		}
-		if len(rest) > 0 {
-			// Series with a value the catalogue does not know stay under
-			// the legacy name rather than being guessed at.
-			add(exposition.Family{Name: f.Name, Type: f.Type, Help: f.Help, Unit: f.Unit, Samples: rest})
-		}
+		// Series with a value the catalogue does not know are not guessed
+		// at: they stay under the legacy name only, in the kept family.
 	}
 
 	rep := Report{
 		LegacyInUse:   sortedUnique(legacyInUse),
 		Disagreements: sortedUnique(disagree),
+		Kept:          kept,
 	}
 	rep.Statuses = make([]Status, 0, len(m.cat.Metrics))
 	for i := range m.cat.Metrics {
@@ -349,7 +356,12 @@ func (m *Mapper) Normalize(in []exposition.Family) ([]exposition.Family, Report)
 		st := Status{Metric: md.Name}
 		switch {
 		case md.IsRenamed():
-			st.Status = StatusRenamed
+			// renamed only when this upstream prints the legacy name: a
+			// V1 server must not look as if it relied on V0 names.
+			st.Status = StatusSuperseded
+			if exposed(index, md) {
+				st.Status = StatusRenamed
+			}
 			finals := make([]string, 0, 2)
 			for _, to := range md.Replacements() {
 				final, _ := m.cat.resolve(to)

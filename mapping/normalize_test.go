@@ -117,8 +117,12 @@ func TestNormalizeRenames(t *testing.T) {
 			if !strings.HasPrefix(got.Help, src.Help) || !strings.HasSuffix(got.Help, note) {
 				t.Errorf("help %q: want the original help followed by %q", got.Help, note)
 			}
-			if tc.label == "" && family(out, tc.from) != nil {
-				t.Errorf("legacy family %s still served", tc.from)
+			if family(out, tc.from) != nil {
+				t.Errorf("legacy family %s in the normalised output (derivations must see current names only)", tc.from)
+			}
+			// The page keeps the legacy family exactly as printed.
+			if k := family(rep.Kept, tc.from); k == nil || fmt.Sprint(series(*k)) != fmt.Sprint(series(*src)) || k.Help != src.Help || k.Type != src.Type {
+				t.Errorf("Report.Kept has %+v for %s, want the family as printed", k, tc.from)
 			}
 			legacy := strings.TrimSuffix(tc.from, "_created")
 			if legacy != tc.from {
@@ -130,14 +134,22 @@ func TestNormalizeRenames(t *testing.T) {
 		})
 	}
 
-	// A split value the catalogue does not know stays under the legacy name.
-	out, _ := m.Normalize(parsePage(t, synthetic))
-	rest := family(out, "vllm:kv_offload_total_bytes_total")
-	if rest == nil || len(rest.Samples) != 1 || rest.Samples[0].Labels.Get("transfer_type") != "disk_to_GPU" {
-		t.Errorf("unknown transfer_type: legacy family left with %+v, want only the disk_to_GPU series", rest)
+	// A split value the catalogue does not know is not guessed at: its
+	// series stays under the legacy name only, in the kept family.
+	in := parsePage(t, synthetic)
+	out, rep := m.Normalize(in)
+	for _, f := range out {
+		for _, s := range f.Samples {
+			if s.Labels.Get("transfer_type") == "disk_to_GPU" {
+				t.Errorf("unknown transfer_type moved into %s", f.Name)
+			}
+		}
+	}
+	if k := family(rep.Kept, "vllm:kv_offload_total_bytes_total"); k == nil || len(k.Samples) != len(family(in, "vllm:kv_offload_total_bytes_total").Samples) {
+		t.Errorf("unknown transfer_type: kept legacy family is %+v, want every series as printed", k)
 	}
 	if f := family(out, "vllm:kv_offload_size"); f != nil {
-		t.Errorf("fully split legacy family still served: %+v", f)
+		t.Errorf("fully split legacy family in the normalised output: %+v", f)
 	}
 	if f := family(out, "vllm:kv_offload_load_size"); f != nil {
 		t.Errorf("load_size served although no CPU_to_GPU series was observed")
@@ -150,15 +162,18 @@ func TestNormalizeStatuses(t *testing.T) {
 		{"13", "vllm:cpu_cache_usage_perc", StatusRemoved, ""},
 		{"13", "vllm:num_requests_swapped", StatusRemoved, ""},
 		{"13", "vllm:kv_cache_usage_perc", StatusPresent, ""},
-		{"13", "vllm:gpu_cache_usage_perc", StatusRenamed, "vllm:kv_cache_usage_perc"},
-		{"13", "vllm:time_per_output_token_seconds", StatusRenamed, "vllm:inter_token_latency_seconds"},
+		{"13", "vllm:gpu_cache_usage_perc", StatusSuperseded, "vllm:kv_cache_usage_perc"},
+		{"13", "vllm:time_per_output_token_seconds", StatusSuperseded, "vllm:inter_token_latency_seconds"},
+		{"13", "vllm:gpu_prefix_cache_hits_total", StatusSuperseded, "vllm:prefix_cache_hits_total"},
 		{"13", "vllm:inter_token_latency_seconds", StatusPresent, ""},
 		{"13", "vllm:prompt_tokens_recomputed_total", StatusLegacy, ""},
 		{"13", "vllm:nixl_xfer_time_seconds", StatusPresent, ""},
 		{"13", "vllm:kv_offload_load_bytes_total", StatusAbsent, ""},
-		{"13", "vllm:kv_offload_total_bytes_total", StatusRenamed, "vllm:kv_offload_load_bytes_total,vllm:kv_offload_store_bytes_total"},
+		{"13", "vllm:kv_offload_total_bytes_total", StatusSuperseded, "vllm:kv_offload_load_bytes_total,vllm:kv_offload_store_bytes_total"},
 		{"02", "vllm:gpu_cache_usage_perc", StatusRenamed, "vllm:kv_cache_usage_perc"},
 		{"02", "vllm:kv_cache_usage_perc", StatusPresent, ""},
+		{"02", "vllm:time_per_output_token_seconds", StatusRenamed, "vllm:inter_token_latency_seconds"},
+		{"02", "vllm:gpu_prefix_cache_hits_total", StatusSuperseded, "vllm:prefix_cache_hits_total"},
 		{"02", "vllm:inter_token_latency_seconds", StatusPresent, ""},
 		{"02", "vllm:num_requests_swapped", StatusLegacy, ""},
 		{"02", "vllm:cpu_cache_usage_perc", StatusLegacy, ""},
@@ -179,6 +194,8 @@ func TestNormalizeStatuses(t *testing.T) {
 		{"03", "vllm:prompt_tokens_recomputed_total", StatusLegacy, ""},
 		{"04", "vllm:num_requests_running", StatusAbsent, ""},
 		{"04", "vllm:num_requests_swapped", StatusRemoved, ""},
+		{"04", "vllm:gpu_cache_usage_perc", StatusSuperseded, "vllm:kv_cache_usage_perc"},
+		{"04", "vllm:time_per_output_token_seconds", StatusSuperseded, "vllm:inter_token_latency_seconds"},
 	} {
 		t.Run(tc.page+"/"+tc.metric, func(t *testing.T) {
 			_, rep := m.Normalize(fixture(t, tc.page))
@@ -201,6 +218,7 @@ func TestNormalizeStatusInvariants(t *testing.T) {
 		t.Run(short, func(t *testing.T) {
 			in := fixture(t, short)
 			out, rep := m.Normalize(in)
+			kept := func(name string) bool { return family(rep.Kept, name) != nil }
 			if len(rep.Statuses) != len(cat.Metrics) {
 				t.Fatalf("%d statuses for %d catalogue metrics", len(rep.Statuses), len(cat.Metrics))
 			}
@@ -230,11 +248,21 @@ func TestNormalizeStatusInvariants(t *testing.T) {
 					if st.Replacement == "" {
 						t.Errorf("%s renamed without replacement", st.Metric)
 					}
-					if inIn && st.Replacement != "" && !strings.Contains(st.Replacement, ",") && family(out, st.Replacement) == nil {
+					if !inIn || !kept(st.Metric) {
+						t.Errorf("%s renamed, but not printed by the upstream and kept as printed", st.Metric)
+					}
+					if st.Replacement != "" && !strings.Contains(st.Replacement, ",") && family(out, st.Replacement) == nil {
 						t.Errorf("%s exposed but its replacement %s is not served", st.Metric, st.Replacement)
 					}
 					if inOut {
-						t.Errorf("renamed %s still served under its legacy name", st.Metric)
+						t.Errorf("renamed %s in the normalised output under its legacy name", st.Metric)
+					}
+				case StatusSuperseded:
+					if st.Replacement == "" {
+						t.Errorf("%s superseded without replacement", st.Metric)
+					}
+					if inIn || inOut || kept(st.Metric) {
+						t.Errorf("%s superseded, but the upstream prints it", st.Metric)
 					}
 				default:
 					t.Errorf("%s: invalid status %q", st.Metric, st.Status)

@@ -31,11 +31,12 @@ func (m *Mapper) StyleName(name string) string {
 	return name
 }
 
-// Present prepares normalised (and derived) families for output: it drops
-// the families the configuration lists, adds legacy aliases when enabled,
-// applies metric_relabel_configs per series, spells names in the name
-// style, and returns the families sorted by name. The input is not
-// modified.
+// Present prepares normalised families, with the legacy families
+// Normalize kept (Report.Kept), for output: it drops the families the
+// configuration lists, adds legacy aliases when enabled (for legacy names
+// the input does not hold), applies metric_relabel_configs per series,
+// spells names in the name style, and returns the families sorted by name.
+// The input is not modified.
 func (m *Mapper) Present(in []exposition.Family) ([]exposition.Family, PresentStats) {
 	var st PresentStats
 	index := make(map[string]int, len(in))

@@ -89,6 +89,43 @@ func TestPresentAliasNotDuplicated(t *testing.T) {
 	}
 }
 
+// A V0 page keeps its legacy families as printed beside their current
+// names, whether aliases are on or off; a drop entry for the legacy name
+// removes only the legacy copy.
+func TestPresentKeepsPrintedLegacyNames(t *testing.T) {
+	in := fixture(t, "12") // V0: vllm:gpu_cache_usage_perc, vllm:time_per_output_token_seconds
+	for _, aliases := range []bool{false, true} {
+		m := mustMapper(t, Options{LegacyAliases: aliases})
+		norm, rep := m.Normalize(in)
+		out, st := m.Present(append(norm, rep.Kept...))
+		if st != (PresentStats{}) {
+			t.Errorf("aliases %v: stats %+v", aliases, st)
+		}
+		for _, tc := range []struct{ legacy, current string }{
+			{"vllm:gpu_cache_usage_perc", "vllm:kv_cache_usage_perc"},
+			{"vllm:time_per_output_token_seconds", "vllm:inter_token_latency_seconds"},
+		} {
+			src, got, cur := family(in, tc.legacy), family(out, tc.legacy), family(out, tc.current)
+			if got == nil || cur == nil {
+				t.Errorf("aliases %v: %s served %v, %s served %v; want both", aliases, tc.legacy, got != nil, tc.current, cur != nil)
+				continue
+			}
+			if fmt.Sprint(series(*got)) != fmt.Sprint(series(*src)) || got.Help != src.Help || got.Type != src.Type {
+				t.Errorf("aliases %v: %s is not the family as printed: %+v", aliases, tc.legacy, *got)
+			}
+			if fmt.Sprint(series(*cur)) != fmt.Sprint(renameSeries(src, tc.current)) {
+				t.Errorf("aliases %v: %s does not carry %s's series", aliases, tc.current, tc.legacy)
+			}
+		}
+	}
+	m := configured(t, Options{}, "drop: [vllm:gpu_cache_usage_perc]\n")
+	norm, rep := m.Normalize(in)
+	out, _ := m.Present(append(norm, rep.Kept...))
+	if family(out, "vllm:gpu_cache_usage_perc") != nil || family(out, "vllm:kv_cache_usage_perc") == nil {
+		t.Error("drop of the legacy name must remove the legacy copy only")
+	}
+}
+
 func TestPresentNameStyle(t *testing.T) {
 	in, _ := mustMapper(t, Options{}).Normalize(fixture(t, "13"))
 	m := mustMapper(t, Options{NameStyle: NameStyleUnderscore})

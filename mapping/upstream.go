@@ -123,7 +123,8 @@ func StatusFamilies(r Report) []exposition.Family {
 		Type: model.MetricTypeGauge,
 		Help: "Always 1. Status in the last scrape of each vLLM metric vllm-normalizer knows: " +
 			"present = a current name that is served (from the upstream's own series or mapped from a legacy name); " +
-			"renamed = a legacy name, whose data, if the upstream has it, is served as the metric named by replacement; " +
+			"renamed = a legacy name this upstream prints, served as printed and also as the metric named by replacement; " +
+			"superseded = a legacy name this upstream does not print, whose data is in the metric named by replacement; " +
 			"legacy = removed by vLLM without successor but still exposed by this older upstream, passed through; " +
 			"removed = removed by vLLM without successor and not exposed here; " +
 			"absent = a current name this upstream does not expose.",

@@ -180,7 +180,7 @@ func newApp(f *flags, stdout, stderr io.Writer) *kingpin.Application {
 		app.Flag(slo.name, "Target for the "+slo.what+", repeatable (e.g. "+slo.example+"): vllm_derived_slo_attainment_ratio{slo=\""+strings.TrimPrefix(slo.name, "slo.")+"\"} gives the share of requests at most this slow, per window. None by default.").
 			DurationListVar(slo.ds)
 	}
-	app.Flag("mapping.legacy-aliases", "Also emit the legacy vLLM names the catalogue marks as aliases (the old KV-usage, time-per-output-token and GPU prefix-cache names; see docs/mapping.md) from their current families, for consumers that still ask for them. Off by default: aliases double-count sums over every vLLM name.").
+	app.Flag("mapping.legacy-aliases", "Also emit the legacy vLLM names the catalogue marks as aliases (the old KV-usage, time-per-output-token and GPU prefix-cache names; see docs/mapping.md) from their current families when the upstream does not print them (legacy names it prints are always kept), for consumers that still ask for them. Off by default: aliases double-count sums over every vLLM name.").
 		Default("false").BoolVar(&f.legacyAliases)
 	app.Flag("output.name-style", "colon keeps vLLM's names as printed, colons included; underscore writes every colon of a metric name as _ for consumers that reject colons.").
 		Default("colon").EnumVar(&f.nameStyle, "colon", "underscore")
