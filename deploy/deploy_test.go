@@ -1080,3 +1080,75 @@ components: [%s]
 		}
 	}
 }
+
+// TestAlertTestStatusesAreReal ties the metric-status series of the
+// promtool tests to what the sidecar really prints: a series on a pod named
+// <engine>-<NN> must be, metric for metric, the status and replacement that
+// the sidecar's golden output for testdata/fixtures/<NN>-*.prom holds.
+func TestAlertTestStatusesAreReal(t *testing.T) {
+	data, err := os.ReadFile("prometheus/tests/alerts_test.yml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var doc struct {
+		Tests []struct {
+			InputSeries []struct {
+				Series string `yaml:"series"`
+			} `yaml:"input_series"`
+		} `yaml:"tests"`
+	}
+	if err := yaml.Unmarshal(data, &doc); err != nil {
+		t.Fatal(err)
+	}
+	podRe := regexp.MustCompile(`^(v0|v1|sglang)-(\d\d)$`)
+	p := parser.NewParser(parser.Options{})
+	// "metric status replacement" lines of the golden output, per fixture.
+	golden := map[string]map[string]bool{}
+	statusOf := func(nn string) map[string]bool {
+		if g, ok := golden[nn]; ok {
+			return g
+		}
+		paths, _ := filepath.Glob(filepath.Join("..", "testdata", "golden", nn+"-*.metrics"))
+		if len(paths) != 1 {
+			t.Fatalf("no single golden output for fixture %s: %v", nn, paths)
+		}
+		body, err := os.ReadFile(paths[0])
+		if err != nil {
+			t.Fatal(err)
+		}
+		g := map[string]bool{}
+		for _, line := range strings.Split(string(body), "\n") {
+			if !strings.HasPrefix(line, "vllm_normalizer_metric_status{") {
+				continue
+			}
+			l, err := p.ParseMetric(line[:strings.LastIndex(line, " ")])
+			if err != nil {
+				t.Fatalf("%s: %v", paths[0], err)
+			}
+			g[l.Get("metric")+" "+l.Get("status")+" "+l.Get("replacement")] = true
+		}
+		golden[nn] = g
+		return g
+	}
+	checked := 0
+	for _, tc := range doc.Tests {
+		for _, in := range tc.InputSeries {
+			l, err := p.ParseMetric(in.Series)
+			if err != nil || l.Get("__name__") != "vllm_normalizer_metric_status" {
+				continue
+			}
+			m := podRe.FindStringSubmatch(l.Get("pod"))
+			if m == nil {
+				continue
+			}
+			key := l.Get("metric") + " " + l.Get("status") + " " + l.Get("replacement")
+			if !statusOf(m[2])[key] {
+				t.Errorf("%s: the sidecar does not print %q for fixture %s", in.Series, key, m[2])
+			}
+			checked++
+		}
+	}
+	if checked < 10 {
+		t.Errorf("only %d status series checked; the V0, V1 and SGLang cases must name their pods <engine>-<NN>", checked)
+	}
+}
