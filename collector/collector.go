@@ -334,7 +334,7 @@ func (c *Collector) scrape(ctx context.Context) (*scrapeResult, error) {
 	page = append(page, derived...)
 	page = append(page, mapping.StatusFamilies(report)...)
 
-	view := routing.View(canon, routingDerived, c.roles, mapper.StyleName)
+	view := routing.View(canon, routingDerived, c.roles, report.Upstream.Engine, mapper.StyleName)
 	asleep, states := routing.Asleep(canon, c.roles)
 	page = append(page, asleepFamily(asleep, states))
 	return &scrapeResult{page: page, routing: view, asleep: states}, nil

@@ -132,8 +132,16 @@ func TestDemoGolden(t *testing.T) {
 		if !strings.HasPrefix(f.Name, "vllm:") {
 			continue
 		}
-		if len(f.Samples) != 1 {
-			t.Errorf("routing view: %s has %d series, want one per model", f.Name, len(f.Samples))
+		// One series per model: for a histogram, one per sample name and
+		// bucket bound.
+		perSeries := map[string]int{}
+		for _, s := range f.Samples {
+			perSeries[s.Name()+"/"+s.Labels.Get("le")]++
+		}
+		for series, n := range perSeries {
+			if n != 1 {
+				t.Errorf("routing view: %s has %d series of %s, want one per model", f.Name, n, series)
+			}
 		}
 		for _, s := range f.Samples {
 			if s.Labels.Has("engine") {

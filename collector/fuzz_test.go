@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"io"
+	"slices"
 	"testing"
 	"time"
 
@@ -64,10 +65,10 @@ func FuzzPipeline(f *testing.F) {
 			at := now.Add(time.Duration(i) * 10 * time.Second)
 			h.Observe(at, canon)
 			derived := deriver.Derive(h, at, []string{"model_name", "engine"})
-			page, _ = mapper.Present(norm)
+			page, _ = mapper.Present(slices.Concat(norm, report.Kept))
 			page = append(page, derived...)
 			page = append(page, mapping.StatusFamilies(report)...)
-			routing = routingpkg.View(canon, deriver.Derive(h, at, []string{"model_name"}), roles, mapper.StyleName)
+			routing = routingpkg.View(canon, deriver.Derive(h, at, []string{"model_name"}), roles, report.Upstream.Engine, mapper.StyleName)
 		}
 		c := &Collector{}
 		for name, out := range map[string][]exposition.Family{"page": page, "routing view": routing} {

@@ -23,8 +23,9 @@ import (
 //
 // View reads the canonical page (roles under their canonical names, see
 // mapping.Profile.Canonical), so it is the same for every server, and
-// prints the view in those names: vLLM V1's.
-func View(canon, derived []exposition.Family, roles *mapping.Roles, style func(string) string) []exposition.Family {
+// prints the view in those names: vLLM V1's. upstream is the vLLM engine
+// mapping detected for the page (v0, v1, or empty for other servers).
+func View(canon, derived []exposition.Family, roles *mapping.Roles, upstream string, style func(string) string) []exposition.Family {
 	byName := make(map[string]*exposition.Family, len(canon))
 	for i := range canon {
 		byName[canon[i].Name] = &canon[i]
@@ -48,8 +49,10 @@ func View(canon, derived []exposition.Family, roles *mapping.Roles, style func(s
 	if f := role(mapping.RoleRequestsWaiting); f != nil {
 		add(f, "Requests waiting to be scheduled, summed over data-parallel engines and API-server processes.", sumByModel(f))
 	}
+	var kv []exposition.Sample
 	if f := role(mapping.RoleKVCacheUsage); f != nil {
-		add(f, "KV-cache usage, 0..1: per engine the highest value over API-server processes (idle processes report 0), then the mean over engines weighted by each engine's num_gpu_blocks (plain mean when unknown).", kvByModel(f, blocks))
+		kv = kvByModel(f, blocks)
+		add(f, "KV-cache usage, 0..1: per engine the highest value over API-server processes (idle processes report 0), then the mean over engines weighted by each engine's num_gpu_blocks (plain mean when unknown).", kv)
 	}
 	if f := role(mapping.RoleCacheConfig); f != nil {
 		add(f, "vLLM cache configuration (value 1): labels of the lowest engine, engine and pid labels dropped, num_gpu_blocks and num_cpu_blocks summed over engines.", cacheConfig(f))
@@ -58,6 +61,7 @@ func View(canon, derived []exposition.Family, roles *mapping.Roles, style func(s
 		newest := slices.MaxFunc(f.Samples, func(a, b exposition.Sample) int { return cmp.Compare(a.Value, b.Value) })
 		add(f, "LoRA adapters (value: Unix time of the update): only the newest series, the one routers must read.", []exposition.Sample{{Labels: newest.Labels, Value: newest.Value}})
 	}
+	out = append(out, consumerFamilies(byName, role, kv, derived, upstream, style)...)
 	return append(out, derived...)
 }
 

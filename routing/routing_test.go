@@ -90,7 +90,7 @@ func TestRoutingViewDataParallel(t *testing.T) {
 		Name: "vllm_derived_preemptions_per_second", Type: model.MetricTypeGauge, Help: "h",
 		Samples: []exposition.Sample{{Labels: labels.FromStrings(model.MetricNameLabel, "vllm_derived_preemptions_per_second", "model_name", "m", "window", "1m"), Value: 0.5}},
 	}}
-	got := routingSamples(t, View(norm, derived, testRoles, func(s string) string { return s }))
+	got := routingSamples(t, View(norm, derived, testRoles, "v1", func(s string) string { return s }))
 	checkSamples(t, got, map[string]float64{
 		// 4+0+3+1 over engines and pids; the other model on its own.
 		`{__name__="vllm:num_requests_running", model_name="m"}`:     8,
@@ -101,6 +101,9 @@ func TestRoutingViewDataParallel(t *testing.T) {
 		// max(0, 0.25) = 0.25 over 3000 blocks;
 		// (0.5*1000 + 0.25*3000) / 4000 = 1250/4000.
 		`{__name__="vllm:kv_cache_usage_perc", model_name="m"}`: 0.3125,
+		// its legacy name, same value; V1 has no CPU KV cache.
+		`{__name__="vllm:gpu_cache_usage_perc", model_name="m"}`: 0.3125,
+		`{__name__="vllm:cpu_cache_usage_perc", model_name="m"}`: 0,
 		// engine 0's labels (gpu_memory_utilization 0.9, pid of its first
 		// sample), engine dropped, blocks summed once per engine.
 		`{__name__="vllm:cache_config_info", block_size="16", gpu_memory_utilization="0.9", num_cpu_blocks="30", num_gpu_blocks="4000"}`: 1,
@@ -121,7 +124,7 @@ func TestRoutingViewKVPlainMean(t *testing.T) {
 		}
 		page = append(page, line)
 	}
-	got := routingSamples(t, View(parsePage(t, strings.Join(page, "\n")), nil, testRoles, func(s string) string { return s }))
+	got := routingSamples(t, View(parsePage(t, strings.Join(page, "\n")), nil, testRoles, "v1", func(s string) string { return s }))
 	// (0.5 + 0.25) / 2
 	if v := got[`{__name__="vllm:kv_cache_usage_perc", model_name="m"}`]; v != 0.375 {
 		t.Errorf("KV usage with one engine's blocks unknown = %g, want the plain mean 0.375", v)
@@ -139,7 +142,7 @@ func TestRoutingViewEngineOrder(t *testing.T) {
 vllm:cache_config_info{engine="10",num_cpu_blocks="None",num_gpu_blocks="5",tag="ten"} 1
 vllm:cache_config_info{engine="2",num_cpu_blocks="None",num_gpu_blocks="7",tag="two"} 1
 `
-	got := routingSamples(t, View(parsePage(t, page), nil, testRoles, func(s string) string { return s }))
+	got := routingSamples(t, View(parsePage(t, page), nil, testRoles, "v1", func(s string) string { return s }))
 	checkSamples(t, got, map[string]float64{
 		// num_cpu_blocks is not a number: kept as engine 2 prints it.
 		`{__name__="vllm:cache_config_info", num_cpu_blocks="None", num_gpu_blocks="12", tag="two"}`: 1,
@@ -149,7 +152,7 @@ vllm:cache_config_info{engine="2",num_cpu_blocks="None",num_gpu_blocks="7",tag="
 // TestRoutingViewNameStyle: the view follows --output.name-style.
 func TestRoutingViewNameStyle(t *testing.T) {
 	underscore := func(s string) string { return strings.ReplaceAll(s, ":", "_") }
-	got := routingSamples(t, View(parsePage(t, dataParallelPage), nil, testRoles, underscore))
+	got := routingSamples(t, View(parsePage(t, dataParallelPage), nil, testRoles, "v1", underscore))
 	if v, ok := got[`{__name__="vllm_num_requests_running", model_name="m"}`]; !ok || v != 8 {
 		t.Errorf("underscore-style running = %g (present %v), want 8; got %v", v, ok, got)
 	}
@@ -194,7 +197,7 @@ func viewOf(t *testing.T, text, wantServer string) map[string]float64 {
 	if p == nil || p.Server != wantServer {
 		t.Fatalf("detected %v, want %s", p, wantServer)
 	}
-	return routingSamples(t, View(p.Canonical(fams, testRoles), nil, testRoles, func(s string) string { return s }))
+	return routingSamples(t, View(p.Canonical(fams, testRoles), nil, testRoles, "", func(s string) string { return s }))
 }
 
 // A router reading vLLM's names gets SGLang's running, waiting and KV usage,
@@ -219,6 +222,8 @@ sglang:token_usage{dp_rank="1",engine_type="unified",model_name="qwen",moe_ep_ra
 		`{__name__="vllm:num_requests_running", model_name="qwen"}`: 12,
 		`{__name__="vllm:num_requests_waiting", model_name="qwen"}`: 3,
 		`{__name__="vllm:kv_cache_usage_perc", model_name="qwen"}`:  0.375,
+		// its legacy name, for routers that read only that one (GIE <= 1.2)
+		`{__name__="vllm:gpu_cache_usage_perc", model_name="qwen"}`: 0.375,
 	}
 	checkSamples(t, got, want)
 	if len(got) != len(want) {
@@ -320,6 +325,7 @@ trtllm_request_success_total{engine_type="trtllm",finished_reason="stop",model_n
 		`{__name__="vllm:num_requests_running", model_name="llama"}`: 9,
 		`{__name__="vllm:num_requests_waiting", model_name="llama"}`: 4,
 		`{__name__="vllm:kv_cache_usage_perc", model_name="llama"}`:  0.625,
+		`{__name__="vllm:gpu_cache_usage_perc", model_name="llama"}`: 0.625,
 	}
 	checkSamples(t, got, want)
 	if len(got) != len(want) {

@@ -1,0 +1,260 @@
+package routing
+
+import (
+	"cmp"
+	"fmt"
+	"math"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/prometheus/common/model"
+	"github.com/prometheus/prometheus/model/labels"
+
+	"github.com/fos-study/vllm-normalizer/exposition"
+	"github.com/fos-study/vllm-normalizer/mapping"
+)
+
+// Families the routing view serves because a router or autoscaler reads
+// them, beyond the gauges the current llm-d endpoint picker compares
+// (View). They are kept apart, in one table, so that they stay easy to
+// see, to test and to move onto roles:
+//
+//   - legacy names that routers still read: vllm:gpu_cache_usage_perc (GIE
+//     up to 1.2, AIBrix least-gpu-cache and its autoscaler samples,
+//     production-stack), vllm:gpu_prefix_cache_hit_rate and the
+//     vllm:gpu_prefix_cache_*_total counters (production-stack),
+//     vllm:time_per_output_token_seconds (AIBrix TPOT) and
+//     vllm:cpu_cache_usage_perc (AIBrix least-kv-cache needs it beside
+//     vllm:kv_cache_usage_perc);
+//   - current histograms and counters that routers reading this view
+//     through the proxy or the routing listener read per scrape: the
+//     inter-token latency and TTFT histograms (kthena, AIBrix) and the
+//     prefix-cache counters (AIBrix).
+//
+// Everything is one series per model_name: counters and histograms summed
+// over engines and API-server processes (per le for buckets), which is
+// what a consumer summing them itself (AIBrix) computes.
+//
+// The legacy names are the consumers' contract, so they are literals here;
+// what they are computed from is read by role.
+const (
+	famGPUCacheUsage   = "vllm:gpu_cache_usage_perc"
+	famCPUCacheUsage   = "vllm:cpu_cache_usage_perc" // V0 only: no role
+	famGPUPrefixRate   = "vllm:gpu_prefix_cache_hit_rate"
+	famDerivedHitRatio = "vllm_derived_prefix_cache_hit_ratio"
+	famTPOT            = "vllm:time_per_output_token_seconds"
+	famGPUPrefixHits   = "vllm:gpu_prefix_cache_hits_total"
+	famGPUPrefixQuery  = "vllm:gpu_prefix_cache_queries_total"
+)
+
+// summed lists the counters and histograms served summed per model: the
+// role read from the canonical page, and the name it is served under (""
+// for the role's own canonical name).
+var summed = []struct {
+	from     mapping.Role
+	as, help string
+}{
+	{mapping.RoleTTFT, "", "Time to first token, summed over data-parallel engines and API-server processes per model_name and le."},
+	{mapping.RoleInterTokenLatency, "", "Inter-token latency, summed over data-parallel engines and API-server processes per model_name and le."},
+	{mapping.RoleInterTokenLatency, famTPOT, "Legacy name of vllm:inter_token_latency_seconds (same buckets, summed over engines and processes per model_name and le), for routers that still read it (AIBrix TPOT)."},
+	{mapping.RolePrefixCacheHits, "", "Prefix-cache hits in tokens, summed over data-parallel engines and API-server processes."},
+	{mapping.RolePrefixCacheQueries, "", "Prefix-cache queries in tokens, summed over data-parallel engines and API-server processes."},
+	{mapping.RolePrefixCacheHits, famGPUPrefixHits, "Legacy name of vllm:prefix_cache_hits_total (summed over engines and processes), for routers that still read it (production-stack)."},
+	{mapping.RolePrefixCacheQueries, famGPUPrefixQuery, "Legacy name of vllm:prefix_cache_queries_total (summed over engines and processes), for routers that still read it (production-stack)."},
+}
+
+// consumerFamilies returns the table's families for the canonical page
+// (byName, and role to find a role's family), the collapsed KV usage already
+// computed (kv), the routing derived gauges, and the vLLM engine the page
+// comes from (mapping's v0, v1 or unknown; empty for other servers).
+func consumerFamilies(byName map[string]*exposition.Family, role func(mapping.Role) *exposition.Family, kv []exposition.Sample, derived []exposition.Family, upstream string, style func(string) string) []exposition.Family {
+	var out []exposition.Family
+	gauge := func(name, help string, samples []exposition.Sample) {
+		if len(samples) == 0 {
+			return
+		}
+		name = style(name)
+		for i := range samples {
+			samples[i].Labels = withName(samples[i].Labels, name)
+		}
+		out = append(out, exposition.Family{Name: name, Type: model.MetricTypeGauge, Help: help, Samples: samples})
+	}
+
+	gauge(famGPUCacheUsage, "Legacy name of vllm:kv_cache_usage_perc, with its value (same rule over engines and processes), for routers that still read it (GIE up to 1.2, AIBrix, production-stack).", slices.Clone(kv))
+
+	switch f := byName[famCPUCacheUsage]; {
+	case f != nil:
+		// A V0 server's own CPU swap-space usage, one series per model.
+		gauge(famCPUCacheUsage, "CPU (swap) KV-cache usage of this V0 server, 0..1: the highest value over its series per model_name.", maxByModel(f))
+	case upstream == "v1" && len(kv) > 0:
+		zeros := slices.Clone(kv)
+		for i := range zeros {
+			zeros[i].Value = 0
+		}
+		gauge(famCPUCacheUsage, "Always 0 on vLLM V1, which has no CPU KV cache (V0's swap space was removed); served because some routers (AIBrix least-kv-cache) need it beside vllm:kv_cache_usage_perc.", zeros)
+	}
+
+	if f := role(mapping.RolePrefixCacheHitRateGauge); f != nil {
+		// A V0 server prints the gauge itself (-1 when it has no data):
+		// serve what it says.
+		gauge(famGPUPrefixRate, "Prefix-cache hit rate as this V0 server prints it (-1: no data), one series per model_name.", firstByModel(f))
+	} else if samples, window := shortestWindow(derived, style(famDerivedHitRatio)); len(samples) > 0 {
+		gauge(famGPUPrefixRate, fmt.Sprintf("Prefix-cache hit rate, 0..1: increase(vllm:prefix_cache_hits_total[%s]) / increase(vllm:prefix_cache_queries_total[%s]) over all engines of the model (%s). Absent when no query was counted in the window.", window, window, style(famDerivedHitRatio)), samples)
+	}
+
+	for _, s := range summed {
+		f := role(s.from)
+		if f == nil || len(f.Samples) == 0 {
+			continue
+		}
+		name := style(cmp.Or(s.as, f.Name))
+		samples := sumHistogramOrCounter(f, name)
+		if len(samples) == 0 {
+			continue
+		}
+		out = append(out, exposition.Family{Name: name, Type: f.Type, Help: s.help, Samples: samples})
+	}
+	return out
+}
+
+// maxByModel keeps the highest value of a gauge per model_name.
+func maxByModel(f *exposition.Family) []exposition.Sample {
+	best := map[string]float64{}
+	var order []string
+	for _, s := range f.Samples {
+		m := s.Labels.Get("model_name")
+		v, ok := best[m]
+		if !ok {
+			order = append(order, m)
+		}
+		if !ok || s.Value > v {
+			best[m] = s.Value
+		}
+	}
+	return modelSamples(order, best)
+}
+
+// firstByModel keeps the first series of a gauge per model_name.
+func firstByModel(f *exposition.Family) []exposition.Sample {
+	first := map[string]float64{}
+	var order []string
+	for _, s := range f.Samples {
+		m := s.Labels.Get("model_name")
+		if _, ok := first[m]; !ok {
+			order = append(order, m)
+			first[m] = s.Value
+		}
+	}
+	return modelSamples(order, first)
+}
+
+// shortestWindow returns the samples of the named derived gauge in its
+// shortest window (the freshest reading), without the window label, and
+// that window.
+func shortestWindow(derived []exposition.Family, name string) ([]exposition.Sample, string) {
+	i := slices.IndexFunc(derived, func(f exposition.Family) bool { return f.Name == name })
+	if i < 0 {
+		return nil, ""
+	}
+	var window string
+	var shortest time.Duration = math.MaxInt64
+	for _, s := range derived[i].Samples {
+		w := s.Labels.Get("window")
+		if d, err := model.ParseDuration(w); err == nil && time.Duration(d) < shortest {
+			shortest, window = time.Duration(d), w
+		}
+	}
+	var out []exposition.Sample
+	for _, s := range derived[i].Samples {
+		if s.Labels.Get("window") != window || math.IsNaN(s.Value) {
+			continue
+		}
+		b := labels.NewBuilder(s.Labels)
+		b.Del("window")
+		out = append(out, exposition.Sample{Labels: b.Labels(), Value: s.Value})
+	}
+	return out, window
+}
+
+// sumHistogramOrCounter sums a counter's or a histogram's samples per
+// model_name (and per le for buckets), and names them after the family
+// name (keeping the _bucket, _sum, _count or _total suffix). A histogram
+// whose engines do not print the same bucket bounds is not summed (the sum
+// would not be a histogram): nothing is returned for it.
+func sumHistogramOrCounter(f *exposition.Family, name string) []exposition.Sample {
+	type key struct{ model, suffix, le string }
+	sums := map[key]float64{}
+	var keys []key
+	bounds := map[string]map[string]bool{} // model -> engine+pid -> le set, as a string
+	leSets := map[string]map[string]string{}
+	for _, s := range f.Samples {
+		suffix, ok := exposition.SampleSuffix(f.Name, f.Type, s.Name())
+		if !ok {
+			continue
+		}
+		k := key{s.Labels.Get("model_name"), suffix, s.Labels.Get("le")}
+		if _, seen := sums[k]; !seen {
+			keys = append(keys, k)
+		}
+		sums[k] += s.Value
+		if suffix == "_bucket" {
+			src := s.Labels.Get("engine") + "/" + s.Labels.Get("pid")
+			if leSets[k.model] == nil {
+				leSets[k.model] = map[string]string{}
+			}
+			leSets[k.model][src] += k.le + ","
+		}
+	}
+	for m, perSource := range leSets {
+		bounds[m] = map[string]bool{}
+		for _, set := range perSource {
+			bounds[m][set] = true
+		}
+	}
+	order := func(suffix string) int {
+		switch suffix {
+		case "_bucket":
+			return 0
+		case "_sum":
+			return 1
+		case "_count":
+			return 2
+		}
+		return 3
+	}
+	slices.SortStableFunc(keys, func(a, b key) int {
+		return cmp.Or(cmp.Compare(a.model, b.model), cmp.Compare(order(a.suffix), order(b.suffix)), compareLe(a.le, b.le))
+	})
+	out := make([]exposition.Sample, 0, len(keys))
+	for _, k := range keys {
+		if len(bounds[k.model]) > 1 {
+			continue // engines with different bucket bounds
+		}
+		sample := name + k.suffix
+		if k.suffix == "_total" {
+			// An OpenMetrics counter family is named without _total.
+			sample = strings.TrimSuffix(name, "_total") + "_total"
+		}
+		kv := []string{model.MetricNameLabel, sample}
+		if k.le != "" {
+			kv = append(kv, "le", k.le)
+		}
+		if k.model != "" {
+			kv = append(kv, "model_name", k.model)
+		}
+		out = append(out, exposition.Sample{Labels: labels.FromStrings(kv...), Value: sums[k]})
+	}
+	return out
+}
+
+// compareLe orders bucket bounds as numbers (+Inf last).
+func compareLe(a, b string) int {
+	fa, erra := strconv.ParseFloat(a, 64)
+	fb, errb := strconv.ParseFloat(b, 64)
+	if erra != nil || errb != nil {
+		return strings.Compare(a, b)
+	}
+	return cmp.Compare(fa, fb)
+}

@@ -1,0 +1,133 @@
+package routing
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/prometheus/common/model"
+	"github.com/prometheus/prometheus/model/labels"
+
+	"github.com/fos-study/vllm-normalizer/exposition"
+)
+
+// consumerPage is a V1 port with two data-parallel engines: the histograms
+// and counters that routers read besides the gauges.
+const consumerPage = `# HELP vllm:kv_cache_usage_perc KV-cache usage. 1 means 100 percent usage.
+# TYPE vllm:kv_cache_usage_perc gauge
+vllm:kv_cache_usage_perc{engine="0",model_name="m"} 0.2
+vllm:kv_cache_usage_perc{engine="1",model_name="m"} 0.6
+# HELP vllm:inter_token_latency_seconds Histogram of inter-token latency in seconds.
+# TYPE vllm:inter_token_latency_seconds histogram
+vllm:inter_token_latency_seconds_bucket{engine="1",le="0.01",model_name="m"} 5
+vllm:inter_token_latency_seconds_bucket{engine="1",le="0.1",model_name="m"} 7
+vllm:inter_token_latency_seconds_bucket{engine="1",le="+Inf",model_name="m"} 8
+vllm:inter_token_latency_seconds_sum{engine="1",model_name="m"} 1.5
+vllm:inter_token_latency_seconds_count{engine="1",model_name="m"} 8
+vllm:inter_token_latency_seconds_bucket{engine="0",le="0.01",model_name="m"} 1
+vllm:inter_token_latency_seconds_bucket{engine="0",le="0.1",model_name="m"} 2
+vllm:inter_token_latency_seconds_bucket{engine="0",le="+Inf",model_name="m"} 4
+vllm:inter_token_latency_seconds_sum{engine="0",model_name="m"} 2.25
+vllm:inter_token_latency_seconds_count{engine="0",model_name="m"} 4
+# HELP vllm:prefix_cache_hits_total Prefix cache hits, in terms of number of cached tokens.
+# TYPE vllm:prefix_cache_hits_total counter
+vllm:prefix_cache_hits_total{engine="0",model_name="m"} 30
+vllm:prefix_cache_hits_total{engine="1",model_name="m"} 12
+# HELP vllm:prefix_cache_queries_total Prefix cache queries, in terms of number of queried tokens.
+# TYPE vllm:prefix_cache_queries_total counter
+vllm:prefix_cache_queries_total{engine="0",model_name="m"} 100
+vllm:prefix_cache_queries_total{engine="1",model_name="m"} 50
+`
+
+func derivedRatio(pairs ...any) []exposition.Family {
+	f := exposition.Family{Name: famDerivedHitRatio, Type: model.MetricTypeGauge, Help: "h"}
+	for i := 0; i < len(pairs); i += 2 {
+		f.Samples = append(f.Samples, exposition.Sample{
+			Labels: labels.FromStrings(model.MetricNameLabel, famDerivedHitRatio, "model_name", "m", "window", pairs[i].(string)),
+			Value:  pairs[i+1].(float64),
+		})
+	}
+	return []exposition.Family{f}
+}
+
+// TestRoutingViewConsumerFamilies checks the legacy names and the summed
+// histograms and counters against sums done by hand.
+func TestRoutingViewConsumerFamilies(t *testing.T) {
+	id := func(s string) string { return s }
+	// The 5m window is listed first: the shortest window must be chosen.
+	derived := derivedRatio("5m", 0.25, "1m", 0.4)
+	got := routingSamples(t, View(parsePage(t, consumerPage), derived, testRoles, "v1", id))
+	want := map[string]float64{
+		`{__name__="vllm:kv_cache_usage_perc", model_name="m"}`:                         0.4, // (0.2+0.6)/2
+		`{__name__="vllm:gpu_cache_usage_perc", model_name="m"}`:                        0.4,
+		`{__name__="vllm:cpu_cache_usage_perc", model_name="m"}`:                        0,
+		`{__name__="vllm:gpu_prefix_cache_hit_rate", model_name="m"}`:                   0.4,
+		`{__name__="vllm:prefix_cache_hits_total", model_name="m"}`:                     42,
+		`{__name__="vllm:prefix_cache_queries_total", model_name="m"}`:                  150,
+		`{__name__="vllm:gpu_prefix_cache_hits_total", model_name="m"}`:                 42,
+		`{__name__="vllm:gpu_prefix_cache_queries_total", model_name="m"}`:              150,
+		`{__name__="vllm_derived_prefix_cache_hit_ratio", model_name="m", window="5m"}`: 0.25,
+		`{__name__="vllm_derived_prefix_cache_hit_ratio", model_name="m", window="1m"}`: 0.4,
+	}
+	for _, name := range []string{"vllm:inter_token_latency_seconds", "vllm:time_per_output_token_seconds"} {
+		want[`{__name__="`+name+`_bucket", le="0.01", model_name="m"}`] = 6
+		want[`{__name__="`+name+`_bucket", le="0.1", model_name="m"}`] = 9
+		want[`{__name__="`+name+`_bucket", le="+Inf", model_name="m"}`] = 12
+		want[`{__name__="`+name+`_sum", model_name="m"}`] = 3.75
+		want[`{__name__="`+name+`_count", model_name="m"}`] = 12
+	}
+	checkSamples(t, got, want)
+
+	// The histogram types survive (a router reads buckets only from a
+	// histogram family), and each family is served once.
+	text := string(exposition.AppendText(nil, View(parsePage(t, consumerPage), derived, testRoles, "v1", id)))
+	for _, line := range []string{
+		"# TYPE vllm:time_per_output_token_seconds histogram",
+		"# TYPE vllm:inter_token_latency_seconds histogram",
+		"# TYPE vllm:gpu_prefix_cache_hits_total counter",
+	} {
+		if strings.Count(text, line+"\n") != 1 {
+			t.Errorf("want %q once in:\n%s", line, text)
+		}
+	}
+}
+
+// TestRoutingViewConsumerFamiliesV0: a V0 server's own CPU cache gauge and
+// hit-rate gauge are served as it prints them (-1 included), never a
+// computed replacement.
+func TestRoutingViewConsumerFamiliesV0(t *testing.T) {
+	page := `# TYPE vllm:kv_cache_usage_perc gauge
+vllm:kv_cache_usage_perc{model_name="m"} 0.3
+# TYPE vllm:cpu_cache_usage_perc gauge
+vllm:cpu_cache_usage_perc{model_name="m"} 0.05
+# TYPE vllm:gpu_prefix_cache_hit_rate gauge
+vllm:gpu_prefix_cache_hit_rate{model_name="m"} -1
+`
+	got := routingSamples(t, View(parsePage(t, page), derivedRatio("1m", 0.9), testRoles, "v0", func(s string) string { return s }))
+	for k, w := range map[string]float64{
+		`{__name__="vllm:gpu_cache_usage_perc", model_name="m"}`:      0.3,
+		`{__name__="vllm:cpu_cache_usage_perc", model_name="m"}`:      0.05,
+		`{__name__="vllm:gpu_prefix_cache_hit_rate", model_name="m"}`: -1,
+	} {
+		if g, ok := got[k]; !ok || g != w {
+			t.Errorf("%s = %v (present %v), want %v", k, g, ok, w)
+		}
+	}
+}
+
+// TestRoutingViewConsumerFamiliesAbsent: nothing is invented. No CPU cache
+// zero unless the page is V1; no hit rate without the derived ratio; no
+// histogram sum over engines with different bucket bounds.
+func TestRoutingViewConsumerFamiliesAbsent(t *testing.T) {
+	page := strings.Replace(consumerPage, `engine="0",le="0.1"`, `engine="0",le="0.2"`, 1)
+	got := routingSamples(t, View(parsePage(t, page), nil, testRoles, "unknown", func(s string) string { return s }))
+	for k := range got {
+		for _, absent := range []string{"cpu_cache_usage_perc", "gpu_prefix_cache_hit_rate", "inter_token_latency_seconds", "time_per_output_token_seconds"} {
+			if strings.Contains(k, absent) {
+				t.Errorf("%s served; want it absent", k)
+			}
+		}
+	}
+	if _, ok := got[`{__name__="vllm:gpu_cache_usage_perc", model_name="m"}`]; !ok {
+		t.Error("vllm:gpu_cache_usage_perc missing although KV usage is known")
+	}
+}
