@@ -1,0 +1,3 @@
+module github.com/fos-study/vllm-normalizer/e2e/consumers/harness
+
+go 1.26.8

@@ -1,0 +1,72 @@
+package harness
+
+import (
+	"slices"
+	"testing"
+)
+
+// The truth of real fixtures, against values read off the files by hand.
+func TestComputeTruthFixtures(t *testing.T) {
+	tr, err := ComputeTruth(Fixture(t, "12")) // V0 0.5
+	if err != nil {
+		t.Fatal(err)
+	}
+	// vllm:num_requests_running{...Llama-3.1-8B-Instruct-FP8} 3.0, waiting 2.0
+	// (the other/OTHER line belongs to another model), gpu_cache_usage_perc
+	// 0.0026235242675994863, cache_config_info block_size 16, 4574 blocks.
+	want := Truth{Model: "neuralmagic/Meta-Llama-3.1-8B-Instruct-FP8", Running: 3, Waiting: 2, HasRunning: true, HasWaiting: true,
+		KV: 0.0026235242675994863, HasKV: true, CPUCache: 0, HasCPUCache: true, BlockSize: 16, NumGPUBlocks: 4574, HasCacheInfo: true, Engines: 1}
+	if !equalTruth(tr, want) {
+		t.Errorf("fixture 12:\n got %+v\nwant %+v", tr, want)
+	}
+
+	tr, err = ComputeTruth(Fixture(t, "01")) // V0 0.7, with LoRA info
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !tr.HasLoRA || tr.MaxLoRA != 0 || len(tr.LoRARunning) != 0 || tr.NumGPUBlocks != 81767 || tr.KV != 0 {
+		t.Errorf("fixture 01: %+v", tr)
+	}
+}
+
+// A two-engine page: sums and the block-weighted KV mean, by hand.
+func TestComputeTruthDataParallel(t *testing.T) {
+	page := []byte(`# TYPE vllm:num_requests_running gauge
+vllm:num_requests_running{engine="0",model_name="m"} 3
+vllm:num_requests_running{engine="1",model_name="m"} 4
+# TYPE vllm:num_requests_waiting gauge
+vllm:num_requests_waiting{engine="0",model_name="m"} 1
+vllm:num_requests_waiting{engine="1",model_name="m"} 5
+# TYPE vllm:kv_cache_usage_perc gauge
+vllm:kv_cache_usage_perc{engine="0",model_name="m",pid="1"} 0.5
+vllm:kv_cache_usage_perc{engine="0",model_name="m",pid="2"} 0
+vllm:kv_cache_usage_perc{engine="1",model_name="m"} 0.25
+# TYPE vllm:cache_config_info gauge
+vllm:cache_config_info{block_size="16",engine="0",num_gpu_blocks="1000",pid="1"} 1
+vllm:cache_config_info{block_size="16",engine="0",num_gpu_blocks="1000",pid="2"} 1
+vllm:cache_config_info{block_size="16",engine="1",num_gpu_blocks="3000"} 1
+# TYPE vllm:lora_requests_info gauge
+vllm:lora_requests_info{max_lora="2",running_lora_adapters="b,a",waiting_lora_adapters=""} 20
+vllm:lora_requests_info{max_lora="2",running_lora_adapters="",waiting_lora_adapters=""} 10
+`)
+	tr, err := ComputeTruth(page)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// (0.5*1000 + 0.25*3000) / 4000
+	if tr.Running != 7 || tr.Waiting != 6 || tr.KV != 0.3125 || tr.NumGPUBlocks != 4000 || tr.Engines != 2 ||
+		!slices.Equal(tr.LoRARunning, []string{"a", "b"}) || tr.MaxLoRA != 2 {
+		t.Errorf("got %+v", tr)
+	}
+	later, err := AddToCounter([]byte("# TYPE c counter\nc{engine=\"1\",model_name=\"m\"} 40\nc{engine=\"0\",model_name=\"m\"} 1\n"), "c", "1", 2.5)
+	if err != nil || string(later) != "# TYPE c counter\nc{engine=\"1\",model_name=\"m\"} 42.5\nc{engine=\"0\",model_name=\"m\"} 1\n" {
+		t.Errorf("AddToCounter: %v\n%s", err, later)
+	}
+}
+
+func equalTruth(a, b Truth) bool {
+	return a.Model == b.Model && a.Running == b.Running && a.Waiting == b.Waiting && a.HasRunning == b.HasRunning &&
+		a.HasWaiting == b.HasWaiting && a.KV == b.KV && a.HasKV == b.HasKV && a.CPUCache == b.CPUCache &&
+		a.HasCPUCache == b.HasCPUCache && a.BlockSize == b.BlockSize && a.NumGPUBlocks == b.NumGPUBlocks &&
+		a.HasCacheInfo == b.HasCacheInfo && a.Engines == b.Engines && a.HasLoRA == b.HasLoRA
+}
