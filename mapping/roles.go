@@ -28,6 +28,7 @@ const (
 	RoleExternalPrefixCacheQueries Role = "external_prefix_cache_queries"
 	RoleExternalPrefixCacheHits    Role = "external_prefix_cache_hits"
 	RolePrefixCacheHitRateGauge    Role = "prefix_cache_hit_rate_gauge"
+	RoleCPUCacheUsage              Role = "cpu_cache_usage"
 	RolePromptTokens               Role = "prompt_tokens"
 	RoleGenerationTokens           Role = "generation_tokens"
 	RoleRequestsFinished           Role = "requests_finished"
@@ -94,6 +95,9 @@ const (
 type Roles struct {
 	defs   []RoleDef
 	byName map[Role]int
+	// legacy are the catalogue's legacy names of each role's family (the
+	// families it renamed into it), for consumers that still read them.
+	legacy map[Role][]string
 }
 
 type rolesFile struct {
@@ -165,6 +169,22 @@ func buildRoles(b []byte, c *Catalogue) (*Roles, error) {
 			errs = append(errs, fmt.Errorf("role %q: no catalogue family has it; mark the current vLLM family that plays it with role: %s", d.Name, d.Name))
 		}
 	}
+	r.legacy = map[Role][]string{}
+	for i := range c.Metrics {
+		m := &c.Metrics[i]
+		if m.Replacement == "" {
+			continue
+		}
+		final, err := c.resolve(m.Name)
+		if err != nil {
+			continue // reported by the catalogue's own validation
+		}
+		for _, d := range r.defs {
+			if d.Family == final {
+				r.legacy[d.Name] = append(r.legacy[d.Name], m.Name)
+			}
+		}
+	}
 	if len(errs) > 0 {
 		return nil, fmt.Errorf("roles: %w", errors.Join(errs...))
 	}
@@ -188,6 +208,10 @@ func (r *Roles) Family(role Role) string {
 	d, _ := r.Def(role)
 	return d.Family
 }
+
+// Legacy returns the names vLLM printed before the role's canonical family
+// (the catalogue's renames into it), in catalogue order; nil if none.
+func (r *Roles) Legacy(role Role) []string { return r.legacy[role] }
 
 // Sample returns the canonical name of one part's samples: the family
 // name for a gauge or counter value, with _bucket, _sum or _count for a

@@ -37,39 +37,33 @@ import (
 // over engines and API-server processes (per le for buckets), which is
 // what a consumer summing them itself (AIBrix) computes.
 //
-// The legacy names are the consumers' contract, so they are literals here;
-// what they are computed from is read by role.
-const (
-	famGPUCacheUsage   = "vllm:gpu_cache_usage_perc"
-	famCPUCacheUsage   = "vllm:cpu_cache_usage_perc" // V0 only: no role
-	famGPUPrefixRate   = "vllm:gpu_prefix_cache_hit_rate"
-	famDerivedHitRatio = "vllm_derived_prefix_cache_hit_ratio"
-	famTPOT            = "vllm:time_per_output_token_seconds"
-	famGPUPrefixHits   = "vllm:gpu_prefix_cache_hits_total"
-	famGPUPrefixQuery  = "vllm:gpu_prefix_cache_queries_total"
-)
+// No metric name is spelled here: the current families are read by role,
+// and the legacy names are the catalogue's renames into a role's family
+// (Roles.Legacy), which is exactly the name older vLLM printed.
+const famDerivedHitRatio = "vllm_derived_prefix_cache_hit_ratio"
 
 // summed lists the counters and histograms served summed per model: the
-// role read from the canonical page, and the name it is served under (""
-// for the role's own canonical name).
+// role read from the canonical page, served under its canonical name and,
+// when legacy is set, under each of its legacy names too.
 var summed = []struct {
-	from     mapping.Role
-	as, help string
+	role         mapping.Role
+	legacy       bool
+	help         string // what it is; the rule is added
+	reader       string // who reads it, and who its legacy name
+	legacyReader string
 }{
-	{mapping.RoleTTFT, "", "Time to first token, summed over data-parallel engines and API-server processes per model_name and le."},
-	{mapping.RoleInterTokenLatency, "", "Inter-token latency, summed over data-parallel engines and API-server processes per model_name and le."},
-	{mapping.RoleInterTokenLatency, famTPOT, "Legacy name of vllm:inter_token_latency_seconds (same buckets, summed over engines and processes per model_name and le), for routers that still read it (AIBrix TPOT)."},
-	{mapping.RolePrefixCacheHits, "", "Prefix-cache hits in tokens, summed over data-parallel engines and API-server processes."},
-	{mapping.RolePrefixCacheQueries, "", "Prefix-cache queries in tokens, summed over data-parallel engines and API-server processes."},
-	{mapping.RolePrefixCacheHits, famGPUPrefixHits, "Legacy name of vllm:prefix_cache_hits_total (summed over engines and processes), for routers that still read it (production-stack)."},
-	{mapping.RolePrefixCacheQueries, famGPUPrefixQuery, "Legacy name of vllm:prefix_cache_queries_total (summed over engines and processes), for routers that still read it (production-stack)."},
+	{mapping.RoleTTFT, false, "Time to first token", "kthena, AIBrix", ""},
+	{mapping.RoleInterTokenLatency, true, "Inter-token latency", "kthena, AIBrix", "AIBrix TPOT"},
+	{mapping.RolePrefixCacheHits, true, "Prefix-cache hits in tokens", "AIBrix", "production-stack"},
+	{mapping.RolePrefixCacheQueries, true, "Prefix-cache queries in tokens", "AIBrix", "production-stack"},
 }
 
 // consumerFamilies returns the table's families for the canonical page
-// (byName, and role to find a role's family), the collapsed KV usage already
+// (byName; role finds a role's family), the collapsed KV usage already
 // computed (kv), the routing derived gauges, and the vLLM engine the page
 // comes from (mapping's v0, v1 or unknown; empty for other servers).
-func consumerFamilies(byName map[string]*exposition.Family, role func(mapping.Role) *exposition.Family, kv []exposition.Sample, derived []exposition.Family, upstream string, style func(string) string) []exposition.Family {
+func consumerFamilies(byName map[string]*exposition.Family, roles *mapping.Roles, kv []exposition.Sample, derived []exposition.Family, upstream string, style func(string) string) []exposition.Family {
+	role := func(r mapping.Role) *exposition.Family { return byName[roles.Family(r)] }
 	var out []exposition.Family
 	gauge := func(name, help string, samples []exposition.Sample) {
 		if len(samples) == 0 {
@@ -82,39 +76,57 @@ func consumerFamilies(byName map[string]*exposition.Family, role func(mapping.Ro
 		out = append(out, exposition.Family{Name: name, Type: model.MetricTypeGauge, Help: help, Samples: samples})
 	}
 
-	gauge(famGPUCacheUsage, "Legacy name of vllm:kv_cache_usage_perc, with its value (same rule over engines and processes), for routers that still read it (GIE up to 1.2, AIBrix, production-stack).", slices.Clone(kv))
+	kvName := roles.Family(mapping.RoleKVCacheUsage)
+	for _, legacy := range roles.Legacy(mapping.RoleKVCacheUsage) {
+		gauge(legacy, "Legacy name of "+kvName+", with its value (same rule over engines and processes), for routers that still read it (GIE up to 1.2, AIBrix, production-stack).", slices.Clone(kv))
+	}
 
-	switch f := byName[famCPUCacheUsage]; {
+	cpuName := roles.Family(mapping.RoleCPUCacheUsage)
+	switch f := role(mapping.RoleCPUCacheUsage); {
 	case f != nil:
 		// A V0 server's own CPU swap-space usage, one series per model.
-		gauge(famCPUCacheUsage, "CPU (swap) KV-cache usage of this V0 server, 0..1: the highest value over its series per model_name.", maxByModel(f))
-	case upstream == "v1" && len(kv) > 0:
+		gauge(cpuName, "CPU (swap) KV-cache usage of this V0 server, 0..1: the highest value over its series per model_name.", maxByModel(f))
+	case upstream == mapping.EngineV1 && len(kv) > 0:
 		zeros := slices.Clone(kv)
 		for i := range zeros {
 			zeros[i].Value = 0
 		}
-		gauge(famCPUCacheUsage, "Always 0 on vLLM V1, which has no CPU KV cache (V0's swap space was removed); served because some routers (AIBrix least-kv-cache) need it beside vllm:kv_cache_usage_perc.", zeros)
+		gauge(cpuName, "Always 0 on vLLM V1, which has no CPU KV cache (V0's swap space was removed); served because some routers (AIBrix least-kv-cache) need it beside "+kvName+".", zeros)
 	}
 
+	rateName := roles.Family(mapping.RolePrefixCacheHitRateGauge)
 	if f := role(mapping.RolePrefixCacheHitRateGauge); f != nil {
 		// A V0 server prints the gauge itself (-1 when it has no data):
 		// serve what it says.
-		gauge(famGPUPrefixRate, "Prefix-cache hit rate as this V0 server prints it (-1: no data), one series per model_name.", firstByModel(f))
+		gauge(rateName, "Prefix-cache hit rate as this V0 server prints it (-1: no data), one series per model_name.", firstByModel(f))
 	} else if samples, window := shortestWindow(derived, style(famDerivedHitRatio)); len(samples) > 0 {
-		gauge(famGPUPrefixRate, fmt.Sprintf("Prefix-cache hit rate, 0..1: increase(vllm:prefix_cache_hits_total[%s]) / increase(vllm:prefix_cache_queries_total[%s]) over all engines of the model (%s). Absent when no query was counted in the window.", window, window, style(famDerivedHitRatio)), samples)
+		gauge(rateName, fmt.Sprintf("Prefix-cache hit rate, 0..1: increase(%s[%s]) / increase(%s[%s]) over all engines of the model (%s of the shortest window). Absent when no query was counted in the window.",
+			roles.Family(mapping.RolePrefixCacheHits), window, roles.Family(mapping.RolePrefixCacheQueries), window, style(famDerivedHitRatio)), samples)
 	}
 
 	for _, s := range summed {
-		f := role(s.from)
+		f := role(s.role)
 		if f == nil || len(f.Samples) == 0 {
 			continue
 		}
-		name := style(cmp.Or(s.as, f.Name))
-		samples := sumHistogramOrCounter(f, name)
-		if len(samples) == 0 {
-			continue
+		rule := " summed over data-parallel engines and API-server processes"
+		if f.Type == model.MetricTypeHistogram {
+			rule += " per model_name and le"
 		}
-		out = append(out, exposition.Family{Name: name, Type: f.Type, Help: s.help, Samples: samples})
+		names := []string{f.Name}
+		if s.legacy {
+			names = append(names, roles.Legacy(s.role)...)
+		}
+		for i, n := range names {
+			help := s.help + "," + rule + ". Read by " + s.reader + "."
+			if i > 0 {
+				help = "Legacy name of " + f.Name + " (same values," + rule + "), for routers that still read it (" + s.legacyReader + ")."
+			}
+			name := style(n)
+			if samples := sumHistogramOrCounter(f, name); len(samples) > 0 {
+				out = append(out, exposition.Family{Name: name, Type: f.Type, Help: help, Samples: samples})
+			}
+		}
 	}
 	return out
 }

@@ -61,7 +61,7 @@ func View(canon, derived []exposition.Family, roles *mapping.Roles, upstream str
 		newest := slices.MaxFunc(f.Samples, func(a, b exposition.Sample) int { return cmp.Compare(a.Value, b.Value) })
 		add(f, "LoRA adapters (value: Unix time of the update): only the newest series, the one routers must read.", []exposition.Sample{{Labels: newest.Labels, Value: newest.Value}})
 	}
-	out = append(out, consumerFamilies(byName, role, kv, derived, upstream, style)...)
+	out = append(out, consumerFamilies(byName, roles, kv, derived, upstream, style)...)
 	return append(out, derived...)
 }
 
