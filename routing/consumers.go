@@ -56,6 +56,19 @@ var summed = []struct {
 	{mapping.RoleInterTokenLatency, true, "Inter-token latency", "kthena, AIBrix", "AIBrix TPOT"},
 	{mapping.RolePrefixCacheHits, true, "Prefix-cache hits in tokens", "AIBrix", "production-stack"},
 	{mapping.RolePrefixCacheQueries, true, "Prefix-cache queries in tokens", "AIBrix", "production-stack"},
+	// The rest of what AIBrix's gateway fetches (least-latency, throughput,
+	// PD routing), so that its metric-port can point at the routing view.
+	{mapping.RoleExternalPrefixCacheHits, false, "External prefix-cache hits in tokens", "AIBrix", ""},
+	{mapping.RoleExternalPrefixCacheQueries, false, "External prefix-cache queries in tokens", "AIBrix", ""},
+	{mapping.RoleQueueTime, false, "Queue time per request", "AIBrix least-latency, kthena", ""},
+	{mapping.RolePrefillTime, false, "Prefill time per request", "AIBrix least-latency, kthena", ""},
+	{mapping.RoleDecodeTime, false, "Decode time per request", "AIBrix least-latency, kthena", ""},
+	{mapping.RoleE2ELatency, false, "End-to-end latency per request", "AIBrix, kthena", ""},
+	{mapping.RoleTimePerOutputToken, false, "Mean time per output token of each request", "AIBrix, kthena", ""},
+	{mapping.RolePromptTokens, false, "Prompt tokens", "AIBrix throughput", ""},
+	{mapping.RoleGenerationTokens, false, "Generated tokens", "AIBrix throughput", ""},
+	{mapping.RoleRequestPromptTokens, false, "Prompt length per request", "AIBrix", ""},
+	{mapping.RoleRequestGenerationTokens, false, "Generated tokens per request", "AIBrix", ""},
 }
 
 // consumerFamilies returns the table's families for the canonical page
