@@ -65,6 +65,8 @@ type flags struct {
 	routingListen  string
 	proxyListen    string
 	proxyUpstream  string
+	writeTimeout   time.Duration
+	maxConns       int
 	web            *web.FlagConfig
 	log            *promslog.Config
 }
@@ -97,6 +99,12 @@ func (f *flags) check() error {
 	}
 	if err := f.checkScrape(); err != nil {
 		return err
+	}
+	if f.writeTimeout <= 0 {
+		return fmt.Errorf("--web.write-timeout=%s must be positive: without it a reader that stops reading holds its connection and page for ever", f.writeTimeout)
+	}
+	if f.maxConns < 1 {
+		return fmt.Errorf("--web.max-connections=%d must be at least 1", f.maxConns)
 	}
 	if f.demoEngines < 1 {
 		return fmt.Errorf("--demo.engines=%d: the demo simulates at least one engine; give 1 or more", f.demoEngines)
@@ -195,6 +203,10 @@ func newApp(f *flags, stdout, stderr io.Writer) *kingpin.Application {
 		Default("false").BoolVar(&f.disableExpMet)
 	app.Flag("web.enable-lifecycle", "Enable POST /-/reload.").Default("false").BoolVar(&f.enableLife)
 	app.Flag("web.enable-pprof", "Serve Go profiling under /debug/pprof/ (same listener, same TLS and auth).").Default("false").BoolVar(&f.enablePprof)
+	app.Flag("web.write-timeout", "Longest time one response may take to write; a reader slower than that is cut off, so it cannot hold a connection and an old page for ever. Profiles under /debug/pprof/ must be shorter.").
+		Default("10s").DurationVar(&f.writeTimeout)
+	app.Flag("web.max-connections", "Most simultaneous HTTP connections per listen address; further ones wait in the kernel's accept queue.").
+		Default("512").IntVar(&f.maxConns)
 	app.Flag("demo", "Start a simulated vLLM upstream in-process (a real V1 page replayed with advancing counters) and scrape it instead of --vllm.scrape-uri. For trying the sidecar without a GPU.").
 		Default("false").BoolVar(&f.demo)
 	app.Flag("demo.engines", "Data-parallel engines the --demo upstream simulates.").Default("1").IntVar(&f.demoEngines)
@@ -320,6 +332,7 @@ func run(args []string, stdout, stderr *os.File) int {
 	}
 
 	srv := newServers(logger)
+	srv.writeTimeout, srv.maxConns = f.writeTimeout, f.maxConns
 	srv.serveWeb("main", mux, f.web)
 	if f.routingListen != "" {
 		rmux, err := newRoutingMux(coll)
