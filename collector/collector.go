@@ -43,7 +43,10 @@ type Config struct {
 	Timeout      time.Duration // for one scrape; 0 means 90% of Interval
 	MaxBodyBytes int64         // decompressed page size limit
 	SampleLimit  int           // 0 means no limit
-	Windows      []time.Duration
+	// LabelLimits are Prometheus's per-scrape label limits; zero fields
+	// set no limit.
+	LabelLimits exposition.LabelLimits
+	Windows     []time.Duration
 	// SLOs are the latency targets of vllm_derived_slo_attainment_ratio;
 	// none means no attainment series.
 	SLOs   derive.SLOTargets
@@ -106,6 +109,9 @@ func New(cfg Config) (*Collector, error) {
 	}
 	if cfg.SampleLimit < 0 {
 		return nil, fmt.Errorf("the sample limit must be 0 (no limit) or positive, got %d", cfg.SampleLimit)
+	}
+	if l := cfg.LabelLimits; l.Labels < 0 || l.NameLength < 0 || l.ValueLength < 0 {
+		return nil, fmt.Errorf("label limits must be 0 (no limit) or positive, got %+v", l)
 	}
 	if len(cfg.Windows) == 0 {
 		return nil, errors.New("at least one derivation window is needed")
@@ -217,7 +223,7 @@ func (c *Collector) ScrapeOnce(ctx context.Context) {
 	sctx, cancel := context.WithTimeout(ctx, c.cfg.Timeout)
 	defer cancel()
 
-	res, err := c.scrape(sctx)
+	res, err := c.scrape(sctx, start)
 	end := c.cfg.Now()
 	c.metrics.duration.Set(end.Sub(start).Seconds())
 	if err != nil && ctx.Err() != nil {
@@ -280,16 +286,26 @@ func asleepFamily(asleep bool, states []string) exposition.Family {
 	}
 }
 
-func (c *Collector) scrape(ctx context.Context) (*scrapeResult, error) {
+// scrape runs one cycle. Its points are stamped sent, the moment the
+// request went out, as Prometheus stamps a scrape: the upstream's latency,
+// and the time to read and parse the page, must not shift them.
+func (c *Collector) scrape(ctx context.Context, sent time.Time) (*scrapeResult, error) {
 	body, contentType, err := c.fetch.Fetch(ctx)
 	if err != nil {
 		return nil, err
 	}
 	c.metrics.bytes.Set(float64(len(body)))
-	fams, stats, err := exposition.Parse(body, contentType, exposition.ParseOptions{SampleLimit: c.cfg.SampleLimit, SymbolTable: c.symbols, Scratch: &c.scratch})
+	fams, stats, err := exposition.Parse(body, contentType, exposition.ParseOptions{
+		SampleLimit: c.cfg.SampleLimit, LabelLimits: c.cfg.LabelLimits, SymbolTable: c.symbols, Scratch: &c.scratch,
+	})
 	if err != nil {
 		if errors.Is(err, exposition.ErrSampleLimit) {
 			return nil, &scrape.Error{Reason: scrape.ReasonSampleLimit, Err: err}
+		}
+		var le *exposition.LabelLimitError
+		if errors.As(err, &le) {
+			// The reasons are the limits' own names.
+			return nil, &scrape.Error{Reason: le.Limit, Err: fmt.Errorf("GET %s: %w", c.fetch.Redacted(), err)}
 		}
 		return nil, &scrape.Error{Reason: scrape.ReasonParse, Err: fmt.Errorf("GET %s: %w", c.fetch.Redacted(), err)}
 	}
@@ -318,7 +334,7 @@ func (c *Collector) scrape(ctx context.Context) (*scrapeResult, error) {
 		canon = profile.Canonical(norm, c.roles)
 	}
 
-	now := c.cfg.Now()
+	now := sent // everything windowed is stamped when the request went out
 	c.history.Observe(now, canon)
 	both := c.deriver.Groupings(c.history, now, []string{mapping.LabelModel, mapping.LabelEngine}, []string{mapping.LabelModel})
 	c.idle.Observe(now, canon)

@@ -13,6 +13,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -359,6 +360,18 @@ func TestFailureModes(t *testing.T) {
 		}, mod: func(c *Config) { c.MaxBodyBytes = 1 << 20 }},
 		{name: "sample limit", reason: scrape.ReasonSampleLimit, handler: func(w http.ResponseWriter, r *http.Request) { _, _ = w.Write(good) },
 			mod: func(c *Config) { c.SampleLimit = 10 }},
+		{name: "label limit", reason: scrape.ReasonLabelLimit, handler: func(w http.ResponseWriter, r *http.Request) { _, _ = w.Write(good) },
+			mod: func(c *Config) { c.LabelLimits.Labels = 10 }}, // cache_config_info has 25
+		{name: "label name length limit", reason: scrape.ReasonLabelNameLengthLimit, handler: func(w http.ResponseWriter, r *http.Request) { _, _ = w.Write(good) },
+			mod: func(c *Config) { c.LabelLimits.NameLength = 12 }},
+		{name: "label value length limit", reason: scrape.ReasonLabelValueLengthLimit, handler: func(w http.ResponseWriter, r *http.Request) { _, _ = w.Write(good) },
+			mod: func(c *Config) { c.LabelLimits.ValueLength = 20 }},
+		{name: "short of content-length", reason: scrape.ReasonTruncated, handler: func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Content-Length", strconv.Itoa(len(good)))
+			_, _ = w.Write(good[:len(good)/2])
+			w.(http.Flusher).Flush()
+			panic(http.ErrAbortHandler) // ends the connection without the rest
+		}},
 		{name: "conflicting types", reason: scrape.ReasonParse, handler: func(w http.ResponseWriter, r *http.Request) {
 			_, _ = w.Write([]byte("# TYPE vllm:a gauge\nvllm:a 1\n# TYPE vllm:a counter\n"))
 		}},
@@ -740,5 +753,57 @@ func TestRustFrontendCountersTyped(t *testing.T) {
 	}
 	if !bytes.Contains(body, []byte(`frontend="rust"`)) {
 		t.Error(`vllm_normalizer_upstream_info does not say frontend="rust"`)
+	}
+}
+
+// TestCutBodyLeavesHistoryAlone: a page cut mid-number (short of its
+// Content-Length) between two good ones is a failed scrape that leaves the
+// history as it was: the rate over the good pages is the true one, not the
+// spike a cut counter read as a reset would give.
+func TestCutBodyLeavesHistoryAlone(t *testing.T) {
+	page := func(v string) string {
+		return "# TYPE vllm:prompt_tokens_total counter\nvllm:prompt_tokens_total{engine=\"0\",model_name=\"m\"} " + v + "\n"
+	}
+	var (
+		mu   sync.Mutex
+		next = page("1000")
+		cut  bool
+	)
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		body, c := next, cut
+		mu.Unlock()
+		if c {
+			w.Header().Set("Content-Length", strconv.Itoa(len(body)))
+			_, _ = io.WriteString(w, body[:len(body)-4]) // "...} 10" of "...} 1020"
+			w.(http.Flusher).Flush()
+			panic(http.ErrAbortHandler)
+		}
+		_, _ = io.WriteString(w, body)
+	}))
+	defer up.Close()
+	clock := newFakeClock()
+	c := newTestCollector(t, up.URL+"/metrics", clock, nil)
+	c.ScrapeOnce(context.Background())
+	mu.Lock()
+	next, cut = page("1020"), true
+	mu.Unlock()
+	clock.Advance(time.Second)
+	c.ScrapeOnce(context.Background())
+	mu.Lock()
+	next, cut = page("1040"), false
+	mu.Unlock()
+	clock.Advance(time.Second)
+	c.ScrapeOnce(context.Background())
+
+	out := samplesOf(t, get(t, c.MetricsHandler(), "/metrics", nil).Body.Bytes())
+	if got := out[`{__name__="vllm_normalizer_scrape_failures_total", reason="truncated"}`]; got != 1 {
+		t.Errorf("failures{reason=\"truncated\"} = %v, want 1", got)
+	}
+	// Truth: 1000 -> 1040 over the 2 s between the good scrapes.
+	const want = 40.0 / 2
+	k := `{__name__="vllm_derived_prompt_tokens_per_second", engine="0", model_name="m", window="1m"}`
+	if got, ok := out[k]; !ok || got != want {
+		t.Errorf("%s = %v (present %v), want %v", k, got, ok, want)
 	}
 }

@@ -42,7 +42,7 @@ func newSelfMetrics(reg prometheus.Registerer) (*selfMetrics, error) {
 		}),
 		failures: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "vllm_normalizer_scrape_failures_total",
-			Help: "Failed scrapes of vLLM by reason: refused, network, timeout, http_status, body_too_large, empty, parse, sample_limit.",
+			Help: "Failed scrapes of vLLM by reason: refused, network, timeout, http_status, body_too_large, empty, parse, sample_limit, truncated, label_limit, label_name_length_limit, label_value_length_limit.",
 		}, []string{"reason"}),
 		lastSuccess: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "vllm_normalizer_last_scrape_success_timestamp_seconds",

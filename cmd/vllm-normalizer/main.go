@@ -32,6 +32,7 @@ import (
 	"github.com/fos-study/vllm-normalizer/collector"
 	"github.com/fos-study/vllm-normalizer/demo"
 	"github.com/fos-study/vllm-normalizer/derive"
+	"github.com/fos-study/vllm-normalizer/exposition"
 	"github.com/fos-study/vllm-normalizer/mapping"
 	"github.com/fos-study/vllm-normalizer/window"
 )
@@ -49,6 +50,8 @@ type flags struct {
 	timeout        time.Duration
 	maxBody        units.Base2Bytes
 	sampleLimit    int
+	labelLimits    exposition.LabelLimits
+	maxSeries      int
 	windows        []time.Duration
 	slos           derive.SLOTargets
 	legacyAliases  bool
@@ -130,6 +133,14 @@ func (f *flags) checkScrape() error {
 	if f.sampleLimit < 0 {
 		return fmt.Errorf("--vllm.sample-limit must be 0 (no limit) or positive, got %d", f.sampleLimit)
 	}
+	for _, l := range []struct {
+		flag string
+		v    int
+	}{{"--vllm.label-limit", f.labelLimits.Labels}, {"--vllm.label-name-length-limit", f.labelLimits.NameLength}, {"--vllm.label-value-length-limit", f.labelLimits.ValueLength}} {
+		if l.v < 0 {
+			return fmt.Errorf("%s must be 0 (no limit) or positive, got %d", l.flag, l.v)
+		}
+	}
 	for _, w := range f.windows {
 		if w < 2*f.scrapeInterval {
 			return fmt.Errorf("--derive.window=%s is shorter than two scrape intervals (%s): a rate needs two scrapes inside the window; lengthen the window or shorten --vllm.scrape-interval", window.Format(w), 2*f.scrapeInterval)
@@ -175,6 +186,12 @@ func newApp(f *flags, stdout, stderr io.Writer) *kingpin.Application {
 		Default("32MiB").BytesVar(&f.maxBody)
 	app.Flag("vllm.sample-limit", "Most samples accepted on one page, like Prometheus's sample_limit; more fails the scrape with reason sample_limit. 0 means no limit.").
 		Default("50000").IntVar(&f.sampleLimit)
+	app.Flag("vllm.label-limit", "Most labels on one sample, __name__ included, like Prometheus's label_limit; more fails the scrape with reason label_limit. 0 means no limit.").
+		Default("64").IntVar(&f.labelLimits.Labels)
+	app.Flag("vllm.label-name-length-limit", "Longest label name in bytes, like Prometheus's label_name_length_limit; longer fails the scrape with reason label_name_length_limit. 0 means no limit.").
+		Default("128").IntVar(&f.labelLimits.NameLength)
+	app.Flag("vllm.label-value-length-limit", "Longest label value in bytes (metric names included), like Prometheus's label_value_length_limit; longer fails the scrape with reason label_value_length_limit. 0 means no limit.").
+		Default("4096").IntVar(&f.labelLimits.ValueLength)
 	app.Flag("derive.window", "Window of the derived gauges (rates, ratios, means, quantiles), repeatable; each value becomes a window=\"...\" label.").
 		Default("1m", "5m").DurationListVar(&f.windows)
 	for _, slo := range []struct {
@@ -283,6 +300,7 @@ func run(args []string, stdout, stderr *os.File) int {
 		Timeout:      f.timeout,
 		MaxBodyBytes: int64(f.maxBody),
 		SampleLimit:  f.sampleLimit,
+		LabelLimits:  f.labelLimits,
 		Windows:      uniqueWindows(f.windows),
 		SLOs:         f.slos,
 		Mapper:       mapper,
