@@ -7,6 +7,7 @@ import (
 	"errors"
 	"flag"
 	"io"
+	"math"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -805,5 +806,40 @@ func TestCutBodyLeavesHistoryAlone(t *testing.T) {
 	k := `{__name__="vllm_derived_prompt_tokens_per_second", engine="0", model_name="m", window="1m"}`
 	if got, ok := out[k]; !ok || got != want {
 		t.Errorf("%s = %v (present %v), want %v", k, got, ok, want)
+	}
+}
+
+// TestPointsStampedWhenSent: with upstream latency alternating 50 ms and
+// 800 ms, a counter growing at exactly 10/s reads 10/s, because each
+// scrape's points carry the moment the request was sent (as Prometheus
+// stamps them), not the moment the page had been read.
+func TestPointsStampedWhenSent(t *testing.T) {
+	clock := newFakeClock()
+	t0 := clock.Now()
+	var n atomic.Int64
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		// The value is read when the request arrives; the answer then
+		// takes its latency.
+		v := 10 * clock.Now().Sub(t0).Seconds()
+		lat := 50 * time.Millisecond
+		if n.Add(1)%2 == 0 {
+			lat = 800 * time.Millisecond
+		}
+		clock.Advance(lat)
+		w.Header().Set("X-Latency", lat.String())
+		_, _ = io.WriteString(w, "# TYPE vllm:prompt_tokens_total counter\nvllm:prompt_tokens_total{engine=\"0\",model_name=\"m\"} "+strconv.FormatFloat(v, 'f', -1, 64)+"\n")
+	}))
+	defer up.Close()
+	c := newTestCollector(t, up.URL+"/metrics", clock, func(cfg *Config) { cfg.Timeout = time.Second })
+	start := clock.Now()
+	for i := range 30 {
+		// Scrape i starts at t0 + i s, whatever the last one's latency.
+		clock.Advance(start.Add(time.Duration(i) * time.Second).Sub(clock.Now()))
+		c.ScrapeOnce(context.Background())
+	}
+	out := samplesOf(t, get(t, c.MetricsHandler(), "/metrics", nil).Body.Bytes())
+	k := `{__name__="vllm_derived_prompt_tokens_per_second", engine="0", model_name="m", window="1m"}`
+	if got, ok := out[k]; !ok || math.Abs(got-10) > 1e-9 {
+		t.Errorf("%s = %v (present %v), want 10", k, got, ok)
 	}
 }
