@@ -46,7 +46,9 @@ type Config struct {
 	// LabelLimits are Prometheus's per-scrape label limits; zero fields
 	// set no limit.
 	LabelLimits exposition.LabelLimits
-	Windows     []time.Duration
+	// MaxSeries bounds the series the history keeps; 0 means no bound.
+	MaxSeries int
+	Windows   []time.Duration
 	// SLOs are the latency targets of vllm_derived_slo_attainment_ratio;
 	// none means no attainment series.
 	SLOs   derive.SLOTargets
@@ -113,6 +115,9 @@ func New(cfg Config) (*Collector, error) {
 	if l := cfg.LabelLimits; l.Labels < 0 || l.NameLength < 0 || l.ValueLength < 0 {
 		return nil, fmt.Errorf("label limits must be 0 (no limit) or positive, got %+v", l)
 	}
+	if cfg.MaxSeries < 0 {
+		return nil, fmt.Errorf("the history series limit must be 0 (no limit) or positive, got %d", cfg.MaxSeries)
+	}
 	if len(cfg.Windows) == 0 {
 		return nil, errors.New("at least one derivation window is needed")
 	}
@@ -161,18 +166,18 @@ func New(cfg Config) (*Collector, error) {
 	if err != nil {
 		return nil, err
 	}
-	longest := slices.Max(cfg.Windows)
 	c := &Collector{
 		cfg:      cfg,
 		roles:    roles,
 		profiles: profiles,
 		deriver:  deriver,
 		fetch:    f,
-		history:  window.New(cfg.Windows, max(cfg.Interval, longest/300), deriver.Inputs()),
+		history:  window.New(cfg.Windows, cfg.Interval, deriver.Inputs()),
 		idle:     deriver.NewIdleTracker(cfg.Now()),
 		metrics:  m,
 		symbols:  labels.NewSymbolTable(),
 	}
+	c.history.SetMaxSeries(cfg.MaxSeries)
 	c.mapper.Store(cfg.Mapper)
 	m.reloadOK.Set(1)
 	m.reloadOKTime.Set(float64(cfg.Now().UnixNano()) / 1e9)
@@ -317,6 +322,8 @@ func (c *Collector) scrape(ctx context.Context, sent time.Time) (*scrapeResult, 
 	c.metrics.dropped.WithLabelValues("invalid_name").Add(float64(stats.InvalidNames))
 	c.metrics.dropped.WithLabelValues("invalid_bound").Add(float64(stats.InvalidBounds))
 
+	// Restarts are read from the _created samples before they are dropped.
+	c.history.NoteStarts(fams)
 	fams = exposition.DropCreated(fams)
 	mapper := c.mapper.Load()
 	norm, report := mapper.Normalize(fams)
@@ -336,6 +343,11 @@ func (c *Collector) scrape(ctx context.Context, sent time.Time) (*scrapeResult, 
 
 	now := sent // everything windowed is stamped when the request went out
 	c.history.Observe(now, canon)
+	obs := c.history.LastObservation()
+	c.metrics.unwindowed.Add(float64(obs.Unwindowed))
+	c.metrics.layoutChanges.Add(float64(obs.LayoutChanges))
+	c.metrics.restarts.Add(float64(obs.Restarts))
+	c.metrics.historySeries.Set(float64(c.history.StoredSeries()))
 	both := c.deriver.Groupings(c.history, now, []string{mapping.LabelModel, mapping.LabelEngine}, []string{mapping.LabelModel})
 	c.idle.Observe(now, canon)
 	derived := withFamilies(both[0], c.deriver.Capacity(canon, c.idle, now, true))

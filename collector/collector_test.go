@@ -843,3 +843,76 @@ func TestPointsStampedWhenSent(t *testing.T) {
 		t.Errorf("%s = %v (present %v), want 10", k, got, ok)
 	}
 }
+
+// slotsUpstream serves, at each second t of the fake clock, a counter of
+// engine 0 at 5t and, until gone, one of engine 1 at 2t.
+func slotsUpstream(t *testing.T, clock *fakeClock, t0 time.Time, gone float64) string {
+	t.Helper()
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		sec := clock.Now().Sub(t0).Seconds()
+		page := "# TYPE vllm:prompt_tokens_total counter\n" +
+			"vllm:prompt_tokens_total{engine=\"0\",model_name=\"m\"} " + strconv.FormatFloat(5*sec, 'f', -1, 64) + "\n"
+		if sec <= gone {
+			page += "vllm:prompt_tokens_total{engine=\"1\",model_name=\"m\"} " + strconv.FormatFloat(2*sec, 'f', -1, 64) + "\n"
+		}
+		_, _ = io.WriteString(w, page)
+	}))
+	t.Cleanup(up.Close)
+	return up.URL + "/metrics"
+}
+
+// TestSlotMergeMovesNoValue: --derive.window=1m and 1h (12 s slots for the
+// 1h window), scrapes every second. Engine 1, served until 300 s, grows at
+// 2/s: its rate reads 2 whenever it is present, in both windows, and never
+// decays as it disappears (no value moved to a time it was not observed).
+func TestSlotMergeMovesNoValue(t *testing.T) {
+	clock := newFakeClock()
+	t0 := clock.Now()
+	c := newTestCollector(t, slotsUpstream(t, clock, t0, 300), clock, func(cfg *Config) { cfg.Windows = []time.Duration{time.Minute, time.Hour} })
+	for sec := 0; sec <= 330; sec++ {
+		clock.Advance(t0.Add(time.Duration(sec) * time.Second).Sub(clock.Now()))
+		c.ScrapeOnce(context.Background())
+		out := samplesOf(t, get(t, c.MetricsHandler(), "/metrics", nil).Body.Bytes())
+		for _, w := range []string{"1m", "1h"} {
+			for engine, want := range map[string]float64{"0": 5, "1": 2} {
+				k := `{__name__="vllm_derived_prompt_tokens_per_second", engine="` + engine + `", model_name="m", window="` + w + `"}`
+				got, ok := out[k]
+				if ok && got != want {
+					t.Fatalf("at %d s %s = %v, want %v", sec, k, got, want)
+				}
+				if !ok && sec >= 12 && (engine == "0" || sec <= 300) {
+					t.Fatalf("at %d s %s is absent", sec, k)
+				}
+			}
+		}
+	}
+}
+
+// TestEachWindowItsOwnResolution: with a 1h window beside the 1m one, the
+// 1m rate of a counter growing as t² (scraped every second) is still read
+// at the last scrape and the one 59 s before, as Prometheus reads rate[1m]
+// over 1 s scrapes: (v(t) - v(t-59)) / 59.
+func TestEachWindowItsOwnResolution(t *testing.T) {
+	clock := newFakeClock()
+	t0 := clock.Now()
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		sec := clock.Now().Sub(t0).Seconds()
+		_, _ = io.WriteString(w, "# TYPE vllm:prompt_tokens_total counter\nvllm:prompt_tokens_total{engine=\"0\",model_name=\"m\"} "+strconv.FormatFloat(sec*sec, 'f', -1, 64)+"\n")
+	}))
+	defer up.Close()
+	c := newTestCollector(t, up.URL+"/metrics", clock, func(cfg *Config) { cfg.Windows = []time.Duration{time.Minute, time.Hour} })
+	const k = `{__name__="vllm_derived_prompt_tokens_per_second", engine="0", model_name="m", window="1m"}`
+	for sec := 0; sec <= 150; sec++ {
+		clock.Advance(t0.Add(time.Duration(sec) * time.Second).Sub(clock.Now()))
+		c.ScrapeOnce(context.Background())
+		if sec < 60 {
+			continue
+		}
+		s := float64(sec)
+		want := (s*s - (s-59)*(s-59)) / 59
+		out := samplesOf(t, get(t, c.MetricsHandler(), "/metrics", nil).Body.Bytes())
+		if got, ok := out[k]; !ok || math.Abs(got-want) > 1e-9*want {
+			t.Fatalf("at %d s the 1m rate is %v (present %v), want %v", sec, got, ok, want)
+		}
+	}
+}
