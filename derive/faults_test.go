@@ -78,9 +78,9 @@ func TestGlitchLeavesNoTrace(t *testing.T) {
 // truth is +1300 (it counted from zero).
 func TestRestartSeenByCreated(t *testing.T) {
 	for _, c := range []struct {
-		name              string
+		name               string
 		created1, created2 []float64
-		start1, start2    float64
+		start1, start2     float64
 	}{
 		{"_created", []float64{1_700_000_000}, []float64{1_700_000_500}, 0, 0},
 		{"process_start_time_seconds", nil, nil, 1_700_000_000, 1_700_000_500},
