@@ -171,3 +171,29 @@ func TestMaxSeries(t *testing.T) {
 	}
 	wantAbsent(t, h.Derive(at(10), byModel), DerivedPromptTokensPerSecond, "model_name", "m", "window", "1m")
 }
+
+// TestGlitchInCoarseWindow: the same with a 1h window (12 s slots, where
+// observations replace each other): the 1m rate is exact once the glitch
+// has left the 1m window, the 1h rate once it has left the 1h window.
+func TestGlitchInCoarseWindow(t *testing.T) {
+	h := NewHistory([]time.Duration{time.Minute, time.Hour}, time.Second)
+	v := 1000.0
+	for sec := 0; sec <= 3800; sec++ {
+		x := v
+		if sec == 100 {
+			x = 1e300
+		}
+		h.Observe(at(float64(sec)), parsePage(t, counterText([]float64{x}, nil, 0)))
+		if sec > 100+60 {
+			if got, ok := promptRate(t, h, float64(sec), "1m", "0"); !ok || got != 7 {
+				t.Fatalf("at %d s the 1m rate is %v (present %v), want exactly 7", sec, got, ok)
+			}
+		}
+		if sec > 100+3600+12 {
+			if got, ok := promptRate(t, h, float64(sec), "1h", "0"); !ok || got != 7 {
+				t.Fatalf("at %d s the 1h rate is %v (present %v), want exactly 7", sec, got, ok)
+			}
+		}
+		v += 7
+	}
+}

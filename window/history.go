@@ -201,13 +201,41 @@ type Series struct {
 
 // seriesRing is one series' part of one ring.
 type seriesRing struct {
-	vals []float64 // value at each point; counters: running sum of incs
-	incs []float64 // counters: the increment that led to vals[i]
-	cum  float64   // counters: the running sum at the newest point
+	// vals holds the value at each point; for counters the running sum of
+	// the increments since the series' first value in the ring.
+	vals []float64
+	// incs holds, for a counter whose running sum passed rebaseAbove, the
+	// increment that led to each value; nil otherwise (the increments are
+	// then exact differences of vals), so that a counter costs 8 bytes a
+	// point unless an absurd value needs 16.
+	incs []float64
+	cum  float64 // counters: the running sum at the newest point
 	// carry is an increment whose point was taken over by a later
-	// observation the series was missing from; it goes to the next value.
+	// observation the series was missing from; it goes to the next value
+	// (only kept with incs: the running sum holds it anyway).
 	carry   float64
 	lastSeq uint64 // sequence number of the newest point with a value
+}
+
+// keepIncrements starts keeping sr's increments in r, from the differences
+// of its values so far (exact: they are all below rebaseAbove). The first
+// value's increment is never part of a window's increase; it is 0.
+func (sr *seriesRing) keepIncrements(r *ring) {
+	sr.incs = nanSlice(len(sr.vals))
+	prev := math.NaN()
+	for i := 0; i < r.n; i++ {
+		idx := r.ring(i)
+		v := sr.vals[idx]
+		if math.IsNaN(v) {
+			continue
+		}
+		if math.IsNaN(prev) {
+			sr.incs[idx] = 0
+		} else {
+			sr.incs[idx] = v - prev
+		}
+		prev = v
+	}
 }
 
 // child is the set of bucket series of one histogram child (one key, one
@@ -394,15 +422,19 @@ func (h *History) Observe(now time.Time, fams []exposition.Family) {
 			}
 			for ri, p := range points {
 				sr := &s.rs[ri]
-				if p.merged && sr.lastSeq == p.seq && !math.IsNaN(sr.incs[p.idx]) {
-					// The earlier observation of this slot is replaced:
-					// its increment and this one lead to the value.
-					d2 := sr.incs[p.idx] + d
-					sr.cum += d
-					sr.incs[p.idx] = d2
-				} else {
-					sr.cum += d + sr.carry
-					sr.incs[p.idx] = d + sr.carry
+				had := p.merged && sr.lastSeq == p.seq && !math.IsNaN(sr.vals[p.idx])
+				sr.cum += d
+				if sr.incs == nil && !(math.Abs(sr.cum) <= rebaseAbove) {
+					sr.keepIncrements(h.rings[ri])
+				}
+				if sr.incs != nil {
+					if had {
+						// The earlier observation of this slot is
+						// replaced: its increment and this one lead here.
+						sr.incs[p.idx] += d
+					} else {
+						sr.incs[p.idx] = d + sr.carry
+					}
 				}
 				sr.carry = 0
 				sr.vals[p.idx] = sr.cum
@@ -411,7 +443,8 @@ func (h *History) Observe(now time.Time, fams []exposition.Family) {
 		}
 	}
 	// A series the replaced observation of a slot had and this one lacks
-	// loses its value there: it was not observed at the new time.
+	// loses its value there: it was not observed at the new time. Its
+	// increment goes to its next value (the running sum already holds it).
 	for ri, p := range points {
 		if !p.merged {
 			continue
@@ -421,7 +454,7 @@ func (h *History) Observe(now time.Time, fams []exposition.Family) {
 			if s.seenRound == h.round || sr.lastSeq != p.seq || math.IsNaN(sr.vals[p.idx]) {
 				continue
 			}
-			if s.in.Kind != Gauge {
+			if sr.incs != nil {
 				sr.carry += sr.incs[p.idx]
 				sr.incs[p.idx] = math.NaN()
 			}
@@ -485,7 +518,9 @@ func (h *History) restartChild(c *child) {
 					continue
 				}
 				sr.vals[idx] = math.NaN()
-				sr.incs[idx] = math.NaN()
+				if sr.incs != nil {
+					sr.incs[idx] = math.NaN()
+				}
 			}
 			sr.carry = 0
 		}
@@ -530,7 +565,7 @@ func (h *History) prune(r *ring, t int64) bool {
 	if dropped {
 		ri := slices.Index(h.rings, r)
 		for _, s := range h.series {
-			if sr := &s.rs[ri]; s.in.Kind != Gauge && !(math.Abs(sr.cum) <= rebaseAbove) {
+			if sr := &s.rs[ri]; sr.incs != nil {
 				h.rebase(r, sr)
 			}
 		}
@@ -555,7 +590,11 @@ func (h *History) rebase(r *ring, sr *seriesRing) {
 		}
 		sr.vals[idx] = sum
 	}
-	sr.cum = sum
+	// A pending carry is part of the next value's increment.
+	sr.cum = sum + sr.carry
+	if math.Abs(sr.cum) <= rebaseAbove/2 {
+		sr.incs, sr.carry = nil, 0 // back to 8 bytes a point; cum holds the carry
+	}
 }
 
 // forgetOld drops the series whose newest value has left every ring.
@@ -699,9 +738,6 @@ func (h *History) lookup(in Input, lbls labels.Labels) *Series {
 	for ri, r := range h.rings {
 		sr := &s.rs[ri]
 		sr.vals = nanSlice(len(r.ts))
-		if in.Kind != Gauge {
-			sr.incs = nanSlice(len(r.ts))
-		}
 	}
 	if in.Kind != Gauge {
 		s.createdHash = createdLabels(s.lbls).Hash()
