@@ -20,7 +20,7 @@ func TestSlowReaderCutOff(t *testing.T) {
 	ln := listen(t, "127.0.0.1:0")
 	serveOn(t, ln, up)
 	p := testbin.Start(t, sidecarArgs("http://"+ln.Addr().String()+"/metrics", time.Second, 900*time.Millisecond,
-		"--vllm.sample-limit=0", "--web.write-timeout=1s")...)
+		"--vllm.sample-limit=0", "--vllm.max-body-bytes=32MiB", "--web.write-timeout=1s")...)
 	var full int
 	waitFor(t, 10*time.Second, "vllm_up 1", func() bool {
 		q, _ := quick(t, p)
