@@ -197,3 +197,17 @@ func TestGlitchInCoarseWindow(t *testing.T) {
 		v += 7
 	}
 }
+
+// TestProcessStartJitter: a start time that moves by less than half a
+// second is the same process; the counter's +300 is growth.
+func TestProcessStartJitter(t *testing.T) {
+	h := NewHistory([]time.Duration{time.Minute}, time.Second)
+	h.Observe(at(0), parsePage(t, counterText([]float64{1000}, nil, 1_700_000_000.25)))
+	h.Observe(at(10), parsePage(t, counterText([]float64{1300}, nil, 1_700_000_000.5)))
+	if got, ok := promptRate(t, h, 10, "1m", "0"); !ok || got != 30 {
+		t.Errorf("rate %v (present %v), want 300/10 s = 30", got, ok)
+	}
+	if n := h.LastObservation().Restarts; n != 0 {
+		t.Errorf("%d restarts counted, want 0", n)
+	}
+}

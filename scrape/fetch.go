@@ -125,7 +125,7 @@ func (f *Fetcher) Fetch(ctx context.Context) (body []byte, contentType string, e
 	if n == 0 {
 		return nil, "", &Error{ReasonEmpty, fmt.Errorf("GET %s answered 200 with an empty body", f.redacted)}
 	}
-	if resp.ContentLength < 0 && len(resp.TransferEncoding) == 0 && page[len(page)-1] != '\n' {
+	if closeDelimited(resp) && page[len(page)-1] != '\n' {
 		// A body delimited only by the close of the connection has no
 		// end marker on the wire: a cut there shows only as a last line
 		// without the line feed every exposition line ends with (a
@@ -133,6 +133,13 @@ func (f *Fetcher) Fetch(ctx context.Context) (body []byte, contentType string, e
 		return nil, "", &Error{ReasonTruncated, fmt.Errorf("GET %s: the body, delimited by the connection's close, ends in the middle of a line after %d bytes", f.redacted, n)}
 	}
 	return page, resp.Header.Get("Content-Type"), nil
+}
+
+// closeDelimited reports whether nothing on the wire marks the end of
+// resp's body: HTTP/1 without Content-Length or chunking, and not gzip
+// (whose trailer the transport checks).
+func closeDelimited(resp *http.Response) bool {
+	return resp.ProtoMajor == 1 && resp.ContentLength < 0 && len(resp.TransferEncoding) == 0 && !resp.Uncompressed
 }
 
 // classifyBody names an error met while reading the body: the answer had

@@ -498,7 +498,10 @@ func (h *History) readStarts(raw []exposition.Family) {
 		}
 		if f.Name == "process_start_time_seconds" && len(f.Samples) == 1 {
 			v := f.Samples[0].Value
-			h.restartAll = h.procStart != 0 && v > h.procStart
+			// Half a second of slack: a start time is computed from the
+			// boot time and clock ticks, and a real restart of vLLM takes
+			// far longer than that.
+			h.restartAll = h.procStart != 0 && v > h.procStart+0.5
 			h.procStart = v
 		}
 	}
