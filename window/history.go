@@ -66,6 +66,11 @@ type History struct {
 
 	inputs    *Inputs
 	maxSeries int // 0: no bound
+	// labelBytes is the size of the kept series' labels; new series are
+	// refused beyond maxSeries*labelBytesPerSeries, so that labels that
+	// change every scrape cannot fill memory with series that are few
+	// but huge.
+	labelBytes uint64
 	bySig     map[uint64][]*Series
 	series    []*Series
 	children  map[uint64][]*child
@@ -114,6 +119,10 @@ type ObserveStats struct {
 
 // maxUnwindowed bounds the label sets remembered for Reader.Unwindowed.
 const maxUnwindowed = 1024
+
+// labelBytesPerSeries is the mean label size per kept series the history
+// allows: a vLLM series' labels take 100 to 300 bytes.
+const labelBytesPerSeries = 1024
 
 // rebaseAbove is the stored value beyond which a ring's counters are
 // rebased and increases are summed from increments: below 2^30 a float64
@@ -292,8 +301,9 @@ func New(windows []time.Duration, minResolution time.Duration, inputs *Inputs) *
 	return h
 }
 
-// SetMaxSeries bounds the series kept; 0 means no bound. Series already
-// kept stay until they are forgotten.
+// SetMaxSeries bounds the series kept, and their labels to 1 KiB a series
+// on average; 0 means no bound. Series already kept stay until they are
+// forgotten.
 func (h *History) SetMaxSeries(n int) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -616,6 +626,7 @@ func (h *History) forgetOld(t int64) {
 }
 
 func (h *History) forget(s *Series) {
+	h.labelBytes -= s.lbls.ByteSize()
 	sig := s.lbls.Hash()
 	list := h.bySig[sig]
 	for i, o := range list {
@@ -725,7 +736,7 @@ func (h *History) lookup(in Input, lbls labels.Labels) *Series {
 		}
 		s.le = le
 	}
-	if h.maxSeries > 0 && len(h.series) >= h.maxSeries {
+	if h.maxSeries > 0 && (len(h.series) >= h.maxSeries || h.labelBytes+lbls.ByteSize() > uint64(h.maxSeries)*labelBytesPerSeries) {
 		h.last.Unwindowed++
 		switch {
 		case h.unwindowedAll:
@@ -737,6 +748,7 @@ func (h *History) lookup(in Input, lbls labels.Labels) *Series {
 		return nil
 	}
 	s.lbls = lbls.Copy()
+	h.labelBytes += s.lbls.ByteSize()
 	s.rs = make([]seriesRing, len(h.rings))
 	for ri, r := range h.rings {
 		sr := &s.rs[ri]
