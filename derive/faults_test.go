@@ -214,18 +214,18 @@ func TestProcessStartJitter(t *testing.T) {
 
 // TestMaxSeriesBoundsLabelBytes: series few in number but with huge label
 // values (one changing every scrape) are bounded too: with room for 10
-// series, labels beyond 10 KiB in all are refused and counted.
+// series, labels beyond 5 KiB in all are refused and counted.
 func TestMaxSeriesBoundsLabelBytes(t *testing.T) {
 	h := NewHistory([]time.Duration{time.Minute}, time.Second)
 	h.SetMaxSeries(10)
 	unwindowed := 0
 	for sec := 0; sec < 10; sec++ {
-		big := strings.Repeat(strconv.Itoa(sec), 3000) // 3 KB, new every scrape
+		big := strings.Repeat(strconv.Itoa(sec), 1500) // 1.5 KB, new every scrape
 		page := "# TYPE vllm:prompt_tokens_total counter\nvllm:prompt_tokens_total{engine=\"0\",model_name=\"" + big + "\"} 1\n"
 		h.Observe(at(float64(sec)), parsePage(t, page))
 		unwindowed += h.LastObservation().Unwindowed
 	}
-	// 3 KB a series: 3 fit in 10 KiB, the other 7 are refused.
+	// 1.5 KB a series: 3 fit in 5 KiB, the other 7 are refused.
 	if n := h.storedSeries(); n != 3 {
 		t.Errorf("%d series stored, want 3", n)
 	}

@@ -98,7 +98,7 @@ func worstPage(t *testing.T, body, samples, labelsN, nameLen, valueLen, maxSerie
 
 // TestDefaultsFitTheContainer runs the binary with its default limits on
 // the worst page they accept, once the history holds --history.max-series
-// series over a full window, and checks the peak RSS against the shipped
+// series with the most label bytes it keeps over a full window, and checks the peak RSS against the shipped
 // container's memory limit with a margin. The windows are 6s and 30s at
 // 100 ms scrapes instead of 1m and 5m at 1 s: the same 301 points a series,
 // so the same memory, in 30 s instead of 5 min.
@@ -123,11 +123,17 @@ func TestDefaultsFitTheContainer(t *testing.T) {
 	t.Setenv("GOMEMLIMIT", strconv.FormatInt(int64(float64(containerLimit)*ratio), 10))
 	var step atomic.Int64
 	var big atomic.Bool
+	// The history at its worst: maxSeries series with labels of about
+	// 512 bytes each (the most it keeps on average), too many for one page,
+	// so each page carries a fifth of them in turn and every series is
+	// seen every fifth scrape.
+	model := strings.Repeat("m", 512-len("__name__vllm:prompt_tokens_totalengine0000model_name")-24) // 24: room for the length bytes of six strings
 	small := func(v int) []byte {
 		var b bytes.Buffer
 		b.WriteString("# TYPE vllm:prompt_tokens_total counter\n")
-		for i := range maxSeries {
-			fmt.Fprintf(&b, "vllm:prompt_tokens_total{engine=\"%d\",model_name=\"m\"} %d\n", i, v*int(i%7+1))
+		part := int64(v % 5)
+		for i := part * maxSeries / 5; i < (part+1)*maxSeries/5; i++ {
+			fmt.Fprintf(&b, "vllm:prompt_tokens_total{engine=\"%04d\",model_name=\"%s\"} %d\n", i, model, v)
 		}
 		return b.Bytes()
 	}

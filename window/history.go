@@ -122,7 +122,7 @@ const maxUnwindowed = 1024
 
 // labelBytesPerSeries is the mean label size per kept series the history
 // allows: a vLLM series' labels take 100 to 300 bytes.
-const labelBytesPerSeries = 1024
+const labelBytesPerSeries = 512
 
 // rebaseAbove is the stored value beyond which a ring's counters are
 // rebased and increases are summed from increments: below 2^30 a float64
@@ -301,7 +301,7 @@ func New(windows []time.Duration, minResolution time.Duration, inputs *Inputs) *
 	return h
 }
 
-// SetMaxSeries bounds the series kept, and their labels to 1 KiB a series
+// SetMaxSeries bounds the series kept, and their labels to 512 bytes a series
 // on average; 0 means no bound. Series already kept stay until they are
 // forgotten.
 func (h *History) SetMaxSeries(n int) {
