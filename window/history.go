@@ -71,10 +71,10 @@ type History struct {
 	// change every scrape cannot fill memory with series that are few
 	// but huge.
 	labelBytes uint64
-	bySig     map[uint64][]*Series
-	series    []*Series
-	children  map[uint64][]*child
-	round     uint64 // incremented on each Observe, to spot duplicate samples
+	bySig      map[uint64][]*Series
+	series     []*Series
+	children   map[uint64][]*child
+	round      uint64 // incremented on each Observe, to spot duplicate samples
 
 	// Per observation: _created times by the hash of their labels, the
 	// upstream's process start time, and what the last Observe found.
