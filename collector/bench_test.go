@@ -93,6 +93,9 @@ func benchCollector(tb testing.TB, clock *fakeClock, tr http.RoundTripper) *Coll
 		c.Registry = reg
 		c.Gatherer = prometheus.Gatherers{reg, exp}
 		c.Client = &http.Client{Transport: tr}
+		// The binary's default limits, so that their checks are timed.
+		c.LabelLimits = exposition.LabelLimits{Labels: 64, NameLength: 128, ValueLength: 4096}
+		c.MaxSeries = 5000
 	})
 }
 

@@ -43,7 +43,12 @@ type Config struct {
 	Timeout      time.Duration // for one scrape; 0 means 90% of Interval
 	MaxBodyBytes int64         // decompressed page size limit
 	SampleLimit  int           // 0 means no limit
-	Windows      []time.Duration
+	// LabelLimits are Prometheus's per-scrape label limits; zero fields
+	// set no limit.
+	LabelLimits exposition.LabelLimits
+	// MaxSeries bounds the series the history keeps; 0 means no bound.
+	MaxSeries int
+	Windows   []time.Duration
 	// SLOs are the latency targets of vllm_derived_slo_attainment_ratio;
 	// none means no attainment series.
 	SLOs   derive.SLOTargets
@@ -107,6 +112,12 @@ func New(cfg Config) (*Collector, error) {
 	if cfg.SampleLimit < 0 {
 		return nil, fmt.Errorf("the sample limit must be 0 (no limit) or positive, got %d", cfg.SampleLimit)
 	}
+	if l := cfg.LabelLimits; l.Labels < 0 || l.NameLength < 0 || l.ValueLength < 0 {
+		return nil, fmt.Errorf("label limits must be 0 (no limit) or positive, got %+v", l)
+	}
+	if cfg.MaxSeries < 0 {
+		return nil, fmt.Errorf("the history series limit must be 0 (no limit) or positive, got %d", cfg.MaxSeries)
+	}
 	if len(cfg.Windows) == 0 {
 		return nil, errors.New("at least one derivation window is needed")
 	}
@@ -155,18 +166,18 @@ func New(cfg Config) (*Collector, error) {
 	if err != nil {
 		return nil, err
 	}
-	longest := slices.Max(cfg.Windows)
 	c := &Collector{
 		cfg:      cfg,
 		roles:    roles,
 		profiles: profiles,
 		deriver:  deriver,
 		fetch:    f,
-		history:  window.New(cfg.Windows, max(cfg.Interval, longest/300), deriver.Inputs()),
+		history:  window.New(cfg.Windows, cfg.Interval, deriver.Inputs()),
 		idle:     deriver.NewIdleTracker(cfg.Now()),
 		metrics:  m,
 		symbols:  labels.NewSymbolTable(),
 	}
+	c.history.SetMaxSeries(cfg.MaxSeries)
 	c.mapper.Store(cfg.Mapper)
 	m.reloadOK.Set(1)
 	m.reloadOKTime.Set(float64(cfg.Now().UnixNano()) / 1e9)
@@ -217,7 +228,7 @@ func (c *Collector) ScrapeOnce(ctx context.Context) {
 	sctx, cancel := context.WithTimeout(ctx, c.cfg.Timeout)
 	defer cancel()
 
-	res, err := c.scrape(sctx)
+	res, err := c.scrape(sctx, start)
 	end := c.cfg.Now()
 	c.metrics.duration.Set(end.Sub(start).Seconds())
 	if err != nil && ctx.Err() != nil {
@@ -280,16 +291,26 @@ func asleepFamily(asleep bool, states []string) exposition.Family {
 	}
 }
 
-func (c *Collector) scrape(ctx context.Context) (*scrapeResult, error) {
+// scrape runs one cycle. Its points are stamped sent, the moment the
+// request went out, as Prometheus stamps a scrape: the upstream's latency,
+// and the time to read and parse the page, must not shift them.
+func (c *Collector) scrape(ctx context.Context, sent time.Time) (*scrapeResult, error) {
 	body, contentType, err := c.fetch.Fetch(ctx)
 	if err != nil {
 		return nil, err
 	}
 	c.metrics.bytes.Set(float64(len(body)))
-	fams, stats, err := exposition.Parse(body, contentType, exposition.ParseOptions{SampleLimit: c.cfg.SampleLimit, SymbolTable: c.symbols, Scratch: &c.scratch})
+	fams, stats, err := exposition.Parse(body, contentType, exposition.ParseOptions{
+		SampleLimit: c.cfg.SampleLimit, LabelLimits: c.cfg.LabelLimits, SymbolTable: c.symbols, Scratch: &c.scratch,
+	})
 	if err != nil {
 		if errors.Is(err, exposition.ErrSampleLimit) {
 			return nil, &scrape.Error{Reason: scrape.ReasonSampleLimit, Err: err}
+		}
+		var le *exposition.LabelLimitError
+		if errors.As(err, &le) {
+			// The reasons are the limits' own names.
+			return nil, &scrape.Error{Reason: le.Limit, Err: fmt.Errorf("GET %s: %w", c.fetch.Redacted(), err)}
 		}
 		return nil, &scrape.Error{Reason: scrape.ReasonParse, Err: fmt.Errorf("GET %s: %w", c.fetch.Redacted(), err)}
 	}
@@ -301,6 +322,8 @@ func (c *Collector) scrape(ctx context.Context) (*scrapeResult, error) {
 	c.metrics.dropped.WithLabelValues("invalid_name").Add(float64(stats.InvalidNames))
 	c.metrics.dropped.WithLabelValues("invalid_bound").Add(float64(stats.InvalidBounds))
 
+	// Restarts are read from the _created samples before they are dropped.
+	c.history.NoteStarts(fams)
 	fams = exposition.DropCreated(fams)
 	mapper := c.mapper.Load()
 	norm, report := mapper.Normalize(fams)
@@ -318,8 +341,13 @@ func (c *Collector) scrape(ctx context.Context) (*scrapeResult, error) {
 		canon = profile.Canonical(norm, c.roles)
 	}
 
-	now := c.cfg.Now()
+	now := sent // everything windowed is stamped when the request went out
 	c.history.Observe(now, canon)
+	obs := c.history.LastObservation()
+	c.metrics.unwindowed.Add(float64(obs.Unwindowed))
+	c.metrics.layoutChanges.Add(float64(obs.LayoutChanges))
+	c.metrics.restarts.Add(float64(obs.Restarts))
+	c.metrics.historySeries.Set(float64(c.history.StoredSeries()))
 	both := c.deriver.Groupings(c.history, now, []string{mapping.LabelModel, mapping.LabelEngine}, []string{mapping.LabelModel})
 	c.idle.Observe(now, canon)
 	derived := withFamilies(both[0], c.deriver.Capacity(canon, c.idle, now, true))

@@ -14,6 +14,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -352,6 +353,18 @@ func TestFailureModes(t *testing.T) {
 		}, mod: func(c *Config) { c.MaxBodyBytes = 1 << 20 }},
 		{name: "sample limit", reason: scrape.ReasonSampleLimit, handler: func(w http.ResponseWriter, r *http.Request) { _, _ = w.Write(good) },
 			mod: func(c *Config) { c.SampleLimit = 10 }},
+		{name: "label limit", reason: scrape.ReasonLabelLimit, handler: func(w http.ResponseWriter, r *http.Request) { _, _ = w.Write(good) },
+			mod: func(c *Config) { c.LabelLimits.Labels = 10 }}, // cache_config_info has 25
+		{name: "label name length limit", reason: scrape.ReasonLabelNameLengthLimit, handler: func(w http.ResponseWriter, r *http.Request) { _, _ = w.Write(good) },
+			mod: func(c *Config) { c.LabelLimits.NameLength = 12 }},
+		{name: "label value length limit", reason: scrape.ReasonLabelValueLengthLimit, handler: func(w http.ResponseWriter, r *http.Request) { _, _ = w.Write(good) },
+			mod: func(c *Config) { c.LabelLimits.ValueLength = 20 }},
+		{name: "short of content-length", reason: scrape.ReasonTruncated, handler: func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Content-Length", strconv.Itoa(len(good)))
+			_, _ = w.Write(good[:len(good)/2])
+			w.(http.Flusher).Flush()
+			panic(http.ErrAbortHandler) // ends the connection without the rest
+		}},
 		{name: "conflicting types", reason: scrape.ReasonParse, handler: func(w http.ResponseWriter, r *http.Request) {
 			_, _ = w.Write([]byte("# TYPE vllm:a gauge\nvllm:a 1\n# TYPE vllm:a counter\n"))
 		}},
@@ -733,5 +746,165 @@ func TestRustFrontendCountersTyped(t *testing.T) {
 	}
 	if !bytes.Contains(body, []byte(`frontend="rust"`)) {
 		t.Error(`vllm_normalizer_upstream_info does not say frontend="rust"`)
+	}
+}
+
+// TestCutBodyLeavesHistoryAlone: a page cut mid-number (short of its
+// Content-Length) between two good ones is a failed scrape that leaves the
+// history as it was: the rate over the good pages is the true one, not the
+// spike a cut counter read as a reset would give.
+func TestCutBodyLeavesHistoryAlone(t *testing.T) {
+	page := func(v string) string {
+		return "# TYPE vllm:prompt_tokens_total counter\nvllm:prompt_tokens_total{engine=\"0\",model_name=\"m\"} " + v + "\n"
+	}
+	var (
+		mu   sync.Mutex
+		next = page("1000")
+		cut  bool
+	)
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		body, c := next, cut
+		mu.Unlock()
+		if c {
+			w.Header().Set("Content-Length", strconv.Itoa(len(body)))
+			_, _ = io.WriteString(w, body[:len(body)-4]) // "...} 10" of "...} 1020"
+			w.(http.Flusher).Flush()
+			panic(http.ErrAbortHandler)
+		}
+		_, _ = io.WriteString(w, body)
+	}))
+	defer up.Close()
+	clock := newFakeClock()
+	c := newTestCollector(t, up.URL+"/metrics", clock, nil)
+	c.ScrapeOnce(context.Background())
+	mu.Lock()
+	next, cut = page("1020"), true
+	mu.Unlock()
+	clock.Advance(time.Second)
+	c.ScrapeOnce(context.Background())
+	mu.Lock()
+	next, cut = page("1040"), false
+	mu.Unlock()
+	clock.Advance(time.Second)
+	c.ScrapeOnce(context.Background())
+
+	out := samplesOf(t, get(t, c.MetricsHandler(), "/metrics", nil).Body.Bytes())
+	if got := out[`{__name__="vllm_normalizer_scrape_failures_total", reason="truncated"}`]; got != 1 {
+		t.Errorf("failures{reason=\"truncated\"} = %v, want 1", got)
+	}
+	// Truth: 1000 -> 1040 over the 2 s between the good scrapes.
+	const want = 40.0 / 2
+	k := `{__name__="vllm_derived_prompt_tokens_per_second", engine="0", model_name="m", window="1m"}`
+	if got, ok := out[k]; !ok || got != want {
+		t.Errorf("%s = %v (present %v), want %v", k, got, ok, want)
+	}
+}
+
+// TestPointsStampedWhenSent: with upstream latency alternating 50 ms and
+// 800 ms, a counter growing at exactly 10/s reads 10/s, because each
+// scrape's points carry the moment the request was sent (as Prometheus
+// stamps them), not the moment the page had been read.
+func TestPointsStampedWhenSent(t *testing.T) {
+	clock := newFakeClock()
+	t0 := clock.Now()
+	var n atomic.Int64
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		// The value is read when the request arrives; the answer then
+		// takes its latency.
+		v := 10 * clock.Now().Sub(t0).Seconds()
+		lat := 50 * time.Millisecond
+		if n.Add(1)%2 == 0 {
+			lat = 800 * time.Millisecond
+		}
+		clock.Advance(lat)
+		w.Header().Set("X-Latency", lat.String())
+		_, _ = io.WriteString(w, "# TYPE vllm:prompt_tokens_total counter\nvllm:prompt_tokens_total{engine=\"0\",model_name=\"m\"} "+strconv.FormatFloat(v, 'f', -1, 64)+"\n")
+	}))
+	defer up.Close()
+	c := newTestCollector(t, up.URL+"/metrics", clock, func(cfg *Config) { cfg.Timeout = time.Second })
+	start := clock.Now()
+	for i := range 30 {
+		// Scrape i starts at t0 + i s, whatever the last one's latency.
+		clock.Advance(start.Add(time.Duration(i) * time.Second).Sub(clock.Now()))
+		c.ScrapeOnce(context.Background())
+	}
+	out := samplesOf(t, get(t, c.MetricsHandler(), "/metrics", nil).Body.Bytes())
+	k := `{__name__="vllm_derived_prompt_tokens_per_second", engine="0", model_name="m", window="1m"}`
+	if got, ok := out[k]; !ok || math.Abs(got-10) > 1e-9 {
+		t.Errorf("%s = %v (present %v), want 10", k, got, ok)
+	}
+}
+
+// slotsUpstream serves, at each second t of the fake clock, a counter of
+// engine 0 at 5t and, until gone, one of engine 1 at 2t.
+func slotsUpstream(t *testing.T, clock *fakeClock, t0 time.Time, gone float64) string {
+	t.Helper()
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		sec := clock.Now().Sub(t0).Seconds()
+		page := "# TYPE vllm:prompt_tokens_total counter\n" +
+			"vllm:prompt_tokens_total{engine=\"0\",model_name=\"m\"} " + strconv.FormatFloat(5*sec, 'f', -1, 64) + "\n"
+		if sec <= gone {
+			page += "vllm:prompt_tokens_total{engine=\"1\",model_name=\"m\"} " + strconv.FormatFloat(2*sec, 'f', -1, 64) + "\n"
+		}
+		_, _ = io.WriteString(w, page)
+	}))
+	t.Cleanup(up.Close)
+	return up.URL + "/metrics"
+}
+
+// TestSlotMergeMovesNoValue: --derive.window=1m and 1h (12 s slots for the
+// 1h window), scrapes every second. Engine 1, served until 300 s, grows at
+// 2/s: its rate reads 2 whenever it is present, in both windows, and never
+// decays as it disappears (no value moved to a time it was not observed).
+func TestSlotMergeMovesNoValue(t *testing.T) {
+	clock := newFakeClock()
+	t0 := clock.Now()
+	c := newTestCollector(t, slotsUpstream(t, clock, t0, 300), clock, func(cfg *Config) { cfg.Windows = []time.Duration{time.Minute, time.Hour} })
+	for sec := 0; sec <= 330; sec++ {
+		clock.Advance(t0.Add(time.Duration(sec) * time.Second).Sub(clock.Now()))
+		c.ScrapeOnce(context.Background())
+		out := samplesOf(t, get(t, c.MetricsHandler(), "/metrics", nil).Body.Bytes())
+		for _, w := range []string{"1m", "1h"} {
+			for engine, want := range map[string]float64{"0": 5, "1": 2} {
+				k := `{__name__="vllm_derived_prompt_tokens_per_second", engine="` + engine + `", model_name="m", window="` + w + `"}`
+				got, ok := out[k]
+				if ok && got != want {
+					t.Fatalf("at %d s %s = %v, want %v", sec, k, got, want)
+				}
+				if !ok && sec >= 12 && (engine == "0" || sec <= 300) {
+					t.Fatalf("at %d s %s is absent", sec, k)
+				}
+			}
+		}
+	}
+}
+
+// TestEachWindowItsOwnResolution: with a 1h window beside the 1m one, the
+// 1m rate of a counter growing as t² (scraped every second) is still read
+// at the last scrape and the one 59 s before, as Prometheus reads rate[1m]
+// over 1 s scrapes: (v(t) - v(t-59)) / 59.
+func TestEachWindowItsOwnResolution(t *testing.T) {
+	clock := newFakeClock()
+	t0 := clock.Now()
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		sec := clock.Now().Sub(t0).Seconds()
+		_, _ = io.WriteString(w, "# TYPE vllm:prompt_tokens_total counter\nvllm:prompt_tokens_total{engine=\"0\",model_name=\"m\"} "+strconv.FormatFloat(sec*sec, 'f', -1, 64)+"\n")
+	}))
+	defer up.Close()
+	c := newTestCollector(t, up.URL+"/metrics", clock, func(cfg *Config) { cfg.Windows = []time.Duration{time.Minute, time.Hour} })
+	const k = `{__name__="vllm_derived_prompt_tokens_per_second", engine="0", model_name="m", window="1m"}`
+	for sec := 0; sec <= 150; sec++ {
+		clock.Advance(t0.Add(time.Duration(sec) * time.Second).Sub(clock.Now()))
+		c.ScrapeOnce(context.Background())
+		if sec < 60 {
+			continue
+		}
+		s := float64(sec)
+		want := (s*s - (s-59)*(s-59)) / 59
+		out := samplesOf(t, get(t, c.MetricsHandler(), "/metrics", nil).Body.Bytes())
+		if got, ok := out[k]; !ok || math.Abs(got-want) > 1e-9*want {
+			t.Fatalf("at %d s the 1m rate is %v (present %v), want %v", sec, got, ok, want)
+		}
 	}
 }

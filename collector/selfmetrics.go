@@ -25,6 +25,10 @@ type selfMetrics struct {
 	samples       prometheus.Gauge
 	dropped       *prometheus.CounterVec
 	disagreements *prometheus.CounterVec
+	unwindowed    prometheus.Counter
+	layoutChanges prometheus.Counter
+	restarts      prometheus.Counter
+	historySeries prometheus.Gauge
 	reloadOK      prometheus.Gauge
 	reloadOKTime  prometheus.Gauge
 	reloads       *prometheus.CounterVec
@@ -42,7 +46,7 @@ func newSelfMetrics(reg prometheus.Registerer) (*selfMetrics, error) {
 		}),
 		failures: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "vllm_normalizer_scrape_failures_total",
-			Help: "Failed scrapes of vLLM by reason: refused, network, timeout, http_status, body_too_large, empty, parse, sample_limit.",
+			Help: "Failed scrapes of vLLM by reason: refused, network, timeout, http_status, body_too_large, empty, parse, sample_limit, truncated, label_limit, label_name_length_limit, label_value_length_limit.",
 		}, []string{"reason"}),
 		lastSuccess: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "vllm_normalizer_last_scrape_success_timestamp_seconds",
@@ -64,6 +68,22 @@ func newSelfMetrics(reg prometheus.Registerer) (*selfMetrics, error) {
 			Name: "vllm_normalizer_rename_disagreements_total",
 			Help: "Scrapes in which a legacy vLLM name and its current name were both exposed with different values; the current name is served.",
 		}, []string{"metric"}),
+		unwindowed: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "vllm_normalizer_history_unwindowed_samples_total",
+			Help: "Upstream samples that derivations read but the history did not keep because it already held its series limit; the derived gauges of their model_name and engine are left out meanwhile.",
+		}),
+		layoutChanges: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "vllm_normalizer_histogram_layout_changes_total",
+			Help: "Histogram children whose set of bucket bounds changed (a vLLM upgrade): their window restarted from the new layout, so quantiles never mix two layouts.",
+		}),
+		restarts: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "vllm_normalizer_upstream_restarts_detected_total",
+			Help: "Counter series found restarted by their _created time or vLLM's process_start_time_seconds although their value did not go down; they counted from zero.",
+		}),
+		historySeries: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "vllm_normalizer_history_series",
+			Help: "Upstream series the history keeps for the derived gauges.",
+		}),
 		reloadOK: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "vllm_normalizer_config_last_reload_successful",
 			Help: "1 if the last load of the configuration succeeded, 0 if it failed (the previous one is still in use).",
@@ -86,6 +106,7 @@ func newSelfMetrics(reg prometheus.Registerer) (*selfMetrics, error) {
 		m.dropped.WithLabelValues(r)
 	}
 	for _, c := range []prometheus.Collector{m.up, m.duration, m.failures, m.lastSuccess, m.bytes, m.samples, m.dropped, m.disagreements,
+		m.unwindowed, m.layoutChanges, m.restarts, m.historySeries,
 		m.reloadOK, m.reloadOKTime, m.reloads, versioncollector.NewCollector("vllm_normalizer")} {
 		if err := reg.Register(c); err != nil {
 			return nil, err

@@ -230,7 +230,11 @@ func (d *Deriver) Derive(h *window.History, now time.Time, groupBy []string) []e
 
 // grouping is one way of grouping the series for Groupings.
 type grouping struct {
-	groups  []*group
+	groups []*group
+	// blocked marks the groups holding a sample the history could not
+	// window: their derivations would silently miss it, so they are left
+	// out.
+	blocked []bool
 	groupOf []int // series index -> group
 	reasons map[reasonKey]float64
 	out     map[string][]exposition.Sample
@@ -270,16 +274,19 @@ func (d *Deriver) derive(r *window.Reader, groupBys [][]string, res [][]expositi
 		g.groupOf = make([]int, len(series))
 		g.out = map[string][]exposition.Sample{}
 		index := map[string]int{}
-		for i, s := range series {
+		groupKey := func(l labels.Labels) {
 			key, fromLbls = key[:0], fromLbls[:0]
 			for _, name := range by {
-				v := s.Labels().Get(name)
+				v := l.Get(name)
 				key = append(key, v...)
 				key = append(key, 0xff)
 				if v != "" {
 					fromLbls = append(fromLbls, labels.Label{Name: name, Value: v})
 				}
 			}
+		}
+		for i, s := range series {
+			groupKey(s.Labels())
 			gi, ok := index[string(key)]
 			if !ok {
 				gi = len(g.groups)
@@ -287,6 +294,17 @@ func (d *Deriver) derive(r *window.Reader, groupBys [][]string, res [][]expositi
 				g.groups = append(g.groups, &group{lbls: slices.Clone(fromLbls)})
 			}
 			g.groupOf[i] = gi
+		}
+		g.blocked = make([]bool, len(g.groups))
+		lsets, all := r.Unwindowed()
+		for gi := range g.blocked {
+			g.blocked[gi] = all
+		}
+		for _, l := range lsets {
+			groupKey(l)
+			if gi, ok := index[string(key)]; ok {
+				g.blocked[gi] = true
+			}
 		}
 	}
 
@@ -350,7 +368,10 @@ func (d *Deriver) derive(r *window.Reader, groupBys [][]string, res [][]expositi
 		}
 		for k := range gs {
 			out := gs[k].out
-			for _, g := range gs[k].groups {
+			for gi, g := range gs[k].groups {
+				if gs[k].blocked[gi] {
+					continue
+				}
 				a := &g.acc
 				for _, rf := range rateFamilies {
 					if a.has[rf.src] {
@@ -394,6 +415,9 @@ func (d *Deriver) derive(r *window.Reader, groupBys [][]string, res [][]expositi
 				}
 			}
 			for rk, v := range gs[k].reasons {
+				if gs[k].blocked[rk.group] {
+					continue
+				}
 				emit(out, DerivedRequestsPerSecond, gs[k].groups[rk.group], wl, []labels.Label{{Name: finishedReasonLabel, Value: rk.reason}}, v)
 			}
 		}

@@ -5,7 +5,9 @@ import (
 	"bytes"
 	"compress/gzip"
 	"fmt"
+	"io"
 	"math/rand/v2"
+	"net"
 	"net/http"
 	"strconv"
 	"strings"
@@ -39,9 +41,9 @@ type fault struct {
 }
 
 // Peak RSS (VmHWM) bounds. The sidecar alone peaks near 21 MiB on small
-// pages; with the default --vllm.max-body-bytes=32MiB an endless body or
-// a gzip bomb costs the 32 MiB it reads (about 52 MiB measured); 100k
-// series parsed, normalised and served peak near 95 MiB.
+// pages; an endless body or a gzip bomb costs at most the default
+// --vllm.max-body-bytes=4MiB it reads; 100k series (with the body limit
+// raised to 32MiB) parsed, normalised and served peak near 95 MiB.
 const (
 	hwmSmall = 48 * mib  // every fault on a small page
 	hwmBody  = 80 * mib  // 128 MiB streamed, 1 GiB gzip bomb
@@ -74,10 +76,35 @@ func TestFaults(t *testing.T) {
 		{name: "duplicate help and type", hwm: hwmSmall, handler: static([]byte(duplicateHeaders)), check: checkDuplicateHeaders},
 		{name: "conflicting types", reason: scrape.ReasonParse, hwm: hwmSmall, handler: static([]byte(conflictingTypes))},
 		{name: "hostile label values", hwm: hwmSmall, handler: static([]byte(hostileLabels)), check: checkHostileLabels},
+		// Bodies that end before their end, every way the wire allows.
+		{name: "short of content-length", reason: scrape.ReasonTruncated, hwm: hwmSmall, handler: cut(func(w io.Writer) {
+			fmt.Fprintf(w, "%sContent-Length: %d\r\n\r\n%s", rawHead, len(good), midLine(good))
+		}, false)},
+		{name: "chunked without the last chunk", reason: scrape.ReasonTruncated, hwm: hwmSmall, handler: cut(func(w io.Writer) {
+			fmt.Fprintf(w, "%sTransfer-Encoding: chunked\r\n\r\n%x\r\n%s\r\n", rawHead, len(good), good)
+		}, false)},
+		{name: "gzip without trailer", reason: scrape.ReasonTruncated, hwm: hwmSmall, handler: cut(func(w io.Writer) {
+			gz := gzipOf(good)
+			gz = gz[:len(gz)-8]
+			fmt.Fprintf(w, "%sContent-Encoding: gzip\r\nContent-Length: %d\r\n\r\n%s", rawHead, len(gz), gz)
+		}, false)},
+		{name: "reset mid-body", reason: scrape.ReasonTruncated, hwm: hwmSmall, handler: cut(func(w io.Writer) {
+			fmt.Fprintf(w, "%sContent-Length: %d\r\n\r\n%s", rawHead, len(good), midLine(good))
+		}, true)},
+		{name: "close-delimited cut mid-line", reason: scrape.ReasonTruncated, hwm: hwmSmall, handler: cut(func(w io.Writer) {
+			fmt.Fprintf(w, "%sConnection: close\r\n\r\n%s", rawHead, midLine(good))
+		}, false)},
+		// One sample just over each default label limit (64 labels, names
+		// of 128 bytes, values of 4096 bytes).
+		{name: "label limit", reason: scrape.ReasonLabelLimit, hwm: hwmSmall, handler: static(withSample(good, 64, 1, 1))},
+		{name: "label name length limit", reason: scrape.ReasonLabelNameLengthLimit, hwm: hwmSmall, handler: static(withSample(good, 1, 129, 1))},
+		{name: "label value length limit", reason: scrape.ReasonLabelValueLengthLimit, hwm: hwmSmall, handler: static(withSample(good, 1, 1, 4097))},
+		{name: "at every label limit", hwm: hwmSmall, handler: static(withSample(good, 63, 128, 4096))},
 		{name: "100k series over the sample limit", reason: scrape.ReasonSampleLimit, hwm: hwmLarge,
-			interval: time.Second, timeout: 900 * time.Millisecond, handler: static(flood)},
+			interval: time.Second, timeout: 900 * time.Millisecond, handler: static(flood),
+			extra: []string{"--vllm.max-body-bytes=32MiB"}}, // the flood is 4.5 MiB
 		{name: "100k series without sample limit", hwm: hwmLarge, latency: time.Second,
-			interval: time.Second, timeout: 900 * time.Millisecond, extra: []string{"--vllm.sample-limit=0"}, handler: static(flood),
+			interval: time.Second, timeout: 900 * time.Millisecond, extra: []string{"--vllm.sample-limit=0", "--vllm.max-body-bytes=32MiB"}, handler: static(flood),
 			check: func(t *testing.T, _ *testbin.Process, s series, _ []byte) {
 				if n := len(s.with("vllm:e2e_flood{")); n != 100_000 {
 					t.Errorf("served %d of the 100000 flood series", n)
@@ -398,4 +425,61 @@ func checkHostileLabels(t *testing.T, p *testbin.Process, s series, body []byte)
 	if !bytes.Contains(body, []byte(`Running \\ requests\nsecond line.`)) {
 		t.Errorf("HELP text not escaped as it came:\n%s", truncate(body))
 	}
+}
+
+// rawHead starts an answer written on the raw connection.
+const rawHead = "HTTP/1.1 200 OK\r\nContent-Type: text/plain; version=0.0.4\r\n"
+
+// cut answers on the hijacked connection with what write sends, then
+// closes it, with a reset (RST) when reset is set.
+func cut(write func(w io.Writer), reset bool) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		c, buf, err := w.(http.Hijacker).Hijack()
+		if err != nil {
+			return
+		}
+		defer c.Close()
+		write(buf)
+		_ = buf.Flush()
+		if tc, ok := c.(*net.TCPConn); ok && reset {
+			time.Sleep(20 * time.Millisecond)
+			_ = tc.SetLinger(0)
+		}
+	})
+}
+
+// midLine is the first half of page, ending inside a line.
+func midLine(page []byte) []byte {
+	h := page[:len(page)/2]
+	for len(h) > 0 && h[len(h)-1] == '\n' {
+		h = h[:len(h)-1]
+	}
+	return h
+}
+
+func gzipOf(b []byte) []byte {
+	var z bytes.Buffer
+	w := gzip.NewWriter(&z)
+	_, _ = w.Write(b)
+	_ = w.Close()
+	return z.Bytes()
+}
+
+// withSample is page plus one gauge sample with n labels besides __name__,
+// each name nameLen bytes long (at least its unique prefix) and each value
+// valueLen bytes long.
+func withSample(page []byte, n, nameLen, valueLen int) []byte {
+	var b bytes.Buffer
+	b.Write(page)
+	b.WriteString("# TYPE vllm:e2e_wide gauge\nvllm:e2e_wide{")
+	for i := range n {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		name := fmt.Sprintf("l%d_", i) // unique, even when longer than nameLen
+		name += strings.Repeat("n", max(0, nameLen-len(name)))
+		fmt.Fprintf(&b, "%s=\"%s\"", name, strings.Repeat("v", valueLen))
+	}
+	b.WriteString("} 1\n")
+	return b.Bytes()
 }

@@ -41,7 +41,7 @@ func TestSIGTERMFinishesInFlightResponse(t *testing.T) {
 	ln := listen(t, "127.0.0.1:0")
 	serveOn(t, ln, static(page.Bytes()))
 	p := testbin.Start(t, "--vllm.scrape-uri=http://"+ln.Addr().String()+"/metrics",
-		"--vllm.scrape-interval=1s", "--vllm.timeout=900ms", "--derive.window=2s", "--vllm.sample-limit=0")
+		"--vllm.scrape-interval=1s", "--vllm.timeout=900ms", "--derive.window=2s", "--vllm.sample-limit=0", "--vllm.max-body-bytes=32MiB") // the page is 12 MiB
 	served := time.Now()
 	waitFor(t, 10*time.Second, "the big page to be served", func() bool {
 		q, _ := quick(t, p)

@@ -19,6 +19,9 @@ type ParseOptions struct {
 	// SampleLimit fails the parse when the page holds more samples, as
 	// Prometheus's sample_limit fails a scrape. 0 means no limit.
 	SampleLimit int
+	// LabelLimits fail the parse with a *LabelLimitError when one sample
+	// breaks them; the zero value sets no limit.
+	LabelLimits LabelLimits
 	// SymbolTable may be shared across parses of the same upstream to
 	// intern label strings; nil allocates a fresh one.
 	SymbolTable *labels.SymbolTable
@@ -182,6 +185,9 @@ func Parse(body []byte, contentType string, opts ParseOptions) ([]Family, ParseS
 			if !checkLabels(lset) {
 				stats.InvalidNames++
 				continue
+			}
+			if err := opts.LabelLimits.check(lset); err != nil {
+				return nil, stats, err
 			}
 			stats.Samples++
 			if opts.SampleLimit > 0 && stats.Samples > opts.SampleLimit {

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"sort"
 	"strings"
 
@@ -284,6 +285,17 @@ func (m *Mapper) Normalize(in []exposition.Family) ([]exposition.Family, Report)
 	}
 	var legacyInUse, disagree []string
 	var kept []exposition.Family
+	// Series that only the legacy twin of a served current family has,
+	// renamed, by the current family's name: added to it below.
+	var onlyLegacy map[string][]exposition.Sample
+	keepOnlyLegacy := func(to string, renamed []exposition.Sample, cur *exposition.Family) {
+		if extra := missingChildren(renamed, cur); len(extra) > 0 {
+			if onlyLegacy == nil {
+				onlyLegacy = map[string][]exposition.Sample{}
+			}
+			onlyLegacy[to] = append(onlyLegacy[to], extra...)
+		}
+	}
 
 	for i := range in {
 		f := &in[i]
@@ -298,6 +310,7 @@ func (m *Mapper) Normalize(in []exposition.Family) ([]exposition.Family, Report)
 			if cur := twin(r.to); cur != nil {
 				if r.compare && differs(f.Samples, cur, func(l labels.Labels) labels.Labels { return renamedLabels(f, l, r.to, "") }) {
 					disagree = append(disagree, r.current[r.to])
+					keepOnlyLegacy(r.to, f.Rename(r.to).Samples, cur)
 				}
 				continue
 			}
@@ -333,6 +346,7 @@ func (m *Mapper) Normalize(in []exposition.Family) ([]exposition.Family, Report)
 			if cur := twin(to); cur != nil {
 				if r.compare && differs(samples, cur, func(l labels.Labels) labels.Labels { return l }) {
 					disagree = append(disagree, r.current[to])
+					keepOnlyLegacy(to, samples, cur)
 				}
 				continue
 			}
@@ -343,6 +357,13 @@ func (m *Mapper) Normalize(in []exposition.Family) ([]exposition.Family, Report)
 		}
 		// Series with a value the catalogue does not know are not guessed
 		// at: they stay under the legacy name only, in the kept family.
+	}
+
+	for to, extra := range onlyLegacy {
+		i := served[to]
+		f := out[i]
+		f.Samples = append(slices.Clip(f.Samples), extra...)
+		out[i] = f
 	}
 
 	rep := Report{
@@ -439,6 +460,42 @@ func differs(legacy []exposition.Sample, cur *exposition.Family, rename func(lab
 		}
 	}
 	return false
+}
+
+// missingChildren returns the samples of legacy (already renamed) whose
+// child is not in cur at all: the series of a gauge or counter, or the whole
+// set of buckets, sum and count of a histogram (summary) child. A child cur
+// has is never completed from the legacy twin, so one histogram never mixes
+// two bucket layouts.
+func missingChildren(legacy []exposition.Sample, cur *exposition.Family) []exposition.Sample {
+	have := make(map[string]bool, len(cur.Samples))
+	for i := range cur.Samples {
+		have[childKey(cur.Samples[i].Labels)] = true
+	}
+	var out []exposition.Sample
+	for _, s := range legacy {
+		if !have[childKey(s.Labels)] {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// childKey identifies the child a sample belongs to: its labels without
+// __name__, le and quantile.
+func childKey(l labels.Labels) string {
+	var b strings.Builder
+	l.Range(func(lb labels.Label) {
+		switch lb.Name {
+		case model.MetricNameLabel, model.BucketLabel, model.QuantileLabel:
+			return
+		}
+		b.WriteString(lb.Name)
+		b.WriteByte(0xff)
+		b.WriteString(lb.Value)
+		b.WriteByte(0xff)
+	})
+	return b.String()
 }
 
 func sameValue(a, b float64) bool {

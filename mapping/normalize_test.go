@@ -492,3 +492,72 @@ func BenchmarkNormalize(b *testing.B) {
 		})
 	}
 }
+
+// TestNormalizeLegacyOnlySeries: when both names are printed, a series
+// (or a whole histogram child) that only the legacy name has is served
+// under the current name; a child the current name has is served exactly
+// as the current name prints it, never completed from the legacy one.
+func TestNormalizeLegacyOnlySeries(t *testing.T) {
+	m := mustMapper(t, Options{})
+	const page = `# TYPE vllm:gpu_cache_usage_perc gauge
+vllm:gpu_cache_usage_perc{engine="0",model_name="m"} 0.25
+vllm:gpu_cache_usage_perc{engine="1",model_name="m"} 0.75
+# TYPE vllm:kv_cache_usage_perc gauge
+vllm:kv_cache_usage_perc{engine="0",model_name="m"} 0.25
+# TYPE vllm:inter_token_latency_seconds histogram
+vllm:inter_token_latency_seconds_bucket{engine="0",le="0.1",model_name="m"} 1
+vllm:inter_token_latency_seconds_bucket{engine="0",le="+Inf",model_name="m"} 2
+vllm:inter_token_latency_seconds_sum{engine="0",model_name="m"} 0.5
+vllm:inter_token_latency_seconds_count{engine="0",model_name="m"} 2
+# TYPE vllm:time_per_output_token_seconds histogram
+vllm:time_per_output_token_seconds_bucket{engine="0",le="0.05",model_name="m"} 1
+vllm:time_per_output_token_seconds_bucket{engine="0",le="+Inf",model_name="m"} 2
+vllm:time_per_output_token_seconds_sum{engine="0",model_name="m"} 0.5
+vllm:time_per_output_token_seconds_count{engine="0",model_name="m"} 2
+vllm:time_per_output_token_seconds_bucket{engine="1",le="0.05",model_name="m"} 3
+vllm:time_per_output_token_seconds_bucket{engine="1",le="+Inf",model_name="m"} 4
+vllm:time_per_output_token_seconds_sum{engine="1",model_name="m"} 1.5
+vllm:time_per_output_token_seconds_count{engine="1",model_name="m"} 4
+`
+	out, rep := m.Normalize(parsePage(t, page))
+	want := map[string]map[string]float64{
+		"vllm:kv_cache_usage_perc": {
+			`{__name__="vllm:kv_cache_usage_perc", engine="0", model_name="m"}`: 0.25,
+			`{__name__="vllm:kv_cache_usage_perc", engine="1", model_name="m"}`: 0.75,
+		},
+		"vllm:inter_token_latency_seconds": {
+			// engine 0: the current name's own child, its own buckets.
+			`{__name__="vllm:inter_token_latency_seconds_bucket", engine="0", le="0.1", model_name="m"}`:  1,
+			`{__name__="vllm:inter_token_latency_seconds_bucket", engine="0", le="+Inf", model_name="m"}`: 2,
+			`{__name__="vllm:inter_token_latency_seconds_sum", engine="0", model_name="m"}`:               0.5,
+			`{__name__="vllm:inter_token_latency_seconds_count", engine="0", model_name="m"}`:             2,
+			// engine 1: only the legacy name has it.
+			`{__name__="vllm:inter_token_latency_seconds_bucket", engine="1", le="0.05", model_name="m"}`: 3,
+			`{__name__="vllm:inter_token_latency_seconds_bucket", engine="1", le="+Inf", model_name="m"}`: 4,
+			`{__name__="vllm:inter_token_latency_seconds_sum", engine="1", model_name="m"}`:               1.5,
+			`{__name__="vllm:inter_token_latency_seconds_count", engine="1", model_name="m"}`:             4,
+		},
+	}
+	if len(out) != len(want) {
+		t.Errorf("served %d families, want %d", len(out), len(want))
+	}
+	for name, ws := range want {
+		f := family(out, name)
+		if f == nil {
+			t.Errorf("%s not served", name)
+			continue
+		}
+		if got := series(*f); fmt.Sprint(got) != fmt.Sprint(ws) {
+			t.Errorf("%s:\n got %v\nwant %v", name, got, ws)
+		}
+	}
+	if fmt.Sprint(rep.Disagreements) != "[vllm:inter_token_latency_seconds vllm:kv_cache_usage_perc]" {
+		t.Errorf("disagreements %v", rep.Disagreements)
+	}
+	// The input is left as it was.
+	in := parsePage(t, page)
+	m.Normalize(in)
+	if n := len(family(in, "vllm:kv_cache_usage_perc").Samples); n != 1 {
+		t.Errorf("the input's current family now has %d samples", n)
+	}
+}

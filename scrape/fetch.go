@@ -26,11 +26,18 @@ const (
 	ReasonEmpty        = "empty"          // 200 with an empty page
 	ReasonParse        = "parse"          // not a valid exposition page
 	ReasonSampleLimit  = "sample_limit"   // more samples than the sample limit
+	ReasonTruncated    = "truncated"      // the body ended before its end: short of Content-Length, no last chunk, no gzip trailer, reset
+	// Prometheus's per-scrape label limits, named as its configuration
+	// names them.
+	ReasonLabelLimit            = "label_limit"
+	ReasonLabelNameLengthLimit  = "label_name_length_limit"
+	ReasonLabelValueLengthLimit = "label_value_length_limit"
 )
 
 // FailureReasons lists every reason, so that each counter series exists
 // from the start and rate() sees its first increase.
-var FailureReasons = []string{ReasonRefused, ReasonNetwork, ReasonTimeout, ReasonHTTPStatus, ReasonBodyTooLarge, ReasonEmpty, ReasonParse, ReasonSampleLimit}
+var FailureReasons = []string{ReasonRefused, ReasonNetwork, ReasonTimeout, ReasonHTTPStatus, ReasonBodyTooLarge, ReasonEmpty, ReasonParse, ReasonSampleLimit,
+	ReasonTruncated, ReasonLabelLimit, ReasonLabelNameLengthLimit, ReasonLabelValueLengthLimit}
 
 // acceptHeader asks for text format 0.0.4 first. OpenMetrics is accepted
 // as a second choice; the parser follows whatever Content-Type comes back.
@@ -110,7 +117,7 @@ func (f *Fetcher) Fetch(ctx context.Context) (body []byte, contentType string, e
 	// over the limit, the buffers are reused instead of allocated again.
 	f.lastN = n
 	if err != nil {
-		return nil, "", f.classify(err)
+		return nil, "", f.classifyBody(err, n)
 	}
 	if n > f.maxBody {
 		return nil, "", tooLarge
@@ -118,11 +125,41 @@ func (f *Fetcher) Fetch(ctx context.Context) (body []byte, contentType string, e
 	if n == 0 {
 		return nil, "", &Error{ReasonEmpty, fmt.Errorf("GET %s answered 200 with an empty body", f.redacted)}
 	}
+	if closeDelimited(resp) && page[len(page)-1] != '\n' {
+		// A body delimited only by the close of the connection has no
+		// end marker on the wire: a cut there shows only as a last line
+		// without the line feed every exposition line ends with (a
+		// counter cut mid-number would otherwise read as a reset).
+		return nil, "", &Error{ReasonTruncated, fmt.Errorf("GET %s: the body, delimited by the connection's close, ends in the middle of a line after %d bytes", f.redacted, n)}
+	}
 	return page, resp.Header.Get("Content-Type"), nil
 }
 
-// read reads r until EOF or until more than maxBody bytes have come, and
-// returns the page and its size (n > maxBody: the page is too large, and
+// closeDelimited reports whether nothing on the wire marks the end of
+// resp's body: HTTP/1 without Content-Length or chunking, and not gzip
+// (whose trailer the transport checks).
+func closeDelimited(resp *http.Response) bool {
+	return resp.ProtoMajor == 1 && resp.ContentLength < 0 && len(resp.TransferEncoding) == 0 && !resp.Uncompressed
+}
+
+// classifyBody names an error met while reading the body: the answer had
+// begun, so short of a timeout or corrupt gzip the page was cut short.
+func (f *Fetcher) classifyBody(err error, n int64) error {
+	var (
+		ne      net.Error
+		corrupt flate.CorruptInputError
+	)
+	switch {
+	case errors.Is(err, gzip.ErrHeader), errors.Is(err, gzip.ErrChecksum), errors.As(err, &corrupt):
+	case errors.Is(err, context.DeadlineExceeded), errors.As(err, &ne) && ne.Timeout():
+	default:
+		return &Error{ReasonTruncated, fmt.Errorf("GET %s: the body ended early after %d bytes (%v); nothing of it is used", f.redacted, n, err)}
+	}
+	return f.classify(err)
+}
+
+// read reads r until io.EOF or until more than maxBody bytes have come,
+// and returns the page and its size (n > maxBody: the page is too large, and
 // nothing is returned). The body is read into fixed-size chunks, so a page
 // over the limit costs at most maxBody+readChunk bytes of memory: a buffer
 // that doubles as it fills (bytes.Buffer) would reach twice the limit and
@@ -143,18 +180,35 @@ func (f *Fetcher) read(r io.Reader) ([]byte, int64, error) {
 		if used > len(f.chunks) {
 			f.chunks = append(f.chunks, make([]byte, readChunk))
 		}
-		k, err := io.ReadFull(r, f.chunks[used-1])
+		k, err := fill(r, f.chunks[used-1])
 		n += int64(k)
 		if n > f.maxBody {
 			return nil, n, nil
 		}
-		if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+		if err == io.EOF {
 			return f.join(used, n), n, nil
 		}
 		if err != nil {
 			return nil, n, err
 		}
 	}
+}
+
+// fill reads into buf until it is full or r fails. Unlike io.ReadFull it
+// keeps r's own error: io.EOF is the body's proper end, and anything else,
+// io.ErrUnexpectedEOF included (the transport's word for a body short of its
+// Content-Length, a chunked body without its last chunk, a gzip stream
+// without its trailer), means the body was cut.
+func fill(r io.Reader, buf []byte) (int, error) {
+	n := 0
+	for n < len(buf) {
+		k, err := r.Read(buf[n:])
+		n += k
+		if err != nil {
+			return n, err
+		}
+	}
+	return n, nil
 }
 
 // join returns the n bytes held by the first used chunks as one slice.

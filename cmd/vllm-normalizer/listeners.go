@@ -115,6 +115,11 @@ type servers struct {
 	errs   chan error // the first error of any listener ends run
 	own    []*http.Server
 	proxy  *http.Server
+	// writeTimeout and maxConns bound the sidecar's own listeners against
+	// slow readers (--web.write-timeout, --web.max-connections); 0 means
+	// none.
+	writeTimeout time.Duration
+	maxConns     int
 }
 
 func newServers(logger *slog.Logger) *servers {
@@ -124,10 +129,15 @@ func newServers(logger *slog.Logger) *servers {
 // serveWeb serves h through exporter-toolkit on flags' addresses, with TLS
 // and basic auth from flags' web config file.
 func (s *servers) serveWeb(name string, h http.Handler, flags *web.FlagConfig) {
-	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute}
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, WriteTimeout: s.writeTimeout, IdleTimeout: 2 * time.Minute}
 	s.own = append(s.own, srv)
 	go func() {
-		if err := web.ListenAndServe(srv, flags, s.logger.With("listener", name)); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		logger := s.logger.With("listener", name)
+		ls, err := listeners(flags, s.maxConns, logger)
+		if err == nil {
+			err = serve(ls, srv, flags, logger)
+		}
+		if err != nil && !errors.Is(err, http.ErrServerClosed) {
 			s.errs <- fmt.Errorf("%s: %w", name, err)
 		}
 	}()

@@ -19,6 +19,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/KimMachineGun/automemlimit/memlimit"
 	"github.com/alecthomas/kingpin/v2"
 	"github.com/alecthomas/units"
 	"github.com/prometheus/client_golang/prometheus"
@@ -32,6 +33,7 @@ import (
 	"github.com/fos-study/vllm-normalizer/collector"
 	"github.com/fos-study/vllm-normalizer/demo"
 	"github.com/fos-study/vllm-normalizer/derive"
+	"github.com/fos-study/vllm-normalizer/exposition"
 	"github.com/fos-study/vllm-normalizer/mapping"
 	"github.com/fos-study/vllm-normalizer/window"
 )
@@ -49,6 +51,8 @@ type flags struct {
 	timeout        time.Duration
 	maxBody        units.Base2Bytes
 	sampleLimit    int
+	labelLimits    exposition.LabelLimits
+	maxSeries      int
 	windows        []time.Duration
 	slos           derive.SLOTargets
 	legacyAliases  bool
@@ -65,6 +69,10 @@ type flags struct {
 	routingListen  string
 	proxyListen    string
 	proxyUpstream  string
+	writeTimeout   time.Duration
+	autoMemLimit   bool
+	memLimitRatio  float64
+	maxConns       int
 	web            *web.FlagConfig
 	log            *promslog.Config
 }
@@ -98,6 +106,18 @@ func (f *flags) check() error {
 	if err := f.checkScrape(); err != nil {
 		return err
 	}
+	if f.maxSeries < 0 {
+		return fmt.Errorf("--history.max-series must be 0 (no limit) or positive, got %d", f.maxSeries)
+	}
+	if !(f.memLimitRatio > 0 && f.memLimitRatio <= 1) {
+		return fmt.Errorf("--auto-gomemlimit.ratio=%v must be in (0, 1], e.g. 0.6", f.memLimitRatio)
+	}
+	if f.writeTimeout <= 0 {
+		return fmt.Errorf("--web.write-timeout=%s must be positive: without it a reader that stops reading holds its connection and page for ever", f.writeTimeout)
+	}
+	if f.maxConns < 1 {
+		return fmt.Errorf("--web.max-connections=%d must be at least 1", f.maxConns)
+	}
 	if f.demoEngines < 1 {
 		return fmt.Errorf("--demo.engines=%d: the demo simulates at least one engine; give 1 or more", f.demoEngines)
 	}
@@ -121,6 +141,14 @@ func (f *flags) checkScrape() error {
 	}
 	if f.sampleLimit < 0 {
 		return fmt.Errorf("--vllm.sample-limit must be 0 (no limit) or positive, got %d", f.sampleLimit)
+	}
+	for _, l := range []struct {
+		flag string
+		v    int
+	}{{"--vllm.label-limit", f.labelLimits.Labels}, {"--vllm.label-name-length-limit", f.labelLimits.NameLength}, {"--vllm.label-value-length-limit", f.labelLimits.ValueLength}} {
+		if l.v < 0 {
+			return fmt.Errorf("%s must be 0 (no limit) or positive, got %d", l.flag, l.v)
+		}
 	}
 	for _, w := range f.windows {
 		if w < 2*f.scrapeInterval {
@@ -164,9 +192,17 @@ func newApp(f *flags, stdout, stderr io.Writer) *kingpin.Application {
 	app.Flag("vllm.timeout", "Time limit for one scrape, connect to last byte; at most --vllm.scrape-interval. 0 means 90% of --vllm.scrape-interval.").
 		Default("0s").DurationVar(&f.timeout)
 	app.Flag("vllm.max-body-bytes", "Largest page accepted from vLLM, after decompression (units: KiB, MiB, GiB). A larger page fails the scrape with reason body_too_large.").
-		Default("32MiB").BytesVar(&f.maxBody)
+		Default("4MiB").BytesVar(&f.maxBody)
 	app.Flag("vllm.sample-limit", "Most samples accepted on one page, like Prometheus's sample_limit; more fails the scrape with reason sample_limit. 0 means no limit.").
 		Default("50000").IntVar(&f.sampleLimit)
+	app.Flag("vllm.label-limit", "Most labels on one sample, __name__ included, like Prometheus's label_limit; more fails the scrape with reason label_limit. 0 means no limit.").
+		Default("64").IntVar(&f.labelLimits.Labels)
+	app.Flag("vllm.label-name-length-limit", "Longest label name in bytes, like Prometheus's label_name_length_limit; longer fails the scrape with reason label_name_length_limit. 0 means no limit.").
+		Default("128").IntVar(&f.labelLimits.NameLength)
+	app.Flag("vllm.label-value-length-limit", "Longest label value in bytes (metric names included), like Prometheus's label_value_length_limit; longer fails the scrape with reason label_value_length_limit. 0 means no limit.").
+		Default("4096").IntVar(&f.labelLimits.ValueLength)
+	app.Flag("history.max-series", "Most upstream series kept in the derived gauges' history; samples beyond are not windowed, are counted in vllm_normalizer_history_unwindowed_samples_total, and the derived gauges of their model_name and engine are left out. 0 means no limit.").
+		Default("5000").IntVar(&f.maxSeries)
 	app.Flag("derive.window", "Window of the derived gauges (rates, ratios, means, quantiles), repeatable; each value becomes a window=\"...\" label.").
 		Default("1m", "5m").DurationListVar(&f.windows)
 	for _, slo := range []struct {
@@ -195,6 +231,14 @@ func newApp(f *flags, stdout, stderr io.Writer) *kingpin.Application {
 		Default("false").BoolVar(&f.disableExpMet)
 	app.Flag("web.enable-lifecycle", "Enable POST /-/reload.").Default("false").BoolVar(&f.enableLife)
 	app.Flag("web.enable-pprof", "Serve Go profiling under /debug/pprof/ (same listener, same TLS and auth).").Default("false").BoolVar(&f.enablePprof)
+	app.Flag("web.write-timeout", "Longest time one response may take to write; a reader slower than that is cut off, so it cannot hold a connection and an old page for ever. Profiles under /debug/pprof/ must be shorter.").
+		Default("10s").DurationVar(&f.writeTimeout)
+	app.Flag("web.max-connections", "Most simultaneous HTTP connections per listen address; further ones wait in the kernel's accept queue.").
+		Default("512").IntVar(&f.maxConns)
+	app.Flag("auto-gomemlimit", "Set the Go runtime's soft memory limit (GOMEMLIMIT) to --auto-gomemlimit.ratio of the container's (cgroup's) memory limit, as Prometheus does; an explicit GOMEMLIMIT wins.").
+		Default("true").BoolVar(&f.autoMemLimit)
+	app.Flag("auto-gomemlimit.ratio", "Share of the container's memory limit given to the Go runtime as its soft limit. Below Prometheus's 0.9: a page's garbage comes all at once every scrape.").
+		Default("0.6").Float64Var(&f.memLimitRatio)
 	app.Flag("demo", "Start a simulated vLLM upstream in-process (a real V1 page replayed with advancing counters) and scrape it instead of --vllm.scrape-uri. For trying the sidecar without a GPU.").
 		Default("false").BoolVar(&f.demo)
 	app.Flag("demo.engines", "Data-parallel engines the --demo upstream simulates.").Default("1").IntVar(&f.demoEngines)
@@ -217,6 +261,9 @@ func run(args []string, stdout, stderr *os.File) int {
 	}
 	f.log.Writer = stderr
 	logger := promslog.New(f.log)
+	if f.autoMemLimit {
+		setMemoryLimit(f.memLimitRatio, memlimit.FromCgroup, logger)
+	}
 
 	cat, err := mapping.LoadCatalogue()
 	if err != nil {
@@ -271,6 +318,8 @@ func run(args []string, stdout, stderr *os.File) int {
 		Timeout:      f.timeout,
 		MaxBodyBytes: int64(f.maxBody),
 		SampleLimit:  f.sampleLimit,
+		LabelLimits:  f.labelLimits,
+		MaxSeries:    f.maxSeries,
 		Windows:      uniqueWindows(f.windows),
 		SLOs:         f.slos,
 		Mapper:       mapper,
@@ -320,6 +369,7 @@ func run(args []string, stdout, stderr *os.File) int {
 	}
 
 	srv := newServers(logger)
+	srv.writeTimeout, srv.maxConns = f.writeTimeout, f.maxConns
 	srv.serveWeb("main", mux, f.web)
 	if f.routingListen != "" {
 		rmux, err := newRoutingMux(coll)
@@ -448,4 +498,16 @@ func startDemo(engines int, logger *slog.Logger) (string, func(), error) {
 		}
 	}()
 	return ln.Addr().String(), func() { _ = srv.Close() }, nil
+}
+
+// setMemoryLimit sets the Go runtime's soft memory limit to ratio of what
+// provider reports (the cgroup's limit), unless GOMEMLIMIT is set: the
+// collector's garbage comes a page at a time, and without a limit the heap
+// may grow to twice what is live before the collector runs.
+func setMemoryLimit(ratio float64, provider memlimit.Provider, logger *slog.Logger) int64 {
+	limit, err := memlimit.Set(memlimit.WithRatio(ratio), memlimit.WithProvider(provider), memlimit.WithLogger(logger))
+	if err != nil {
+		logger.Warn("cannot set the Go memory limit from the container's; running without one", "err", err)
+	}
+	return limit
 }

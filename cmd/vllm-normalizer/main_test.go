@@ -8,6 +8,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"regexp"
+	"runtime/debug"
 	"slices"
 	"strings"
 	"testing"
@@ -120,6 +121,13 @@ func TestFlagChecks(t *testing.T) {
 		{[]string{"--slo.tpot=-50ms"}, "--slo.tpot=-50ms: a latency target must be a positive duration"},
 		{[]string{"--slo.e2e=-1s"}, "--slo.e2e=-1s"},
 		{[]string{"--slo.e2e=fast"}, "fast"},
+		{[]string{"--auto-gomemlimit.ratio=0"}, "--auto-gomemlimit.ratio=0 must be in (0, 1]"},
+		{[]string{"--auto-gomemlimit.ratio=1.5"}, "--auto-gomemlimit.ratio=1.5 must be in (0, 1]"},
+		{[]string{"--web.write-timeout=0s"}, "--web.write-timeout=0s must be positive"},
+		{[]string{"--web.max-connections=0"}, "--web.max-connections=0 must be at least 1"},
+		{[]string{"--history.max-series=-1"}, "--history.max-series must be 0 (no limit) or positive, got -1"},
+		{[]string{"--vllm.label-limit=-1"}, "--vllm.label-limit must be 0 (no limit) or positive, got -1"},
+		{[]string{"--vllm.label-value-length-limit=-5"}, "--vllm.label-value-length-limit must be 0 (no limit) or positive, got -5"},
 	} {
 		_, err := parseFlags(tc.args, io.Discard, io.Discard)
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
@@ -213,5 +221,30 @@ func TestDemoEngines(t *testing.T) {
 	}
 	if strings.Contains(string(b), `engine="3"`) {
 		t.Error("demo with 3 engines prints a fourth")
+	}
+}
+
+// TestSetMemoryLimit: in a container limited to 128 MiB the runtime's soft
+// limit becomes 60 % of it (the default ratio); an explicit GOMEMLIMIT wins.
+func TestSetMemoryLimit(t *testing.T) {
+	defer debug.SetMemoryLimit(debug.SetMemoryLimit(-1))
+	container := func() (uint64, error) { return 128 << 20, nil }
+	logger := slog.New(slog.DiscardHandler)
+	if v, ok := os.LookupEnv("GOMEMLIMIT"); ok {
+		defer os.Setenv("GOMEMLIMIT", v)
+		os.Unsetenv("GOMEMLIMIT")
+	}
+	f, err := parseFlags(nil, io.Discard, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := int64(float64(128<<20) * f.memLimitRatio) // the default, 0.6
+	if got := setMemoryLimit(f.memLimitRatio, container, logger); got != want || debug.SetMemoryLimit(-1) != want {
+		t.Errorf("soft limit %d (runtime %d), want %d", got, debug.SetMemoryLimit(-1), want)
+	}
+	t.Setenv("GOMEMLIMIT", "50MiB")
+	debug.SetMemoryLimit(50 << 20)
+	if got := setMemoryLimit(f.memLimitRatio, container, logger); got != 50<<20 {
+		t.Errorf("with GOMEMLIMIT=50MiB the soft limit is %d", got)
 	}
 }

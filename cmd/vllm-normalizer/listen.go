@@ -1,0 +1,86 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+
+	"github.com/coreos/go-systemd/v22/activation"
+	"github.com/mdlayher/vsock"
+	"github.com/prometheus/exporter-toolkit/web"
+	"golang.org/x/net/netutil"
+)
+
+// listeners opens what exporter-toolkit's ListenAndServe would (every
+// --web.listen-address, tcp or vsock://, or the systemd-activated sockets)
+// and bounds each to maxConns simultaneous connections, so that slow or
+// idle clients cannot pile up goroutines and pinned pages without limit.
+func listeners(f *web.FlagConfig, maxConns int, logger *slog.Logger) ([]net.Listener, error) {
+	var out []net.Listener
+	if f.WebSystemdSocket != nil && *f.WebSystemdSocket {
+		logger.Info("Listening on systemd activated listeners instead of port listeners.")
+		ls, err := activation.Listeners()
+		if err != nil {
+			return nil, err
+		}
+		if len(ls) == 0 {
+			return nil, errors.New("--web.systemd-socket: no socket activation file descriptors found")
+		}
+		out = ls
+	} else {
+		if f.WebListenAddresses == nil || len(*f.WebListenAddresses) == 0 {
+			return nil, errors.New("no --web.listen-address given")
+		}
+		for _, addr := range *f.WebListenAddresses {
+			l, err := listen(addr)
+			if err != nil {
+				closeAll(out)
+				return nil, fmt.Errorf("--web.listen-address=%s: %w", addr, err)
+			}
+			out = append(out, l)
+		}
+	}
+	if maxConns > 0 {
+		for i, l := range out {
+			out[i] = netutil.LimitListener(l, maxConns)
+		}
+	}
+	return out, nil
+}
+
+func listen(addr string) (net.Listener, error) {
+	if !strings.HasPrefix(addr, "vsock://") {
+		return net.Listen("tcp", addr)
+	}
+	u, err := url.Parse(addr)
+	if err != nil {
+		return nil, err
+	}
+	_, p, err := net.SplitHostPort(u.Host)
+	if err != nil {
+		return nil, err
+	}
+	port, err := strconv.ParseUint(p, 10, 32)
+	if err != nil {
+		return nil, fmt.Errorf("vsock port %q: %w", p, err)
+	}
+	return vsock.Listen(uint32(port), nil)
+}
+
+func closeAll(ls []net.Listener) {
+	for _, l := range ls {
+		_ = l.Close()
+	}
+}
+
+// serve runs server on the listeners with exporter-toolkit (TLS and basic
+// auth from --web.config.file) until it is shut down.
+func serve(ls []net.Listener, server *http.Server, f *web.FlagConfig, logger *slog.Logger) error {
+	defer closeAll(ls)
+	return web.ServeMultiple(ls, server, f, logger)
+}

@@ -1,0 +1,179 @@
+package e2e
+
+import (
+	"bytes"
+	"fmt"
+	"net/http"
+	"os"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/fos-study/vllm-normalizer/internal/testbin"
+)
+
+// The shipped container's memory limit (deploy/kubernetes), and the peak
+// RSS the worst page the default flags accept may cost: a quarter of the
+// limit is left as margin.
+const (
+	containerLimit = 128 * mib
+	memoryBudget   = containerLimit * 3 / 4
+)
+
+// readmeDefault is a flag's default as the README's flag table states it;
+// the test reads the table to stay in step with it (TestREADMEFlagTable
+// checks the table against the flags).
+func readmeDefault(t *testing.T, flag string) string {
+	t.Helper()
+	b, err := os.ReadFile(repoRoot() + "/README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "| `--"+flag+"` | `"); ok {
+			return v[:strings.IndexByte(v, '`')]
+		}
+	}
+	t.Fatalf("--%s is not in the README's flag table", flag)
+	return ""
+}
+
+// defaultLimit is a numeric default of the README's flag table.
+func defaultLimit(t *testing.T, flag string) int64 {
+	t.Helper()
+	{
+		v := readmeDefault(t, flag)
+		mult := int64(1)
+		if n, ok := strings.CutSuffix(v, "MiB"); ok {
+			v, mult = n, mib
+		}
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil {
+			t.Fatalf("README default of --%s: %v", flag, err)
+		}
+		return n * mult
+	}
+}
+
+// worstPage is a page at every default limit at once: maxSeries counter
+// series that the history keeps (each windowed), one sample with the most
+// labels, the longest names and the longest values allowed, and filler
+// gauges up to the sample limit whose label values fill the page to the
+// body limit. v moves the counters.
+func worstPage(t *testing.T, body, samples, labelsN, nameLen, valueLen, maxSeries int64, v int) []byte {
+	t.Helper()
+	var b bytes.Buffer
+	b.WriteString("# HELP vllm:prompt_tokens_total Number of prefill tokens processed.\n# TYPE vllm:prompt_tokens_total counter\n")
+	for i := range maxSeries {
+		fmt.Fprintf(&b, "vllm:prompt_tokens_total{engine=\"%d\",model_name=\"m\"} %d\n", i, v*int(i%7+1))
+	}
+	b.WriteString("# TYPE vllm:e2e_wide gauge\nvllm:e2e_wide{")
+	for i := range labelsN - 1 { // __name__ is one of the labels
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		name := fmt.Sprintf("l%d_", i)
+		name += strings.Repeat("n", int(nameLen)-len(name))
+		fmt.Fprintf(&b, "%s=%q", name, strings.Repeat("v", int(valueLen)))
+	}
+	b.WriteString("} 1\n# TYPE vllm:e2e_fill gauge\n")
+	fill := samples - maxSeries - 1
+	per := (body - int64(b.Len()) - 1024) / fill
+	const line = `vllm:e2e_fill{i="%07d",pad=""} 1` + "\n"
+	pad := max(per-int64(len(fmt.Sprintf(line, 0))), 0)
+	if pad > valueLen {
+		t.Fatalf("the page cannot reach the body limit within the value length limit (%d > %d)", pad, valueLen)
+	}
+	padding := strings.Repeat("p", int(pad))
+	for i := range fill {
+		fmt.Fprintf(&b, `vllm:e2e_fill{i="%07d",pad="%s"} 1`+"\n", i, padding)
+	}
+	if int64(b.Len()) > body {
+		t.Fatalf("page of %d bytes is over the body limit %d", b.Len(), body)
+	}
+	return b.Bytes()
+}
+
+// TestDefaultsFitTheContainer runs the binary with its default limits on
+// the worst page they accept, once the history holds --history.max-series
+// series with the most label bytes it keeps over a full window, and checks the peak RSS against the shipped
+// container's memory limit with a margin. The windows are 6s and 30s at
+// 100 ms scrapes instead of 1m and 5m at 1 s: the same 301 points a series,
+// so the same memory, in 30 s instead of 5 min.
+func TestDefaultsFitTheContainer(t *testing.T) {
+	if testing.Short() {
+		t.Skip("fills a 30 s window")
+	}
+	var (
+		body      = defaultLimit(t, "vllm.max-body-bytes")
+		samples   = defaultLimit(t, "vllm.sample-limit")
+		labelsN   = defaultLimit(t, "vllm.label-limit")
+		nameLen   = defaultLimit(t, "vllm.label-name-length-limit")
+		valueLen  = defaultLimit(t, "vllm.label-value-length-limit")
+		maxSeries = defaultLimit(t, "history.max-series")
+	)
+	// Outside a container --auto-gomemlimit finds no limit; give the
+	// binary the soft limit it would set in the shipped one.
+	ratio, err := strconv.ParseFloat(readmeDefault(t, "auto-gomemlimit.ratio"), 64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("GOMEMLIMIT", strconv.FormatInt(int64(float64(containerLimit)*ratio), 10))
+	var step atomic.Int64
+	var big atomic.Bool
+	// The history at its worst: maxSeries series with labels of about
+	// 512 bytes each (the most it keeps on average), too many for one page,
+	// so each page carries a fifth of them in turn and every series is
+	// seen every fifth scrape.
+	model := strings.Repeat("m", 512-len("__name__vllm:prompt_tokens_totalengine0000model_name")-24) // 24: room for the length bytes of six strings
+	small := func(v int) []byte {
+		var b bytes.Buffer
+		b.WriteString("# TYPE vllm:prompt_tokens_total counter\n")
+		part := int64(v % 5)
+		for i := part * maxSeries / 5; i < (part+1)*maxSeries/5; i++ {
+			fmt.Fprintf(&b, "vllm:prompt_tokens_total{engine=\"%04d\",model_name=\"%s\"} %d\n", i, model, v)
+		}
+		return b.Bytes()
+	}
+	bigPage := worstPage(t, body, samples, labelsN, nameLen, valueLen, maxSeries, 0)
+	up := newSwitchable(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		v := int(step.Add(1))
+		w.Header().Set("Content-Type", "text/plain; version=0.0.4")
+		if big.Load() {
+			_, _ = w.Write(bigPage)
+			return
+		}
+		_, _ = w.Write(small(v))
+	}))
+	ln := listen(t, "127.0.0.1:0")
+	serveOn(t, ln, up)
+	p := testbin.Start(t, "--vllm.scrape-uri=http://"+ln.Addr().String()+"/metrics",
+		"--vllm.scrape-interval=100ms", "--derive.window=6s", "--derive.window=30s")
+	waitFor(t, 10*time.Second, "vllm_up 1", func() bool { q, _ := quick(t, p); return q["vllm_up"] == 1 })
+	time.Sleep(31 * time.Second) // a full 30 s window of maxSeries series
+	s, _ := metrics(t, p)
+	if got := s["vllm_normalizer_history_series"]; got != float64(maxSeries) {
+		t.Fatalf("history holds %v series, want %d", got, maxSeries)
+	}
+	t.Logf("peak RSS %.1f MiB with the history full, before the worst page", float64(procStatus(t, p.Cmd.Process.Pid, "VmHWM"))/mib)
+	big.Store(true)
+	before := s.failures("timeout")
+	// Three scrapes of the worst page, each one accepted.
+	from := up.requests.Load()
+	waitFor(t, 60*time.Second, "three scrapes of the worst page", func() bool {
+		q, _ := quick(t, p)
+		return up.requests.Load()-from >= 4 && q["vllm_up"] == 1
+	})
+	s, _ = metrics(t, p)
+	if s["vllm_up"] != 1 || s["vllm_normalizer_upstream_samples"] != float64(samples) {
+		t.Fatalf("the worst page was not accepted: vllm_up %v, %v samples (want %d)\n%s", s["vllm_up"], s["vllm_normalizer_upstream_samples"], samples, p.Logs())
+	}
+	hwm := procStatus(t, p.Cmd.Process.Pid, "VmHWM")
+	t.Logf("peak RSS %.1f MiB on a %.1f MiB page of %d samples, %d series windowed (budget %d MiB of the container's %d MiB); timeouts %v",
+		float64(hwm)/mib, float64(len(bigPage))/mib, samples, maxSeries, memoryBudget/mib, containerLimit/mib, s.failures("timeout")-before)
+	if hwm > memoryBudget {
+		t.Errorf("peak RSS %.1f MiB with the default limits, want <= %d MiB (3/4 of the container's %d MiB)", float64(hwm)/mib, memoryBudget/mib, containerLimit/mib)
+	}
+}

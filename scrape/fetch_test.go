@@ -1,0 +1,161 @@
+package scrape
+
+import (
+	"bufio"
+	"bytes"
+	"compress/gzip"
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+)
+
+// rawUpstream answers every connection on a loopback port by reading the
+// request head and running answer on the raw connection, so a test can
+// send what no well-behaved HTTP server would.
+func rawUpstream(t *testing.T, answer func(c *net.TCPConn)) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				if _, err := http.ReadRequest(bufio.NewReader(c)); err != nil {
+					return
+				}
+				answer(c.(*net.TCPConn))
+			}()
+		}
+	}()
+	return "http://" + ln.Addr().String() + "/metrics"
+}
+
+func realPage(t *testing.T) []byte {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join("..", "testdata", "fixtures", "13-vllm-v1-2026-nixl-pd-kserve-llmisvc-context.prom"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+func gzipped(t *testing.T, b []byte) []byte {
+	t.Helper()
+	var z bytes.Buffer
+	w := gzip.NewWriter(&z)
+	if _, err := w.Write(b); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return z.Bytes()
+}
+
+// chunk writes b as one HTTP/1.1 chunk.
+func chunk(b []byte) string { return fmt.Sprintf("%x\r\n%s\r\n", len(b), b) }
+
+const head = "HTTP/1.1 200 OK\r\nContent-Type: text/plain; version=0.0.4\r\n"
+
+// TestFetchCutBodies: every way a body can end before its end is a failed
+// fetch with reason truncated; the same bodies sent whole are read exactly.
+func TestFetchCutBodies(t *testing.T) {
+	page := realPage(t)
+	half := page[:len(page)/2]
+	// The cut falls inside a line, as a dying server cuts.
+	if half[len(half)-1] == '\n' {
+		half = half[:len(half)-1]
+	}
+	gz := gzipped(t, page)
+	gzNoTrailer := gz[:len(gz)-8] // CRC-32 and size missing
+
+	cases := []struct {
+		name   string
+		answer func(c *net.TCPConn)
+		whole  bool   // the control: the body is complete and must be read
+		want   []byte // what a whole body reads as; nil: page
+	}{
+		{"content-length whole", func(c *net.TCPConn) {
+			fmt.Fprintf(c, "%sContent-Length: %d\r\n\r\n%s", head, len(page), page)
+		}, true, nil},
+		{"short of content-length", func(c *net.TCPConn) {
+			fmt.Fprintf(c, "%sContent-Length: %d\r\n\r\n%s", head, len(page), half)
+		}, false, nil},
+		{"chunked whole", func(c *net.TCPConn) {
+			fmt.Fprintf(c, "%sTransfer-Encoding: chunked\r\n\r\n%s%s0\r\n\r\n", head, chunk(page[:1000]), chunk(page[1000:]))
+		}, true, nil},
+		{"chunked without the last chunk", func(c *net.TCPConn) {
+			fmt.Fprintf(c, "%sTransfer-Encoding: chunked\r\n\r\n%s%s", head, chunk(page[:1000]), chunk(page[1000:]))
+		}, false, nil},
+		{"chunked cut inside a chunk", func(c *net.TCPConn) {
+			fmt.Fprintf(c, "%sTransfer-Encoding: chunked\r\n\r\n%x\r\n%s", head, len(page), half)
+		}, false, nil},
+		{"gzip whole", func(c *net.TCPConn) {
+			fmt.Fprintf(c, "%sContent-Encoding: gzip\r\nContent-Length: %d\r\n\r\n%s", head, len(gz), gz)
+		}, true, nil},
+		{"gzip without trailer", func(c *net.TCPConn) {
+			fmt.Fprintf(c, "%sContent-Encoding: gzip\r\nContent-Length: %d\r\n\r\n%s", head, len(gzNoTrailer), gzNoTrailer)
+		}, false, nil},
+		{"gzip chunked without trailer", func(c *net.TCPConn) {
+			fmt.Fprintf(c, "%sContent-Encoding: gzip\r\nTransfer-Encoding: chunked\r\n\r\n%s0\r\n\r\n", head, chunk(gzNoTrailer))
+		}, false, nil},
+		{"reset mid-body", func(c *net.TCPConn) {
+			fmt.Fprintf(c, "%sContent-Length: %d\r\n\r\n%s", head, len(page), half)
+			time.Sleep(50 * time.Millisecond)
+			_ = c.SetLinger(0) // close with RST
+		}, false, nil},
+		{"close-delimited whole", func(c *net.TCPConn) {
+			fmt.Fprintf(c, "%sConnection: close\r\n\r\n%s", head, page)
+		}, true, nil},
+		{"close-delimited cut mid-line", func(c *net.TCPConn) {
+			fmt.Fprintf(c, "%sConnection: close\r\n\r\n%s", head, half)
+		}, false, nil},
+		// gzip's trailer proves the end: a page without a final line feed
+		// (some exporters print one) is whole.
+		{"close-delimited gzip without final line feed", func(c *net.TCPConn) {
+			fmt.Fprintf(c, "%sContent-Encoding: gzip\r\nConnection: close\r\n\r\n%s", head, gzipped(t, page[:len(page)-1]))
+		}, true, page[:len(page)-1]},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			uri := rawUpstream(t, tc.answer)
+			f, err := NewFetcher(&http.Client{Transport: &http.Transport{Proxy: nil}}, uri, 32<<20)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			body, _, err := f.Fetch(ctx)
+			if tc.whole {
+				want := page
+				if tc.want != nil {
+					want = tc.want
+				}
+				if err != nil || !bytes.Equal(body, want) {
+					t.Fatalf("a whole body: err %v, %d bytes read of %d", err, len(body), len(want))
+				}
+				return
+			}
+			var se *Error
+			if !errors.As(err, &se) || se.Reason != ReasonTruncated {
+				t.Fatalf("want reason %s, got err %v (%d bytes returned)", ReasonTruncated, err, len(body))
+			}
+			if body != nil {
+				t.Errorf("a cut body returned %d bytes", len(body))
+			}
+		})
+	}
+}
