@@ -1,13 +1,18 @@
 // Command staticupstream stands in for vLLM in scripts/measure.sh: it
 // serves one exposition page on loopback, gzip-compressed when the client
 // asks (as vLLM's prometheus_client does), and counts the requests it
-// answered at /count.
+// answered at /count. Requests for /metrics?who=NAME are also counted
+// per NAME, at /count?who=NAME, so that several scrapers of one upstream
+// (scripts/sidebyside.sh) each know how many scrapes they made.
 //
 //	staticupstream -page FILE -addr-file PATH
-//	staticupstream -demo-engines 16 -addr-file PATH
+//	staticupstream -demo-engines 16 [-demo-refresh 1s] -addr-file PATH
 //
 // With -page the bytes never change; with -demo-engines the page is the
-// demo upstream's, values moving with the wall clock.
+// demo upstream's, values moving with the wall clock, rendered anew on
+// every request or, with -demo-refresh, at most once per that period (a
+// 2.5 MB page rendered and gzipped for every request would cost this
+// process more CPU than the scrapers being measured).
 package main
 
 import (
@@ -21,7 +26,9 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/fos-study/vllm-normalizer/demo"
 	"github.com/fos-study/vllm-normalizer/exposition"
@@ -33,9 +40,12 @@ func main() {
 	addr := flag.String("addr", "127.0.0.1:0", "listen address")
 	addrFile := flag.String("addr-file", "", "write the address actually listened on to this file")
 	dump := flag.String("dump", "", "with -demo-engines: write one demo page to this file and exit")
+	refresh := flag.Duration("demo-refresh", 0, "with -demo-engines: render a new page at most once per this period (0: on every request)")
 	flag.Parse()
 
 	var served atomic.Int64
+	var mu sync.Mutex
+	perWho := map[string]int64{}
 	var h http.Handler
 	switch {
 	case *engines > 0:
@@ -49,27 +59,33 @@ func main() {
 			}
 			return
 		}
-		h = up
+		if *refresh <= 0 {
+			h = up
+			break
+		}
+		var (
+			pmu      sync.Mutex
+			at       time.Time
+			body, gz []byte
+		)
+		h = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			pmu.Lock()
+			if time.Since(at) >= *refresh {
+				body = up.Page()
+				gz = gzipped(body)
+				at = time.Now()
+			}
+			b, z := body, gz
+			pmu.Unlock()
+			servePage(w, r, b, z)
+		})
 	case *page != "":
 		body, err := os.ReadFile(*page)
 		if err != nil {
 			log.Fatal(err)
 		}
-		var zb bytes.Buffer
-		zw := gzip.NewWriter(&zb)
-		_, _ = zw.Write(body)
-		_ = zw.Close()
-		gz := zb.Bytes()
-		h = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			w.Header().Set("Content-Type", exposition.ContentTypeText)
-			b := body
-			if strings.Contains(r.Header.Get("Accept-Encoding"), "gzip") {
-				w.Header().Set("Content-Encoding", "gzip")
-				b = gz
-			}
-			w.Header().Set("Content-Length", strconv.Itoa(len(b)))
-			_, _ = w.Write(b)
-		})
+		gz := gzipped(body)
+		h = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { servePage(w, r, body, gz) })
 	default:
 		log.Fatal("give -page FILE or -demo-engines N")
 	}
@@ -77,9 +93,21 @@ func main() {
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		served.Add(1)
+		if who := r.URL.Query().Get("who"); who != "" {
+			mu.Lock()
+			perWho[who]++
+			mu.Unlock()
+		}
 		h.ServeHTTP(w, r)
 	}))
 	mux.HandleFunc("/count", func(w http.ResponseWriter, r *http.Request) {
+		if who := r.URL.Query().Get("who"); who != "" {
+			mu.Lock()
+			n := perWho[who]
+			mu.Unlock()
+			fmt.Fprintln(w, n)
+			return
+		}
 		fmt.Fprintln(w, served.Load())
 	})
 	ln, err := net.Listen("tcp", *addr)
@@ -92,4 +120,24 @@ func main() {
 		}
 	}
 	log.Fatal(http.Serve(ln, mux))
+}
+
+func gzipped(body []byte) []byte {
+	var zb bytes.Buffer
+	zw := gzip.NewWriter(&zb)
+	_, _ = zw.Write(body)
+	_ = zw.Close()
+	return zb.Bytes()
+}
+
+// servePage writes body, or gz when the client accepts gzip, as vLLM does.
+func servePage(w http.ResponseWriter, r *http.Request, body, gz []byte) {
+	w.Header().Set("Content-Type", exposition.ContentTypeText)
+	b := body
+	if strings.Contains(r.Header.Get("Accept-Encoding"), "gzip") {
+		w.Header().Set("Content-Encoding", "gzip")
+		b = gz
+	}
+	w.Header().Set("Content-Length", strconv.Itoa(len(b)))
+	_, _ = w.Write(b)
 }

@@ -1,0 +1,157 @@
+#!/usr/bin/env bash
+# Whole-process cost of the sidecar against the floor (scripts/floor: fetch,
+# textparse with labels, serve the raw bytes), both scraping the same
+# loopback upstream at the same time, so that whatever else loads the
+# machine loads both alike.
+#
+#   scripts/sidebyside.sh [-r ROUNDS] [-w WARM] [-d SECONDS] [-s LABEL=REV]... [PAGE@INTERVAL]...
+#
+#   -r  rounds (default 3); each round runs every PAGE@INTERVAL once, in
+#       order, so that the rounds interleave and a burst of load elsewhere
+#       hits one run of each, not every run of one
+#   -w  seconds of scraping before measuring starts (default 10)
+#   -d  seconds measured (default 60)
+#   -s  also run the sidecar as built at git revision REV, under LABEL
+#       (repeatable; e.g. -s before=main); the working tree's sidecar is
+#       always run, as "sidecar"
+#   -o  directory to keep the raw results in (default: a temporary one)
+#
+# PAGE is a file served as is, or demo:N, the demo upstream over N
+# data-parallel engines (values moving, a new page each second). Default:
+# every page of docs/performance.md at 100ms and 1s.
+#
+# For each run and process it prints whole-process CPU per scrape (time on
+# CPU of all its threads over the measured seconds, from
+# /proc/PID/task/*/schedstat, in nanoseconds: /proc/PID/stat counts 10 ms
+# ticks, too coarse for a few hundred scrapes of a millisecond; divided by
+# the scrapes the upstream answered that process), steady RSS (median of VmRSS
+# sampled each second) and peak RSS (VmHWM), then the medians over rounds
+# and, per run, each sidecar's ratio to the floor measured in that run.
+# Linux only; needs Go, git and curl.
+set -euo pipefail
+
+rounds=3 warm=10 dur=60 out=""
+revs=()
+while getopts "r:w:d:s:o:" opt; do
+	case $opt in
+	r) rounds=$OPTARG ;;
+	w) warm=$OPTARG ;;
+	d) dur=$OPTARG ;;
+	s) revs+=("$OPTARG") ;;
+	o) out=$OPTARG ;;
+	*) sed -n '2,27p' "$0" >&2; exit 2 ;;
+	esac
+done
+shift $((OPTIND - 1))
+root=$(cd "$(dirname "$0")/.." && pwd)
+fixture03="$root/testdata/fixtures/03-vllm-composite-0.5.0+v1families-datadog-vllm-fixture.prom"
+configs=("$@")
+if [ ${#configs[@]} -eq 0 ]; then
+	for p in "$fixture03" demo:1 demo:4 demo:16 demo:64; do
+		for i in 100ms 1s; do configs+=("$p@$i"); done
+	done
+fi
+
+work=$(mktemp -d)
+[ -n "$out" ] || out="$work/results"
+mkdir -p "$out"
+pids=()
+stop_all() {
+	for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
+	for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
+	pids=()
+}
+trap 'stop_all; rm -rf "$work"' EXIT
+
+echo "building into $work ..." >&2
+(cd "$root" && CGO_ENABLED=0 go build -o "$work/sidecar" ./cmd/vllm-normalizer &&
+	go build -o "$work/floor" ./scripts/floor &&
+	go build -o "$work/staticupstream" ./scripts/staticupstream)
+procs=(floor sidecar)
+for lr in "${revs[@]}"; do
+	label=${lr%%=*} rev=${lr#*=}
+	mkdir "$work/src-$label"
+	git -C "$root" archive "$rev" | tar -x -C "$work/src-$label"
+	(cd "$work/src-$label" && CGO_ENABLED=0 go build -o "$work/$label" ./cmd/vllm-normalizer)
+	procs+=("$label")
+done
+
+# cpu_ns PID: nanoseconds on CPU of all the process's threads so far (a Go
+# program does not end its threads, so none of its time is lost).
+cpu_ns() { cat /proc/"$1"/task/*/schedstat | awk '{ s += $1 } END { printf "%.0f\n", s }'; }
+status_kib() { awk -v k="$2:" '$1 == k { print $2 }' "/proc/$1/status"; }
+wait_file() { for _ in $(seq 100); do [ -s "$1" ] && return 0; sleep 0.1; done; echo "timed out waiting for $1" >&2; exit 1; }
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
+
+results="$out/runs.tsv"
+printf 'round\tpage\tinterval\tproc\tbytes\tscrapes\tcpu_ms_per_scrape\tsteady_rss_mib\tpeak_rss_mib\n' >"$results"
+
+run_one() { # round page interval
+	local round=$1 page=$2 interval=$3 args upstream bytes name
+	declare -A pid c0 n0
+	case "$page" in
+	demo:*) args=(-demo-engines "${page#demo:}" -demo-refresh 1s) ;;
+	*) args=(-page "$page") ;;
+	esac
+	rm -f "$work/upstream.addr" "$work/floor.addr"
+	"$work/staticupstream" "${args[@]}" -addr-file "$work/upstream.addr" 2>/dev/null &
+	pids+=($!)
+	wait_file "$work/upstream.addr"
+	upstream=$(cat "$work/upstream.addr")
+	bytes=$(curl -s "http://$upstream/metrics" | wc -c)
+	for name in "${procs[@]}"; do
+		if [ "$name" = floor ]; then
+			"$work/floor" -url "http://$upstream/metrics?who=floor" -interval "$interval" -addr-file "$work/floor.addr" 2>/dev/null &
+		else
+			"$work/$name" --vllm.scrape-uri="http://$upstream/metrics?who=$name" --vllm.scrape-interval="$interval" \
+				--web.listen-address="127.0.0.1:$(free_port)" --log.level=error &
+		fi
+		pid[$name]=$!
+		pids+=($!)
+	done
+	sleep "$warm"
+	for name in "${procs[@]}"; do
+		c0[$name]=$(cpu_ns "${pid[$name]}")
+		n0[$name]=$(curl -s "http://$upstream/count?who=$name")
+		: >"$work/rss-$name"
+	done
+	for _ in $(seq "$dur"); do
+		sleep 1
+		for name in "${procs[@]}"; do status_kib "${pid[$name]}" VmRSS >>"$work/rss-$name"; done
+	done
+	for name in "${procs[@]}"; do
+		local c1 n1 steady peak
+		c1=$(cpu_ns "${pid[$name]}")
+		n1=$(curl -s "http://$upstream/count?who=$name")
+		steady=$(sort -n "$work/rss-$name" | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }')
+		peak=$(status_kib "${pid[$name]}" VmHWM)
+		awk -v r="$round" -v p="$(basename "$page")" -v i="$interval" -v n="$name" -v b="$bytes" \
+			-v c="$((c1 - c0[$name]))" -v s="$((n1 - n0[$name]))" -v st="$steady" -v pk="$peak" \
+			'BEGIN { printf "%s\t%s\t%s\t%s\t%d\t%d\t%.3f\t%.1f\t%.1f\n", r, p, i, n, b, s, c / 1e6 / (s > 0 ? s : 1), st / 1024, pk / 1024 }' >>"$results"
+	done
+	stop_all
+	tail -n "${#procs[@]}" "$results" >&2
+}
+
+for round in $(seq "$rounds"); do
+	for cfg in "${configs[@]}"; do
+		run_one "$round" "${cfg%@*}" "${cfg##*@}"
+	done
+done
+
+# Medians over rounds, and the median of the per-run ratios to the floor.
+median() { sort -n | awk '{ v[NR] = $1 } END { if (NR % 2) print v[(NR + 1) / 2]; else printf "%.3f\n", (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
+echo
+printf '%-28s %-6s %-8s %8s %10s %8s %10s %10s\n' page interval proc KB "cpu ms" "/floor" "steady MiB" "peak MiB"
+for cfg in "${configs[@]}"; do
+	p=$(basename "${cfg%@*}") i=${cfg##*@}
+	for name in "${procs[@]}"; do
+		sel() { awk -F'\t' -v p="$p" -v i="$i" -v n="$1" -v col="$2" '$2 == p && $3 == i && $4 == n { print $col }' "$results"; }
+		ratio=$(join <(awk -F'\t' -v p="$p" -v i="$i" '$2 == p && $3 == i && $4 == "floor" { print $1, $7 }' "$results" | sort) \
+			<(awk -F'\t' -v p="$p" -v i="$i" -v n="$name" '$2 == p && $3 == i && $4 == n { print $1, $7 }' "$results" | sort) |
+			awk '$2 > 0 { print $3 / $2 }' | median)
+		printf '%-28s %-6s %-8s %8.0f %10s %7.2fx %10s %10s\n' "${p:0:28}" "$i" "$name" "$(sel "$name" 5 | median | awk '{ print $1 / 1024 }')" \
+			"$(sel "$name" 7 | median)" "$ratio" "$(sel "$name" 8 | median)" "$(sel "$name" 9 | median)"
+	done
+done
+echo "raw results: $results (kept only with -o)" >&2
