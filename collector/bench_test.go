@@ -9,6 +9,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"runtime"
+	"syscall"
 	"testing"
 	"time"
 
@@ -19,6 +20,7 @@ import (
 
 	"github.com/fos-study/vllm-normalizer/demo"
 	"github.com/fos-study/vllm-normalizer/exposition"
+	"github.com/fos-study/vllm-normalizer/window"
 )
 
 // Benchmarks of the whole hot path, measured against the floor: walking
@@ -28,12 +30,14 @@ import (
 // Pages:
 //   - v1-fixture13: the real V1 dump testdata/fixtures/13-* (~59 KB), static;
 //   - v0-fixture02: the real V0 dump testdata/fixtures/02-* (~13 KB), static;
-//   - v1-16engines: the demo upstream (the same V1 dump, values moving)
-//     spread over 16 data-parallel engines (~620 KB), a new page per
-//     simulated second.
+//   - v1-demo1: the demo upstream (the same V1 dump, values moving), one
+//     engine (~58 KB), a new page per simulated interval: the page most
+//     users have;
+//   - v1-16engines: the same spread over 16 data-parallel engines
+//     (~620 KB).
 
-// benchPage is one upstream page source: next returns the page of the
-// given simulated second.
+// benchPage is one upstream page source: next returns the page at the
+// clock's time.
 type benchPage struct {
 	name string
 	next func() []byte
@@ -48,6 +52,10 @@ func benchPages(tb testing.TB, clock *fakeClock) []benchPage {
 		}
 		return func() []byte { return b }
 	}
+	one, err := demo.New(demo.Options{Now: clock.Now, Seed: 1, Engines: 1})
+	if err != nil {
+		tb.Fatal(err)
+	}
 	up, err := demo.New(demo.Options{Now: clock.Now, Seed: 1, Engines: 16})
 	if err != nil {
 		tb.Fatal(err)
@@ -59,6 +67,7 @@ func benchPages(tb testing.TB, clock *fakeClock) []benchPage {
 	return []benchPage{
 		{"v1-fixture13", static("../testdata/fixtures/13-vllm-v1-2026-nixl-pd-kserve-llmisvc-context.prom")},
 		{"v0-fixture02", static("../testdata/fixtures/02-vllm-0.4.3to0.5.0-datadog-vllm-fixture.prom")},
+		{"v1-demo1", one.Page},
 		{"v1-16engines", up.Page},
 	}
 }
@@ -82,14 +91,16 @@ func (m *memTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 }
 
 // benchCollector is a collector as cmd/vllm-normalizer builds it (Go and
-// process collectors included, default windows 1m and 5m) reading from
-// an in-memory transport, on a fake clock.
-func benchCollector(tb testing.TB, clock *fakeClock, tr http.RoundTripper) *Collector {
+// process collectors included, default windows 1m and 5m, the given scrape
+// interval) reading from an in-memory transport, on a fake clock.
+func benchCollector(tb testing.TB, clock *fakeClock, tr http.RoundTripper, interval time.Duration) *Collector {
 	reg := prometheus.NewRegistry()
 	exp := prometheus.NewRegistry()
 	exp.MustRegister(collectors.NewGoCollector())
 	exp.MustRegister(collectors.NewProcessCollector(collectors.ProcessCollectorOpts{Namespace: "vllm_normalizer"}))
 	return newTestCollector(tb, "http://127.0.0.1:8000/metrics", clock, func(c *Config) {
+		c.Interval = interval
+		c.Timeout = interval / 2
 		c.Registry = reg
 		c.Gatherer = prometheus.Gatherers{reg, exp}
 		c.Client = &http.Client{Transport: tr}
@@ -108,43 +119,86 @@ func warmUp(c *Collector, clock *fakeClock, tr *memTransport, next func() []byte
 	}
 }
 
-// BenchmarkScrapeCycle runs one whole production scrape cycle
-// (Collector.ScrapeOnce: fetch from memory, parse, DropCreated,
-// Normalize, History.Observe, Derive twice, Present, status families,
-// routing view, merge with the sidecar's own metrics, text and gzip
-// encode of both pages) with a full history, the clock advancing 1 s per
-// cycle. Rendering the next moving page is not timed.
+// cpuTime is the CPU time the whole process has used so far, every
+// thread included (the GC's background workers run on the other cores).
+func cpuTime(tb testing.TB) time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		tb.Fatal(err)
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// BenchmarkScrapeCycle runs one whole production scrape cycle with a full
+// history, the clock advancing one scrape interval per cycle: everything
+// the process does for a scrape except the socket. That is
+// Collector.ScrapeOnce (fetch from memory, parse, DropCreated, Normalize,
+// History.Observe, every window's derivations for both groupings,
+// Present, status families, the sidecar's own metrics, the routing view
+// and its text) and what readers make the process do on top: a router
+// reading the routing view with gzip after every scrape, and a reader of
+// /metrics with gzip, which makes the page's text, its gzip and the Go and
+// process collectors (at most once per second of the clock) happen for
+// the snapshot it reads. read=every reads /metrics after every scrape (the
+// worst case); read=15s once per 15 s of the clock, as Prometheus does.
+//
+// Besides ns/op (wall time of the cycle) it reports cpu-ns/op: the whole
+// process's CPU time per cycle, the GC's workers on the other core
+// included. Rendering the next moving page is counted in neither.
 func BenchmarkScrapeCycle(b *testing.B) {
 	for _, p := range benchPages(b, newFakeClock()) {
-		b.Run(p.name, func(b *testing.B) {
-			clock := newFakeClock()
-			pages := benchPages(b, clock)
-			var next func() []byte
-			for _, q := range pages {
-				if q.name == p.name {
-					next = q.next
+		for _, interval := range []time.Duration{time.Second, 100 * time.Millisecond} {
+			for _, every := range []time.Duration{0, 15 * time.Second} {
+				read := "every"
+				if every > 0 {
+					read = window.Format(every)
 				}
+				b.Run(p.name+"/interval="+window.Format(interval)+"/read="+read, func(b *testing.B) {
+					benchScrapeCycle(b, p.name, interval, every)
+				})
 			}
-			tr := &memTransport{}
-			c := benchCollector(b, clock, tr)
-			warmUp(c, clock, tr, next)
-			if c.metrics == nil || c.lastReason != "" {
-				b.Fatalf("warm-up scrapes failed: %s", c.lastReason)
-			}
-			b.SetBytes(int64(len(tr.page)))
-			b.ReportAllocs()
-			ctx := context.Background()
-			for b.Loop() {
-				b.StopTimer()
-				clock.Advance(time.Second)
-				tr.page = next()
-				b.StartTimer()
-				c.ScrapeOnce(ctx)
-			}
-			if c.lastReason != "" {
-				b.Fatalf("scrapes failed: %s", c.lastReason)
-			}
-		})
+		}
+	}
+}
+
+func benchScrapeCycle(b *testing.B, page string, interval, readEvery time.Duration) {
+	clock := newFakeClock()
+	var next func() []byte
+	for _, q := range benchPages(b, clock) {
+		if q.name == page {
+			next = q.next
+		}
+	}
+	tr := &memTransport{}
+	c := benchCollector(b, clock, tr, interval)
+	warmUp(c, clock, tr, next)
+	if c.metrics == nil || c.lastReason != "" {
+		b.Fatalf("warm-up scrapes failed: %s", c.lastReason)
+	}
+	b.SetBytes(int64(len(tr.page)))
+	b.ReportAllocs()
+	ctx := context.Background()
+	var rendering time.Duration
+	lastRead := clock.Now()
+	cpu0 := cpuTime(b)
+	for b.Loop() {
+		b.StopTimer()
+		r0 := cpuTime(b)
+		clock.Advance(interval)
+		tr.page = next()
+		rendering += cpuTime(b) - r0
+		b.StartTimer()
+		c.ScrapeOnce(ctx)
+		s := c.snap.Load()
+		s.routing.Gzipped()
+		if now := clock.Now(); now.Sub(lastRead) >= readEvery {
+			s.page.Gzipped() // encodes the text first
+			lastRead = now
+		}
+	}
+	b.ReportMetric(float64(cpuTime(b)-cpu0-rendering)/float64(b.N), "cpu-ns/op")
+	if c.lastReason != "" {
+		b.Fatalf("scrapes failed: %s", c.lastReason)
 	}
 }
 
@@ -209,7 +263,7 @@ func BenchmarkServe(b *testing.B) {
 		}
 	}
 	tr := &memTransport{}
-	c := benchCollector(b, clock, tr)
+	c := benchCollector(b, clock, tr, time.Second)
 	warmUp(c, clock, tr, large.next)
 	snap := c.snap.Load()
 	page := snap.page.Text()

@@ -79,9 +79,11 @@ type Collector struct {
 	scratch  exposition.ParseScratch // reused by every parse; scrapes are serialised
 
 	// The Gatherer's families beyond the Registry's, and when they were
-	// gathered (real time); see ownFamilies.
-	otherFams []exposition.Family
-	otherAt   time.Time
+	// gathered (collector clock); see runtimeFamilies. Handlers gather
+	// them, hence the lock.
+	runtimeMu   sync.Mutex
+	runtimeFams []exposition.Family
+	runtimeAt   time.Time
 
 	snap atomic.Pointer[snapshot]
 	// Reused by publish for the full page and the routing view.

@@ -29,7 +29,7 @@ type snapshot struct {
 // Calls are serialised: New makes the first, ScrapeOnce (holding c.mu)
 // every other.
 func (c *Collector) publish(res *scrapeResult, now time.Time) {
-	own := c.ownFamilies()
+	own := c.gather(c.cfg.Registry)
 	var ownRouting []exposition.Family
 	for _, f := range own {
 		if f.Name == "vllm_up" {
@@ -55,48 +55,57 @@ func (c *Collector) publish(res *scrapeResult, now time.Time) {
 	if res != nil {
 		page, routing, asleep = res.page, res.routing, res.asleep
 	}
+	// The Go and process collectors join the full page when it is first
+	// read (see runtimeFamilies).
+	var finish func([]exposition.Family) []exposition.Family
+	if c.cfg.Gatherer != prometheus.Gatherer(c.cfg.Registry) {
+		registry := make(map[string]bool, len(own))
+		for _, f := range own {
+			registry[f.Name] = true
+		}
+		finish = func(fams []exposition.Family) []exposition.Family {
+			return c.merge(fams, c.runtimeFamilies(registry))
+		}
+	}
 	s := &snapshot{
-		page:    c.pageEnc.Prepare(c.merge(page, own)),
-		routing: c.routingEnc.Prepare(c.merge(routing, ownRouting)),
+		page:    c.pageEnc.Prepare(c.merge(page, own), finish),
+		routing: c.routingEnc.Prepare(c.merge(routing, ownRouting), nil),
 		asleep:  asleep,
 	}
+	// Routers read the routing view many times a second: it is ready
+	// before it is served, so that none waits for its encoding.
+	s.routing.Encode()
 	c.snap.Store(s)
 }
 
 // gatherEvery is how long the families that the Gatherer adds to the
 // Registry's (the Go and process collectors: the sidecar process itself)
-// are reused before being gathered again.
+// are reused before being gathered again, on the collector's clock.
 const gatherEvery = time.Second
 
-// ownFamilies returns the sidecar's own families: the Registry's (vllm_up
-// and friends) gathered now, and the rest of the Gatherer's gathered at
-// most once per gatherEvery of real time, since they describe the sidecar
-// process rather than the scrape. Called by publish only.
-func (c *Collector) ownFamilies() []exposition.Family {
-	if c.cfg.Gatherer == prometheus.Gatherer(c.cfg.Registry) {
-		return c.gather(c.cfg.Registry)
+// runtimeFamilies returns the Gatherer's families beyond the Registry's
+// (the Go and process collectors), gathered at most once per gatherEvery.
+// They describe the sidecar process, not a scrape, so they are gathered
+// when a full page is first read rather than when it is published: their
+// cost follows the readers of /metrics (Prometheus, every 15 s or so), not
+// the scrape interval, and what a reader gets is at most gatherEvery old.
+// Names in registry (the Registry's families, on the page since publish)
+// are left out.
+func (c *Collector) runtimeFamilies(registry map[string]bool) []exposition.Family {
+	c.runtimeMu.Lock()
+	defer c.runtimeMu.Unlock()
+	now := c.cfg.Now()
+	if c.runtimeFams != nil && now.Sub(c.runtimeAt) < gatherEvery && !now.Before(c.runtimeAt) {
+		return c.runtimeFams
 	}
-	own := c.gather(c.cfg.Registry)
-	seen := make(map[string]bool, len(own))
-	for _, f := range own {
-		seen[f.Name] = true
-	}
-	if c.otherFams == nil || time.Since(c.otherAt) >= gatherEvery {
-		// The Gatherer's families minus the Registry's (served fresh).
-		other := []exposition.Family{}
-		for _, f := range c.gather(c.cfg.Gatherer) {
-			if !seen[f.Name] {
-				other = append(other, f)
-			}
-		}
-		c.otherFams, c.otherAt = other, time.Now()
-	}
-	for _, f := range c.otherFams {
-		if !seen[f.Name] {
-			own = append(own, f)
+	other := []exposition.Family{}
+	for _, f := range c.gather(c.cfg.Gatherer) {
+		if !registry[f.Name] {
+			other = append(other, f)
 		}
 	}
-	return own
+	c.runtimeFams, c.runtimeAt = other, now
+	return other
 }
 
 func (c *Collector) gather(g prometheus.Gatherer) []exposition.Family {

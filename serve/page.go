@@ -9,25 +9,30 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"github.com/prometheus/common/expfmt"
 
 	"github.com/fos-study/vllm-normalizer/exposition"
 )
 
-// Page is one page, encoded once when published and served as is.
-// Its gzip variant is compressed on the first request that accepts gzip,
-// once per snapshot: a snapshot nobody reads compressed costs nothing, and
-// the scrape cycle never waits for a compressor. The OpenMetrics variant is
-// likewise encoded on first demand only: none of the known consumers asks
-// for it.
+// Page is one page, encoded once, on its first use, and served as is: a
+// page nobody reads costs no encoding, and the scrape cycle that publishes
+// it never waits for an encoder or a compressor (Encode encodes at once,
+// for pages that must be ready for the first reader). Every later request
+// for the same page writes the same bytes. The gzip variant is compressed
+// on the first request that accepts gzip, the OpenMetrics variant encoded
+// on the first that asks for it (none of the known consumers does).
 type Page struct {
-	fams []exposition.Family
-	text []byte
-	// textLen is the Content-Length header value of text.
-	textLen []string
+	base   []exposition.Family
+	finish func([]exposition.Family) []exposition.Family
+	enc    *Encoder
 
-	gzPool    *sync.Pool // of *gzip.Writer, shared by an Encoder's pages
+	textOnce sync.Once
+	fams     []exposition.Family
+	text     []byte
+	textLen  []string // the Content-Length header value of text
+
 	gzOnce    sync.Once
 	textGz    []byte
 	textGzLen []string
@@ -37,37 +42,52 @@ type Page struct {
 	omGz   []byte
 }
 
-// Encoder holds what preparing a page reuses from one scrape to the next:
-// a pool of gzip writers (a compressor's state is ~1 MB to allocate) and
-// the size of the last output, so that each new buffer is allocated once at
-// about the right size instead of grown by doubling. The output buffers
-// themselves are always fresh: a published snapshot's bytes may still be
-// written to a slow client while the next scrape encodes.
+// Encoder holds what encoding pages reuses from one to the next: a pool of
+// gzip writers (a compressor's state is ~1 MB to allocate) and the size of
+// the last output, so that each new buffer is allocated once at about the
+// right size instead of grown by doubling. The output buffers themselves
+// are always fresh: a page's bytes may still be written to a slow client
+// while the next page is encoded. An Encoder's pages may be encoded
+// concurrently.
 type Encoder struct {
-	gzPool   *sync.Pool
-	textHint int
+	gzOnce   sync.Once
+	gzPool   sync.Pool // of *gzip.Writer
+	textHint atomic.Int64
 }
 
-func (e *Encoder) Prepare(fams []exposition.Family) *Page {
-	if e.gzPool == nil {
-		e.gzPool = &sync.Pool{New: func() any {
+// Prepare returns the page of fams. When finish is not nil, the page holds
+// finish(fams) instead, called when the page is first used: for families
+// that describe the moment of reading rather than of publishing.
+func (e *Encoder) Prepare(fams []exposition.Family, finish func([]exposition.Family) []exposition.Family) *Page {
+	e.gzOnce.Do(func() {
+		e.gzPool.New = func() any {
 			gz, _ := gzip.NewWriterLevel(nil, gzip.BestSpeed)
 			return gz
-		}}
-	}
-	p := &Page{fams: fams, gzPool: e.gzPool}
-	p.text = exposition.AppendText(make([]byte, 0, e.textHint), fams)
-	e.textHint = len(p.text) + len(p.text)/16 + 512
-	p.textLen = []string{strconv.Itoa(len(p.text))}
-	return p
+		}
+	})
+	return &Page{base: fams, finish: finish, enc: e}
+}
+
+// Encode encodes the text page now, if it is not yet.
+func (p *Page) Encode() {
+	p.textOnce.Do(func() {
+		p.fams = p.base
+		if p.finish != nil {
+			p.fams = p.finish(p.base)
+		}
+		p.text = exposition.AppendText(make([]byte, 0, p.enc.textHint.Load()), p.fams)
+		p.enc.textHint.Store(int64(len(p.text) + len(p.text)/16 + 512))
+		p.textLen = []string{strconv.Itoa(len(p.text))}
+	})
 }
 
 // Gzipped returns the compressed text page, compressing it on first use.
 func (p *Page) Gzipped() ([]byte, []string) {
 	p.gzOnce.Do(func() {
-		gz := p.gzPool.Get().(*gzip.Writer)
-		p.textGz = compress(gz, p.text, len(p.text)/6+512)
-		p.gzPool.Put(gz)
+		text := p.Text()
+		gz := p.enc.gzPool.Get().(*gzip.Writer)
+		p.textGz = compress(gz, text, len(text)/6+512)
+		p.enc.gzPool.Put(gz)
 		p.textGzLen = []string{strconv.Itoa(len(p.textGz))}
 	})
 	return p.textGz, p.textGzLen
@@ -77,10 +97,10 @@ func (p *Page) Gzipped() ([]byte, []string) {
 // first use.
 func (p *Page) OpenMetrics() ([]byte, []byte) {
 	p.omOnce.Do(func() {
-		p.om = exposition.AppendOpenMetrics(nil, p.fams)
-		gz := p.gzPool.Get().(*gzip.Writer)
+		p.om = exposition.AppendOpenMetrics(nil, p.Families())
+		gz := p.enc.gzPool.Get().(*gzip.Writer)
 		p.omGz = compress(gz, p.om, len(p.om)/6+512)
-		p.gzPool.Put(gz)
+		p.enc.gzPool.Put(gz)
 	})
 	return p.om, p.omGz
 }
@@ -134,6 +154,7 @@ func Write(w http.ResponseWriter, r *http.Request, p *Page) {
 		write(w, hdrText, body, n, true)
 		return
 	}
+	p.Encode()
 	write(w, hdrText, p.text, p.textLen, false)
 }
 
@@ -183,8 +204,14 @@ func acceptsGzip(header string) bool {
 	return false
 }
 
-// Text returns the text page.
-func (p *Page) Text() []byte { return p.text }
+// Text returns the text page, encoding it on first use.
+func (p *Page) Text() []byte {
+	p.Encode()
+	return p.text
+}
 
-// Families returns the families the page was encoded from.
-func (p *Page) Families() []exposition.Family { return p.fams }
+// Families returns the families the page is encoded from.
+func (p *Page) Families() []exposition.Family {
+	p.Encode()
+	return p.fams
+}
