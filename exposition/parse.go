@@ -45,6 +45,40 @@ type ParseScratch struct {
 	// a page repeats the same few bounds in every histogram and summary,
 	// and from one scrape to the next.
 	bounds map[string]struct{}
+	// memo maps the bytes of each series (`name{label="value",...}` as
+	// printed) met on recent pages to what parsing them gave, so that a
+	// series printed as on the last page, as nearly every series is, costs
+	// a map lookup instead of textparse's label decoding, the label-name
+	// checks and the hash. Series not met for a while are forgotten (see
+	// forgetOldSeries); memoType is the content type they were parsed as.
+	memo     map[string]*seriesMemo
+	memoType string
+	gen      uint64 // counts parses, to tell which series the last one met
+}
+
+// seriesMemo is what parsing one series' bytes gave: its labels as
+// textparse decodes them (the same bytes always decode to the same
+// labels), its name, its hash and whether checkLabels accepts it.
+type seriesMemo struct {
+	lset  labels.Labels
+	name  string
+	hash  uint64
+	valid bool
+	gen   uint64 // the last parse that met it
+}
+
+// forgetOldSeries drops the memo of series the last parse did not meet
+// once they outnumber those it met (live): an upstream whose label values
+// keep changing costs at most twice its page's series in memory.
+func (sc *ParseScratch) forgetOldSeries(live int) {
+	if len(sc.memo) <= 2*live+256 {
+		return
+	}
+	for k, m := range sc.memo {
+		if m.gen != sc.gen {
+			delete(sc.memo, k)
+		}
+	}
 }
 
 // maxBounds bounds ParseScratch.bounds: an upstream printing ever new
@@ -130,6 +164,12 @@ func Parse(body []byte, contentType string, opts ParseOptions) ([]Family, ParseS
 	}
 	clear(sc.seen)
 	clear(sc.more)
+	if sc.memo == nil || sc.memoType != contentType {
+		sc.memo = make(map[string]*seriesMemo, len(sc.seen))
+		sc.memoType = contentType
+	}
+	sc.gen++
+	memoLive := 0
 	var (
 		fams  = make([]Family, 0, len(sc.sizes))
 		index = make(map[string]int, len(sc.sizes)) // family name -> position in fams
@@ -180,9 +220,19 @@ func Parse(body []byte, contentType string, opts ParseOptions) ([]Family, ParseS
 			name, unit := p.Unit()
 			family(string(name)).Unit = string(unit)
 		case textparse.EntrySeries:
-			_, ts, v := p.Series()
-			p.Labels(&lset)
-			if !checkLabels(lset) {
+			raw, ts, v := p.Series()
+			m := sc.memo[string(raw)]
+			if m == nil {
+				p.Labels(&lset)
+				m = &seriesMemo{lset: lset, name: lset.Get(model.MetricNameLabel), hash: lset.Hash(), valid: checkLabels(lset)}
+				sc.memo[string(raw)] = m
+			}
+			if m.gen != sc.gen {
+				m.gen = sc.gen
+				memoLive++
+			}
+			lset = m.lset
+			if !m.valid {
 				stats.InvalidNames++
 				continue
 			}
@@ -193,7 +243,7 @@ func Parse(body []byte, contentType string, opts ParseOptions) ([]Family, ParseS
 			if opts.SampleLimit > 0 && stats.Samples > opts.SampleLimit {
 				return nil, stats, fmt.Errorf("%w: the page holds more than %d samples; raise the sample limit if this upstream is meant to be that large", ErrSampleLimit, opts.SampleLimit)
 			}
-			name := lset.Get(model.MetricNameLabel)
+			name := m.name
 			fi, ok := lastFam, lastFam >= 0 && name == lastName
 			if !ok {
 				fi, ok = index[name]
@@ -217,7 +267,7 @@ func Parse(body []byte, contentType string, opts ParseOptions) ([]Family, ParseS
 			}
 			lastName, lastFam = name, fi
 			f := &fams[fi]
-			if sc.duplicate(fams, lset, uint64(fi)<<32|uint64(len(f.Samples))) {
+			if sc.duplicate(fams, lset, m.hash, uint64(fi)<<32|uint64(len(f.Samples))) {
 				stats.DuplicateSeries++
 				continue
 			}
@@ -232,6 +282,7 @@ func Parse(body []byte, contentType string, opts ParseOptions) ([]Family, ParseS
 			return nil, stats, errors.New("parse error: native histogram in a text page; the sidecar reads classic histograms only")
 		}
 	}
+	sc.forgetOldSeries(memoLive)
 	if sc.sizes == nil {
 		sc.sizes = make(map[string]int, len(fams))
 	}
@@ -310,10 +361,10 @@ func isBound(v string) bool {
 	return err == nil
 }
 
-// duplicate reports whether lset repeats a series already kept in fams,
-// and otherwise records it at position pos (family<<32 | sample).
-func (sc *ParseScratch) duplicate(fams []Family, lset labels.Labels, pos uint64) bool {
-	h := lset.Hash()
+// duplicate reports whether lset, whose hash is h, repeats a series
+// already kept in fams, and otherwise records it at position pos
+// (family<<32 | sample).
+func (sc *ParseScratch) duplicate(fams []Family, lset labels.Labels, h uint64, pos uint64) bool {
 	first, ok := sc.seen[h]
 	if !ok {
 		sc.seen[h] = pos

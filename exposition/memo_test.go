@@ -1,0 +1,96 @@
+package exposition
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/prometheus/prometheus/model/labels"
+)
+
+// sameParse fails unless a and b hold the same families, samples, labels,
+// values and stats.
+func sameParse(t *testing.T, what string, a, b []Family, sa, sb ParseStats) {
+	t.Helper()
+	if sa != sb {
+		t.Fatalf("%s: stats %+v, a fresh parse gives %+v", what, sa, sb)
+	}
+	if len(a) != len(b) {
+		t.Fatalf("%s: %d families, a fresh parse gives %d", what, len(a), len(b))
+	}
+	for i := range a {
+		fa, fb := a[i], b[i]
+		if fa.Name != fb.Name || fa.Type != fb.Type || fa.Help != fb.Help || fa.Unit != fb.Unit || len(fa.Samples) != len(fb.Samples) {
+			t.Fatalf("%s: family %d is %s/%s/%d samples, a fresh parse gives %s/%s/%d", what, i, fa.Name, fa.Type, len(fa.Samples), fb.Name, fb.Type, len(fb.Samples))
+		}
+		for j := range fa.Samples {
+			x, y := fa.Samples[j], fb.Samples[j]
+			if !labels.Equal(x.Labels, y.Labels) || !sameValue(x.Value, y.Value) || x.HasTimestamp != y.HasTimestamp || x.TimestampMs != y.TimestampMs {
+				t.Fatalf("%s: sample %v %v, a fresh parse gives %v %v", what, x.Labels, x.Value, y.Labels, y.Value)
+			}
+		}
+	}
+}
+
+// A scratch that remembers series from earlier pages parses every later
+// page exactly as a fresh parse does: pages whose values move, whose
+// series come and go, whose label values are rewritten, with invalid and
+// duplicate series, in text and OpenMetrics.
+func TestParseMemoMatchesFreshParse(t *testing.T) {
+	base, err := os.ReadFile(filepath.Join("..", "testdata", "fixtures", "13-vllm-v1-2026-nixl-pd-kserve-llmisvc-context.prom"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	page := string(base)
+	pages := []struct{ name, contentType, body string }{
+		{"fixture", ContentTypeText, page},
+		{"same again", ContentTypeText, page},
+		{"values moved", ContentTypeText, strings.ReplaceAll(page, " 0.0\n", " 7.0\n")},
+		{"engine relabelled", ContentTypeText, strings.ReplaceAll(page, `engine="0"`, `engine="1"`)},
+		{"half the series gone", ContentTypeText, page[:strings.LastIndex(page[:len(page)/2], "\n")+1]},
+		{"invalid and duplicate series", ContentTypeText, page + "vllm:num_requests_running{engine=\"0\",model_name=\"TinyLlama/TinyLlama-1.1B-Chat-v1.0\"} 9\n" +
+			"{\"a.b\"} 1\nx{\"é\"=\"1\"} 2\ny{a=\"1\",a=\"2\"} 3\n"},
+		{"invalid again", ContentTypeText, page + "{\"a.b\"} 1\nx{\"é\"=\"1\"} 2\n"},
+		{"openmetrics", ContentTypeOpenMetrics, "# TYPE a counter\na_total{x=\"1\"} 1\n# TYPE b gauge\nb{x=\"1\"} 2\n# EOF\n"},
+		{"fixture after openmetrics", ContentTypeText, page},
+	}
+	sc := &ParseScratch{}
+	for _, p := range pages {
+		got, gs, err := Parse([]byte(p.body), p.contentType, ParseOptions{Scratch: sc})
+		if err != nil {
+			t.Fatalf("%s: %v", p.name, err)
+		}
+		want, ws, err := Parse([]byte(p.body), p.contentType, ParseOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		sameParse(t, p.name, got, want, gs, ws)
+	}
+	if _, s, _ := Parse([]byte(pages[6].body), ContentTypeText, ParseOptions{Scratch: sc}); s.InvalidNames != 2 {
+		t.Fatalf("a remembered invalid series is dropped uncounted: InvalidNames = %d, want 2", s.InvalidNames)
+	}
+}
+
+// An upstream whose label values change on every page (a pid, a request
+// id) keeps the memo bounded: series no longer printed are forgotten.
+func TestParseMemoForgets(t *testing.T) {
+	sc := &ParseScratch{}
+	var b strings.Builder
+	for n := range 500 {
+		b.Reset()
+		for i := range 100 {
+			fmt.Fprintf(&b, "requests{pid=\"%d\",slot=\"%d\"} %d\n", n, i, i)
+		}
+		got, gs, err := Parse([]byte(b.String()), ContentTypeText, ParseOptions{Scratch: sc})
+		if err != nil {
+			t.Fatal(err)
+		}
+		want, ws, _ := Parse([]byte(b.String()), ContentTypeText, ParseOptions{})
+		sameParse(t, fmt.Sprintf("page %d", n), got, want, gs, ws)
+		if len(sc.memo) > 2*100+256 {
+			t.Fatalf("after page %d the memo holds %d series for pages of 100", n, len(sc.memo))
+		}
+	}
+}
