@@ -14,6 +14,9 @@
 #   -s  also run the sidecar as built at git revision REV, under LABEL
 #       (repeatable; e.g. -s before=main); the working tree's sidecar is
 #       always run, as "sidecar"
+#   -p  seconds between reads of each process's /metrics, with gzip, as
+#       Prometheus scrapes (default 15; 0: nobody reads). The floor serves
+#       its raw bytes; the sidecar encodes its page for the first reader
 #   -o  directory to keep the raw results in (default: a temporary one)
 #
 # PAGE is a file served as is, or demo:N, the demo upstream over N
@@ -30,16 +33,17 @@
 # Linux only; needs Go, git and curl.
 set -euo pipefail
 
-rounds=3 warm=10 dur=60 out=""
+rounds=3 warm=10 dur=60 out="" read_every=15
 revs=()
-while getopts "r:w:d:s:o:" opt; do
+while getopts "r:w:d:s:o:p:" opt; do
 	case $opt in
 	r) rounds=$OPTARG ;;
 	w) warm=$OPTARG ;;
 	d) dur=$OPTARG ;;
 	s) revs+=("$OPTARG") ;;
 	o) out=$OPTARG ;;
-	*) sed -n '2,27p' "$0" >&2; exit 2 ;;
+	p) read_every=$OPTARG ;;
+	*) sed -n '2,30p' "$0" >&2; exit 2 ;;
 	esac
 done
 shift $((OPTIND - 1))
@@ -88,7 +92,7 @@ printf 'round\tpage\tinterval\tproc\tbytes\tscrapes\tcpu_ms_per_scrape\tsteady_r
 
 run_one() { # round page interval
 	local round=$1 page=$2 interval=$3 args upstream bytes name
-	declare -A pid c0 n0
+	declare -A pid c0 n0 addr
 	case "$page" in
 	demo:*) args=(-demo-engines "${page#demo:}" -demo-refresh 1s) ;;
 	*) args=(-page "$page") ;;
@@ -102,13 +106,23 @@ run_one() { # round page interval
 	for name in "${procs[@]}"; do
 		if [ "$name" = floor ]; then
 			"$work/floor" -url "http://$upstream/metrics?who=floor" -interval "$interval" -addr-file "$work/floor.addr" 2>/dev/null &
+			pid[$name]=$!
+			wait_file "$work/floor.addr"
+			addr[$name]=$(cat "$work/floor.addr")
 		else
+			addr[$name]="127.0.0.1:$(free_port)"
 			"$work/$name" --vllm.scrape-uri="http://$upstream/metrics?who=$name" --vllm.scrape-interval="$interval" \
-				--web.listen-address="127.0.0.1:$(free_port)" --log.level=error &
+				--web.listen-address="${addr[$name]}" --log.level=error &
+			pid[$name]=$!
 		fi
-		pid[$name]=$!
-		pids+=($!)
+		pids+=("${pid[$name]}")
 	done
+	if [ "$read_every" != 0 ]; then
+		(while sleep "$read_every"; do
+			for name in "${procs[@]}"; do curl -s --compressed -o /dev/null "http://${addr[$name]}/metrics" || true; done
+		done) &
+		pids+=($!)
+	fi
 	sleep "$warm"
 	for name in "${procs[@]}"; do
 		c0[$name]=$(cpu_ns "${pid[$name]}")
