@@ -197,6 +197,9 @@ func benchScrapeCycle(b *testing.B, page string, interval, readEvery time.Durati
 		}
 	}
 	b.ReportMetric(float64(cpuTime(b)-cpu0-rendering)/float64(b.N), "cpu-ns/op")
+	// What the history holds: with window.BenchmarkHistoryMemory's bytes
+	// per series, the history's share of the heap.
+	b.ReportMetric(float64(c.history.StoredSeries()), "kept-series")
 	if c.lastReason != "" {
 		b.Fatalf("scrapes failed: %s", c.lastReason)
 	}

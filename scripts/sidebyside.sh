@@ -28,8 +28,10 @@
 # /proc/PID/task/*/schedstat, in nanoseconds: /proc/PID/stat counts 10 ms
 # ticks, too coarse for a few hundred scrapes of a millisecond; divided by
 # the scrapes the upstream answered that process), steady RSS (median of VmRSS
-# sampled each second) and peak RSS (VmHWM), then the medians over rounds
-# and, per run, each sidecar's ratio to the floor measured in that run.
+# sampled each second), its anonymous part (RssAnon: heap, stacks, runtime;
+# the rest is the executable's pages, larger for a larger binary) and peak
+# RSS (VmHWM), then the medians over rounds and, per run, each sidecar's
+# ratio to the floor measured in that run.
 # Linux only; needs Go, git and curl.
 set -euo pipefail
 
@@ -88,7 +90,7 @@ wait_file() { for _ in $(seq 100); do [ -s "$1" ] && return 0; sleep 0.1; done; 
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
 
 results="$out/runs.tsv"
-printf 'round\tpage\tinterval\tproc\tbytes\tscrapes\tcpu_ms_per_scrape\tsteady_rss_mib\tpeak_rss_mib\n' >"$results"
+printf 'round\tpage\tinterval\tproc\tbytes\tscrapes\tcpu_ms_per_scrape\tsteady_rss_mib\tpeak_rss_mib\tsteady_anon_mib\n' >"$results"
 
 run_one() { # round page interval
 	local round=$1 page=$2 interval=$3 args upstream bytes name
@@ -128,20 +130,25 @@ run_one() { # round page interval
 		c0[$name]=$(cpu_ns "${pid[$name]}")
 		n0[$name]=$(curl -s "http://$upstream/count?who=$name")
 		: >"$work/rss-$name"
+		: >"$work/anon-$name"
 	done
 	for _ in $(seq "$dur"); do
 		sleep 1
-		for name in "${procs[@]}"; do status_kib "${pid[$name]}" VmRSS >>"$work/rss-$name"; done
+		for name in "${procs[@]}"; do
+			status_kib "${pid[$name]}" VmRSS >>"$work/rss-$name"
+			status_kib "${pid[$name]}" RssAnon >>"$work/anon-$name"
+		done
 	done
 	for name in "${procs[@]}"; do
-		local c1 n1 steady peak
+		local c1 n1 steady peak anon
 		c1=$(cpu_ns "${pid[$name]}")
 		n1=$(curl -s "http://$upstream/count?who=$name")
 		steady=$(sort -n "$work/rss-$name" | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }')
+		anon=$(sort -n "$work/anon-$name" | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }')
 		peak=$(status_kib "${pid[$name]}" VmHWM)
 		awk -v r="$round" -v p="$(basename "$page")" -v i="$interval" -v n="$name" -v b="$bytes" \
-			-v c="$((c1 - c0[$name]))" -v s="$((n1 - n0[$name]))" -v st="$steady" -v pk="$peak" \
-			'BEGIN { printf "%s\t%s\t%s\t%s\t%d\t%d\t%.3f\t%.1f\t%.1f\n", r, p, i, n, b, s, c / 1e6 / (s > 0 ? s : 1), st / 1024, pk / 1024 }' >>"$results"
+			-v c="$((c1 - c0[$name]))" -v s="$((n1 - n0[$name]))" -v st="$steady" -v pk="$peak" -v an="$anon" \
+			'BEGIN { printf "%s\t%s\t%s\t%s\t%d\t%d\t%.3f\t%.1f\t%.1f\t%.1f\n", r, p, i, n, b, s, c / 1e6 / (s > 0 ? s : 1), st / 1024, pk / 1024, an / 1024 }' >>"$results"
 	done
 	stop_all
 	tail -n "${#procs[@]}" "$results" >&2
@@ -156,7 +163,7 @@ done
 # Medians over rounds, and the median of the per-run ratios to the floor.
 median() { sort -n | awk '{ v[NR] = $1 } END { if (NR % 2) print v[(NR + 1) / 2]; else printf "%.3f\n", (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
 echo
-printf '%-28s %-6s %-8s %8s %10s %8s %10s %10s\n' page interval proc KB "cpu ms" "/floor" "steady MiB" "peak MiB"
+printf '%-28s %-6s %-8s %8s %10s %8s %10s %10s %10s\n' page interval proc KB "cpu ms" "/floor" "steady MiB" "anon MiB" "peak MiB"
 for cfg in "${configs[@]}"; do
 	p=$(basename "${cfg%@*}") i=${cfg##*@}
 	for name in "${procs[@]}"; do
@@ -164,8 +171,8 @@ for cfg in "${configs[@]}"; do
 		ratio=$(join <(awk -F'\t' -v p="$p" -v i="$i" '$2 == p && $3 == i && $4 == "floor" { print $1, $7 }' "$results" | sort) \
 			<(awk -F'\t' -v p="$p" -v i="$i" -v n="$name" '$2 == p && $3 == i && $4 == n { print $1, $7 }' "$results" | sort) |
 			awk '$2 > 0 { print $3 / $2 }' | median)
-		printf '%-28s %-6s %-8s %8.0f %10s %7.2fx %10s %10s\n' "${p:0:28}" "$i" "$name" "$(sel "$name" 5 | median | awk '{ print $1 / 1024 }')" \
-			"$(sel "$name" 7 | median)" "$ratio" "$(sel "$name" 8 | median)" "$(sel "$name" 9 | median)"
+		printf '%-28s %-6s %-8s %8.0f %10s %7.2fx %10s %10s %10s\n' "${p:0:28}" "$i" "$name" "$(sel "$name" 5 | median | awk '{ print $1 / 1024 }')" \
+			"$(sel "$name" 7 | median)" "$ratio" "$(sel "$name" 8 | median)" "$(sel "$name" 10 | median)" "$(sel "$name" 9 | median)"
 	done
 done
 echo "raw results: $results (kept only with -o)" >&2
