@@ -15,6 +15,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net/http"
 	"slices"
 	"strings"
@@ -94,6 +95,10 @@ type Collector struct {
 	lastSuccess atomic.Int64
 	lastReason  string   // "" = last scrape fine; for log-once-per-change
 	legacyLog   []string // legacy names last logged
+	// The last report's statuses and upstream, and the families rendered
+	// from them; see statusFamilies.
+	lastStatus     mapping.Report
+	lastStatusFams []exposition.Family
 }
 
 // New validates cfg and prepares a collector whose page, until the first
@@ -362,7 +367,7 @@ func (c *Collector) scrape(ctx context.Context, sent time.Time) (*scrapeResult, 
 	c.metrics.dropped.WithLabelValues("relabel").Add(float64(pstats.Dropped))
 	c.metrics.dropped.WithLabelValues("collision").Add(float64(pstats.Collisions))
 	page = append(page, derived...)
-	page = append(page, mapping.StatusFamilies(report)...)
+	page = append(page, c.statusFamilies(report)...)
 
 	view := routing.View(canon, routingDerived, c.roles, report.Upstream.Engine, mapper.StyleName)
 	asleep, states := routing.Asleep(canon, c.roles)
@@ -385,4 +390,22 @@ func withFamilies(fams, more []exposition.Family) []exposition.Family {
 	fams = append(fams, more...)
 	slices.SortFunc(fams, func(a, b exposition.Family) int { return strings.Compare(a.Name, b.Name) })
 	return fams
+}
+
+// statusFamilies returns mapping.StatusFamilies(r), reusing the last
+// scrape's families when the report's statuses and upstream are the
+// same, as they are from one scrape to the next: the families are never
+// modified once built, so snapshots may share them.
+func (c *Collector) statusFamilies(r mapping.Report) []exposition.Family {
+	if c.lastStatusFams != nil && slices.Equal(r.Statuses, c.lastStatus.Statuses) && sameUpstream(r.Upstream, c.lastStatus.Upstream) {
+		return c.lastStatusFams
+	}
+	c.lastStatus = mapping.Report{Statuses: slices.Clone(r.Statuses), Upstream: r.Upstream}
+	c.lastStatus.Upstream.Labels = maps.Clone(r.Upstream.Labels)
+	c.lastStatusFams = slices.Clip(mapping.StatusFamilies(r))
+	return c.lastStatusFams
+}
+
+func sameUpstream(a, b mapping.UpstreamInfo) bool {
+	return a.Server == b.Server && a.Engine == b.Engine && a.Frontend == b.Frontend && maps.Equal(a.Labels, b.Labels)
 }

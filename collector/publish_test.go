@@ -2,6 +2,12 @@ package collector
 
 import (
 	"context"
+	"maps"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -85,5 +91,52 @@ func TestRuntimeFamiliesFollowReaders(t *testing.T) {
 	}
 	if n := runtime.calls.Load(); n != 2 {
 		t.Fatalf("reading the routing view collected the runtime metrics (%d collections, want 2)", n)
+	}
+}
+
+// statusSeries returns the page's vllm_normalizer_metric_status and
+// vllm_normalizer_upstream_info series.
+func statusSeries(t *testing.T, c *Collector) map[string]float64 {
+	t.Helper()
+	out := map[string]float64{}
+	for k, v := range samplesOf(t, get(t, c.MetricsHandler(), "/metrics", nil).Body.Bytes()) {
+		if strings.Contains(k, `"vllm_normalizer_metric_status"`) || strings.Contains(k, `"vllm_normalizer_upstream_info"`) {
+			out[k] = v
+		}
+	}
+	return out
+}
+
+// The status families reused from one scrape to the next follow an
+// upstream that changes: after each scrape they are those a fresh sidecar
+// gives for the same page.
+func TestStatusFamiliesFollowTheUpstream(t *testing.T) {
+	var body atomic.Pointer[[]byte]
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
+		_, _ = w.Write(*body.Load())
+	}))
+	t.Cleanup(up.Close)
+	clock := newFakeClock()
+	c := newTestCollector(t, up.URL, clock, nil)
+	for _, name := range []string{"13-vllm-v1-2026-nixl-pd-kserve-llmisvc-context.prom", "13-vllm-v1-2026-nixl-pd-kserve-llmisvc-context.prom",
+		"02-vllm-0.4.3to0.5.0-datadog-vllm-fixture.prom", "03-vllm-composite-0.5.0+v1families-datadog-vllm-fixture.prom",
+		"13-vllm-v1-2026-nixl-pd-kserve-llmisvc-context.prom"} {
+		b, err := os.ReadFile(filepath.Join("..", "testdata", "fixtures", name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		body.Store(&b)
+		clock.Advance(time.Second)
+		c.ScrapeOnce(context.Background())
+		fresh := newTestCollector(t, up.URL, clock, nil)
+		fresh.ScrapeOnce(context.Background())
+		got, want := statusSeries(t, c), statusSeries(t, fresh)
+		if len(want) < 10 {
+			t.Fatalf("%s: a fresh sidecar serves only %d status series", name, len(want))
+		}
+		if !maps.Equal(got, want) {
+			t.Fatalf("after %s the status series differ from a fresh sidecar's:\n got %v\nwant %v", name, got, want)
+		}
 	}
 }

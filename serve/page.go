@@ -42,29 +42,51 @@ type Page struct {
 	omGz   []byte
 }
 
-// Encoder holds what encoding pages reuses from one to the next: a pool of
-// gzip writers (a compressor's state is ~1 MB to allocate) and the size of
-// the last output, so that each new buffer is allocated once at about the
-// right size instead of grown by doubling. The output buffers themselves
-// are always fresh: a page's bytes may still be written to a slow client
-// while the next page is encoded. An Encoder's pages may be encoded
-// concurrently.
+// Encoder holds what encoding pages reuses from one to the next: gzip
+// writers (a compressor's state is ~0.5 MB to allocate and set up) and the
+// size of the last output, so that each new buffer is allocated once at
+// about the right size instead of grown by doubling. The output buffers
+// themselves are always fresh: a page's bytes may still be written to a
+// slow client while the next page is encoded. An Encoder's pages may be
+// encoded concurrently.
 type Encoder struct {
-	gzOnce   sync.Once
-	gzPool   sync.Pool // of *gzip.Writer
+	// Idle gzip writers. Not a sync.Pool: a pool is emptied by every other
+	// GC, which at one compression per scrape meant building a compressor
+	// again every few scrapes (a sixth of all bytes a scrape allocated).
+	// There are only ever as many as pages compressed at once, few.
+	gzMu     sync.Mutex
+	gzIdle   []*gzip.Writer
 	textHint atomic.Int64
+}
+
+// maxIdleGzip bounds Encoder.gzIdle after a burst of concurrent first
+// reads of several pages.
+const maxIdleGzip = 4
+
+func (e *Encoder) getGzip() *gzip.Writer {
+	e.gzMu.Lock()
+	defer e.gzMu.Unlock()
+	if n := len(e.gzIdle); n > 0 {
+		gz := e.gzIdle[n-1]
+		e.gzIdle = e.gzIdle[:n-1]
+		return gz
+	}
+	gz, _ := gzip.NewWriterLevel(nil, gzip.BestSpeed)
+	return gz
+}
+
+func (e *Encoder) putGzip(gz *gzip.Writer) {
+	e.gzMu.Lock()
+	defer e.gzMu.Unlock()
+	if len(e.gzIdle) < maxIdleGzip {
+		e.gzIdle = append(e.gzIdle, gz)
+	}
 }
 
 // Prepare returns the page of fams. When finish is not nil, the page holds
 // finish(fams) instead, called when the page is first used: for families
 // that describe the moment of reading rather than of publishing.
 func (e *Encoder) Prepare(fams []exposition.Family, finish func([]exposition.Family) []exposition.Family) *Page {
-	e.gzOnce.Do(func() {
-		e.gzPool.New = func() any {
-			gz, _ := gzip.NewWriterLevel(nil, gzip.BestSpeed)
-			return gz
-		}
-	})
 	return &Page{base: fams, finish: finish, enc: e}
 }
 
@@ -85,9 +107,9 @@ func (p *Page) Encode() {
 func (p *Page) Gzipped() ([]byte, []string) {
 	p.gzOnce.Do(func() {
 		text := p.Text()
-		gz := p.enc.gzPool.Get().(*gzip.Writer)
+		gz := p.enc.getGzip()
 		p.textGz = compress(gz, text, len(text)/6+512)
-		p.enc.gzPool.Put(gz)
+		p.enc.putGzip(gz)
 		p.textGzLen = []string{strconv.Itoa(len(p.textGz))}
 	})
 	return p.textGz, p.textGzLen
@@ -98,9 +120,9 @@ func (p *Page) Gzipped() ([]byte, []string) {
 func (p *Page) OpenMetrics() ([]byte, []byte) {
 	p.omOnce.Do(func() {
 		p.om = exposition.AppendOpenMetrics(nil, p.Families())
-		gz := p.enc.gzPool.Get().(*gzip.Writer)
+		gz := p.enc.getGzip()
 		p.omGz = compress(gz, p.om, len(p.om)/6+512)
-		p.enc.gzPool.Put(gz)
+		p.enc.putGzip(gz)
 	})
 	return p.om, p.omGz
 }
@@ -112,7 +134,7 @@ func compress(gz *gzip.Writer, b []byte, hint int) []byte {
 	gz.Reset(&out)
 	_, _ = gz.Write(b)
 	_ = gz.Close()
-	gz.Reset(nil) // do not keep the page alive through the pool
+	gz.Reset(nil) // do not keep the page alive through an idle writer
 	return out
 }
 
