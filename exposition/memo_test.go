@@ -36,8 +36,8 @@ func sameParse(t *testing.T, what string, a, b []Family, sa, sb ParseStats) {
 
 // A scratch that remembers series from earlier pages parses every later
 // page exactly as a fresh parse does: pages whose values move, whose
-// series come and go, whose label values are rewritten, with invalid and
-// duplicate series, in text and OpenMetrics.
+// series come and go, whose label values, HELP texts and family names are
+// rewritten, with invalid and duplicate series, in text and OpenMetrics.
 func TestParseMemoMatchesFreshParse(t *testing.T) {
 	base, err := os.ReadFile(filepath.Join("..", "testdata", "fixtures", "13-vllm-v1-2026-nixl-pd-kserve-llmisvc-context.prom"))
 	if err != nil {
@@ -49,10 +49,13 @@ func TestParseMemoMatchesFreshParse(t *testing.T) {
 		{"same again", ContentTypeText, page},
 		{"values moved", ContentTypeText, strings.ReplaceAll(page, " 0.0\n", " 7.0\n")},
 		{"engine relabelled", ContentTypeText, strings.ReplaceAll(page, `engine="0"`, `engine="1"`)},
+		{"help rewritten", ContentTypeText, strings.ReplaceAll(page, "# HELP vllm:num_requests_running ", "# HELP vllm:num_requests_running Rewritten: ")},
+		{"families renamed", ContentTypeText, strings.ReplaceAll(page, "vllm:num_requests_", "vllm:requests_")},
 		{"half the series gone", ContentTypeText, page[:strings.LastIndex(page[:len(page)/2], "\n")+1]},
 		{"invalid and duplicate series", ContentTypeText, page + "vllm:num_requests_running{engine=\"0\",model_name=\"TinyLlama/TinyLlama-1.1B-Chat-v1.0\"} 9\n" +
 			"{\"a.b\"} 1\nx{\"é\"=\"1\"} 2\ny{a=\"1\",a=\"2\"} 3\n"},
 		{"invalid again", ContentTypeText, page + "{\"a.b\"} 1\nx{\"é\"=\"1\"} 2\n"},
+		{"invalid once more", ContentTypeText, page + "{\"a.b\"} 1\nx{\"é\"=\"1\"} 2\n"},
 		{"openmetrics", ContentTypeOpenMetrics, "# TYPE a counter\na_total{x=\"1\"} 1\n# TYPE b gauge\nb{x=\"1\"} 2\n# EOF\n"},
 		{"fixture after openmetrics", ContentTypeText, page},
 	}
@@ -68,7 +71,8 @@ func TestParseMemoMatchesFreshParse(t *testing.T) {
 		}
 		sameParse(t, p.name, got, want, gs, ws)
 	}
-	if _, s, _ := Parse([]byte(pages[6].body), ContentTypeText, ParseOptions{Scratch: sc}); s.InvalidNames != 2 {
+	invalid := page + "{\"a.b\"} 1\nx{\"é\"=\"1\"} 2\n"
+	if _, s, _ := Parse([]byte(invalid), ContentTypeText, ParseOptions{Scratch: sc}); s.InvalidNames != 2 {
 		t.Fatalf("a remembered invalid series is dropped uncounted: InvalidNames = %d, want 2", s.InvalidNames)
 	}
 }

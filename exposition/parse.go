@@ -38,9 +38,11 @@ type ParseScratch struct {
 	// of two different label sets with one hash.
 	seen map[uint64]uint64
 	more map[uint64][]uint64
-	// sizes holds the number of samples of each family in the last parse,
-	// so that this one allocates each family's samples once.
-	sizes map[string]int
+	// families holds, by name, what recent parses found of each family:
+	// its name and HELP text, so that a page naming them as the last one
+	// did allocates neither again, and its number of samples, so that this
+	// parse allocates each family's samples once.
+	families map[string]*familyMemo
 	// bounds holds le and quantile values already found to be numbers:
 	// a page repeats the same few bounds in every histogram and summary,
 	// and from one scrape to the next.
@@ -54,6 +56,13 @@ type ParseScratch struct {
 	memo     map[string]*seriesMemo
 	memoType string
 	gen      uint64 // counts parses, to tell which series the last one met
+}
+
+// familyMemo is what a parse found of one family.
+type familyMemo struct {
+	name, help string
+	samples    int
+	gen        uint64 // the last parse that met it
 }
 
 // seriesMemo is what parsing one series' bytes gave: its labels as
@@ -171,8 +180,8 @@ func Parse(body []byte, contentType string, opts ParseOptions) ([]Family, ParseS
 	sc.gen++
 	memoLive := 0
 	var (
-		fams  = make([]Family, 0, len(sc.sizes))
-		index = make(map[string]int, len(sc.sizes)) // family name -> position in fams
+		fams  = make([]Family, 0, len(sc.families))
+		index = make(map[string]int, len(sc.families)) // family name -> position in fams
 		lset  labels.Labels
 		// The family of the previous sample: samples of one family are
 		// nearly always printed together.
@@ -185,11 +194,22 @@ func Parse(body []byte, contentType string, opts ParseOptions) ([]Family, ParseS
 		}
 		index[name] = len(fams)
 		f := Family{Name: name, Type: model.MetricTypeUnknown}
-		if n := sc.sizes[name]; n > 0 {
-			f.Samples = make([]Sample, 0, n)
+		if m := sc.families[name]; m != nil && m.samples > 0 {
+			f.Samples = make([]Sample, 0, m.samples)
 		}
 		fams = append(fams, f)
 		return &fams[len(fams)-1]
+	}
+	// familyOf is family for a name read from a HELP, TYPE or UNIT line,
+	// allocating its string only for a family recent pages did not have.
+	familyOf := func(b []byte) *Family {
+		if i, ok := index[string(b)]; ok {
+			return &fams[i]
+		}
+		if m := sc.families[string(b)]; m != nil {
+			return family(m.name)
+		}
+		return family(string(b))
 	}
 	typed := map[string]bool{}
 
@@ -204,13 +224,17 @@ func Parse(body []byte, contentType string, opts ParseOptions) ([]Family, ParseS
 		switch entry {
 		case textparse.EntryHelp:
 			name, help := p.Help()
-			f := family(string(name))
+			f := familyOf(name)
 			if f.Help == "" {
-				f.Help = string(help)
+				if m := sc.families[f.Name]; m != nil && m.help == string(help) {
+					f.Help = m.help
+				} else {
+					f.Help = string(help)
+				}
 			}
 		case textparse.EntryType:
 			name, t := p.Type()
-			f := family(string(name))
+			f := familyOf(name)
 			if typed[f.Name] && f.Type != t {
 				return nil, stats, &TypeConflictError{Family: f.Name, First: f.Type, Then: t}
 			}
@@ -218,7 +242,7 @@ func Parse(body []byte, contentType string, opts ParseOptions) ([]Family, ParseS
 			f.Type = t
 		case textparse.EntryUnit:
 			name, unit := p.Unit()
-			family(string(name)).Unit = string(unit)
+			familyOf(name).Unit = string(unit)
 		case textparse.EntrySeries:
 			raw, ts, v := p.Series()
 			m := sc.memo[string(raw)]
@@ -283,10 +307,9 @@ func Parse(body []byte, contentType string, opts ParseOptions) ([]Family, ParseS
 		}
 	}
 	sc.forgetOldSeries(memoLive)
-	if sc.sizes == nil {
-		sc.sizes = make(map[string]int, len(fams))
+	if sc.families == nil {
+		sc.families = make(map[string]*familyMemo, len(fams))
 	}
-	clear(sc.sizes)
 	kept := fams[:0]
 	for i := range fams {
 		f := &fams[i]
@@ -297,11 +320,22 @@ func Parse(body []byte, contentType string, opts ParseOptions) ([]Family, ParseS
 			continue
 		}
 		stats.InvalidBounds += sc.dropInvalidBounds(f)
-		sc.sizes[f.Name] = len(f.Samples)
+		if m := sc.families[f.Name]; m != nil {
+			m.help, m.samples, m.gen = f.Help, len(f.Samples), sc.gen
+		} else {
+			sc.families[f.Name] = &familyMemo{name: f.Name, help: f.Help, samples: len(f.Samples), gen: sc.gen}
+		}
 		canonicalForText(f)
 		kept = append(kept, *f)
 	}
 	clear(fams[len(kept):])
+	if len(sc.families) > 2*len(kept)+64 {
+		for k, m := range sc.families {
+			if m.gen != sc.gen {
+				delete(sc.families, k)
+			}
+		}
+	}
 	return kept, stats, nil
 }
 
