@@ -42,44 +42,47 @@ type Page struct {
 	omGz   []byte
 }
 
-// Encoder holds what encoding pages reuses from one to the next: gzip
-// writers (a compressor's state is ~0.5 MB to allocate and set up) and the
-// size of the last output, so that each new buffer is allocated once at
-// about the right size instead of grown by doubling. The output buffers
+// Encoder holds what encoding pages reuses from one to the next: the size
+// of the last output, so that each new buffer is allocated once at about
+// the right size instead of grown by doubling. The output buffers
 // themselves are always fresh: a page's bytes may still be written to a
 // slow client while the next page is encoded. An Encoder's pages may be
 // encoded concurrently.
 type Encoder struct {
-	// Idle gzip writers. Not a sync.Pool: a pool is emptied by every other
-	// GC, which at one compression per scrape meant building a compressor
-	// again every few scrapes (a sixth of all bytes a scrape allocated).
-	// There are only ever as many as pages compressed at once, few.
-	gzMu     sync.Mutex
-	gzIdle   []*gzip.Writer
 	textHint atomic.Int64
 }
 
-// maxIdleGzip bounds Encoder.gzIdle after a burst of concurrent first
-// reads of several pages.
-const maxIdleGzip = 4
+// Idle gzip writers (a compressor's state is ~0.5 MB to allocate and set
+// up), shared by every Encoder: pages are compressed one at a time but
+// for bursts, so one writer is nearly always enough. Not a sync.Pool: a
+// pool is emptied by every other GC, which at one compression per scrape
+// meant building a compressor again every few scrapes (a sixth of all the
+// bytes a scrape allocated).
+var (
+	gzMu   sync.Mutex
+	gzIdle []*gzip.Writer
+)
 
-func (e *Encoder) getGzip() *gzip.Writer {
-	e.gzMu.Lock()
-	defer e.gzMu.Unlock()
-	if n := len(e.gzIdle); n > 0 {
-		gz := e.gzIdle[n-1]
-		e.gzIdle = e.gzIdle[:n-1]
+// maxIdleGzip bounds gzIdle after a burst of concurrent first reads.
+const maxIdleGzip = 2
+
+func getGzip() *gzip.Writer {
+	gzMu.Lock()
+	defer gzMu.Unlock()
+	if n := len(gzIdle); n > 0 {
+		gz := gzIdle[n-1]
+		gzIdle = gzIdle[:n-1]
 		return gz
 	}
 	gz, _ := gzip.NewWriterLevel(nil, gzip.BestSpeed)
 	return gz
 }
 
-func (e *Encoder) putGzip(gz *gzip.Writer) {
-	e.gzMu.Lock()
-	defer e.gzMu.Unlock()
-	if len(e.gzIdle) < maxIdleGzip {
-		e.gzIdle = append(e.gzIdle, gz)
+func putGzip(gz *gzip.Writer) {
+	gzMu.Lock()
+	defer gzMu.Unlock()
+	if len(gzIdle) < maxIdleGzip {
+		gzIdle = append(gzIdle, gz)
 	}
 }
 
@@ -107,9 +110,9 @@ func (p *Page) Encode() {
 func (p *Page) Gzipped() ([]byte, []string) {
 	p.gzOnce.Do(func() {
 		text := p.Text()
-		gz := p.enc.getGzip()
+		gz := getGzip()
 		p.textGz = compress(gz, text, len(text)/6+512)
-		p.enc.putGzip(gz)
+		putGzip(gz)
 		p.textGzLen = []string{strconv.Itoa(len(p.textGz))}
 	})
 	return p.textGz, p.textGzLen
@@ -120,9 +123,9 @@ func (p *Page) Gzipped() ([]byte, []string) {
 func (p *Page) OpenMetrics() ([]byte, []byte) {
 	p.omOnce.Do(func() {
 		p.om = exposition.AppendOpenMetrics(nil, p.Families())
-		gz := p.enc.getGzip()
+		gz := getGzip()
 		p.omGz = compress(gz, p.om, len(p.om)/6+512)
-		p.enc.putGzip(gz)
+		putGzip(gz)
 	})
 	return p.om, p.omGz
 }
