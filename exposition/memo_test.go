@@ -98,3 +98,36 @@ func TestParseMemoForgets(t *testing.T) {
 		}
 	}
 }
+
+// The memo stops growing at its bounds: series beyond them are parsed in
+// full, with the same result.
+func TestParseMemoBounded(t *testing.T) {
+	defer func(n, b int) { memoMaxSeries, memoMaxBytes = n, b }(memoMaxSeries, memoMaxBytes)
+	var b strings.Builder
+	for i := range 300 {
+		fmt.Fprintf(&b, "requests{slot=\"%d\",value=\"%s\"} %d\n", i, strings.Repeat("v", i), i)
+	}
+	page := []byte(b.String())
+	for _, bound := range []struct{ series, bytes int }{{100, 1 << 20}, {1 << 16, 8 << 10}} {
+		memoMaxSeries, memoMaxBytes = bound.series, bound.bytes
+		sc := &ParseScratch{}
+		for range 3 {
+			got, gs, err := Parse(page, ContentTypeText, ParseOptions{Scratch: sc})
+			if err != nil {
+				t.Fatal(err)
+			}
+			want, ws, _ := Parse(page, ContentTypeText, ParseOptions{})
+			sameParse(t, fmt.Sprintf("bounds %+v", bound), got, want, gs, ws)
+		}
+		keys := 0
+		for k := range sc.memo {
+			keys += len(k)
+		}
+		if len(sc.memo) > bound.series || keys > bound.bytes || keys != sc.memoBytes {
+			t.Fatalf("bounds %+v: the memo holds %d series, %d key bytes (counted %d)", bound, len(sc.memo), keys, sc.memoBytes)
+		}
+		if len(sc.memo) == 0 {
+			t.Fatalf("bounds %+v: nothing remembered", bound)
+		}
+	}
+}
