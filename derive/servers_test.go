@@ -1,8 +1,6 @@
 package derive
 
 import (
-	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -11,6 +9,7 @@ import (
 	"github.com/prometheus/common/model"
 
 	"github.com/fos-study/vllm-normalizer/exposition"
+	"github.com/fos-study/vllm-normalizer/internal/fixtures"
 	"github.com/fos-study/vllm-normalizer/mapping"
 	"github.com/fos-study/vllm-normalizer/window"
 )
@@ -108,23 +107,7 @@ func TestDerivedWhereRolesExist(t *testing.T) {
 }
 
 func readFixture(t *testing.T, prefix string) []exposition.Family {
-	t.Helper()
-	m, _ := filepath.Glob(filepath.Join("..", "testdata", "fixtures", prefix+"*"))
-	if len(m) != 1 {
-		t.Fatalf("fixture %s*: %v", prefix, m)
-	}
-	b, err := os.ReadFile(m[0])
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(b) > 0 && b[len(b)-1] != '\n' {
-		b = append(b, '\n')
-	}
-	fams, _, err := exposition.Parse(b, "text/plain; version=0.0.4", exposition.ParseOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return exposition.DropCreated(fams)
+	return fixtures.Families(t, prefix)
 }
 
 // advanced returns the page a little later: every counter value, histogram

@@ -1,12 +1,11 @@
 package mapping
 
 import (
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/fos-study/vllm-normalizer/exposition"
+	fixturepages "github.com/fos-study/vllm-normalizer/internal/fixtures"
 )
 
 func loadProfiles(t *testing.T) (*Profiles, *Roles) {
@@ -23,27 +22,7 @@ func loadProfiles(t *testing.T) (*Profiles, *Roles) {
 }
 
 func fixtureFamilies(t *testing.T, prefix string) []exposition.Family {
-	t.Helper()
-	m, _ := filepath.Glob(filepath.Join("..", "testdata", "fixtures", prefix+"*"))
-	if len(m) != 1 {
-		t.Fatalf("fixture %s*: %v", prefix, m)
-	}
-	b, err := os.ReadFile(m[0])
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(b) > 0 && b[len(b)-1] != '\n' {
-		b = append(b, '\n')
-	}
-	ct := "text/plain; version=0.0.4"
-	if strings.HasSuffix(m[0], ".om") {
-		ct = "application/openmetrics-text; version=1.0.0"
-	}
-	fams, _, err := exposition.Parse(b, ct, exposition.ParseOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return exposition.DropCreated(fams)
+	return fixturepages.Families(t, prefix)
 }
 
 // Each fixture is told apart by its families, whatever else the page holds

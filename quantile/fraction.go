@@ -2,7 +2,6 @@ package quantile
 
 import (
 	"math"
-	"slices"
 	"sort"
 )
 
@@ -27,31 +26,15 @@ import (
 // Undefined results are NaN; callers treat NaN as "no series". buckets is
 // reordered and modified.
 func FractionAtMost(target float64, buckets []Bucket) float64 {
-	if math.IsNaN(target) || len(buckets) == 0 {
+	if math.IsNaN(target) {
 		return math.NaN()
 	}
-	slices.SortFunc(buckets, func(a, b Bucket) int {
-		switch {
-		case a.UpperBound < b.UpperBound:
-			return -1
-		case a.UpperBound > b.UpperBound:
-			return 1
-		}
-		return 0
-	})
-	if !math.IsInf(buckets[len(buckets)-1].UpperBound, +1) {
-		return math.NaN()
-	}
-	buckets = mergeEqualBounds(buckets)
-	makeMonotonic(buckets)
-	if len(buckets) < 2 {
+	buckets, ok := prepare(buckets)
+	if !ok {
 		return math.NaN()
 	}
 	inf := len(buckets) - 1
 	total := buckets[inf].Count
-	if total == 0 {
-		return math.NaN()
-	}
 	// First bucket whose upper bound reaches the target; the +Inf bucket
 	// always does.
 	i := sort.Search(len(buckets), func(i int) bool { return buckets[i].UpperBound >= target })

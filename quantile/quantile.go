@@ -53,30 +53,11 @@ func Estimate(q float64, buckets []Bucket) float64 {
 	case q > 1:
 		return math.Inf(+1)
 	}
-	if len(buckets) == 0 {
-		return math.NaN()
-	}
-	slices.SortFunc(buckets, func(a, b Bucket) int {
-		switch {
-		case a.UpperBound < b.UpperBound:
-			return -1
-		case a.UpperBound > b.UpperBound:
-			return 1
-		}
-		return 0
-	})
-	if !math.IsInf(buckets[len(buckets)-1].UpperBound, +1) {
-		return math.NaN()
-	}
-	buckets = mergeEqualBounds(buckets)
-	makeMonotonic(buckets)
-	if len(buckets) < 2 {
+	buckets, ok := prepare(buckets)
+	if !ok {
 		return math.NaN()
 	}
 	total := buckets[len(buckets)-1].Count
-	if total == 0 {
-		return math.NaN()
-	}
 	rank := q * total
 	// The +Inf bucket is not searched: if no finite bucket reaches the rank,
 	// i lands on it.
@@ -94,6 +75,34 @@ func Estimate(q float64, buckets []Bucket) float64 {
 	upper := buckets[i].UpperBound
 	inBucket := buckets[i].Count - below
 	return lower + (upper-lower)*((rank-below)/inBucket)
+}
+
+// prepare sorts the buckets by bound, adds up equal bounds and makes the
+// counts monotonic, as histogram_quantile does before reading them. ok is
+// false where nothing is defined: no +Inf bucket, fewer than two buckets, or
+// no observation.
+func prepare(buckets []Bucket) ([]Bucket, bool) {
+	if len(buckets) == 0 {
+		return nil, false
+	}
+	slices.SortFunc(buckets, func(a, b Bucket) int {
+		switch {
+		case a.UpperBound < b.UpperBound:
+			return -1
+		case a.UpperBound > b.UpperBound:
+			return 1
+		}
+		return 0
+	})
+	if !math.IsInf(buckets[len(buckets)-1].UpperBound, +1) {
+		return nil, false
+	}
+	buckets = mergeEqualBounds(buckets)
+	makeMonotonic(buckets)
+	if len(buckets) < 2 || buckets[len(buckets)-1].Count == 0 {
+		return nil, false
+	}
+	return buckets, true
 }
 
 // mergeEqualBounds adds up neighbouring buckets of a sorted slice that share
