@@ -1,7 +1,11 @@
 package diagnosis
 
 import (
+	"encoding/json"
+	"io"
 	"math"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -473,5 +477,90 @@ func TestOptionsRejected(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("New(%+v) = %v, want an error containing %q", c.opts, err, c.want)
 		}
+	}
+}
+
+func TestHandlers(t *testing.T) {
+	s := healthy
+	s.waiting, s.ttft = 6, 0.3
+	d, _, _ := run(t, testOpts, timeline(640, 61, s))
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/api/v1/diagnosis" {
+			d.APIHandler().ServeHTTP(w, r)
+			return
+		}
+		d.PageHandler().ServeHTTP(w, r)
+	}))
+	defer srv.Close()
+
+	res, err := http.Get(srv.URL + "/api/v1/diagnosis")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rep Report
+	if err := json.NewDecoder(res.Body).Decode(&rep); err != nil {
+		t.Fatal(err)
+	}
+	res.Body.Close()
+	if res.Header.Get("Content-Type") != "application/json" || rep.Status != StatusOK || len(rep.Models) != 1 {
+		t.Fatalf("JSON: %s %+v", res.Header.Get("Content-Type"), rep)
+	}
+	mr := rep.Models[0]
+	if len(mr.Steps) != 5 || mr.Steps[1].Title != "Saturation" {
+		t.Fatalf("steps %+v", mr.Steps)
+	}
+	var queueing bool
+	for _, f := range mr.Steps[1].Findings {
+		queueing = queueing || (f.Name == CauseQueueing && f.Active)
+	}
+	if !queueing {
+		t.Errorf("step 2 findings %+v, want queueing active", mr.Steps[1].Findings)
+	}
+	w := mr.Steps[1].Signals[0]
+	if w.Signal != SignalWaiting || *w.Baseline != 1 || *w.Recent != 6 || *w.Ratio != 6 || w.Change != ChangeUp {
+		t.Errorf("waiting evidence %+v", w)
+	}
+	// The chart covers the baseline (coarse points, 10 s apart) and the
+	// recent window (fine points, 2 s apart); its last values are 6.
+	if n := len(w.Chart); n < 60+25 {
+		t.Errorf("waiting chart has %d points, want the baseline's 60 and the recent window's 30, about", n)
+	}
+	if last := w.Chart[len(w.Chart)-1]; last.V == nil || *last.V != 6 {
+		t.Errorf("last chart point %+v, want 6", last)
+	}
+
+	res, err = http.Get(srv.URL + "/diagnosis")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(res.Body)
+	res.Body.Close()
+	html := string(body)
+	for _, want := range []string{
+		`class="finding active" data-finding="queueing" data-active="true"`,
+		`data-finding="long_prompts" data-active="false"`,
+		`id="verdict">Found: ttft_up, queueing`,
+		`<polyline class="line"`,
+	} {
+		if !strings.Contains(html, want) {
+			t.Errorf("page lacks %q", want)
+		}
+	}
+	if n := strings.Count(html, "<svg"); n != numSignals {
+		t.Errorf("%d charts, want one per signal (%d)", n, numSignals)
+	}
+	if strings.Contains(html, "<script") || strings.Contains(html, "http://") || strings.Contains(html, "https://") {
+		t.Errorf("the page loads or runs something from elsewhere")
+	}
+	if res.Header.Get("Content-Security-Policy") == "" {
+		t.Errorf("no Content-Security-Policy")
+	}
+	res, err = http.Post(srv.URL+"/diagnosis", "text/plain", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res.Body.Close()
+	if res.StatusCode != http.StatusMethodNotAllowed {
+		t.Errorf("POST: %d", res.StatusCode)
 	}
 }
