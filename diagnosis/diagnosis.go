@@ -117,7 +117,7 @@ func (d *Diagnoser) Observe(now time.Time, obs []Observation) []exposition.Famil
 		o := &obs[i]
 		tr := d.tracks[o.Model]
 		if tr == nil {
-			tr = &track{fine: ring{res: d.fineRes}, coarse: ring{res: d.coarseRes}}
+			tr = &track{fine: ring{res: d.fineRes}, coarse: ring{res: d.coarseRes}, uncausedSince: -1}
 			d.tracks[o.Model] = tr
 		} else if t < tr.lastT {
 			continue // time went backwards; keep the history as it is
@@ -197,10 +197,22 @@ func (d *Diagnoser) emptyReport(now time.Time, status string) *Report {
 	}
 }
 
+// minBaseline is the shortest history before the recent window that is
+// taken as a baseline while the full one builds up: five recent windows
+// (or the whole baseline, if shorter). A baseline as short as the recent
+// window would be as noisy as it, and flag noise as change.
+func (d *Diagnoser) minBaseline() time.Duration {
+	return min(d.opts.Baseline, MinBaselineWindows*d.opts.Window)
+}
+
+// MinBaselineWindows is how many recent windows of history the baseline
+// needs, at least, before anything is claimed.
+const MinBaselineWindows = 5
+
 // windows returns the points that bound the recent window (a to now) and
 // the baseline (from to a). The recent window needs history reaching back
 // to its start; the baseline takes what history there is before that, as
-// long as it is at least as long as the recent window.
+// long as it covers minBaseline.
 func (d *Diagnoser) windows(tr *track, t int64) (from, a, now *point, ok bool) {
 	if len(tr.fine.pts) == 0 {
 		return nil, nil, nil, false
@@ -212,7 +224,7 @@ func (d *Diagnoser) windows(tr *track, t int64) (from, a, now *point, ok bool) {
 	}
 	from = tr.coarse.atOrBefore(a.t - int64(d.opts.Baseline))
 	if from == nil && len(tr.coarse.pts) > 0 {
-		if oldest := &tr.coarse.pts[0]; a.t-oldest.t >= int64(d.opts.Window) {
+		if oldest := &tr.coarse.pts[0]; a.t-oldest.t >= int64(d.minBaseline()) {
 			from = oldest
 		}
 	}
@@ -234,11 +246,24 @@ func (d *Diagnoser) diagnose(m string, tr *track, t int64) ModelReport {
 		base, d.scratch = between(tr, from, a, d.scratch)
 	}
 	ev := evaluate(recent, base, d.opts.MinChange, d.opts.MinRequests)
+	// A latency percentile reacts to a shift as soon as a tenth of the
+	// window's requests are affected; the means that explain it (lengths,
+	// hit ratio) move in proportion to the affected share, and lengths are
+	// only known as requests progress. So a symptom is called unexplained
+	// only once it has gone a whole recent window without any cause.
+	if ev.causes[kUnexplained] {
+		if tr.uncausedSince < 0 {
+			tr.uncausedSince = t
+		}
+		ev.causes[kUnexplained] = t-tr.uncausedSince >= int64(d.opts.Window)
+	} else {
+		tr.uncausedSince = -1
+	}
 	switch {
 	case a == nil:
 		mr.Note = fmt.Sprintf("too little history: the recent window (%s) is not covered yet", model.Duration(d.opts.Window))
 	case !ok:
-		mr.Note = "too little history: no baseline before the recent window yet"
+		mr.Note = fmt.Sprintf("too little history: the baseline needs %s before the recent window", model.Duration(d.minBaseline()))
 	case !ev.enough:
 		mr.Note = fmt.Sprintf("too little data: each window needs at least %v finished requests", d.opts.MinRequests)
 	}

@@ -195,46 +195,63 @@ func TestEachCause(t *testing.T) {
 		causes   []string
 		signal   string
 		ratio    float64 // hand-computed recent/baseline of signal
+		after    int     // seconds after the shift; 0 means 61
 	}{
 		{"queueing", func(s *second) { s.waiting, s.ttft = 6, 0.3 },
 			// TTFT p90 0.19 -> 0.2+0.2*0.9 = 0.38
-			[]string{SymptomTTFTUp}, []string{CauseQueueing}, SignalWaiting, 6},
+			[]string{SymptomTTFTUp}, []string{CauseQueueing}, SignalWaiting, 6, 0},
 		{"long prompts", func(s *second) { s.prompt, s.ttft = 1000, 0.3 },
-			[]string{SymptomTTFTUp}, []string{CauseLongPrompts}, SignalPromptTokensMean, 2.5},
+			[]string{SymptomTTFTUp}, []string{CauseLongPrompts}, SignalPromptTokensMean, 2.5, 0},
 		{"prefix cache misses", func(s *second) { s.hitRatio, s.ttft = 0.1, 0.3 },
-			[]string{SymptomTTFTUp}, []string{CausePrefixCacheMisses}, SignalPrefixCacheHitRatio, 0.2},
+			[]string{SymptomTTFTUp}, []string{CausePrefixCacheMisses}, SignalPrefixCacheHitRatio, 0.2, 0},
 		{"batch growth", func(s *second) { s.running, s.itl = 16, 0.15 },
 			// ITL p90 0.09 -> 0.19
-			[]string{SymptomITLUp}, []string{CauseBatchGrowth}, SignalRunning, 2},
+			[]string{SymptomITLUp}, []string{CauseBatchGrowth}, SignalRunning, 2, 0},
 		{"long outputs", func(s *second) { s.output, s.running, s.itl = 300, 24, 0.15 },
 			// the batch grew with the outputs: long_outputs, not batch_growth
-			[]string{SymptomITLUp}, []string{CauseLongOutputs}, SignalGenerationTokensMean, 3},
+			[]string{SymptomITLUp}, []string{CauseLongOutputs}, SignalGenerationTokensMean, 3, 0},
 		{"preemptions", func(s *second) { s.preemptions, s.waiting, s.itl = 2, 3, 0.15 },
 			// preempted requests wait again: not queueing
-			[]string{SymptomITLUp}, []string{CausePreemptions}, SignalPreemptionsPerSecond, math.Inf(1)},
+			[]string{SymptomITLUp}, []string{CausePreemptions}, SignalPreemptionsPerSecond, math.Inf(1), 0},
 		{"unexplained", func(s *second) { s.itl = 0.15 },
-			[]string{SymptomITLUp}, []string{CauseUnexplained}, SignalITLP90, 0.19 / 0.09},
+			// unexplained only after a whole window without a cause
+			[]string{SymptomITLUp}, []string{CauseUnexplained}, "", 0, 130},
+		{"unexplained not before a window has passed", func(s *second) { s.itl = 0.15 },
+			[]string{SymptomITLUp}, nil, SignalITLP90, 0.19 / 0.09, 61},
 		{"throughput down with as many running, latencies flat", func(s *second) { s.output = 60 },
 			// outputs shorter: 400 -> 240 tokens/s with 8 running; ITL flat.
 			// Shorter outputs are no cause of a slowdown: unexplained.
-			[]string{SymptomThroughputDown}, []string{CauseUnexplained}, SignalGenerationTokensPerS, 0.6},
+			[]string{SymptomThroughputDown}, []string{CauseUnexplained}, "", 0, 130},
 		{"less traffic is no symptom", func(s *second) { s.requests, s.running = 2, 4 },
-			nil, nil, SignalGenerationTokensPerS, 0.5},
-		{"TTFT and ITL both up, two causes", func(s *second) { s.waiting, s.ttft, s.running, s.itl = 6, 0.3, 16, 0.15 },
-			[]string{SymptomITLUp, SymptomTTFTUp}, []string{CauseBatchGrowth, CauseQueueing}, SignalTTFTP90, 2},
+			nil, nil, SignalGenerationTokensPerS, 0.5, 0},
+		{"TTFT and ITL both up, two causes", func(s *second) { s.hitRatio, s.ttft, s.running, s.itl = 0.1, 0.3, 16, 0.15 },
+			[]string{SymptomITLUp, SymptomTTFTUp}, []string{CauseBatchGrowth, CausePrefixCacheMisses}, SignalTTFTP90, 2, 0},
+		{"a batch that grew with the prompts is long prompts", func(s *second) { s.prompt, s.ttft, s.running = 1000, 0.3, 16 },
+			[]string{SymptomTTFTUp}, []string{CauseLongPrompts}, SignalRunning, 2, 0},
+		{"a batch that grew while requests queued is queueing", func(s *second) { s.waiting, s.ttft, s.running, s.itl = 6, 0.3, 16, 0.15 },
+			[]string{SymptomITLUp, SymptomTTFTUp}, []string{CauseQueueing}, SignalRunning, 2, 0},
+		{"a larger batch explains a TTFT rise too", func(s *second) { s.running, s.ttft = 16, 0.3 },
+			[]string{SymptomTTFTUp}, []string{CauseBatchGrowth}, SignalRunning, 2, 0},
 		{"waiting up without a symptom is nothing", func(s *second) { s.waiting = 6 },
-			nil, nil, SignalWaiting, 6},
+			nil, nil, SignalWaiting, 6, 0},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			s := healthy
 			c.shift(&s)
-			_, fams, _ := run(t, testOpts, timeline(640, 61, s))
+			after := c.after
+			if after == 0 {
+				after = 61
+			}
+			_, fams, _ := run(t, testOpts, timeline(640, after, s))
 			if got, want := active(values(fams, FamilySymptom, "symptom")), sorted(c.symptoms); strings.Join(got, ",") != strings.Join(want, ",") {
 				t.Errorf("symptoms %v, want %v", got, want)
 			}
 			if got, want := active(values(fams, FamilyCause, "cause")), sorted(c.causes); strings.Join(got, ",") != strings.Join(want, ",") {
 				t.Errorf("causes %v, want %v", got, want)
+			}
+			if c.signal == "" {
+				return // the baseline holds shifted seconds too: no simple ratio
 			}
 			r, ok := values(fams, FamilyChangeRatio, "signal")[c.signal]
 			if !ok || !(r == c.ratio || math.Abs(r-c.ratio) < 1e-9*c.ratio) {

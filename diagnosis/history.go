@@ -115,6 +115,9 @@ type track struct {
 	fine       ring
 	coarse     ring
 	lastT      int64
+	// uncausedSince is when symptoms without any cause began (-1: not
+	// now); see unexplained in evaluate's caller.
+	uncausedSince int64
 }
 
 // observe folds o, taken at t, into the track.

@@ -94,10 +94,14 @@ func evaluate(recent, baseline spanValues, minChange, minRequests float64) evalu
 	// so it explains either side.
 	e.causes[kPreemptions] = (prefill || decode) && up(sPreempt)
 	// Step 2. Preempted requests go back to the waiting queue, so a queue
-	// that grew with preemptions is memory, not inflow. A batch that grew
-	// with the outputs is requests staying longer: long outputs.
+	// that grew with preemptions is memory, not inflow.
 	e.causes[kQueueing] = prefill && up(sWaiting) && !e.causes[kPreemptions]
-	e.causes[kBatchGrowth] = decode && up(sRunning) && !up(sGenMean)
+	// More requests in the batch make every step slower, prefill steps
+	// included, so a grown batch explains either side; but a batch that
+	// grew while requests queued reached its limit (queueing), and one that
+	// grew with the prompts or the outputs holds each request longer (long
+	// prompts, long outputs): more requests at once is then the effect.
+	e.causes[kBatchGrowth] = (prefill || decode) && up(sRunning) && !up(sWaiting) && !up(sPromptMean) && !up(sGenMean)
 	// Step 4: the traffic changed.
 	e.causes[kLongPrompts] = prefill && up(sPromptMean)
 	e.causes[kPrefixMisses] = prefill && down(sHitRatio)

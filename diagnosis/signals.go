@@ -48,8 +48,8 @@ var signalInfo = [numSignals]struct {
 	sRunning:    {SignalRunning, "requests", "requests running, mean"},
 	sKV:         {SignalKVCacheUsage, "ratio", "KV-cache usage, mean"},
 	sPreempt:    {SignalPreemptionsPerSecond, "1/s", "preemptions per second"},
-	sPromptMean: {SignalPromptTokensMean, "tokens", "prompt length, mean per request"},
-	sGenMean:    {SignalGenerationTokensMean, "tokens", "output length, mean per request"},
+	sPromptMean: {SignalPromptTokensMean, "tokens", "prompt tokens per request started"},
+	sGenMean:    {SignalGenerationTokensMean, "tokens", "generated tokens per request started"},
 	sHitRatio:   {SignalPrefixCacheHitRatio, "ratio", "prefix-cache hit ratio, in tokens"},
 }
 
@@ -75,8 +75,23 @@ func between(tr *track, a, b *point, scratch []quantile.Bucket) (spanValues, []q
 	sv.v[sITL], scratch = histQuantile(tr.itlBounds, a.itl, b.itl, scratch)
 	sv.v[sGenTPS] = inc(a, b, cGenerationTokens) / sv.seconds
 	sv.v[sPreempt] = inc(a, b, cPreemptions) / sv.seconds
-	sv.v[sPromptMean] = ratio(inc(a, b, cPromptLenSum), inc(a, b, cPromptLenCount))
-	sv.v[sGenMean] = ratio(inc(a, b, cGenLenSum), inc(a, b, cGenLenCount))
+	// Lengths per request started (per first token), not per request
+	// finished: a request's prompt is processed when its first token
+	// comes, as its TTFT is observed, and its output starts growing the
+	// batch at once, while the per-request length histograms are only
+	// observed when the request ends, a request's duration later. Without
+	// a TTFT histogram, the finished requests' lengths are used.
+	started := math.NaN()
+	if n := len(tr.ttftBounds); n > 0 && a.ttft != nil && b.ttft != nil {
+		started = b.ttft[n-1] - a.ttft[n-1]
+	}
+	if started > 0 {
+		sv.v[sPromptMean] = ratio(inc(a, b, cPromptTokens), started)
+		sv.v[sGenMean] = ratio(inc(a, b, cGenerationTokens), started)
+	} else {
+		sv.v[sPromptMean] = ratio(inc(a, b, cPromptLenSum), inc(a, b, cPromptLenCount))
+		sv.v[sGenMean] = ratio(inc(a, b, cGenLenSum), inc(a, b, cGenLenCount))
+	}
 	sv.v[sHitRatio] = ratio(inc(a, b, cPrefixHits), inc(a, b, cPrefixQueries))
 	for i, s := range [numGauges]int{gRunning: sRunning, gWaiting: sWaiting, gKVUsage: sKV} {
 		sv.v[s] = ratio(b.gsum[i]-a.gsum[i], b.gn[i]-a.gn[i])
