@@ -75,7 +75,7 @@ func (e *engine) load() *load {
 // leaves it.
 const (
 	scStepBase       = 0.035
-	scBatchKnee      = 12
+	scBatchKnee      = 10
 	scStepPerSeq     = 0.002
 	scStepPerKVTok   = 0.25e-6
 	scStepPerPrefill = 0.0001

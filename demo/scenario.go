@@ -61,7 +61,7 @@ func scenarioLoads(name string) (before, after load) {
 	case ScenarioBatchGrowth:
 		after.rate *= 2.5 // more traffic, and room in the batch for it
 	case ScenarioPreemptions:
-		after.kvCapacity /= 40 // less KV cache (another process took GPU memory)
+		after.kvCapacity /= 30 // less KV cache (another process took GPU memory)
 	case ScenarioLongOutputs:
 		after.outputMedian *= 3
 	}

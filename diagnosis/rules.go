@@ -105,7 +105,9 @@ func evaluate(recent, baseline spanValues, minChange, minRequests float64) evalu
 	// Step 4: the traffic changed.
 	e.causes[kLongPrompts] = prefill && up(sPromptMean)
 	e.causes[kPrefixMisses] = prefill && down(sHitRatio)
-	e.causes[kLongOutputs] = decode && up(sGenMean)
+	// Longer outputs keep each request in the batch longer, so the batch
+	// grows and every step slows, prefill steps included: either side.
+	e.causes[kLongOutputs] = (prefill || decode) && up(sGenMean)
 	// Step 5: a symptom none of the above explains.
 	any := false
 	for _, c := range e.causes[:kUnexplained] {
