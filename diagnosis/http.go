@@ -198,7 +198,7 @@ func formatNumber(v *float64) string {
 	switch {
 	case a == 0:
 		return "0"
-	case a >= 1000:
+	case a >= 1000 || *v == math.Trunc(*v):
 		return strconv.FormatFloat(*v, 'f', 0, 64)
 	case a >= 1:
 		return strconv.FormatFloat(*v, 'f', 2, 64)

@@ -53,6 +53,6 @@ fi
 sleep 4
 "$chrome" --headless --no-sandbox --disable-gpu --disable-quic --no-first-run \
 	--disable-background-networking --disable-component-update --disable-sync \
-	--user-data-dir="$work/profile" --hide-scrollbars --window-size=1280,2300 \
+	--user-data-dir="$work/profile" --hide-scrollbars --window-size=1280,1800 \
 	--screenshot="$out" "$url/diagnosis" 2>/dev/null
 echo "wrote $out ($scenario)"
