@@ -26,6 +26,13 @@ func TestDiagnosisDemoScenarios(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs every demo scenario for minutes of simulated time")
 	}
+	if raceEnabled {
+		// One goroutine drives the whole pipeline here, so the race
+		// detector has nothing to find, and it makes the run ten times
+		// longer (minutes); e2e's TestDiagnosisScenarios runs the same
+		// scenarios against the real binary.
+		t.Skip("single-goroutine simulation: skipped under -race")
+	}
 	const (
 		shift  = 3*time.Minute + 30*time.Second
 		window = 30 * time.Second
