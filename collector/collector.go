@@ -374,8 +374,7 @@ func (c *Collector) scrape(ctx context.Context, sent time.Time) (*scrapeResult, 
 	asleep, states := routing.Asleep(canon, c.roles)
 	page = append(page, asleepFamily(asleep, states))
 	if d := c.cfg.Diagnosis; d != nil {
-		// The canonical page carries vLLM V1's names whatever the server.
-		dfams := d.Observe(now, c.diagIn.observations(canon, view, mapper.StyleName))
+		dfams := d.Observe(now, c.diagIn.observations(canon, view, c.roles, mapper.StyleName))
 		page = append(page, dfams...)
 		view = append(view, dfams...)
 	}

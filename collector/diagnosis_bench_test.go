@@ -39,7 +39,8 @@ func BenchmarkDiagnosisMemory(b *testing.B) {
 				b.Fatal(err)
 			}
 			norm, _ := mapper.Normalize(exposition.DropCreated(fams))
-			obs := in.observations(norm, routing.View(norm, nil, mapper.Catalogue().Roles(), mapper.StyleName), mapper.StyleName)
+			roles := mapper.Catalogue().Roles()
+			obs := in.observations(norm, routing.View(norm, nil, roles, mapper.StyleName), roles, mapper.StyleName)
 			models = len(obs)
 			d.Observe(clock.Now(), obs)
 		}

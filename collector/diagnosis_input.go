@@ -11,12 +11,13 @@ import (
 
 	"github.com/fos-study/vllm-normalizer/diagnosis"
 	"github.com/fos-study/vllm-normalizer/exposition"
+	"github.com/fos-study/vllm-normalizer/mapping"
 )
 
-// The one place that turns the normalised page into the diagnosis'
+// The one place that turns the canonical page into the diagnosis'
 // Observations: one per model_name, engines and processes collapsed. It
-// names vLLM's current metric names (the page is normalised, so a V0
-// server's legacy names arrive here renamed).
+// reads the families that play the roles the diagnosis needs, by their
+// canonical names (mapping.Roles), whatever the server.
 //
 // Counters are corrected for resets per upstream series, before summing:
 // a restart of one engine must not look like a drop of the model's total.
@@ -25,7 +26,7 @@ import (
 // from zero); a series seen for the first time adds nothing, so that an
 // engine appearing with a long history is no sudden burst.
 
-// Diagnosis counters by sample name.
+// Diagnosis inputs, by the role and part that carries them.
 const (
 	dcPreemptions = iota
 	dcPrefixQueries
@@ -42,50 +43,58 @@ const (
 	numDiagnosisInputs
 )
 
-var diagnosisSamples = map[string]int{
-	"vllm:num_preemptions_total":              dcPreemptions,
-	"vllm:prefix_cache_queries_total":         dcPrefixQueries,
-	"vllm:prefix_cache_hits_total":            dcPrefixHits,
-	"vllm:prompt_tokens_total":                dcPromptTokens,
-	"vllm:generation_tokens_total":            dcGenerationTokens,
-	"vllm:request_prompt_tokens_sum":          dcPromptLenSum,
-	"vllm:request_prompt_tokens_count":        dcPromptLenCount,
-	"vllm:request_generation_tokens_sum":      dcGenLenSum,
-	"vllm:request_generation_tokens_count":    dcGenLenCount,
-	"vllm:request_success_total":              dcFinished,
-	"vllm:time_to_first_token_seconds_bucket": dcTTFTBucket,
-	"vllm:inter_token_latency_seconds_bucket": dcITLBucket,
+var diagnosisRoles = [numDiagnosisInputs]struct {
+	role mapping.Role
+	part mapping.Part
+}{
+	dcPreemptions:      {mapping.RolePreemptions, mapping.PartValue},
+	dcPrefixQueries:    {mapping.RolePrefixCacheQueries, mapping.PartValue},
+	dcPrefixHits:       {mapping.RolePrefixCacheHits, mapping.PartValue},
+	dcPromptTokens:     {mapping.RolePromptTokens, mapping.PartValue},
+	dcGenerationTokens: {mapping.RoleGenerationTokens, mapping.PartValue},
+	dcPromptLenSum:     {mapping.RoleRequestPromptTokens, mapping.PartSum},
+	dcPromptLenCount:   {mapping.RoleRequestPromptTokens, mapping.PartCount},
+	dcGenLenSum:        {mapping.RoleRequestGenerationTokens, mapping.PartSum},
+	dcGenLenCount:      {mapping.RoleRequestGenerationTokens, mapping.PartCount},
+	dcFinished:         {mapping.RoleRequestsFinished, mapping.PartValue},
+	dcTTFTBucket:       {mapping.RoleTTFT, mapping.PartBucket},
+	dcITLBucket:        {mapping.RoleInterTokenLatency, mapping.PartBucket},
 }
-
-// diagnosisFamilies are the family names those samples come in: the sample
-// name without its suffix (histograms, OpenMetrics counters) or with it
-// (text-format counters).
-var diagnosisFamilies = func() map[string]bool {
-	m := map[string]bool{}
-	for name := range diagnosisSamples {
-		m[name] = true
-		for _, suf := range []string{"_total", "_bucket", "_sum", "_count"} {
-			if base, ok := strings.CutSuffix(name, suf); ok {
-				m[base] = true
-			}
-		}
-	}
-	return m
-}()
 
 // Gauges read from the routing view, which already collapses them the way
 // routers see them (running and waiting summed, KV usage by its rule).
-var diagnosisGauges = [...]string{famRunningName, famWaitingName, famKVName}
+var diagnosisGauges = [...]mapping.Role{mapping.RoleRequestsRunning, mapping.RoleRequestsWaiting, mapping.RoleKVCacheUsage}
 
-const (
-	famRunningName = "vllm:num_requests_running"
-	famWaitingName = "vllm:num_requests_waiting"
-	famKVName      = "vllm:kv_cache_usage_perc"
-)
+// diagnosisNames are the canonical sample names of the inputs, and every
+// family name they may come in (the sample name itself for text-format
+// counters, without the suffix for histograms and OpenMetrics counters).
+type diagnosisNames struct {
+	samples  map[string]int
+	families map[string]bool
+}
+
+func newDiagnosisNames(roles *mapping.Roles) diagnosisNames {
+	n := diagnosisNames{samples: map[string]int{}, families: map[string]bool{}}
+	for kind, r := range diagnosisRoles {
+		name := roles.Sample(r.role, r.part)
+		if roles.Family(r.role) == "" {
+			continue
+		}
+		n.samples[name] = kind
+		n.families[name] = true
+		for _, suf := range []string{"_total", "_bucket", "_sum", "_count"} {
+			if base, ok := strings.CutSuffix(name, suf); ok {
+				n.families[base] = true
+			}
+		}
+	}
+	return n
+}
 
 // diagnosisInput keeps the reset-correction state between scrapes. Scrapes
 // are serialised, so it needs no lock.
 type diagnosisInput struct {
+	names  diagnosisNames
 	series map[uint64][]*resetSeries
 	models map[string]*modelTotals
 	round  uint64
@@ -107,11 +116,13 @@ type modelTotals struct {
 // that a series missing from one page is not taken for a new one.
 const forgetAfter = 64
 
-// observations returns one Observation per model on the page. view is the
-// routing view of the same page; style is the name style it was written in.
-func (in *diagnosisInput) observations(norm, view []exposition.Family, style func(string) string) []diagnosis.Observation {
+// observations returns one Observation per model on the canonical page.
+// view is the routing view of the same page; style is the name style it
+// was written in.
+func (in *diagnosisInput) observations(canon, view []exposition.Family, roles *mapping.Roles, style func(string) string) []diagnosis.Observation {
 	if in.series == nil {
 		in.series, in.models = map[uint64][]*resetSeries{}, map[string]*modelTotals{}
+		in.names = newDiagnosisNames(roles)
 	}
 	in.round++
 	type present struct {
@@ -127,14 +138,14 @@ func (in *diagnosisInput) observations(norm, view []exposition.Family, style fun
 		}
 		return p
 	}
-	for fi := range norm {
-		f := &norm[fi]
-		if !diagnosisFamilies[f.Name] {
+	for fi := range canon {
+		f := &canon[fi]
+		if !in.names.families[f.Name] {
 			continue
 		}
 		for si := range f.Samples {
 			s := &f.Samples[si]
-			kind, ok := diagnosisSamples[s.Name()]
+			kind, ok := in.names.samples[s.Name()]
 			v := s.Value
 			if !ok || math.IsNaN(v) || math.IsInf(v, 0) {
 				continue
@@ -148,7 +159,7 @@ func (in *diagnosisInput) observations(norm, view []exposition.Family, style fun
 				le = b
 			}
 			d := in.increase(s.Labels, v)
-			m := s.Labels.Get("model_name")
+			m := s.Labels.Get(mapping.LabelModel)
 			tot := in.models[m]
 			if tot == nil {
 				tot = &modelTotals{ttft: map[float64]float64{}, itl: map[float64]float64{}}
@@ -169,14 +180,14 @@ func (in *diagnosisInput) observations(norm, view []exposition.Family, style fun
 		}
 	}
 	gauges := map[string]*[3]float64{}
-	for gi, name := range diagnosisGauges {
-		styled := style(name)
+	for gi, role := range diagnosisGauges {
+		styled := style(roles.Family(role))
 		for fi := range view {
 			if view[fi].Name != styled {
 				continue
 			}
 			for _, s := range view[fi].Samples {
-				m := s.Labels.Get("model_name")
+				m := s.Labels.Get(mapping.LabelModel)
 				g := gauges[m]
 				if g == nil {
 					g = &[3]float64{math.NaN(), math.NaN(), math.NaN()}
