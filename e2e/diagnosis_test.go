@@ -16,15 +16,16 @@ import (
 )
 
 // Short diagnosis settings for the end-to-end runs. The recent window is
-// as long as the demo's longer outputs take to generate (a batch grows with
-// long outputs only as fast as they are produced). Verdicts start once the
-// history holds the recent window and a 60 s baseline (80 s); the shift
-// comes 15 s later, so steady verdicts are checked before it. A scrape
+// longer than the demo's longer outputs take to generate (a batch grows
+// with long outputs only as fast as they are produced: 11 to 19 s).
+// Verdicts start once the history holds the recent window and a 60 s
+// baseline (85 s); the shift comes 15 s later, so steady verdicts are
+// checked before it. A scrape
 // every 250 ms; eight engines, so that a window holds about 240 requests.
 const (
-	e2eDiagWindow   = 20 * time.Second
+	e2eDiagWindow   = 25 * time.Second
 	e2eDiagBaseline = 60 * time.Second
-	e2eShiftAfter   = 95 * time.Second
+	e2eShiftAfter   = 100 * time.Second
 	e2eDiagInterval = 250 * time.Millisecond
 	// A few intervals after the recent window has filled with the shift.
 	e2eDiagSlack = 3 * time.Second
@@ -39,7 +40,7 @@ func diagnosisSidecar(t *testing.T, scenario string) (*testbin.Process, time.Tim
 		"--demo", "--demo.engines=8", "--demo.scenario="+scenario,
 		"--demo.shift-after="+e2eShiftAfter.String(),
 		"--vllm.scrape-interval="+e2eDiagInterval.String(),
-		"--derive.window=20s",
+		"--derive.window=25s",
 		"--diagnosis.window="+e2eDiagWindow.String(),
 		"--diagnosis.baseline="+e2eDiagBaseline.String(),
 	)
