@@ -28,6 +28,7 @@ import (
 	"github.com/prometheus/prometheus/model/labels"
 
 	"github.com/fos-study/vllm-normalizer/derive"
+	"github.com/fos-study/vllm-normalizer/diagnosis"
 	"github.com/fos-study/vllm-normalizer/exposition"
 	"github.com/fos-study/vllm-normalizer/mapping"
 	"github.com/fos-study/vllm-normalizer/routing"
@@ -63,6 +64,9 @@ type Config struct {
 	Logger   *slog.Logger
 	Client   *http.Client     // nil: a client without proxy from environment
 	Now      func() time.Time // nil: time.Now
+	// Diagnosis, when set, is fed every successful scrape; its gauges are
+	// served on both pages.
+	Diagnosis *diagnosis.Diagnoser
 }
 
 // Collector owns the scrape loop and the prepared output.
@@ -99,6 +103,7 @@ type Collector struct {
 	// from them; see statusFamilies.
 	lastStatus     mapping.Report
 	lastStatusFams []exposition.Family
+	diagIn         diagnosisInput
 }
 
 // New validates cfg and prepares a collector whose page, until the first
@@ -255,6 +260,9 @@ func (c *Collector) ScrapeOnce(ctx context.Context) {
 			c.cfg.Logger.Warn("scrape of vLLM failed; upstream series are withdrawn until it recovers", "reason", reason, "err", err)
 			c.lastReason = reason
 		}
+		if c.cfg.Diagnosis != nil {
+			c.cfg.Diagnosis.Fail(end)
+		}
 		c.publish(nil, end)
 		return
 	}
@@ -372,6 +380,11 @@ func (c *Collector) scrape(ctx context.Context, sent time.Time) (*scrapeResult, 
 	view := routing.View(canon, routingDerived, c.roles, report.Upstream.Engine, mapper.StyleName)
 	asleep, states := routing.Asleep(canon, c.roles)
 	page = append(page, asleepFamily(asleep, states))
+	if d := c.cfg.Diagnosis; d != nil {
+		dfams := d.Observe(now, c.diagIn.observations(canon, view, c.roles, mapper.StyleName))
+		page = append(page, dfams...)
+		view = append(view, dfams...)
+	}
 	return &scrapeResult{page: page, routing: view, asleep: states}, nil
 }
 

@@ -10,6 +10,7 @@ import (
 
 	"github.com/fos-study/vllm-normalizer/demo"
 	"github.com/fos-study/vllm-normalizer/derive"
+	"github.com/fos-study/vllm-normalizer/diagnosis"
 	"github.com/fos-study/vllm-normalizer/exposition"
 )
 
@@ -62,7 +63,12 @@ func TestDemoGolden(t *testing.T) {
 	}
 	srv := httptest.NewServer(up)
 	defer srv.Close()
-	c := newTestCollector(t, srv.URL+"/metrics", clock, func(cfg *Config) { cfg.SLOs = demoSLOs })
+	// The diagnosis with short windows, so that six minutes fill them.
+	d, err := diagnosis.New(diagnosis.Options{Window: 30 * time.Second, Baseline: 150 * time.Second, MinChange: 0.25, Interval: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := newTestCollector(t, srv.URL+"/metrics", clock, func(cfg *Config) { cfg.SLOs, cfg.Diagnosis = demoSLOs, d })
 	for range 6 * 60 {
 		c.ScrapeOnce(context.Background())
 		clock.Advance(time.Second)
@@ -121,6 +127,19 @@ func TestDemoGolden(t *testing.T) {
 		}
 	}
 
+	for _, name := range []string{diagnosis.FamilyChangeRatio, diagnosis.FamilySymptom, diagnosis.FamilyCause} {
+		f, ok := byName[name]
+		if !ok {
+			t.Errorf("%s is missing from the demo page", name)
+			continue
+		}
+		for _, s := range f.Samples {
+			if s.Labels.Get("model_name") != "TinyLlama" || s.Labels.Has("engine") {
+				t.Errorf("%s: series %s, want one per model_name, engines collapsed", name, s.Labels)
+			}
+		}
+	}
+
 	rec := get(t, c.RoutingHandler(), "/metrics/routing", nil)
 	if rec.Code != 200 {
 		t.Fatalf("routing view answered %d", rec.Code)
@@ -128,6 +147,15 @@ func TestDemoGolden(t *testing.T) {
 	routing := rec.Body.Bytes()
 	checkValidPage(t, routing)
 	rfams, _, _ := exposition.Parse(routing, "text/plain", exposition.ParseOptions{})
+	rnames := map[string]bool{}
+	for _, f := range rfams {
+		rnames[f.Name] = true
+	}
+	for _, name := range []string{diagnosis.FamilyChangeRatio, diagnosis.FamilySymptom, diagnosis.FamilyCause} {
+		if !rnames[name] {
+			t.Errorf("routing view: %s is missing", name)
+		}
+	}
 	for _, f := range rfams {
 		if !strings.HasPrefix(f.Name, "vllm:") {
 			continue

@@ -7,6 +7,29 @@ func diagnosis() Dashboard {
 	l := &layout{}
 	legend := "{{pod}} {{model_name}} p{{quantile}}"
 
+	// (0) The sidecar's own verdict: the five steps done automatically.
+	yesNo := []any{map[string]any{"type": "value", "options": map[string]any{
+		"0": map[string]any{"text": "no", "color": "green", "index": 0},
+		"1": map[string]any{"text": "YES", "color": "red", "index": 1},
+	}}}
+	greenRed := []any{
+		map[string]any{"color": "green", "value": nil},
+		map[string]any{"color": "red", "value": 1},
+	}
+	l.row("Verdict: the sidecar's automated triage (docs/diagnosis.md)")
+	l.add(stat("Symptoms",
+		"Which side got slower against this pod's own past? ttft_up and itl_up: the 90th percentile over the recent window rose by --diagnosis.min-change against the baseline window before it; throughput_down: fewer tokens per second without fewer requests running. Absent until both windows hold enough requests.",
+		"short", yesNo, greenRed,
+		q(fmt.Sprintf(`max by (%s, symptom) (vllm_diagnosis_symptom{%s})`, inst, selModel), "{{pod}} {{symptom}}")), 8, 6)
+	l.add(stat("Causes",
+		"What explains it? queueing, batch_growth (step 2), preemptions (step 3), long_prompts, prefix_cache_misses, long_outputs (step 4), unexplained: a symptom none of them explains for a whole window (step 5: parallelism, max_num_batched_tokens, hardware). Several may hold at once; a healthy pod has all at no.",
+		"short", yesNo, greenRed,
+		q(fmt.Sprintf(`max by (%s, cause) (vllm_diagnosis_cause{%s})`, inst, selModel), "{{pod}} {{cause}}")), 16, 6)
+	l.add(timeseries("Change ratios: recent window / baseline",
+		"How much did each signal the rules read move? Recent-window value divided by the baseline's; 1 is no change, the rules count a change from 1 ± --diagnosis.min-change. A rise from 0 is +Inf (not drawn).",
+		tsOpt{unit: "short", min: f(0)},
+		q(fmt.Sprintf(`max by (%s, signal) (vllm_diagnosis_change_ratio{%s} < +Inf)`, inst, selModel), "{{pod}} {{signal}}")), 24, 8)
+
 	// (1) Prefill or decode?
 	l.row("1. Prefill or decode? Time to first token vs inter-token latency")
 	l.add(timeseries("Time to first token per instance",
@@ -95,6 +118,6 @@ func diagnosis() Dashboard {
 		instant(fmt.Sprintf(`vllm:cache_config_info{%s}`, selPod))), 24, 8)
 
 	return newDashboard("vllm-normalizer-diagnosis", "vLLM / Diagnosis",
-		"Throughput dropped: where? Rows follow the diagnosis order: prefill or decode, saturation, memory pressure, traffic change, configuration. Data from the vllm-normalizer sidecar.",
+		"Throughput dropped: where? The top row is the sidecar's own verdict; the rows below follow the diagnosis order: prefill or decode, saturation, memory pressure, traffic change, configuration. Data from the vllm-normalizer sidecar.",
 		[]string{"diagnosis"}, standardVars(windowVar()), l.panels)
 }

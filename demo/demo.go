@@ -40,6 +40,11 @@ type Options struct {
 	// Engines is the number of data-parallel engines to simulate, labelled
 	// engine="0".."N-1". 0 or 1 means the dump's single engine.
 	Engines int
+	// Scenario, when set, replaces the default wavy load by a steady one
+	// that, for every scenario but ScenarioSteady, shifts one thing after
+	// ShiftAfter (0 means DefaultShiftAfter); see scenario.go.
+	Scenario   string
+	ShiftAfter time.Duration
 }
 
 // maxCatchUp bounds how much simulated time one page may have to compute:
@@ -84,8 +89,22 @@ func New(opts Options) (*Upstream, error) {
 		httpReqSz:   b.summary("", "http_request_size_bytes", "handler", "/v1/chat/completions"),
 		cpu:         b.counter("", "process_cpu_seconds_total"),
 	}
+	var sc *scenarioRun
+	if opts.Scenario != "" {
+		if err := CheckScenario(opts.Scenario); err != nil {
+			return nil, fmt.Errorf("demo: %w", err)
+		}
+		if opts.ShiftAfter < 0 {
+			return nil, fmt.Errorf("demo: the scenario's shift time must not be negative, got %s", opts.ShiftAfter)
+		}
+		if opts.ShiftAfter == 0 {
+			opts.ShiftAfter = DefaultShiftAfter
+		}
+		before, after := scenarioLoads(opts.Scenario)
+		sc = &scenarioRun{before: before, after: after, shiftAt: warmUp + opts.ShiftAfter.Seconds()}
+	}
 	for i := range n {
-		e := newEngine(i, opts.Seed, &u.shared)
+		e := newEngine(i, opts.Seed, &u.shared, sc)
 		e.m = bindEngine(&b, strconv.Itoa(i))
 		u.engines = append(u.engines, e)
 	}

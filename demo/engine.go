@@ -29,7 +29,8 @@ type request struct {
 	generated                 int
 	admitted                  bool // scheduled at least once
 	started                   bool // first token produced
-	pending                   int  // tokens to (re)compute in its next step
+	pending                   int  // prompt tokens still to (re)compute
+	computing                 int  // prompt tokens computed in the current step
 }
 
 // engine simulates one vLLM engine core. Its clock t is in simulated seconds.
@@ -47,12 +48,58 @@ type engine struct {
 	scale, period, phase float64
 	// Prefix cache hit fraction around hitBase, drifting with hitPeriod.
 	hitBase, hitPeriod float64
+
+	// sc, when set, replaces the wavy load by a scenario's steady load
+	// and its shift at simulated time shiftAt.
+	sc *scenarioRun
 }
 
-func newEngine(i int, seed int64, shared *sharedMetrics) *engine {
+// scenarioRun is a scenario as one engine runs it.
+type scenarioRun struct {
+	before, after load
+	shiftAt       float64 // simulated seconds
+}
+
+func (e *engine) load() *load {
+	if e.t >= e.sc.shiftAt {
+		return &e.sc.after
+	}
+	return &e.sc.before
+}
+
+// Engine shape in scenario mode. Decoding is bound by memory bandwidth, so
+// a step takes about as long for one request as for a dozen; beyond
+// scBatchKnee requests it grows with each. It also grows with the KV cache
+// read and the prompt tokens computed. A steady load's decode steps sit
+// inside one inter-token-latency bucket; a batch twice past the knee
+// leaves it.
+const (
+	scStepBase       = 0.035
+	scBatchKnee      = 10
+	scStepPerSeq     = 0.002
+	scStepPerKVTok   = 0.25e-6
+	scStepPerPrefill = 0.0001
+)
+
+func (e *engine) maxRunning() int {
+	if e.sc != nil {
+		return e.load().maxRunning
+	}
+	return maxRunning
+}
+
+func (e *engine) kvCapacity() int {
+	if e.sc != nil {
+		return e.load().kvCapacity
+	}
+	return kvCapacity
+}
+
+func newEngine(i int, seed int64, shared *sharedMetrics, sc *scenarioRun) *engine {
 	e := &engine{
 		rng:    rand.New(rand.NewPCG(uint64(seed), 0x9e3779b97f4a7c15+uint64(i))),
 		shared: shared,
+		sc:     sc,
 		scale:  1, period: 240, phase: 0,
 		hitBase: 0.45, hitPeriod: 420,
 	}
@@ -67,7 +114,25 @@ func newEngine(i int, seed int64, shared *sharedMetrics) *engine {
 	return e
 }
 
+// gap draws the time to the next arrival: exponential (Poisson arrivals)
+// for the wavy default load; for a scenario, spread evenly around the mean
+// (uniform between half and one and a half of it), so that the steady
+// phase is steady in every window and only the shift shows.
+func (e *engine) gap() float64 {
+	if e.sc != nil {
+		return (0.5 + e.rng.Float64()) / e.rate(e.nextArrival)
+	}
+	return e.rng.ExpFloat64() / max(e.rate(e.nextArrival), 0.5)
+}
+
 func (e *engine) rate(t float64) float64 {
+	if e.sc != nil {
+		l := &e.sc.before
+		if t >= e.sc.shiftAt {
+			l = &e.sc.after
+		}
+		return e.scale * l.rate
+	}
 	return e.scale * (5 + 3*math.Sin(2*math.Pi*t/e.period+e.phase))
 }
 
@@ -93,7 +158,7 @@ func (e *engine) advance(until float64) {
 func (e *engine) setGauges() {
 	e.m.running.set(float64(len(e.running)))
 	e.m.waiting.set(float64(len(e.waiting)))
-	e.m.kvUsage.set(min(float64(e.kvUsed())/kvCapacity, 1))
+	e.m.kvUsage.set(min(float64(e.kvUsed())/float64(e.kvCapacity()), 1))
 }
 
 func (e *engine) kvUsed() int {
@@ -108,7 +173,7 @@ func (e *engine) kvUsed() int {
 func (e *engine) arrive() {
 	for e.nextArrival <= e.t {
 		r := e.newRequest(e.nextArrival)
-		e.nextArrival += e.rng.ExpFloat64() / max(e.rate(e.nextArrival), 0.5)
+		e.nextArrival += e.gap()
 		if len(e.waiting) >= maxWaiting {
 			// The server is overloaded: the client gives up at once.
 			e.m.success["abort"].add(1)
@@ -126,9 +191,20 @@ func (e *engine) lognormal(median, sigma float64, lo, hi int) int {
 
 func (e *engine) newRequest(at float64) *request {
 	r := &request{arrival: at}
-	r.prompt = e.lognormal(350, 0.8, 8, 3000)
+	promptMedian, outputMedian, promptSigma, promptMax := 350.0, 120.0, 0.8, 3000
+	if e.sc != nil {
+		// Narrower and without the long tail: a few huge prompts would
+		// move a minute's mean as much as a shift does.
+		l := e.load()
+		promptMedian, outputMedian, promptSigma, promptMax = l.promptMedian, l.outputMedian, 0.5, int(6*l.promptMedian)
+	}
+	r.prompt = e.lognormal(promptMedian, promptSigma, 8, promptMax)
 	r.maxTokens = []int{64, 128, 256, 256, 512, 1024}[e.rng.IntN(6)]
-	natural := e.lognormal(120, 0.9, 1, 4000)
+	if e.sc != nil && outputMedian > steadyLoad.outputMedian {
+		// Longer outputs are asked for, and allowed.
+		r.maxTokens *= int(math.Ceil(outputMedian / steadyLoad.outputMedian))
+	}
+	natural := e.lognormal(outputMedian, 0.9, 1, 4000*int(math.Ceil(outputMedian/steadyLoad.outputMedian)))
 	switch {
 	case e.rng.Float64() < 0.01:
 		r.reason, r.output = "abort", 1+e.rng.IntN(min(natural, r.maxTokens))
@@ -143,7 +219,12 @@ func (e *engine) newRequest(at float64) *request {
 // admit does the prefix cache lookup of a request scheduled for the first
 // time and returns the prompt tokens its prefill must compute.
 func (e *engine) admit(r *request) int {
-	frac := e.hitBase + 0.12*math.Sin(2*math.Pi*e.t/e.hitPeriod) + 0.25*(e.rng.Float64()-0.5)
+	var frac float64
+	if e.sc != nil {
+		frac = e.load().hit + 0.25*(e.rng.Float64()-0.5)
+	} else {
+		frac = e.hitBase + 0.12*math.Sin(2*math.Pi*e.t/e.hitPeriod) + 0.25*(e.rng.Float64()-0.5)
+	}
 	frac = min(max(frac, 0), 1)
 	hit := int(float64(r.prompt)*frac) / blockSize * blockSize
 	rest := r.prompt - hit
@@ -184,11 +265,12 @@ func (e *engine) admit(r *request) int {
 func (e *engine) step() {
 	m := &e.m
 	kv := e.kvUsed()
-	prefill, admitted := 0, 0
-	for len(e.waiting) > 0 && len(e.running) < maxRunning {
+	admitted := 0
+	maxRun, kvCap := e.maxRunning(), e.kvCapacity()
+	for len(e.waiting) > 0 && len(e.running) < maxRun {
 		r := e.waiting[0]
 		need := r.prompt + r.generated
-		if len(e.running) > 0 && float64(kv+need+blockSize) > admitWatermark*kvCapacity {
+		if len(e.running) > 0 && float64(kv+need+blockSize) > admitWatermark*float64(kvCap) {
 			break
 		}
 		e.waiting = e.waiting[1:]
@@ -199,23 +281,46 @@ func (e *engine) step() {
 			// Resumed after preemption: its KV was freed, recompute it all.
 			r.pending = need
 		}
-		prefill += r.pending
 		kv += need
 		admitted++
 		e.running = append(e.running, r)
 	}
-	decoding := len(e.running) - admitted
-	d := (stepBase + stepPerSeq*float64(len(e.running)) + stepPerPrefill*float64(prefill)) * (0.9 + 0.2*e.rng.Float64())
+	// Prompt tokens computed in this step, at most the step's token budget
+	// (chunked prefill): a longer prefill goes on in the next steps.
+	prefill, budget := 0, e.tokenBudget()
+	for _, r := range e.running {
+		r.computing = min(r.pending, budget)
+		r.pending -= r.computing
+		budget -= r.computing
+		prefill += r.computing
+	}
+	decoding := 0
+	for _, r := range e.running {
+		if r.computing == 0 && r.pending == 0 {
+			decoding++
+		}
+	}
+	var d float64
+	if e.sc != nil {
+		d = scStepBase + scStepPerSeq*float64(max(len(e.running)-scBatchKnee, 0)) + scStepPerKVTok*float64(kv) + scStepPerPrefill*float64(prefill)
+	} else {
+		d = stepBase + stepPerSeq*float64(len(e.running)) + stepPerPrefill*float64(prefill)
+	}
+	d *= 0.9 + 0.2*e.rng.Float64()
 	e.t += d
 	m.iterTokens.observe(float64(prefill+decoding), 1)
 
 	gen := 0
 	keep := e.running[:0]
 	for _, r := range e.running {
+		if r.pending > 0 {
+			keep = append(keep, r) // its prefill is not done: no token yet
+			continue
+		}
 		gen++
 		r.generated++
 		switch {
-		case r.pending == 0:
+		case r.computing == 0:
 			// Plain decode step; counted with the others below.
 		case !r.started:
 			r.started, r.firstToken = true, e.t
@@ -225,7 +330,7 @@ func (e *engine) step() {
 		default:
 			m.itl.observe(e.t-r.lastToken, 1)
 		}
-		r.pending = 0
+		r.computing = 0
 		r.lastToken = e.t
 		if r.generated >= r.output {
 			e.finish(r)
@@ -240,12 +345,24 @@ func (e *engine) step() {
 
 	// The running requests grew by one token each; if the cache overflows,
 	// preempt the most recently scheduled ones.
-	for kv = e.kvUsed(); kv > kvCapacity && len(e.running) > 1; kv = e.kvUsed() {
+	for kv = e.kvUsed(); kv > kvCap && len(e.running) > 1; kv = e.kvUsed() {
 		r := e.running[len(e.running)-1]
 		e.running = e.running[:len(e.running)-1]
+		r.pending, r.computing = 0, 0
 		e.waiting = append([]*request{r}, e.waiting...)
 		m.preemptions.add(1)
 	}
+}
+
+// scTokenBudget is max_num_batched_tokens in scenario mode. The default
+// demo computes every prefill in one step.
+const scTokenBudget = 2048
+
+func (e *engine) tokenBudget() int {
+	if e.sc != nil {
+		return scTokenBudget
+	}
+	return math.MaxInt
 }
 
 func (e *engine) finish(r *request) {

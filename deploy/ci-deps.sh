@@ -12,14 +12,16 @@
 #   python3-prometheus-client - Python's prometheus_client text parser, which
 #               e2e/consumers/production-stack runs to read pages the way vLLM
 #               production-stack's router does (for the system python3).
+#   chromium  - the headless browser of e2e's diagnosis page test
+#               (Debian package "chromium"; run with --headless --no-sandbox)
 #   kubectl   - `kubectl kustomize deploy/kubernetes` (needs embedded kustomize
 #               v4 or v5, i.e. kubectl >= 1.21; the Go machine image ships one).
 #               Debian 12's "kubernetes-client" is 1.20 with kustomize v2,
 #               too old: the test then skips with a message instead of failing.
 #
 # Without these tools the corresponding Go tests skip with a message (the
-# e2e/prometheus and e2e/consumers/production-stack tests fail instead when
-# CI=true).
+# e2e/prometheus, e2e/consumers/production-stack and browser tests fail
+# instead when CI=true).
 set -euo pipefail
 
 SUDO=""
@@ -28,6 +30,7 @@ if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
 need_apt=()
 { command -v promtool && command -v prometheus; } >/dev/null 2>&1 || need_apt+=(prometheus)
 /usr/bin/python3 -c 'import prometheus_client.parser' >/dev/null 2>&1 || need_apt+=(python3-prometheus-client)
+{ command -v chromium || command -v chromium-browser; } >/dev/null 2>&1 || need_apt+=(chromium)
 need_kubectl=false
 command -v kubectl >/dev/null 2>&1 || need_kubectl=true
 
@@ -56,3 +59,4 @@ promtool --version 2>&1 | head -n 1
 prometheus --version 2>&1 | head -n 1
 /usr/bin/python3 -c 'import prometheus_client.parser; print("python3: prometheus_client parser available")'
 kubectl version --client 2>/dev/null | head -n 2 || true
+{ chromium --version || chromium-browser --version; } 2>/dev/null | head -n 1

@@ -231,6 +231,8 @@ func TestRulesParse(t *testing.T) {
 	recRe := regexp.MustCompile(`^vllm:derived_([a-z0-9_]+):[a-z_]+(1m|5m)$`)
 	nowRe := regexp.MustCompile(`^vllm:derived_([a-z0-9_]+):[a-z_]+$`)
 	nowFound := map[string]int{}
+	diagRe := regexp.MustCompile(`^vllm:diagnosis_([a-z0-9_]+):(recent1m|baseline30m)$`)
+	diag := map[string]int{}
 	for name, ls := range recorded {
 		if m := nowRe.FindStringSubmatch(name); m != nil && slices.Contains(nowGauges, m[1]) {
 			nowFound[m[1]] += len(ls)
@@ -241,8 +243,19 @@ func TestRulesParse(t *testing.T) {
 			}
 			continue
 		}
+		if m := diagRe.FindStringSubmatch(name); m != nil {
+			diag[m[1]]++
+			continue
+		}
 		if !recRe.MatchString(name) {
-			t.Errorf("recording rule %s does not follow vllm:derived_<gauge>:<op><window>", name)
+			t.Errorf("recording rule %s does not follow vllm:derived_<gauge>:<op><window> or vllm:diagnosis_<signal>:recent1m|baseline30m", name)
+		}
+	}
+	// Every signal of the diagnosis, and its request count, in both windows.
+	for _, sig := range []string{"ttft_p90", "itl_p90", "generation_tokens_per_second", "waiting", "running", "kv_cache_usage",
+		"preemptions_per_second", "prompt_tokens_mean", "generation_tokens_mean", "prefix_cache_hit_ratio", "requests"} {
+		if diag[sig] != 2 {
+			t.Errorf("diagnosis signal %s: %d recording rules, want recent1m and baseline30m", sig, diag[sig])
 		}
 	}
 	for _, g := range nowGauges {

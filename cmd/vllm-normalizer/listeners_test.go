@@ -11,6 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/fos-study/vllm-normalizer/collector"
+	"github.com/fos-study/vllm-normalizer/diagnosis"
 	"github.com/fos-study/vllm-normalizer/mapping"
 )
 
@@ -122,7 +123,11 @@ func TestRoutingMux(t *testing.T) {
 		}
 	}
 
-	mux, err := newMux(f, coll, func() error { return nil }, "http://127.0.0.1:8000")
+	diag, err := diagnosis.New(diagnosis.Options{Window: f.diagWindow, Baseline: f.diagBaseline, MinChange: f.diagMinChange, Interval: f.scrapeInterval})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mux, err := newMux(f, coll, diag, func() error { return nil }, "http://127.0.0.1:8000")
 	if err != nil {
 		t.Fatal(err)
 	}

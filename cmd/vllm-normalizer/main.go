@@ -24,6 +24,7 @@ import (
 	"github.com/alecthomas/units"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/common/model"
 	"github.com/prometheus/common/promslog"
 	promslogflag "github.com/prometheus/common/promslog/flag"
 	"github.com/prometheus/common/version"
@@ -33,12 +34,19 @@ import (
 	"github.com/fos-study/vllm-normalizer/collector"
 	"github.com/fos-study/vllm-normalizer/demo"
 	"github.com/fos-study/vllm-normalizer/derive"
+	"github.com/fos-study/vllm-normalizer/diagnosis"
 	"github.com/fos-study/vllm-normalizer/exposition"
 	"github.com/fos-study/vllm-normalizer/mapping"
 	"github.com/fos-study/vllm-normalizer/window"
 )
 
 const defaultListen = ":9400"
+
+// Paths of the diagnosis, on the main mux (same TLS and auth as the pages).
+const (
+	diagnosisPagePath = "/diagnosis"
+	diagnosisAPIPath  = "/api/v1/diagnosis"
+)
 
 func main() {
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
@@ -73,6 +81,11 @@ type flags struct {
 	autoMemLimit   bool
 	memLimitRatio  float64
 	maxConns       int
+	demoScenario   string
+	demoShiftAfter time.Duration
+	diagWindow     time.Duration
+	diagBaseline   time.Duration
+	diagMinChange  float64
 	web            *web.FlagConfig
 	log            *promslog.Config
 }
@@ -96,7 +109,7 @@ func (f *flags) check() error {
 		if !strings.HasPrefix(p.path, "/") || strings.ContainsAny(p.path, " {}") {
 			return fmt.Errorf("%s=%q must be a plain URL path starting with /, e.g. /metrics", p.flag, p.path)
 		}
-		if p.path == "/-/healthy" || p.path == "/-/ready" || p.path == "/-/reload" || strings.HasPrefix(p.path, "/debug/pprof/") {
+		if p.path == "/-/healthy" || p.path == "/-/ready" || p.path == "/-/reload" || p.path == diagnosisPagePath || p.path == diagnosisAPIPath || strings.HasPrefix(p.path, "/debug/pprof/") {
 			return fmt.Errorf("%s=%s is taken by one of the sidecar's own endpoints; choose another path", p.flag, p.path)
 		}
 	}
@@ -121,7 +134,33 @@ func (f *flags) check() error {
 	if f.demoEngines < 1 {
 		return fmt.Errorf("--demo.engines=%d: the demo simulates at least one engine; give 1 or more", f.demoEngines)
 	}
+	if err := demo.CheckScenario(f.demoScenario); err != nil {
+		return fmt.Errorf("--demo.scenario: %w", err)
+	}
+	if f.demoShiftAfter <= 0 {
+		return fmt.Errorf("--demo.shift-after=%s must be positive: the scenario runs steady for that long, then shifts", f.demoShiftAfter)
+	}
+	if err := f.checkDiagnosis(); err != nil {
+		return err
+	}
 	return f.checkListeners()
+}
+
+// checkDiagnosis rejects diagnosis settings the diagnosis would refuse,
+// naming the flags.
+func (f *flags) checkDiagnosis() error {
+	for _, d := range []struct {
+		flag string
+		v    time.Duration
+	}{{"--diagnosis.window", f.diagWindow}, {"--diagnosis.baseline", f.diagBaseline}} {
+		if d.v < 2*f.scrapeInterval {
+			return fmt.Errorf("%s=%s is shorter than two scrape intervals (%s): a change needs two scrapes inside each window; lengthen it or shorten --vllm.scrape-interval", d.flag, window.Format(d.v), 2*f.scrapeInterval)
+		}
+	}
+	if !(f.diagMinChange > 0 && f.diagMinChange < 1) {
+		return fmt.Errorf("--diagnosis.min-change=%v must be above 0 and below 1 (0.25 means a change of 25 %%)", f.diagMinChange)
+	}
+	return nil
 }
 
 // checkScrape rejects scrape settings the collector would refuse, naming
@@ -248,6 +287,16 @@ func newApp(f *flags, stdout, stderr io.Writer) *kingpin.Application {
 		Default("").StringVar(&f.proxyListen)
 	app.Flag("proxy.upstream", "vLLM's base URL (scheme, host and port) the proxy forwards to. Empty means scheme, host and port of --vllm.scrape-uri.").
 		Default("").StringVar(&f.proxyUpstream)
+	app.Flag("demo.scenario", "Load the --demo upstream simulates: steady, or steady then one shift that the diagnosis should name: "+strings.Join(demo.Scenarios[1:], ", ")+".").
+		Default(demo.ScenarioSteady).StringVar(&f.demoScenario)
+	app.Flag("demo.shift-after", "How long a --demo.scenario runs steady before its shift.").
+		Default(model.Duration(demo.DefaultShiftAfter).String()).DurationVar(&f.demoShiftAfter)
+	app.Flag("diagnosis.window", "Recent window of the diagnosis: each signal over it is compared with the baseline window just before it.").
+		Default("1m").DurationVar(&f.diagWindow)
+	app.Flag("diagnosis.baseline", "Baseline window of the diagnosis, ending where the recent window starts.").
+		Default("30m").DurationVar(&f.diagBaseline)
+	app.Flag("diagnosis.min-change", "Smallest relative change of a signal, recent against baseline, that the diagnosis counts (0.25 = 25 %).").
+		Default("0.25").Float64Var(&f.diagMinChange)
 	f.web = kingpinflag.AddFlags(app, defaultListen)
 	promslogflag.AddFlags(app, f.log)
 	return app
@@ -293,14 +342,14 @@ func run(args []string, stdout, stderr *os.File) int {
 	defer stop()
 
 	if f.demo {
-		addr, shutdown, err := startDemo(f.demoEngines, logger)
+		addr, shutdown, err := startDemo(demo.Options{Engines: f.demoEngines, Scenario: f.demoScenario, ShiftAfter: f.demoShiftAfter}, logger)
 		if err != nil {
 			logger.Error("cannot start the demo upstream", "err", err)
 			return 1
 		}
 		defer shutdown()
 		f.scrapeURI = "http://" + addr + "/metrics"
-		logger.Info("demo mode: scraping the built-in simulated vLLM", "uri", f.scrapeURI)
+		logger.Info("demo mode: scraping the built-in simulated vLLM", "uri", f.scrapeURI, "scenario", f.demoScenario, "shift_after", f.demoShiftAfter)
 	}
 
 	reg := prometheus.NewRegistry()
@@ -312,7 +361,13 @@ func run(args []string, stdout, stderr *os.File) int {
 		exp.MustRegister(collectors.NewProcessCollector(collectors.ProcessCollectorOpts{Namespace: "vllm_normalizer"}))
 		gatherers = append(gatherers, exp)
 	}
+	diag, err := diagnosis.New(diagnosis.Options{Window: f.diagWindow, Baseline: f.diagBaseline, MinChange: f.diagMinChange, Interval: f.scrapeInterval})
+	if err != nil {
+		logger.Error("invalid settings", "err", err)
+		return 2
+	}
 	coll, err := collector.New(collector.Config{
+		Diagnosis:    diag,
 		ScrapeURI:    f.scrapeURI,
 		Interval:     f.scrapeInterval,
 		Timeout:      f.timeout,
@@ -362,7 +417,7 @@ func run(args []string, stdout, stderr *os.File) int {
 			return 2
 		}
 	}
-	mux, err := newMux(f, coll, reload, upstream)
+	mux, err := newMux(f, coll, diag, reload, upstream)
 	if err != nil {
 		logger.Error("cannot build the landing page", "err", err)
 		return 1
@@ -412,10 +467,12 @@ func run(args []string, stdout, stderr *os.File) int {
 // newMux routes every endpoint: the two pages at their flag-given paths,
 // health, reload, pprof when enabled, and the landing page at "/" unless a
 // page is served there.
-func newMux(f *flags, coll *collector.Collector, reload func() error, upstream string) (*http.ServeMux, error) {
+func newMux(f *flags, coll *collector.Collector, diag *diagnosis.Diagnoser, reload func() error, upstream string) (*http.ServeMux, error) {
 	mux := http.NewServeMux()
 	mux.Handle(f.telemetryPath, coll.MetricsHandler())
 	mux.Handle(f.routingPath, coll.RoutingHandler())
+	mux.Handle(diagnosisAPIPath, diag.APIHandler())
+	mux.Handle(diagnosisPagePath, diag.PageHandler())
 	mux.HandleFunc("/-/healthy", okHandler)
 	mux.HandleFunc("/-/ready", okHandler)
 	mux.HandleFunc("/-/reload", func(w http.ResponseWriter, r *http.Request) {
@@ -451,6 +508,8 @@ func newMux(f *flags, coll *collector.Collector, reload func() error, upstream s
 			Links: []web.LandingLinks{
 				{Address: f.telemetryPath, Text: "Metrics", Description: "vLLM's metrics under current names, derived gauges, statuses, sidecar health"},
 				{Address: f.routingPath, Text: "Routing view", Description: "one series per model for routers"},
+				{Address: diagnosisPagePath, Text: "Diagnosis", Description: "the five-step triage against the pod's own past, with charts"},
+				{Address: diagnosisAPIPath, Text: "Diagnosis API", Description: "the same as JSON"},
 			},
 			ExtraHTML: f.listenersText(upstream),
 		})
@@ -482,8 +541,9 @@ func uniqueWindows(ws []time.Duration) []time.Duration {
 }
 
 // startDemo serves the simulated upstream on a loopback port of its own.
-func startDemo(engines int, logger *slog.Logger) (string, func(), error) {
-	up, err := demo.New(demo.Options{Engines: engines, Seed: time.Now().UnixNano()})
+func startDemo(opts demo.Options, logger *slog.Logger) (string, func(), error) {
+	opts.Seed = time.Now().UnixNano()
+	up, err := demo.New(opts)
 	if err != nil {
 		return "", nil, err
 	}

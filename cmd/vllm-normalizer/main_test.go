@@ -18,6 +18,8 @@ import (
 	"github.com/prometheus/common/promslog"
 
 	"github.com/fos-study/vllm-normalizer/collector"
+	"github.com/fos-study/vllm-normalizer/demo"
+	"github.com/fos-study/vllm-normalizer/diagnosis"
 	"github.com/fos-study/vllm-normalizer/mapping"
 )
 
@@ -128,6 +130,13 @@ func TestFlagChecks(t *testing.T) {
 		{[]string{"--history.max-series=-1"}, "--history.max-series must be 0 (no limit) or positive, got -1"},
 		{[]string{"--vllm.label-limit=-1"}, "--vllm.label-limit must be 0 (no limit) or positive, got -1"},
 		{[]string{"--vllm.label-value-length-limit=-5"}, "--vllm.label-value-length-limit must be 0 (no limit) or positive, got -5"},
+		{[]string{"--demo.scenario=slow"}, `--demo.scenario: unknown demo scenario "slow"; valid: steady, queueing, long_prompts, prefix_cache_misses, batch_growth, preemptions, long_outputs`},
+		{[]string{"--demo.shift-after=0s"}, "--demo.shift-after=0s must be positive"},
+		{[]string{"--diagnosis.window=1s"}, "--diagnosis.window=1s is shorter than two scrape intervals (2s)"},
+		{[]string{"--vllm.scrape-interval=1m", "--derive.window=5m", "--diagnosis.window=5m", "--diagnosis.baseline=90s"}, "--diagnosis.baseline=1m30s is shorter than two scrape intervals (2m0s)"},
+		{[]string{"--diagnosis.min-change=1.5"}, "--diagnosis.min-change=1.5 must be above 0 and below 1"},
+		{[]string{"--diagnosis.min-change=0"}, "--diagnosis.min-change=0 must be above 0"},
+		{[]string{"--web.routing-path=/diagnosis"}, "--web.routing-path=/diagnosis is taken"},
 	} {
 		_, err := parseFlags(tc.args, io.Discard, io.Discard)
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
@@ -169,13 +178,17 @@ func TestPathFlags(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	diag, err := diagnosis.New(diagnosis.Options{Window: f.diagWindow, Baseline: f.diagBaseline, MinChange: f.diagMinChange, Interval: f.scrapeInterval})
+	if err != nil {
+		t.Fatal(err)
+	}
 	coll, err := collector.New(collector.Config{ScrapeURI: up.URL, Interval: f.scrapeInterval, MaxBodyBytes: int64(f.maxBody),
-		Windows: uniqueWindows(f.windows), Mapper: m, Registry: prometheus.NewRegistry()})
+		Windows: uniqueWindows(f.windows), Mapper: m, Registry: prometheus.NewRegistry(), Diagnosis: diag})
 	if err != nil {
 		t.Fatal(err)
 	}
 	coll.ScrapeOnce(context.Background())
-	mux, err := newMux(f, coll, func() error { return nil }, "")
+	mux, err := newMux(f, coll, diag, func() error { return nil }, "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -195,15 +208,22 @@ func TestPathFlags(t *testing.T) {
 			t.Errorf("%s still serves a page after the paths were moved", p)
 		}
 	}
-	if code, body := get("/"); code != 200 || !strings.Contains(body, `href="/full"`) || !strings.Contains(body, `href="/route"`) {
-		t.Errorf("landing page (%d) does not link the moved paths:\n%s", code, body)
+	if code, body := get("/"); code != 200 || !strings.Contains(body, `href="/full"`) || !strings.Contains(body, `href="/route"`) ||
+		!strings.Contains(body, `href="/diagnosis"`) || !strings.Contains(body, `href="/api/v1/diagnosis"`) {
+		t.Errorf("landing page (%d) does not link the moved paths and the diagnosis:\n%s", code, body)
+	}
+	if code, body := get("/api/v1/diagnosis"); code != 200 || !strings.Contains(body, `"status": "ok"`) || !strings.Contains(body, `"model_name": "m"`) {
+		t.Errorf("/api/v1/diagnosis answered %d:\n%s", code, body)
+	}
+	if code, body := get("/diagnosis"); code != 200 || !strings.Contains(body, `data-model="m"`) {
+		t.Errorf("/diagnosis answered %d:\n%s", code, body)
 	}
 }
 
 // TestDemoEngines: --demo.engines sets how many data-parallel engines the
 // demo upstream prints.
 func TestDemoEngines(t *testing.T) {
-	addr, shutdown, err := startDemo(3, slog.New(slog.DiscardHandler))
+	addr, shutdown, err := startDemo(demo.Options{Engines: 3, Scenario: demo.ScenarioSteady}, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}

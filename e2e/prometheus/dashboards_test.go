@@ -234,7 +234,9 @@ func TestDashboardsAndRulesReturnData(t *testing.T) {
 	t.Parallel()
 	root := repoRoot(t)
 
-	side := testbin.Start(t, "--demo", "--demo.engines=2")
+	// Short diagnosis windows, so that the verdict row has data within the
+	// 70 s below (a recent window plus a baseline of five of them).
+	side := testbin.Start(t, "--demo", "--demo.engines=2", "--diagnosis.window=10s", "--diagnosis.baseline=50s")
 	t.Cleanup(func() {
 		if t.Failed() {
 			t.Logf("sidecar log:\n%s", side.Logs())

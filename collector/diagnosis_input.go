@@ -1,0 +1,281 @@
+package collector
+
+import (
+	"math"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/prometheus/common/model"
+	"github.com/prometheus/prometheus/model/labels"
+
+	"github.com/fos-study/vllm-normalizer/diagnosis"
+	"github.com/fos-study/vllm-normalizer/exposition"
+	"github.com/fos-study/vllm-normalizer/mapping"
+)
+
+// The one place that turns the canonical page into the diagnosis'
+// Observations: one per model_name, engines and processes collapsed. It
+// reads the families that play the roles the diagnosis needs, by their
+// canonical names (mapping.Roles), whatever the server.
+//
+// Counters are corrected for resets per upstream series, before summing:
+// a restart of one engine must not look like a drop of the model's total.
+// Each model keeps running totals that only grow, by v-last for a series
+// that went from last to v, or by v when v < last (the series restarted
+// from zero); a series seen for the first time adds nothing, so that an
+// engine appearing with a long history is no sudden burst.
+
+// Diagnosis inputs, by the role and part that carries them.
+const (
+	dcPreemptions = iota
+	dcPrefixQueries
+	dcPrefixHits
+	dcPromptTokens
+	dcGenerationTokens
+	dcPromptLenSum
+	dcPromptLenCount
+	dcGenLenSum
+	dcGenLenCount
+	dcFinished
+	dcTTFTBucket
+	dcITLBucket
+	numDiagnosisInputs
+)
+
+var diagnosisRoles = [numDiagnosisInputs]struct {
+	role mapping.Role
+	part mapping.Part
+}{
+	dcPreemptions:      {mapping.RolePreemptions, mapping.PartValue},
+	dcPrefixQueries:    {mapping.RolePrefixCacheQueries, mapping.PartValue},
+	dcPrefixHits:       {mapping.RolePrefixCacheHits, mapping.PartValue},
+	dcPromptTokens:     {mapping.RolePromptTokens, mapping.PartValue},
+	dcGenerationTokens: {mapping.RoleGenerationTokens, mapping.PartValue},
+	dcPromptLenSum:     {mapping.RoleRequestPromptTokens, mapping.PartSum},
+	dcPromptLenCount:   {mapping.RoleRequestPromptTokens, mapping.PartCount},
+	dcGenLenSum:        {mapping.RoleRequestGenerationTokens, mapping.PartSum},
+	dcGenLenCount:      {mapping.RoleRequestGenerationTokens, mapping.PartCount},
+	dcFinished:         {mapping.RoleRequestsFinished, mapping.PartValue},
+	dcTTFTBucket:       {mapping.RoleTTFT, mapping.PartBucket},
+	dcITLBucket:        {mapping.RoleInterTokenLatency, mapping.PartBucket},
+}
+
+// Gauges read from the routing view, which already collapses them the way
+// routers see them (running and waiting summed, KV usage by its rule).
+var diagnosisGauges = [...]mapping.Role{mapping.RoleRequestsRunning, mapping.RoleRequestsWaiting, mapping.RoleKVCacheUsage}
+
+// diagnosisNames are the canonical sample names of the inputs, and every
+// family name they may come in (the sample name itself for text-format
+// counters, without the suffix for histograms and OpenMetrics counters).
+type diagnosisNames struct {
+	samples  map[string]int
+	families map[string]bool
+}
+
+func newDiagnosisNames(roles *mapping.Roles) diagnosisNames {
+	n := diagnosisNames{samples: map[string]int{}, families: map[string]bool{}}
+	for kind, r := range diagnosisRoles {
+		name := roles.Sample(r.role, r.part)
+		if roles.Family(r.role) == "" {
+			continue
+		}
+		n.samples[name] = kind
+		n.families[name] = true
+		for _, suf := range []string{"_total", "_bucket", "_sum", "_count"} {
+			if base, ok := strings.CutSuffix(name, suf); ok {
+				n.families[base] = true
+			}
+		}
+	}
+	return n
+}
+
+// diagnosisInput keeps the reset-correction state between scrapes. Scrapes
+// are serialised, so it needs no lock.
+type diagnosisInput struct {
+	names  diagnosisNames
+	series map[uint64][]*resetSeries
+	models map[string]*modelTotals
+	round  uint64
+}
+
+type resetSeries struct {
+	lbls  labels.Labels
+	last  float64
+	round uint64 // last round seen
+}
+
+// modelTotals are a model's reset-corrected running totals.
+type modelTotals struct {
+	c         [dcTTFTBucket]float64
+	ttft, itl map[float64]float64 // per bucket bound
+}
+
+// forgetAfter is how many scrapes a vanished series' state is kept, so
+// that a series missing from one page is not taken for a new one.
+const forgetAfter = 64
+
+// observations returns one Observation per model on the canonical page.
+// view is the routing view of the same page; style is the name style it
+// was written in.
+func (in *diagnosisInput) observations(canon, view []exposition.Family, roles *mapping.Roles, style func(string) string) []diagnosis.Observation {
+	if in.series == nil {
+		in.series, in.models = map[uint64][]*resetSeries{}, map[string]*modelTotals{}
+		in.names = newDiagnosisNames(roles)
+	}
+	in.round++
+	type present struct {
+		c         [dcTTFTBucket]bool
+		ttft, itl []float64 // bounds seen this round
+	}
+	seen := map[string]*present{}
+	get := func(m string) *present {
+		p := seen[m]
+		if p == nil {
+			p = &present{}
+			seen[m] = p
+		}
+		return p
+	}
+	for fi := range canon {
+		f := &canon[fi]
+		if !in.names.families[f.Name] {
+			continue
+		}
+		for si := range f.Samples {
+			s := &f.Samples[si]
+			kind, ok := in.names.samples[s.Name()]
+			v := s.Value
+			if !ok || math.IsNaN(v) || math.IsInf(v, 0) {
+				continue
+			}
+			le := 0.0
+			if kind == dcTTFTBucket || kind == dcITLBucket {
+				b, err := strconv.ParseFloat(s.Labels.Get(model.BucketLabel), 64)
+				if err != nil || math.IsNaN(b) {
+					continue
+				}
+				le = b
+			}
+			d := in.increase(s.Labels, v)
+			m := s.Labels.Get(mapping.LabelModel)
+			tot := in.models[m]
+			if tot == nil {
+				tot = &modelTotals{ttft: map[float64]float64{}, itl: map[float64]float64{}}
+				in.models[m] = tot
+			}
+			p := get(m)
+			switch kind {
+			case dcTTFTBucket:
+				tot.ttft[le] += d
+				p.ttft = appendBound(p.ttft, le)
+			case dcITLBucket:
+				tot.itl[le] += d
+				p.itl = appendBound(p.itl, le)
+			default:
+				tot.c[kind] += d
+				p.c[kind] = true
+			}
+		}
+	}
+	gauges := map[string]*[3]float64{}
+	for gi, role := range diagnosisGauges {
+		styled := style(roles.Family(role))
+		for fi := range view {
+			if view[fi].Name != styled {
+				continue
+			}
+			for _, s := range view[fi].Samples {
+				m := s.Labels.Get(mapping.LabelModel)
+				g := gauges[m]
+				if g == nil {
+					g = &[3]float64{math.NaN(), math.NaN(), math.NaN()}
+					gauges[m] = g
+				}
+				g[gi] = s.Value
+				get(m)
+			}
+		}
+	}
+	in.prune()
+
+	out := make([]diagnosis.Observation, 0, len(seen))
+	for m, p := range seen {
+		o := diagnosis.Observation{Model: m, Running: math.NaN(), Waiting: math.NaN(), KVUsage: math.NaN()}
+		if g := gauges[m]; g != nil {
+			o.Running, o.Waiting, o.KVUsage = g[0], g[1], g[2]
+		}
+		tot := in.models[m]
+		val := func(k int) float64 {
+			if tot == nil || !p.c[k] {
+				return math.NaN()
+			}
+			return tot.c[k]
+		}
+		o.Preemptions, o.PrefixQueries, o.PrefixHits = val(dcPreemptions), val(dcPrefixQueries), val(dcPrefixHits)
+		o.PromptTokens, o.GenerationTokens = val(dcPromptTokens), val(dcGenerationTokens)
+		o.PromptLenSum, o.PromptLenCount = val(dcPromptLenSum), val(dcPromptLenCount)
+		o.GenLenSum, o.GenLenCount = val(dcGenLenSum), val(dcGenLenCount)
+		o.Finished = val(dcFinished)
+		if tot != nil {
+			o.TTFT = histogramOf(p.ttft, tot.ttft)
+			o.ITL = histogramOf(p.itl, tot.itl)
+		}
+		out = append(out, o)
+	}
+	slices.SortFunc(out, func(a, b diagnosis.Observation) int { return strings.Compare(a.Model, b.Model) })
+	return out
+}
+
+func appendBound(bounds []float64, le float64) []float64 {
+	if !slices.Contains(bounds, le) {
+		bounds = append(bounds, le)
+	}
+	return bounds
+}
+
+func histogramOf(bounds []float64, totals map[float64]float64) diagnosis.Histogram {
+	if len(bounds) == 0 {
+		return diagnosis.Histogram{}
+	}
+	slices.Sort(bounds)
+	h := diagnosis.Histogram{Bounds: bounds, Counts: make([]float64, len(bounds))}
+	for i, le := range bounds {
+		h.Counts[i] = totals[le]
+	}
+	return h
+}
+
+// increase returns how much the series with labels lbls grew since the
+// last scrape, v being its value now: 0 for a series not seen before.
+func (in *diagnosisInput) increase(lbls labels.Labels, v float64) float64 {
+	h := lbls.Hash()
+	for _, s := range in.series[h] {
+		if labels.Equal(s.lbls, lbls) {
+			d := v - s.last
+			if v < s.last {
+				d = v // restarted from zero
+			}
+			s.last, s.round = v, in.round
+			return d
+		}
+	}
+	in.series[h] = append(in.series[h], &resetSeries{lbls: lbls.Copy(), last: v, round: in.round})
+	return 0
+}
+
+// prune forgets series that have been missing for forgetAfter scrapes.
+func (in *diagnosisInput) prune() {
+	if in.round%forgetAfter != 0 {
+		return
+	}
+	for h, list := range in.series {
+		list = slices.DeleteFunc(list, func(s *resetSeries) bool { return in.round-s.round > forgetAfter })
+		if len(list) == 0 {
+			delete(in.series, h)
+		} else {
+			in.series[h] = list
+		}
+	}
+}

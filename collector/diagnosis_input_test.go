@@ -1,0 +1,144 @@
+package collector
+
+import (
+	"math"
+	"os"
+	"testing"
+
+	"github.com/prometheus/prometheus/model/labels"
+
+	"github.com/fos-study/vllm-normalizer/exposition"
+	"github.com/fos-study/vllm-normalizer/mapping"
+	"github.com/fos-study/vllm-normalizer/routing"
+)
+
+// twoEngines is the real V1 fixture with its engine "0" series repeated as
+// engine "1", so that the model has two engines to collapse.
+func twoEngines(t *testing.T) []exposition.Family {
+	t.Helper()
+	body, err := os.ReadFile("../testdata/fixtures/13-vllm-v1-2026-nixl-pd-kserve-llmisvc-context.prom")
+	if err != nil {
+		t.Fatal(err)
+	}
+	fams, _, err := exposition.Parse(body, exposition.ContentTypeText, exposition.ParseOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range fams {
+		f := &fams[i]
+		var extra []exposition.Sample
+		for _, s := range f.Samples {
+			if s.Labels.Get("engine") == "0" {
+				c := s
+				b := labels.NewBuilder(s.Labels)
+				b.Set("engine", "1")
+				c.Labels = b.Labels()
+				extra = append(extra, c)
+			}
+		}
+		f.Samples = append(f.Samples, extra...)
+	}
+	return exposition.DropCreated(fams)
+}
+
+// scale multiplies every sample of sample name name on engine eng by k.
+func scale(fams []exposition.Family, name, eng string, k float64) {
+	for i := range fams {
+		for j := range fams[i].Samples {
+			s := &fams[i].Samples[j]
+			if s.Name() == name && s.Labels.Get("engine") == eng {
+				s.Value *= k
+			}
+		}
+	}
+}
+
+func sampleSum(fams []exposition.Family, name, eng string) float64 {
+	sum := 0.0
+	for _, f := range fams {
+		for _, s := range f.Samples {
+			if s.Name() == name && s.Labels.Get("engine") == eng {
+				sum += s.Value
+			}
+		}
+	}
+	return sum
+}
+
+func clone(fams []exposition.Family) []exposition.Family {
+	out := make([]exposition.Family, len(fams))
+	for i, f := range fams {
+		out[i] = f
+		out[i].Samples = append([]exposition.Sample(nil), f.Samples...)
+	}
+	return out
+}
+
+// The model's totals grow by each series' own increase: when one engine
+// restarts (its counters fall), the others' increases still count and the
+// restarted engine counts from zero.
+func TestDiagnosisInputResetPerSeries(t *testing.T) {
+	ident := func(s string) string { return s }
+	roles := testMapper(t, mapping.Options{}).Catalogue().Roles()
+	var in diagnosisInput
+	p1 := twoEngines(t)
+	obs := in.observations(p1, routing.View(p1, nil, roles, "v1", ident), roles, ident)
+	if len(obs) != 1 || obs[0].Model != "TinyLlama" {
+		t.Fatalf("observations %+v", obs)
+	}
+	// First sight: nothing has grown yet.
+	if obs[0].Finished != 0 || obs[0].GenerationTokens != 0 {
+		t.Fatalf("first observation: finished %v, generation %v, want 0", obs[0].Finished, obs[0].GenerationTokens)
+	}
+	if want := sampleSum(p1, "vllm:num_requests_running", "0") * 2; obs[0].Running != want {
+		t.Errorf("running %v, want both engines' %v", obs[0].Running, want)
+	}
+
+	// Second page: engine 0 doubled its counters, engine 1 restarted at a
+	// quarter of its old values.
+	p2 := clone(p1)
+	for _, n := range []string{"vllm:generation_tokens_total", "vllm:request_success_total", "vllm:time_to_first_token_seconds_bucket"} {
+		scale(p2, n, "0", 2)
+		scale(p2, n, "1", 0.25)
+	}
+	obs = in.observations(p2, routing.View(p2, nil, roles, "v1", ident), roles, ident)
+	for _, c := range []struct {
+		name string
+		got  float64
+	}{
+		{"vllm:generation_tokens_total", obs[0].GenerationTokens},
+		{"vllm:request_success_total", obs[0].Finished},
+	} {
+		// engine 0: 2v - v; engine 1: restarted, counts 0.25v from zero.
+		v := sampleSum(p1, c.name, "0")
+		if want := v + 0.25*v; math.Abs(c.got-want) > 1e-9*want {
+			t.Errorf("%s total %v, want %v", c.name, c.got, want)
+		}
+	}
+	h := obs[0].TTFT
+	if len(h.Bounds) < 2 || !math.IsInf(h.Bounds[len(h.Bounds)-1], 1) {
+		t.Fatalf("TTFT bounds %v", h.Bounds)
+	}
+	inf := 0.0
+	for _, f := range p1 {
+		for _, s := range f.Samples {
+			if s.Name() == "vllm:time_to_first_token_seconds_bucket" && s.Labels.Get("engine") == "0" && s.Labels.Get("le") == "+Inf" {
+				inf = s.Value
+			}
+		}
+	}
+	if got, want := h.Counts[len(h.Counts)-1], inf*1.25; math.Abs(got-want) > 1e-9*want {
+		t.Errorf("TTFT +Inf total %v, want %v", got, want)
+	}
+	// Absent families are NaN, never 0.
+	p3 := clone(p2)
+	for i := range p3 {
+		if p3[i].Name == "vllm:num_preemptions" || p3[i].Name == "vllm:num_preemptions_total" {
+			p3[i].Samples = nil
+		}
+	}
+	obs = in.observations(p3, routing.View(p3, nil, roles, "v1", ident), roles, ident)
+	if !math.IsNaN(obs[0].Preemptions) {
+		t.Errorf("preemptions without the family: %v, want NaN", obs[0].Preemptions)
+	}
+}

@@ -1,0 +1,112 @@
+package collector
+
+import (
+	"context"
+	"fmt"
+	"net/http/httptest"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/fos-study/vllm-normalizer/demo"
+	"github.com/fos-study/vllm-normalizer/diagnosis"
+)
+
+// TestDiagnosisDemoScenarios runs the whole pipeline (the demo upstream
+// over HTTP, parse, normalise, the diagnosis input, the diagnosis) on a
+// fake clock for every demo scenario: before the shift nothing is claimed;
+// within the window (plus a few scrapes) after it the scenario's cause
+// appears, and no other cause does until the shifted load reaches the
+// baseline. steady stays all zero throughout. The end-to-end test in e2e/
+// does the same against the real binary and real time, shorter.
+func TestDiagnosisDemoScenarios(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs every demo scenario for minutes of simulated time")
+	}
+	if raceEnabled {
+		// One goroutine drives the whole pipeline here, so the race
+		// detector has nothing to find, and it makes the run ten times
+		// longer (minutes); e2e's TestDiagnosisScenarios runs the same
+		// scenarios against the real binary.
+		t.Skip("single-goroutine simulation: skipped under -race")
+	}
+	const (
+		shift  = 3*time.Minute + 30*time.Second
+		window = 30 * time.Second
+		base   = 150 * time.Second
+	)
+	for _, sc := range demo.Scenarios {
+		t.Run(sc, func(t *testing.T) {
+			clock := newFakeClock()
+			up, err := demo.New(demo.Options{Now: clock.Now, Seed: scenarioSeed(), Engines: 4, Scenario: sc, ShiftAfter: shift})
+			if err != nil {
+				t.Fatal(err)
+			}
+			srv := httptest.NewServer(up)
+			defer srv.Close()
+			d, err := diagnosis.New(diagnosis.Options{Window: window, Baseline: base, MinChange: 0.25, Interval: time.Second})
+			if err != nil {
+				t.Fatal(err)
+			}
+			c := newTestCollector(t, srv.URL+"/metrics", clock, func(cfg *Config) { cfg.Diagnosis = d })
+			start := clock.Now()
+			first := time.Duration(-1)
+			for clock.Now().Sub(start) < shift+window+10*time.Second {
+				c.ScrapeOnce(context.Background())
+				at := clock.Now().Sub(start)
+				rep := d.Report()
+				var causes []string
+				if len(rep.Models) == 1 {
+					for _, f := range rep.Models[0].Causes {
+						if f.Active {
+							causes = append(causes, f.Name)
+						}
+					}
+				}
+				if os.Getenv("DIAGNOSIS_TRACE") != "" && (int(at.Seconds())%10 == 0 || (at > shift && at < shift+40*time.Second)) && len(rep.Models) == 1 {
+					var b strings.Builder
+					for _, st := range rep.Models[0].Steps {
+						for _, s := range st.Signals {
+							if s.Ratio != nil {
+								fmt.Fprintf(&b, " %s=%.2f", s.Signal, *s.Ratio)
+							} else {
+								fmt.Fprintf(&b, " %s=%s", s.Signal, s.Change)
+							}
+						}
+					}
+					t.Logf("%4.0fs %v%s", at.Seconds(), causes, b.String())
+				}
+				switch {
+				case at < shift || sc == demo.ScenarioSteady:
+					if len(causes) > 0 {
+						t.Fatalf("at %s, before any shift: causes %v", at, causes)
+					}
+				case len(causes) > 0:
+					if !slices.Equal(causes, []string{sc}) {
+						t.Fatalf("at %s (%s after the shift): causes %v, want only %s", at, at-shift, causes, sc)
+					}
+					if first < 0 {
+						first = at - shift
+					}
+				}
+				clock.Advance(time.Second)
+			}
+			if sc != demo.ScenarioSteady && first < 0 {
+				t.Fatalf("%s never appeared within %s of the shift", sc, window+10*time.Second)
+			}
+			t.Logf("%s appeared %s after the shift", sc, first)
+		})
+	}
+}
+
+// scenarioSeed is 3, or DIAGNOSIS_SEED to try the scenarios with other
+// random draws.
+func scenarioSeed() int64 {
+	if s, err := strconv.ParseInt(os.Getenv("DIAGNOSIS_SEED"), 10, 64); err == nil {
+		return s
+	}
+	return 3
+}

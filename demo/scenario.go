@@ -1,0 +1,80 @@
+package demo
+
+import (
+	"fmt"
+	"strings"
+	"time"
+)
+
+// Scenarios: a steady load, or a steady load that after Options.ShiftAfter
+// changes exactly one thing, so that the diagnosis has one cause to find.
+const (
+	ScenarioSteady            = "steady"
+	ScenarioQueueing          = "queueing"
+	ScenarioLongPrompts       = "long_prompts"
+	ScenarioPrefixCacheMisses = "prefix_cache_misses"
+	ScenarioBatchGrowth       = "batch_growth"
+	ScenarioPreemptions       = "preemptions"
+	ScenarioLongOutputs       = "long_outputs"
+)
+
+// Scenarios lists every scenario, steady first.
+var Scenarios = []string{
+	ScenarioSteady, ScenarioQueueing, ScenarioLongPrompts, ScenarioPrefixCacheMisses,
+	ScenarioBatchGrowth, ScenarioPreemptions, ScenarioLongOutputs,
+}
+
+// DefaultShiftAfter is when a scenario shifts, counted from the start of
+// the demo: long enough for a baseline to build up on a laptop.
+const DefaultShiftAfter = 10 * time.Minute
+
+// load is the shape of a scenario's traffic and engine. Unlike the default
+// demo's wavy load, it does not drift: whatever the diagnosis finds comes
+// from the shift.
+type load struct {
+	rate         float64 // arrivals per second (per engine, before its scale)
+	promptMedian float64 // tokens
+	outputMedian float64 // tokens, before max_tokens
+	hit          float64 // prefix-cache hit fraction of a prompt
+	maxRunning   int     // max_num_seqs
+	kvCapacity   int     // tokens of KV cache
+}
+
+// steadyLoad runs at about a third of the batch limit and a fifth of the
+// KV cache: nothing queues, nothing is preempted.
+var steadyLoad = load{rate: 1.5, promptMedian: 350, outputMedian: 90, hit: 0.45, maxRunning: 64, kvCapacity: 65536}
+
+// scenarioLoads says, per scenario, the load before and after the shift.
+// Each shift changes one field; queueing runs, before and after, on a pod
+// whose batch limit is near its steady batch, since a queue only grows
+// when the batch cannot.
+func scenarioLoads(name string) (before, after load) {
+	before, after = steadyLoad, steadyLoad
+	switch name {
+	case ScenarioQueueing:
+		before.maxRunning, after.maxRunning = 12, 12
+		after.rate *= 2.5 // inflow above what 12 running requests can serve
+	case ScenarioLongPrompts:
+		after.promptMedian *= 3
+	case ScenarioPrefixCacheMisses:
+		after.hit = 0 // a routing change: requests land where their prefix is not cached
+	case ScenarioBatchGrowth:
+		after.rate *= 2.5 // more traffic, and room in the batch for it
+	case ScenarioPreemptions:
+		after.kvCapacity /= 30 // less KV cache (another process took GPU memory)
+	case ScenarioLongOutputs:
+		after.outputMedian *= 3
+	}
+	return before, after
+}
+
+// CheckScenario returns an error naming the valid scenarios if name is
+// not one of them.
+func CheckScenario(name string) error {
+	for _, s := range Scenarios {
+		if s == name {
+			return nil
+		}
+	}
+	return fmt.Errorf("unknown demo scenario %q; valid: %s", name, strings.Join(Scenarios, ", "))
+}

@@ -1,0 +1,583 @@
+package diagnosis
+
+import (
+	"encoding/json"
+	"io"
+	"math"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/fos-study/vllm-normalizer/exposition"
+)
+
+// pod is a hand-driven model: each tick, the test says what happened in the
+// last second (how many requests finished, their TTFT and inter-token
+// latency, lengths, ...), and the pod keeps the cumulative counters an
+// upstream would print. Every expected value in these tests is worked out
+// by hand from those inputs.
+type pod struct {
+	bounds []float64 // shared by TTFT and ITL
+	o      Observation
+}
+
+// second is what happens in one second of a pod's life.
+type second struct {
+	requests          float64 // finished, each with one TTFT observation
+	ttft, itl         float64 // the value every observation of this second has
+	itlPerReq         float64 // inter-token observations per request
+	prompt, output    float64 // tokens per request
+	running, waiting  float64
+	kv                float64
+	preemptions       float64
+	hitRatio          float64
+	missingHistograms bool
+}
+
+var testBounds = []float64{0.1, 0.2, 0.4, 0.8, math.Inf(1)}
+
+func newPod() *pod {
+	p := &pod{bounds: testBounds}
+	p.o.Model = "m"
+	p.o.TTFT = Histogram{Bounds: testBounds, Counts: make([]float64, len(testBounds))}
+	p.o.ITL = Histogram{Bounds: testBounds, Counts: make([]float64, len(testBounds))}
+	return p
+}
+
+func observeInto(h *Histogram, v, n float64) {
+	for i, le := range h.Bounds {
+		if v <= le {
+			h.Counts[i] += n
+		}
+	}
+}
+
+// tick applies one second and returns the observation (a copy).
+func (p *pod) tick(s second) Observation {
+	o := &p.o
+	o.Running, o.Waiting, o.KVUsage = s.running, s.waiting, s.kv
+	o.Finished += s.requests
+	o.Preemptions += s.preemptions
+	o.PromptLenSum += s.requests * s.prompt
+	o.PromptLenCount += s.requests
+	o.GenLenSum += s.requests * s.output
+	o.GenLenCount += s.requests
+	o.PromptTokens += s.requests * s.prompt
+	o.GenerationTokens += s.requests * s.output
+	o.PrefixQueries += s.requests * s.prompt
+	o.PrefixHits += s.requests * s.prompt * s.hitRatio
+	observeInto(&o.TTFT, s.ttft, s.requests)
+	observeInto(&o.ITL, s.itl, s.requests*s.itlPerReq)
+	out := *o
+	out.TTFT.Counts = append([]float64(nil), o.TTFT.Counts...)
+	out.ITL.Counts = append([]float64(nil), o.ITL.Counts...)
+	if s.missingHistograms {
+		out.TTFT, out.ITL = Histogram{}, Histogram{}
+	}
+	return out
+}
+
+// healthy is a steady second: TTFT 0.15 s (p90 interpolated in (0.1, 0.2]:
+// 0.19), ITL 0.05 s (p90 in (0, 0.1]: 0.09), 4 requests/s of 400 prompt
+// and 100 output tokens, 8 running, 1 waiting, half the prompt cached.
+var healthy = second{requests: 4, ttft: 0.15, itl: 0.05, itlPerReq: 100, prompt: 400, output: 100,
+	running: 8, waiting: 1, kv: 0.4, hitRatio: 0.5}
+
+var testOpts = Options{Window: time.Minute, Baseline: 10 * time.Minute, MinChange: 0.25, Interval: time.Second}
+
+var t0 = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+
+// run feeds the pod for len(secs) seconds and returns the diagnoser, the
+// last families and the last report.
+func run(t *testing.T, opts Options, secs []second) (*Diagnoser, []exposition.Family, *Report) {
+	t.Helper()
+	d, err := New(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := newPod()
+	var fams []exposition.Family
+	for i, s := range secs {
+		fams = d.Observe(t0.Add(time.Duration(i)*time.Second), []Observation{p.tick(s)})
+	}
+	return d, fams, d.Report()
+}
+
+// timeline is steady for before seconds, then shifted for after seconds.
+func timeline(before, after int, shifted second) []second {
+	out := make([]second, 0, before+after)
+	for range before {
+		out = append(out, healthy)
+	}
+	for range after {
+		out = append(out, shifted)
+	}
+	return out
+}
+
+// values returns label value -> sample value of a family for model m.
+func values(fams []exposition.Family, name, label string) map[string]float64 {
+	out := map[string]float64{}
+	for _, f := range fams {
+		if f.Name != name {
+			continue
+		}
+		for _, s := range f.Samples {
+			out[s.Labels.Get(label)] = s.Value
+		}
+	}
+	return out
+}
+
+func active(v map[string]float64) []string {
+	var out []string
+	for k, x := range v {
+		if x == 1 {
+			out = append(out, k)
+		} else if x != 0 {
+			out = append(out, k+"=?")
+		}
+	}
+	return sorted(out)
+}
+
+func sorted(s []string) []string {
+	for i := range s {
+		for j := i + 1; j < len(s); j++ {
+			if s[j] < s[i] {
+				s[i], s[j] = s[j], s[i]
+			}
+		}
+	}
+	return s
+}
+
+func TestSteadyIsAllZero(t *testing.T) {
+	_, fams, rep := run(t, testOpts, timeline(700, 0, healthy))
+	sy, ca := values(fams, FamilySymptom, "symptom"), values(fams, FamilyCause, "cause")
+	if len(sy) != numSymptoms || len(ca) != numCauses {
+		t.Fatalf("want every symptom and cause present, got %v %v", sy, ca)
+	}
+	if a := append(active(sy), active(ca)...); len(a) != 0 {
+		t.Fatalf("steady pod: active %v", a)
+	}
+	for sig, r := range values(fams, FamilyChangeRatio, "signal") {
+		if math.Abs(r-1) > 1e-9 {
+			t.Errorf("steady %s ratio = %v, want 1", sig, r)
+		}
+	}
+	// Preemptions are 0 in both windows: no ratio, flat.
+	if _, ok := values(fams, FamilyChangeRatio, "signal")[SignalPreemptionsPerSecond]; ok {
+		t.Errorf("preemptions 0 -> 0 has a ratio")
+	}
+	mr := rep.Models[0]
+	if !mr.EnoughData || mr.Steps[0].Verdict != "healthy: no latency or throughput regression against the baseline" {
+		t.Errorf("report: enough=%v verdict=%q", mr.EnoughData, mr.Steps[0].Verdict)
+	}
+	// The recent window holds 60 s of 4 requests; the baseline 10 min.
+	if got := *mr.Recent.Requests; got != 240 {
+		t.Errorf("recent requests = %v, want 240", got)
+	}
+	if got := *mr.Baseline.Requests; got != 2400 {
+		t.Errorf("baseline requests = %v, want 2400", got)
+	}
+}
+
+// Each case shifts one thing after 640 s of steady and checks the causes
+// 60 s later (the recent window then holds only shifted seconds).
+func TestEachCause(t *testing.T) {
+	cases := []struct {
+		name     string
+		shift    func(s *second)
+		symptoms []string
+		causes   []string
+		signal   string
+		ratio    float64 // hand-computed recent/baseline of signal
+		after    int     // seconds after the shift; 0 means 61
+	}{
+		{"queueing", func(s *second) { s.waiting, s.ttft = 6, 0.3 },
+			// TTFT p90 0.19 -> 0.2+0.2*0.9 = 0.38
+			[]string{SymptomTTFTUp}, []string{CauseQueueing}, SignalWaiting, 6, 0},
+		{"long prompts", func(s *second) { s.prompt, s.ttft = 1000, 0.3 },
+			[]string{SymptomTTFTUp}, []string{CauseLongPrompts}, SignalPromptTokensMean, 2.5, 0},
+		{"prefix cache misses", func(s *second) { s.hitRatio, s.ttft = 0.1, 0.3 },
+			[]string{SymptomTTFTUp}, []string{CausePrefixCacheMisses}, SignalPrefixCacheHitRatio, 0.2, 0},
+		{"batch growth", func(s *second) { s.running, s.itl = 16, 0.15 },
+			// ITL p90 0.09 -> 0.19
+			[]string{SymptomITLUp}, []string{CauseBatchGrowth}, SignalRunning, 2, 0},
+		{"long outputs", func(s *second) { s.output, s.running, s.itl = 300, 24, 0.15 },
+			// the batch grew with the outputs: long_outputs, not batch_growth
+			[]string{SymptomITLUp}, []string{CauseLongOutputs}, SignalGenerationTokensMean, 3, 0},
+		{"preemptions", func(s *second) { s.preemptions, s.waiting, s.itl = 2, 3, 0.15 },
+			// preempted requests wait again: not queueing
+			[]string{SymptomITLUp}, []string{CausePreemptions}, SignalPreemptionsPerSecond, math.Inf(1), 0},
+		{"unexplained", func(s *second) { s.itl = 0.15 },
+			// unexplained only after a whole window without a cause
+			[]string{SymptomITLUp}, []string{CauseUnexplained}, "", 0, 130},
+		{"unexplained not before a window has passed", func(s *second) { s.itl = 0.15 },
+			[]string{SymptomITLUp}, nil, SignalITLP90, 0.19 / 0.09, 61},
+		{"throughput down with as many running, latencies flat", func(s *second) { s.output = 60 },
+			// outputs shorter: 400 -> 240 tokens/s with 8 running; ITL flat.
+			// Shorter outputs are no cause of a slowdown: unexplained.
+			[]string{SymptomThroughputDown}, []string{CauseUnexplained}, "", 0, 130},
+		{"less traffic is no symptom", func(s *second) { s.requests, s.running = 2, 4 },
+			nil, nil, SignalGenerationTokensPerS, 0.5, 0},
+		{"TTFT and ITL both up, two causes", func(s *second) { s.hitRatio, s.ttft, s.running, s.itl = 0.1, 0.3, 16, 0.15 },
+			[]string{SymptomITLUp, SymptomTTFTUp}, []string{CauseBatchGrowth, CausePrefixCacheMisses}, SignalTTFTP90, 2, 0},
+		{"a batch that grew with the prompts is long prompts", func(s *second) { s.prompt, s.ttft, s.running = 1000, 0.3, 16 },
+			[]string{SymptomTTFTUp}, []string{CauseLongPrompts}, SignalRunning, 2, 0},
+		{"a batch that grew while requests queued is queueing", func(s *second) { s.waiting, s.ttft, s.running, s.itl = 6, 0.3, 16, 0.15 },
+			[]string{SymptomITLUp, SymptomTTFTUp}, []string{CauseQueueing}, SignalRunning, 2, 0},
+		{"a larger batch explains a TTFT rise too", func(s *second) { s.running, s.ttft = 16, 0.3 },
+			[]string{SymptomTTFTUp}, []string{CauseBatchGrowth}, SignalRunning, 2, 0},
+		{"waiting up without a symptom is nothing", func(s *second) { s.waiting = 6 },
+			nil, nil, SignalWaiting, 6, 0},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			s := healthy
+			c.shift(&s)
+			after := c.after
+			if after == 0 {
+				after = 61
+			}
+			_, fams, _ := run(t, testOpts, timeline(640, after, s))
+			if got, want := active(values(fams, FamilySymptom, "symptom")), sorted(c.symptoms); strings.Join(got, ",") != strings.Join(want, ",") {
+				t.Errorf("symptoms %v, want %v", got, want)
+			}
+			if got, want := active(values(fams, FamilyCause, "cause")), sorted(c.causes); strings.Join(got, ",") != strings.Join(want, ",") {
+				t.Errorf("causes %v, want %v", got, want)
+			}
+			if c.signal == "" {
+				return // the baseline holds shifted seconds too: no simple ratio
+			}
+			r, ok := values(fams, FamilyChangeRatio, "signal")[c.signal]
+			if !ok || !(r == c.ratio || math.Abs(r-c.ratio) < 1e-9*c.ratio) {
+				t.Errorf("%s ratio = %v (present %v), want %v", c.signal, r, ok, c.ratio)
+			}
+		})
+	}
+}
+
+// The verdict appears as soon as the shifted part of the recent window is
+// large enough, well within one window of the shift.
+func TestCauseAppearsWithinWindow(t *testing.T) {
+	d, err := New(testOpts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := newPod()
+	shifted := healthy
+	shifted.waiting, shifted.ttft = 6, 0.3
+	first := -1
+	for i := range 640 + 61 {
+		s := healthy
+		if i >= 640 {
+			s = shifted
+		}
+		fams := d.Observe(t0.Add(time.Duration(i)*time.Second), []Observation{p.tick(s)})
+		ca := values(fams, FamilyCause, "cause")
+		if i < 640 && len(active(ca)) > 0 {
+			t.Fatalf("cause %v before the shift, at %d s", active(ca), i)
+		}
+		if ca[CauseQueueing] == 1 && first < 0 {
+			first = i - 640
+		}
+	}
+	if first < 0 || first > 60 {
+		t.Fatalf("queueing appeared %d s after the shift, want within the 60 s window", first)
+	}
+}
+
+func TestTooLittleData(t *testing.T) {
+	t.Run("history shorter than the window", func(t *testing.T) {
+		_, fams, rep := run(t, testOpts, timeline(50, 0, healthy))
+		if len(fams) != 0 || rep.Models[0].EnoughData || !strings.Contains(rep.Models[0].Note, "recent window") {
+			t.Fatalf("families %v, report %+v", fams, rep.Models[0])
+		}
+	})
+	t.Run("no baseline longer than the window", func(t *testing.T) {
+		_, fams, rep := run(t, testOpts, timeline(100, 0, healthy))
+		if len(fams) != 0 || !strings.Contains(rep.Models[0].Note, "baseline") {
+			t.Fatalf("families %v, note %q", fams, rep.Models[0].Note)
+		}
+	})
+	t.Run("too few requests recently", func(t *testing.T) {
+		// 19 requests in the recent window (one every 3 s, about), a
+		// doubled TTFT: nothing is claimed.
+		var secs []second
+		for range 640 {
+			secs = append(secs, healthy)
+		}
+		for i := range 61 {
+			s := healthy
+			s.requests, s.ttft = 0, 0.3
+			if i%3 == 0 && i < 57 {
+				s.requests = 1
+			}
+			secs = append(secs, s)
+		}
+		_, fams, rep := run(t, testOpts, secs)
+		if len(fams) != 0 {
+			t.Fatalf("claimed with %v recent requests: %v", *rep.Models[0].Recent.Requests, fams)
+		}
+		if got := *rep.Models[0].Recent.Requests; got != 19 {
+			t.Fatalf("recent requests = %v, want 19", got)
+		}
+		for _, c := range rep.Models[0].Causes {
+			if c.Active {
+				t.Errorf("cause %s active with too little data", c.Name)
+			}
+		}
+	})
+	t.Run("no histograms: no latency symptom, no claim from nothing", func(t *testing.T) {
+		s := healthy
+		s.missingHistograms = true
+		_, fams, _ := run(t, testOpts, timeline(0, 700, s))
+		if _, ok := values(fams, FamilyChangeRatio, "signal")[SignalTTFTP90]; ok {
+			t.Errorf("a TTFT ratio without TTFT histograms")
+		}
+		if a := active(values(fams, FamilyCause, "cause")); len(a) != 0 {
+			t.Errorf("causes %v", a)
+		}
+	})
+}
+
+// Inputs that flap from one scrape to the next, in both windows alike,
+// average out over the windows: no symptom, no cause.
+func TestFlappingInputsAverageOut(t *testing.T) {
+	var secs []second
+	for i := range 700 {
+		s := healthy
+		if i%2 == 1 {
+			s.waiting, s.running, s.ttft, s.itl = 20, 2, 0.6, 0.3
+		}
+		secs = append(secs, s)
+	}
+	_, fams, _ := run(t, testOpts, secs)
+	if a := append(active(values(fams, FamilySymptom, "symptom")), active(values(fams, FamilyCause, "cause"))...); len(a) != 0 {
+		t.Fatalf("flapping inputs: active %v", a)
+	}
+	if got := values(fams, FamilyChangeRatio, "signal")[SignalWaiting]; math.Abs(got-1) > 1e-9 {
+		t.Fatalf("waiting ratio %v, want 1", got)
+	}
+}
+
+// A short burst inside the recent window counts for its share of the
+// window only: 5 s of waiting 6 and TTFT 0.3 among 60 s is no change.
+func TestShortBurstIsNoVerdict(t *testing.T) {
+	secs := timeline(640, 0, healthy)
+	for i := range 61 {
+		s := healthy
+		if i >= 30 && i < 35 {
+			s.waiting, s.ttft = 6, 0.3
+		}
+		secs = append(secs, s)
+	}
+	_, fams, _ := run(t, testOpts, secs)
+	if a := active(values(fams, FamilyCause, "cause")); len(a) != 0 {
+		t.Fatalf("a 5 s burst gave causes %v", a)
+	}
+	// waiting mean over the 61 points: (56*1 + 5*6)/61 -> ratio 86/61
+	if got := values(fams, FamilyChangeRatio, "signal")[SignalWaiting]; math.Abs(got-86.0/61) > 1e-9 {
+		t.Fatalf("waiting ratio %v, want %v", got, 86.0/61)
+	}
+}
+
+// A change just below the minimum is flat, at the minimum it is up.
+func TestMinimumChangeBoundary(t *testing.T) {
+	for _, c := range []struct {
+		waiting float64
+		want    bool
+	}{{1.24, false}, {1.25, true}} {
+		s := healthy
+		s.waiting, s.ttft = c.waiting, 0.3
+		_, fams, _ := run(t, testOpts, timeline(640, 61, s))
+		if got := values(fams, FamilyCause, "cause")[CauseQueueing] == 1; got != c.want {
+			t.Errorf("waiting 1 -> %v: queueing %v, want %v", c.waiting, got, c.want)
+		}
+	}
+}
+
+func TestHistogramBoundsChangeRestartsIt(t *testing.T) {
+	d, err := New(testOpts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := newPod()
+	for i := range 700 {
+		o := p.tick(healthy)
+		if i >= 650 {
+			// Another vLLM behind the port, with other bounds: the old
+			// counts cannot be subtracted from the new ones.
+			o.TTFT = Histogram{Bounds: []float64{1, math.Inf(1)}, Counts: []float64{float64(i), float64(i)}}
+		}
+		fams := d.Observe(t0.Add(time.Duration(i)*time.Second), []Observation{o})
+		if i >= 650 {
+			if _, ok := values(fams, FamilyChangeRatio, "signal")[SignalTTFTP90]; ok {
+				t.Fatalf("TTFT ratio across a change of bounds at %d s", i)
+			}
+		}
+	}
+}
+
+// Memory does not grow with the run: each ring keeps a fixed number of
+// slots, whatever the interval.
+func TestHistoryIsBounded(t *testing.T) {
+	opts := testOpts
+	opts.Interval = 100 * time.Millisecond
+	d, err := New(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := newPod()
+	for i := range 12000 { // 20 minutes at 100 ms
+		d.Observe(t0.Add(time.Duration(i)*100*time.Millisecond), []Observation{p.tick(healthy)})
+	}
+	tr := d.tracks["m"]
+	if n := len(tr.fine.pts); n > fineSlots+2 {
+		t.Errorf("fine ring holds %d points, want at most %d", n, fineSlots+2)
+	}
+	// The coarse ring covers the baseline, the recent window and two fine
+	// slots: 60 + 6 + 1 slots of 10 s.
+	if n := len(tr.coarse.pts); n > coarseSlots+8 {
+		t.Errorf("coarse ring holds %d points, want at most %d", n, coarseSlots+8)
+	}
+}
+
+func TestModelsSeparateAndForgotten(t *testing.T) {
+	d, err := New(testOpts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, b := newPod(), newPod()
+	b.o.Model = "b"
+	for i := range 800 {
+		obs := []Observation{a.tick(healthy)}
+		if i < 100 {
+			obs = append(obs, b.tick(healthy))
+		}
+		d.Observe(t0.Add(time.Duration(i)*time.Second), obs)
+	}
+	rep := d.Report()
+	if len(rep.Models) != 1 || rep.Models[0].Model != "m" {
+		t.Fatalf("models %+v", rep.Models)
+	}
+	if _, ok := d.tracks["b"]; ok {
+		t.Fatalf("model b, gone for 700 s, longer than window and baseline, is kept")
+	}
+}
+
+func TestFailWithdraws(t *testing.T) {
+	d, _, _ := run(t, testOpts, timeline(700, 0, healthy))
+	d.Fail(t0.Add(701 * time.Second))
+	if r := d.Report(); r.Status != StatusScrapeFailed || len(r.Models) != 0 {
+		t.Fatalf("after a failure: %+v", r)
+	}
+}
+
+func TestOptionsRejected(t *testing.T) {
+	for _, c := range []struct {
+		opts Options
+		want string
+	}{
+		{Options{Window: 0, Baseline: time.Minute, MinChange: 0.25}, "recent window must be positive, got 0s"},
+		{Options{Window: time.Second, Baseline: time.Minute, MinChange: 0.25, Interval: time.Second}, "recent window 1s is shorter than two scrape intervals (2s)"},
+		{Options{Window: time.Minute, Baseline: time.Second, MinChange: 0.25, Interval: time.Second}, "baseline window 1s is shorter than two scrape intervals"},
+		{Options{Window: time.Minute, Baseline: time.Hour, MinChange: 1}, "above 0 and below 1 (0.25 = 25 %), got 1"},
+		{Options{Window: time.Minute, Baseline: time.Hour, MinChange: 0}, "got 0"},
+		{Options{Window: time.Minute, Baseline: time.Hour, MinChange: math.NaN()}, "got NaN"},
+	} {
+		_, err := New(c.opts)
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("New(%+v) = %v, want an error containing %q", c.opts, err, c.want)
+		}
+	}
+}
+
+func TestHandlers(t *testing.T) {
+	s := healthy
+	s.waiting, s.ttft = 6, 0.3
+	d, _, _ := run(t, testOpts, timeline(640, 61, s))
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/api/v1/diagnosis" {
+			d.APIHandler().ServeHTTP(w, r)
+			return
+		}
+		d.PageHandler().ServeHTTP(w, r)
+	}))
+	defer srv.Close()
+
+	res, err := http.Get(srv.URL + "/api/v1/diagnosis")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rep Report
+	if err := json.NewDecoder(res.Body).Decode(&rep); err != nil {
+		t.Fatal(err)
+	}
+	res.Body.Close()
+	if res.Header.Get("Content-Type") != "application/json" || rep.Status != StatusOK || len(rep.Models) != 1 {
+		t.Fatalf("JSON: %s %+v", res.Header.Get("Content-Type"), rep)
+	}
+	mr := rep.Models[0]
+	if len(mr.Steps) != 5 || mr.Steps[1].Title != "Saturation" {
+		t.Fatalf("steps %+v", mr.Steps)
+	}
+	var queueing bool
+	for _, f := range mr.Steps[1].Findings {
+		queueing = queueing || (f.Name == CauseQueueing && f.Active)
+	}
+	if !queueing {
+		t.Errorf("step 2 findings %+v, want queueing active", mr.Steps[1].Findings)
+	}
+	w := mr.Steps[1].Signals[0]
+	if w.Signal != SignalWaiting || *w.Baseline != 1 || *w.Recent != 6 || *w.Ratio != 6 || w.Change != ChangeUp {
+		t.Errorf("waiting evidence %+v", w)
+	}
+	// The chart covers the baseline (coarse points, 10 s apart) and the
+	// recent window (fine points, 2 s apart); its last values are 6.
+	if n := len(w.Chart); n < 60+25 {
+		t.Errorf("waiting chart has %d points, want the baseline's 60 and the recent window's 30, about", n)
+	}
+	if last := w.Chart[len(w.Chart)-1]; last.V == nil || *last.V != 6 {
+		t.Errorf("last chart point %+v, want 6", last)
+	}
+
+	res, err = http.Get(srv.URL + "/diagnosis")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(res.Body)
+	res.Body.Close()
+	html := string(body)
+	for _, want := range []string{
+		`class="finding active" data-finding="queueing" data-active="true"`,
+		`data-finding="long_prompts" data-active="false"`,
+		`id="verdict">Found: ttft_up, queueing`,
+		`<polyline class="line"`,
+	} {
+		if !strings.Contains(html, want) {
+			t.Errorf("page lacks %q", want)
+		}
+	}
+	if n := strings.Count(html, "<svg"); n != numSignals {
+		t.Errorf("%d charts, want one per signal (%d)", n, numSignals)
+	}
+	if strings.Contains(html, "<script") || strings.Contains(html, "http://") || strings.Contains(html, "https://") {
+		t.Errorf("the page loads or runs something from elsewhere")
+	}
+	if res.Header.Get("Content-Security-Policy") == "" {
+		t.Errorf("no Content-Security-Policy")
+	}
+	res, err = http.Post(srv.URL+"/diagnosis", "text/plain", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res.Body.Close()
+	if res.StatusCode != http.StatusMethodNotAllowed {
+		t.Errorf("POST: %d", res.StatusCode)
+	}
+}

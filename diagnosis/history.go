@@ -1,0 +1,216 @@
+package diagnosis
+
+import (
+	"math"
+	"slices"
+)
+
+// Every value a point keeps is cumulative (counters as observed, gauges as
+// running sums and counts of their observations), so the value of any
+// signal between two points is a difference of the two, whichever ring they
+// come from. That is what makes downsampling lossless for window aggregates:
+// a slot only needs its newest observation.
+
+// Indexes of the cumulative counters of a point.
+const (
+	cPreemptions = iota
+	cPrefixQueries
+	cPrefixHits
+	cPromptTokens
+	cGenerationTokens
+	cPromptLenSum
+	cPromptLenCount
+	cGenLenSum
+	cGenLenCount
+	cFinished
+	numCounters
+)
+
+// Indexes of the gauges whose observations are summed.
+const (
+	gRunning = iota
+	gWaiting
+	gKVUsage
+	numGauges
+)
+
+// point is the cumulative state of one model at one observation.
+type point struct {
+	t int64 // nanoseconds since the Diagnoser's first observation
+	// gsum and gn are the running sum and number of each gauge's
+	// observations since the model was first seen.
+	gsum, gn [numGauges]float64
+	c        [numCounters]float64 // NaN when the upstream lacks the counter
+	// ttft and itl are cumulative bucket counts aligned with the track's
+	// bounds; nil when the histogram was absent.
+	ttft, itl []float64
+}
+
+// ring keeps at most one point per slot of res nanoseconds (the newest
+// observation in the slot), oldest first.
+type ring struct {
+	res int64
+	pts []point
+}
+
+// add records p, replacing the newest point when it falls in the same slot.
+// The replaced point's bucket slices are reused.
+func (r *ring) add(p *point) {
+	if n := len(r.pts); n > 0 && slotOf(p.t, r.res) == slotOf(r.pts[n-1].t, r.res) {
+		last := &r.pts[n-1]
+		ttft, itl := last.ttft, last.itl
+		*last = *p
+		last.ttft = copyInto(ttft, p.ttft)
+		last.itl = copyInto(itl, p.itl)
+		return
+	}
+	q := *p
+	q.ttft = slices.Clone(p.ttft)
+	q.itl = slices.Clone(p.itl)
+	r.pts = append(r.pts, q)
+}
+
+func copyInto(dst, src []float64) []float64 {
+	if src == nil {
+		return nil
+	}
+	return append(dst[:0], src...)
+}
+
+// prune drops old points but keeps the newest one at or before cut, so that
+// a window starting at cut still has a point to start from.
+func (r *ring) prune(cut int64) {
+	i := 0
+	for i+1 < len(r.pts) && r.pts[i+1].t <= cut {
+		i++
+	}
+	if i > 0 {
+		r.pts = slices.Delete(r.pts, 0, i)
+	}
+}
+
+// atOrBefore returns the newest point with t <= cut, or nil.
+func (r *ring) atOrBefore(cut int64) *point {
+	for i := len(r.pts) - 1; i >= 0; i-- {
+		if r.pts[i].t <= cut {
+			return &r.pts[i]
+		}
+	}
+	return nil
+}
+
+func slotOf(t, res int64) int64 {
+	if t >= 0 {
+		return t / res
+	}
+	return (t - res + 1) / res
+}
+
+// track is the history of one model: a fine ring covering the recent window
+// and a coarse one covering the baseline before it.
+type track struct {
+	gsum, gn   [numGauges]float64
+	ttftBounds []float64
+	itlBounds  []float64
+	fine       ring
+	coarse     ring
+	lastT      int64
+	// uncausedSince is when symptoms without any cause began (-1: not
+	// now); see unexplained in evaluate's caller.
+	uncausedSince int64
+}
+
+// observe folds o, taken at t, into the track.
+func (tr *track) observe(t int64, o *Observation) {
+	gauges := [numGauges]float64{o.Running, o.Waiting, o.KVUsage}
+	for i, v := range gauges {
+		if !math.IsNaN(v) && !math.IsInf(v, 0) {
+			tr.gsum[i] += v
+			tr.gn[i]++
+		}
+	}
+	p := point{t: t, gsum: tr.gsum, gn: tr.gn}
+	p.c = [numCounters]float64{
+		o.Preemptions, o.PrefixQueries, o.PrefixHits, o.PromptTokens, o.GenerationTokens,
+		o.PromptLenSum, o.PromptLenCount, o.GenLenSum, o.GenLenCount, o.Finished,
+	}
+	for i, v := range p.c {
+		if math.IsInf(v, 0) {
+			p.c[i] = math.NaN()
+		}
+	}
+	p.ttft = tr.histogram(hTTFT, o.TTFT)
+	p.itl = tr.histogram(hITL, o.ITL)
+	tr.fine.add(&p)
+	tr.coarse.add(&p)
+	tr.lastT = t
+}
+
+// Which histogram of a point.
+const (
+	hTTFT = iota
+	hITL
+)
+
+func (p *point) hist(which int) *[]float64 {
+	if which == hTTFT {
+		return &p.ttft
+	}
+	return &p.itl
+}
+
+func (tr *track) bounds(which int) *[]float64 {
+	if which == hTTFT {
+		return &tr.ttftBounds
+	}
+	return &tr.itlBounds
+}
+
+// histogram returns h's counts when h is usable. When the bounds change
+// (another vLLM version behind the port), that histogram's history starts
+// over: older counts can no longer be subtracted from the new ones.
+func (tr *track) histogram(which int, h Histogram) []float64 {
+	if !validHistogram(h) {
+		return nil
+	}
+	if b := tr.bounds(which); !slices.Equal(*b, h.Bounds) {
+		*b = slices.Clone(h.Bounds)
+		for _, r := range []*ring{&tr.fine, &tr.coarse} {
+			for i := range r.pts {
+				*r.pts[i].hist(which) = nil
+			}
+		}
+	}
+	return h.Counts
+}
+
+func validHistogram(h Histogram) bool {
+	n := len(h.Bounds)
+	if n < 2 || len(h.Counts) != n || !math.IsInf(h.Bounds[n-1], 1) {
+		return false
+	}
+	for i := 1; i < n; i++ {
+		if !(h.Bounds[i] > h.Bounds[i-1]) {
+			return false
+		}
+	}
+	for _, c := range h.Counts {
+		if math.IsNaN(c) || math.IsInf(c, 0) {
+			return false
+		}
+	}
+	return true
+}
+
+// bytes estimates the memory the track's points hold.
+func (tr *track) bytes() int {
+	const pointSize = 8 + 2*numGauges*8 + numCounters*8 + 2*24
+	n := 0
+	for _, r := range []*ring{&tr.fine, &tr.coarse} {
+		n += cap(r.pts) * pointSize
+		for i := range r.pts {
+			n += 8 * (cap(r.pts[i].ttft) + cap(r.pts[i].itl))
+		}
+	}
+	return n + 8*(len(tr.ttftBounds)+len(tr.itlBounds))
+}

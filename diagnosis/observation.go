@@ -1,0 +1,47 @@
+// Package diagnosis does the operators' triage of a throughput or latency
+// regression automatically: it compares each signal over a recent window
+// with the same signal over a baseline window that ends where the recent one
+// starts (the pod against its own past, never against absolute thresholds),
+// and applies the five-step reasoning (TTFT against inter-token latency,
+// waiting against running, KV cache and preemptions, traffic shape, then
+// configuration and hardware) to name the likely causes.
+//
+// It knows nothing of metric names: its input is one Observation per model
+// and successful scrape, built by an adapter from the normalised page.
+package diagnosis
+
+// Observation is what one successful scrape says about one model, with the
+// data-parallel engines and API-server processes collapsed.
+//
+// Gauges are the values now. Counters and histogram buckets are cumulative
+// and reset-corrected by the caller (a restart of vLLM must not look like a
+// drop): they only ever grow. A value the upstream does not expose is NaN; a
+// histogram it does not expose has no bounds.
+type Observation struct {
+	Model string
+
+	Running float64 // requests in the running batch
+	Waiting float64 // requests waiting to be scheduled
+	KVUsage float64 // KV-cache usage, 0..1
+
+	Preemptions      float64
+	PrefixQueries    float64 // prefix-cache lookups, in tokens
+	PrefixHits       float64 // prefix-cache hits, in tokens
+	PromptTokens     float64 // prompt tokens processed
+	GenerationTokens float64 // tokens generated
+	PromptLenSum     float64 // sum and count of the per-request prompt length histogram
+	PromptLenCount   float64
+	GenLenSum        float64 // sum and count of the per-request generation length histogram
+	GenLenCount      float64
+	Finished         float64 // finished requests, whatever the reason
+
+	TTFT Histogram // time to first token, seconds
+	ITL  Histogram // inter-token latency, seconds
+}
+
+// Histogram is a classic histogram's cumulative buckets: Counts[i]
+// observations were at most Bounds[i]. Bounds ascend and the last is +Inf.
+type Histogram struct {
+	Bounds []float64
+	Counts []float64
+}

@@ -1,0 +1,126 @@
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/fos-study/vllm-normalizer/diagnosis"
+	"github.com/fos-study/vllm-normalizer/internal/testbin"
+)
+
+// chromium returns the path of a Chromium binary. Without one the test
+// skips, except under CI=true (.ci/run installs Debian's chromium), where
+// it fails.
+func chromium(t *testing.T) string {
+	t.Helper()
+	for _, name := range []string{"chromium", "chromium-browser"} {
+		if p, err := exec.LookPath(name); err == nil {
+			return p
+		}
+	}
+	if os.Getenv("CI") == "true" {
+		t.Fatal("chromium is not installed; deploy/ci-deps.sh installs it (Debian package chromium)")
+	}
+	t.Skip("chromium is not installed (Debian: apt-get install chromium); skipping the browser test")
+	return ""
+}
+
+// headless runs Chromium without a sandbox (tests run as root in CI),
+// without any network of its own and with a fresh profile, and returns
+// what it printed.
+func headless(t *testing.T, bin string, args ...string) []byte {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	all := append([]string{
+		"--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+		"--disable-background-networking", "--disable-component-update", "--disable-sync",
+		"--user-data-dir=" + t.TempDir(),
+	}, args...)
+	out, err := exec.CommandContext(ctx, bin, all...).Output()
+	if err != nil {
+		var stderr string
+		if ee, ok := err.(*exec.ExitError); ok {
+			stderr = string(ee.Stderr)
+		}
+		t.Fatalf("chromium %v: %v\n%s", args, err, stderr)
+	}
+	return out
+}
+
+// TestDiagnosisPageInBrowser opens /diagnosis of the demo's queueing
+// scenario in headless Chromium, once the sidecar has named the cause, and
+// checks the page as the browser rendered it: queueing marked, no other
+// cause, every signal's chart drawn.
+func TestDiagnosisPageInBrowser(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the binary for half a minute")
+	}
+	bin := chromium(t)
+	t.Parallel()
+	const window, shift = 4 * time.Second, 25 * time.Second
+	p := testbin.Start(t,
+		"--demo", "--demo.engines=8", "--demo.scenario=queueing", "--demo.shift-after="+shift.String(),
+		"--vllm.scrape-interval=250ms", "--derive.window=4s",
+		"--diagnosis.window="+window.String(), "--diagnosis.baseline=20s",
+	)
+	deadline := time.Now().Add(shift + window + 10*time.Second)
+	for {
+		var rep diagnosis.Report
+		if err := json.Unmarshal(mustGet(t, p.URL+"/api/v1/diagnosis").body, &rep); err != nil {
+			t.Fatal(err)
+		}
+		if len(rep.Models) == 1 && active(rep.Models[0].Causes, diagnosis.CauseQueueing) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("queueing never named; last report %+v", rep)
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+
+	dom := string(headless(t, bin, "--dump-dom", p.URL+"/diagnosis"))
+	activeFinding := regexp.MustCompile(`<span class="finding active" data-finding="([a-z_]+)" data-active="true">`)
+	var found []string
+	for _, m := range activeFinding.FindAllStringSubmatch(dom, -1) {
+		found = append(found, m[1])
+	}
+	if strings.Join(found, ",") != "ttft_up,queueing" {
+		t.Errorf("rendered page marks %v, want ttft_up (step 1) and queueing (step 2)", found)
+	}
+	if !strings.Contains(dom, `id="verdict">Found: ttft_up, queueing</div>`) {
+		t.Errorf("verdict banner missing or wrong")
+	}
+	for _, sig := range []string{"ttft_p90", "itl_p90", "waiting", "running", "kv_cache_usage", "preemptions_per_second", "prompt_tokens_mean", "generation_tokens_mean", "prefix_cache_hit_ratio", "generation_tokens_per_second"} {
+		re := regexp.MustCompile(`(?s)data-signal="` + sig + `">.*?<svg class="chart".*?</svg>`)
+		chart := re.FindString(dom)
+		if chart == "" {
+			t.Errorf("no chart for %s", sig)
+			continue
+		}
+		if !strings.Contains(chart, "<polyline") {
+			t.Errorf("the chart of %s draws no line", sig)
+		}
+	}
+	if n := strings.Count(dom, "<svg"); n != 10 {
+		t.Errorf("%d charts rendered, want 10", n)
+	}
+	if regexp.MustCompile(`<script|(src|href)="https?:`).MatchString(dom) {
+		t.Errorf("the rendered page holds a script or an external reference")
+	}
+}
+
+func active(fs []diagnosis.Finding, name string) bool {
+	for _, f := range fs {
+		if f.Name == name {
+			return f.Active
+		}
+	}
+	return false
+}
