@@ -598,7 +598,7 @@ func TestKustomizeBuild(t *testing.T) {
 		}
 		res := map[string]string{
 			"requests.cpu": "10m", "requests.memory": "32Mi",
-			"limits.cpu": "200m", "limits.memory": "128Mi",
+			"limits.cpu": "200m", "limits.memory": "192Mi",
 		}
 		for k, v := range res {
 			parts := strings.Split(k, ".")
@@ -1030,7 +1030,7 @@ func TestKustomizeSidecarComponent(t *testing.T) {
 			t.Errorf("securityContext.%s = %v, want %v", k, got, v)
 		}
 	}
-	if fmt.Sprint(get(c, "resources", "limits", "memory")) != "128Mi" || fmt.Sprint(get(c, "resources", "requests", "cpu")) != "10m" {
+	if fmt.Sprint(get(c, "resources", "limits", "memory")) != "192Mi" || fmt.Sprint(get(c, "resources", "requests", "cpu")) != "10m" {
 		t.Errorf("resources = %v", get(c, "resources"))
 	}
 }

@@ -18,7 +18,7 @@ import (
 // RSS the worst page the default flags accept may cost: a quarter of the
 // limit is left as margin.
 const (
-	containerLimit = 128 * mib
+	containerLimit = 192 * mib
 	memoryBudget   = containerLimit * 3 / 4
 )
 
