@@ -82,6 +82,7 @@ type Collector struct {
 	metrics  *selfMetrics
 	symbols  *labels.SymbolTable
 	scratch  exposition.ParseScratch // reused by every parse; scrapes are serialised
+	viewer   routing.Viewer          // builds every routing view; scrapes are serialised
 
 	// The Gatherer's families beyond the Registry's, and when they were
 	// gathered (collector clock); see runtimeFamilies. Handlers gather
@@ -377,7 +378,7 @@ func (c *Collector) scrape(ctx context.Context, sent time.Time) (*scrapeResult, 
 	page = append(page, derived...)
 	page = append(page, c.statusFamilies(report)...)
 
-	view := routing.View(canon, routingDerived, c.roles, report.Upstream.Engine, mapper.StyleName)
+	view := c.viewer.View(canon, routingDerived, c.roles, report.Upstream.Engine, mapper.StyleName)
 	asleep, states := routing.Asleep(canon, c.roles)
 	page = append(page, asleepFamily(asleep, states))
 	if d := c.cfg.Diagnosis; d != nil {

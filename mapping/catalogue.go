@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -36,6 +37,19 @@ type Catalogue struct {
 
 	byName map[string]int
 	roles  *Roles
+	// Computed once by validate from Metrics, for what every scrape asks
+	// (Normalize's statuses, detectUpstream's version hint): the metrics'
+	// indexes in name order, each metric's final replacements (sorted,
+	// comma-separated), and its Added and Removed releases parsed.
+	byNameOrder    []int
+	replacements   []string
+	added, removed []parsedRelease
+}
+
+// parsedRelease is parseRelease's result, kept.
+type parsedRelease struct {
+	r  release
+	ok bool
 }
 
 // Roles returns every role with the catalogue family that plays it.
@@ -226,7 +240,28 @@ func (c *Catalogue) validate() error {
 			}
 		}
 	}
-	return errors.Join(errs...)
+	if len(errs) > 0 {
+		return errors.Join(errs...)
+	}
+	c.byNameOrder = make([]int, len(c.Metrics))
+	c.replacements = make([]string, len(c.Metrics))
+	c.added = make([]parsedRelease, len(c.Metrics))
+	c.removed = make([]parsedRelease, len(c.Metrics))
+	for i := range c.Metrics {
+		m := &c.Metrics[i]
+		c.byNameOrder[i] = i
+		var finals []string
+		for _, to := range m.Replacements() {
+			final, _ := c.resolve(to)
+			finals = append(finals, final)
+		}
+		c.replacements[i] = strings.Join(sortedUnique(finals), ",")
+		c.added[i].r, c.added[i].ok = parseRelease(m.Added)
+		c.removed[i].r, c.removed[i].ok = parseRelease(m.Removed)
+	}
+	// Names are unique (checked above), so the order is total.
+	slices.SortFunc(c.byNameOrder, func(a, b int) int { return strings.Compare(c.Metrics[a].Name, c.Metrics[b].Name) })
+	return nil
 }
 
 // resolve follows replacement links from name to the current metric.

@@ -371,8 +371,10 @@ func (m *Mapper) Normalize(in []exposition.Family) ([]exposition.Family, Report)
 		Disagreements: sortedUnique(disagree),
 		Kept:          kept,
 	}
+	// In name order: the catalogue's metrics sorted once, when it was
+	// loaded (byNameOrder), rather than the statuses at every scrape.
 	rep.Statuses = make([]Status, 0, len(m.cat.Metrics))
-	for i := range m.cat.Metrics {
+	for _, i := range m.cat.byNameOrder {
 		md := &m.cat.Metrics[i]
 		st := Status{Metric: md.Name}
 		switch {
@@ -383,12 +385,7 @@ func (m *Mapper) Normalize(in []exposition.Family) ([]exposition.Family, Report)
 			if exposed(index, md) {
 				st.Status = StatusRenamed
 			}
-			finals := make([]string, 0, 2)
-			for _, to := range md.Replacements() {
-				final, _ := m.cat.resolve(to)
-				finals = append(finals, final)
-			}
-			st.Replacement = strings.Join(sortedUnique(finals), ",")
+			st.Replacement = m.cat.replacements[i]
 		case md.IsRemoved():
 			st.Status = StatusRemoved
 			if exposed(index, md) {
@@ -403,7 +400,6 @@ func (m *Mapper) Normalize(in []exposition.Family) ([]exposition.Family, Report)
 		}
 		rep.Statuses = append(rep.Statuses, st)
 	}
-	sort.Slice(rep.Statuses, func(i, j int) bool { return rep.Statuses[i].Metric < rep.Statuses[j].Metric })
 	rep.LegacyInUse = sortedUnique(rep.LegacyInUse)
 	rep.Upstream = m.detectUpstream(in, index)
 	return out, rep

@@ -1,7 +1,6 @@
 package mapping
 
 import (
-	"sort"
 	"strings"
 
 	"github.com/prometheus/common/model"
@@ -27,14 +26,18 @@ func (m *Mapper) detectUpstream(in []exposition.Family, index map[string]int) Up
 	var v0, v1 []string
 	var lower, upper release
 	haveLower, haveUpper := false, false
-	bound := func(md *Metric) {
-		if r, ok := parseRelease(md.Added); ok && (!haveLower || lower.less(r)) {
-			lower, haveLower = r, true
+	// Releases parsed once, when the catalogue was loaded.
+	bound := func(i int) {
+		if a := m.cat.added[i]; a.ok && (!haveLower || lower.less(a.r)) {
+			lower, haveLower = a.r, true
 		}
-		if r, ok := parseRelease(md.Removed); ok && (!haveUpper || r.less(upper)) {
-			upper, haveUpper = r, true
+		if r := m.cat.removed[i]; r.ok && (!haveUpper || r.r.less(upper)) {
+			upper, haveUpper = r.r, true
 		}
 	}
+	// Only the first of each engine's evidence in name order is printed,
+	// so only the least name of each is kept.
+	var v0Only, v1Only string
 	engineLabel, anyVLLM := false, false
 	for i := range in {
 		f := &in[i]
@@ -45,24 +48,31 @@ func (m *Mapper) detectUpstream(in []exposition.Family, index map[string]int) Up
 		if !engineLabel && len(f.Samples) > 0 && f.Samples[0].Labels.Has("engine") {
 			engineLabel = true
 		}
-		md, ok := m.cat.Lookup(f.Name)
+		j, ok := m.cat.byName[f.Name]
 		if !ok && f.Type == model.MetricTypeCounter {
-			md, ok = m.cat.Lookup(f.Name + "_total")
+			j, ok = m.cat.byName[f.Name+"_total"]
 		}
 		if !ok {
 			continue
 		}
-		bound(md)
+		md := &m.cat.Metrics[j]
+		bound(j)
 		if len(md.Engines) == 1 {
 			if md.Engines[0] == EngineV0 {
-				v0 = append(v0, "v0-only family "+md.Name)
-			} else {
-				v1 = append(v1, "v1-only family "+md.Name)
+				if v0Only == "" || md.Name < v0Only {
+					v0Only = md.Name
+				}
+			} else if v1Only == "" || md.Name < v1Only {
+				v1Only = md.Name
 			}
 		}
 	}
-	sort.Strings(v0)
-	sort.Strings(v1)
+	if v0Only != "" {
+		v0 = append(v0, "v0-only family "+v0Only)
+	}
+	if v1Only != "" {
+		v1 = append(v1, "v1-only family "+v1Only)
+	}
 	if engineLabel {
 		v1 = append(v1, "engine label")
 		if !haveLower || lower.less(engineLabelSince) {

@@ -75,7 +75,7 @@ var summed = []struct {
 // (byName; role finds a role's family), the collapsed KV usage already
 // computed (kv), the routing derived gauges, and the vLLM engine the page
 // comes from (mapping's v0, v1 or unknown; empty for other servers).
-func consumerFamilies(byName map[string]*exposition.Family, roles *mapping.Roles, kv []exposition.Sample, derived []exposition.Family, upstream string, style func(string) string) []exposition.Family {
+func (v *Viewer) consumerFamilies(byName map[string]*exposition.Family, roles *mapping.Roles, kv []exposition.Sample, derived []exposition.Family, upstream string, style func(string) string) []exposition.Family {
 	role := func(r mapping.Role) *exposition.Family { return byName[roles.Family(r)] }
 	var out []exposition.Family
 	gauge := func(name, help string, samples []exposition.Sample) {
@@ -136,7 +136,7 @@ func consumerFamilies(byName map[string]*exposition.Family, roles *mapping.Roles
 				help = "Legacy name of " + f.Name + " (same values," + rule + "), for routers that still read it (" + s.legacyReader + ")."
 			}
 			name := style(n)
-			if samples := sumHistogramOrCounter(f, name); len(samples) > 0 {
+			if samples := v.sumHistogramOrCounter(f, name); len(samples) > 0 {
 				out = append(out, exposition.Family{Name: name, Type: f.Type, Help: help, Samples: samples})
 			}
 		}
@@ -208,22 +208,96 @@ func shortestWindow(derived []exposition.Family, name string) ([]exposition.Samp
 // name (keeping the _bucket, _sum, _count or _total suffix). A histogram
 // whose engines do not print the same bucket bounds is not summed (the sum
 // would not be a histogram): nothing is returned for it.
-func sumHistogramOrCounter(f *exposition.Family, name string) []exposition.Sample {
+//
+// Which input sample adds to which output sample, and the output label
+// sets, depend only on the input label sets, which are the same from one
+// scrape to the next: the Viewer remembers them per output name (a
+// sumLayout) and, while the family's label sets are those of the last
+// scrape, only adds the values. This was the routing view's largest cost
+// (about 0.25 ms of a 1.9 ms cycle on one engine, BenchmarkScrapeCycle).
+func (v *Viewer) sumHistogramOrCounter(f *exposition.Family, name string) []exposition.Sample {
+	l := v.sums[name]
+	if l == nil || !l.matches(f) {
+		l = newSumLayout(f, name)
+		if v.sums == nil {
+			v.sums = map[string]*sumLayout{}
+		}
+		if len(v.sums) >= maxSumLayouts {
+			clear(v.sums) // names of an old name style, after a reload
+		}
+		v.sums[name] = l
+	}
+	return l.apply(f)
+}
+
+// maxSumLayouts bounds the layouts a Viewer keeps (the summed table's
+// canonical and legacy names, ~20, under one name style).
+const maxSumLayouts = 256
+
+// sumLayout is what sumHistogramOrCounter computes from a family's label
+// sets: for each input sample the output sample its value adds to (-1:
+// none), and the output samples' label sets.
+type sumLayout struct {
+	family string
+	typ    model.MetricType
+	in     []labels.Labels
+	to     []int32
+	out    []labels.Labels
+}
+
+func (l *sumLayout) matches(f *exposition.Family) bool {
+	if f.Name != l.family || f.Type != l.typ || len(f.Samples) != len(l.in) {
+		return false
+	}
+	for i := range f.Samples {
+		if !labels.Equal(f.Samples[i].Labels, l.in[i]) {
+			return false
+		}
+	}
+	return true
+}
+
+// apply sums f's values as laid out: each output value is 0 plus its
+// inputs' values in page order, as a map of sums filled in page order
+// would have it.
+func (l *sumLayout) apply(f *exposition.Family) []exposition.Sample {
+	if len(l.out) == 0 {
+		return nil
+	}
+	out := make([]exposition.Sample, len(l.out))
+	for i := range out {
+		out[i].Labels = l.out[i]
+	}
+	for i, s := range f.Samples {
+		if j := l.to[i]; j >= 0 {
+			out[j].Value += s.Value
+		}
+	}
+	return out
+}
+
+func newSumLayout(f *exposition.Family, name string) *sumLayout {
 	type key struct{ model, suffix, le string }
-	sums := map[key]float64{}
+	l := &sumLayout{family: f.Name, typ: f.Type, in: make([]labels.Labels, len(f.Samples)), to: make([]int32, len(f.Samples))}
+	index := map[key]int32{}
 	var keys []key
 	bounds := map[string]map[string]bool{} // model -> engine+pid -> le set, as a string
 	leSets := map[string]map[string]string{}
-	for _, s := range f.Samples {
+	for i, s := range f.Samples {
+		l.in[i] = s.Labels
+		l.to[i] = -1
 		suffix, ok := exposition.SampleSuffix(f.Name, f.Type, s.Name())
 		if !ok {
 			continue
 		}
 		k := key{s.Labels.Get("model_name"), suffix, s.Labels.Get("le")}
-		if _, seen := sums[k]; !seen {
+		j, seen := index[k]
+		if !seen {
+			j = int32(len(keys))
+			index[k] = j
 			keys = append(keys, k)
 		}
-		sums[k] += s.Value
+		l.to[i] = j
 		if suffix == "_bucket" {
 			src := s.Labels.Get("engine") + "/" + s.Labels.Get("pid")
 			if leSets[k.model] == nil {
@@ -249,11 +323,20 @@ func sumHistogramOrCounter(f *exposition.Family, name string) []exposition.Sampl
 		}
 		return 3
 	}
-	slices.SortStableFunc(keys, func(a, b key) int {
+	sorted := make([]int32, len(keys))
+	for i := range sorted {
+		sorted[i] = int32(i)
+	}
+	slices.SortStableFunc(sorted, func(i, j int32) int {
+		a, b := keys[i], keys[j]
 		return cmp.Or(cmp.Compare(a.model, b.model), cmp.Compare(order(a.suffix), order(b.suffix)), compareLe(a.le, b.le))
 	})
-	out := make([]exposition.Sample, 0, len(keys))
-	for _, k := range keys {
+	outOf := make([]int32, len(keys))
+	for i := range outOf {
+		outOf[i] = -1
+	}
+	for _, ki := range sorted {
+		k := keys[ki]
 		if len(bounds[k.model]) > 1 {
 			continue // engines with different bucket bounds
 		}
@@ -269,9 +352,15 @@ func sumHistogramOrCounter(f *exposition.Family, name string) []exposition.Sampl
 		if k.model != "" {
 			kv = append(kv, "model_name", k.model)
 		}
-		out = append(out, exposition.Sample{Labels: labels.FromStrings(kv...), Value: sums[k]})
+		outOf[ki] = int32(len(l.out))
+		l.out = append(l.out, labels.FromStrings(kv...))
 	}
-	return out
+	for i, j := range l.to {
+		if j >= 0 {
+			l.to[i] = outOf[j]
+		}
+	}
+	return l
 }
 
 // compareLe orders bucket bounds as numbers (+Inf last).

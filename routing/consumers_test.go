@@ -131,3 +131,38 @@ func TestRoutingViewConsumerFamiliesAbsent(t *testing.T) {
 		t.Error("vllm:gpu_cache_usage_perc missing although KV usage is known")
 	}
 }
+
+// TestViewerRemembersLayouts checks that a Viewer kept across views, as
+// the scrape loop keeps one, prints exactly what a fresh View prints:
+// with the last view's label sets and new values, after a series
+// appears, after an engine changes its bucket bounds (no sum), and back.
+func TestViewerRemembersLayouts(t *testing.T) {
+	id := func(s string) string { return s }
+	derived := derivedRatio("1m", 0.4)
+	bump := func(text string, by float64) []exposition.Family {
+		fams := parsePage(t, text)
+		for i := range fams {
+			for j := range fams[i].Samples {
+				fams[i].Samples[j].Value += by * float64(j+1)
+			}
+		}
+		return fams
+	}
+	extraEngine := consumerPage + `vllm:prefix_cache_hits_total{engine="2",model_name="m"} 7
+`
+	otherBounds := strings.Replace(consumerPage, `engine="0",le="0.1"`, `engine="0",le="0.2"`, 1)
+	pages := []string{consumerPage, consumerPage, consumerPage, extraEngine, extraEngine, otherBounds, otherBounds, consumerPage}
+	var v Viewer
+	for i, text := range pages {
+		want := exposition.AppendText(nil, View(bump(text, float64(i)), derived, testRoles, "v1", id))
+		got := exposition.AppendText(nil, v.View(bump(text, float64(i)), derived, testRoles, "v1", id))
+		if string(got) != string(want) {
+			t.Fatalf("view %d: a kept Viewer printed\n%s\nwant (a fresh View)\n%s", i, got, want)
+		}
+	}
+	// The page's label sets changed in the middle (extraEngine), so the
+	// layouts were rebuilt and are those of the last page.
+	if l := v.sums["vllm:inter_token_latency_seconds"]; l == nil || len(l.out) == 0 {
+		t.Fatalf("no layout kept for the summed histogram: %v", v.sums)
+	}
+}

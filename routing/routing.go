@@ -26,6 +26,20 @@ import (
 // prints the view in those names: vLLM V1's. upstream is the vLLM engine
 // mapping detected for the page (v0, v1, or empty for other servers).
 func View(canon, derived []exposition.Family, roles *mapping.Roles, upstream string, style func(string) string) []exposition.Family {
+	return new(Viewer).View(canon, derived, roles, upstream, style)
+}
+
+// Viewer builds routing views as View does, remembering from one view to
+// the next what depends only on the page's label sets (see
+// sumHistogramOrCounter), so that a scrape loop building one view per
+// scrape redoes less. Its views are those of View. A Viewer is not safe
+// for concurrent use; its zero value is ready.
+type Viewer struct {
+	sums map[string]*sumLayout // by output family name
+}
+
+// View is the package's View, reusing what v remembers.
+func (v *Viewer) View(canon, derived []exposition.Family, roles *mapping.Roles, upstream string, style func(string) string) []exposition.Family {
 	byName := make(map[string]*exposition.Family, len(canon))
 	for i := range canon {
 		byName[canon[i].Name] = &canon[i]
@@ -61,7 +75,7 @@ func View(canon, derived []exposition.Family, roles *mapping.Roles, upstream str
 		newest := slices.MaxFunc(f.Samples, func(a, b exposition.Sample) int { return cmp.Compare(a.Value, b.Value) })
 		add(f, "LoRA adapters (value: Unix time of the update): only the newest series, the one routers must read.", []exposition.Sample{{Labels: newest.Labels, Value: newest.Value}})
 	}
-	out = append(out, consumerFamilies(byName, roles, kv, derived, upstream, style)...)
+	out = append(out, v.consumerFamilies(byName, roles, kv, derived, upstream, style)...)
 	return append(out, derived...)
 }
 
