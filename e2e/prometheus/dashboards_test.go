@@ -234,10 +234,11 @@ func TestDashboardsAndRulesReturnData(t *testing.T) {
 	t.Parallel()
 	root := repoRoot(t)
 
-	// Short diagnosis windows, so that the verdict row has data well within
-	// the 65 s below (a recent window plus a baseline of five of them: 30 s),
-	// also on a loaded machine.
-	side := testbin.Start(t, "--demo", "--demo.engines=2", "--diagnosis.window=5s", "--diagnosis.baseline=25s")
+	// Short diagnosis windows, so that the verdict row has data within the
+	// wait below: a recent window plus a baseline of five of them (90 s),
+	// each window holding the 20 finished requests a verdict needs (the
+	// steady demo finishes about two a second).
+	side := testbin.Start(t, "--demo", "--demo.engines=2", "--diagnosis.window=15s", "--diagnosis.baseline=75s")
 	t.Cleanup(func() {
 		if t.Failed() {
 			t.Logf("sidecar log:\n%s", side.Logs())
@@ -255,8 +256,9 @@ func TestDashboardsAndRulesReturnData(t *testing.T) {
 	start := time.Now()
 	prom.waitFor(t, `vllm_up{namespace="demo",pod="vllm-0"} == 1`, 20*time.Second)
 	// Long enough for $__rate_interval (1m) ranges to hold a minute of
-	// samples and for the 1m derived windows to fill.
-	if d := time.Until(start.Add(70 * time.Second)); d > 0 {
+	// samples, for the 1m derived windows to fill and for the diagnosis to
+	// have its recent window and baseline.
+	if d := time.Until(start.Add(100 * time.Second)); d > 0 {
 		t.Logf("letting Prometheus scrape the demo for %s", d.Round(time.Second))
 		time.Sleep(d)
 	}
