@@ -12,6 +12,7 @@ import (
 	"github.com/fos-study/vllm-normalizer/diagnosis"
 	"github.com/fos-study/vllm-normalizer/exposition"
 	"github.com/fos-study/vllm-normalizer/mapping"
+	"github.com/fos-study/vllm-normalizer/window"
 )
 
 // The one place that turns the canonical page into the diagnosis'
@@ -65,36 +66,23 @@ var diagnosisRoles = [numDiagnosisInputs]struct {
 // routers see them (running and waiting summed, KV usage by its rule).
 var diagnosisGauges = [...]mapping.Role{mapping.RoleRequestsRunning, mapping.RoleRequestsWaiting, mapping.RoleKVCacheUsage}
 
-// diagnosisNames are the canonical sample names of the inputs, and every
-// family name they may come in (the sample name itself for text-format
-// counters, without the suffix for histograms and OpenMetrics counters).
-type diagnosisNames struct {
-	samples  map[string]int
-	families map[string]bool
-}
-
-func newDiagnosisNames(roles *mapping.Roles) diagnosisNames {
-	n := diagnosisNames{samples: map[string]int{}, families: map[string]bool{}}
+// diagnosisNames are the canonical sample names of the inputs, keyed by
+// input; window.Inputs works out every family name they may come in.
+func diagnosisNames(roles *mapping.Roles) *window.Inputs {
+	by := map[string]window.Input{}
 	for kind, r := range diagnosisRoles {
-		name := roles.Sample(r.role, r.part)
 		if roles.Family(r.role) == "" {
 			continue
 		}
-		n.samples[name] = kind
-		n.families[name] = true
-		for _, suf := range []string{"_total", "_bucket", "_sum", "_count"} {
-			if base, ok := strings.CutSuffix(name, suf); ok {
-				n.families[base] = true
-			}
-		}
+		by[roles.Sample(r.role, r.part)] = window.Input{Key: window.Key(kind)}
 	}
-	return n
+	return window.NewInputs(by)
 }
 
 // diagnosisInput keeps the reset-correction state between scrapes. Scrapes
 // are serialised, so it needs no lock.
 type diagnosisInput struct {
-	names  diagnosisNames
+	names  *window.Inputs
 	series map[uint64][]*resetSeries
 	models map[string]*modelTotals
 	round  uint64
@@ -122,7 +110,7 @@ const forgetAfter = 64
 func (in *diagnosisInput) observations(canon, view []exposition.Family, roles *mapping.Roles, style func(string) string) []diagnosis.Observation {
 	if in.series == nil {
 		in.series, in.models = map[uint64][]*resetSeries{}, map[string]*modelTotals{}
-		in.names = newDiagnosisNames(roles)
+		in.names = diagnosisNames(roles)
 	}
 	in.round++
 	type present struct {
@@ -140,12 +128,13 @@ func (in *diagnosisInput) observations(canon, view []exposition.Family, roles *m
 	}
 	for fi := range canon {
 		f := &canon[fi]
-		if !in.names.families[f.Name] {
+		if !in.names.Family(f.Name) {
 			continue
 		}
 		for si := range f.Samples {
 			s := &f.Samples[si]
-			kind, ok := in.names.samples[s.Name()]
+			input, ok := in.names.Sample(s.Name())
+			kind := int(input.Key)
 			v := s.Value
 			if !ok || math.IsNaN(v) || math.IsInf(v, 0) {
 				continue
