@@ -307,7 +307,7 @@ func (p *Profile) canonicalFamily(f *exposition.Family, b *Binding, d RoleDef) (
 		}
 		v := s.Value
 		lb.Reset(s.Labels)
-		lb.Set(model.MetricNameLabel, roleSample(d, part))
+		lb.Set(model.MetricNameLabel, d.Sample(part))
 		if p.Labels.Model != "" && p.Labels.Model != LabelModel {
 			lb.Set(LabelModel, s.Labels.Get(p.Labels.Model))
 			lb.Del(p.Labels.Model)
@@ -382,17 +382,4 @@ func maxOverLabels(samples []exposition.Sample, drop []string) []exposition.Samp
 		out = append(out, exposition.Sample{Labels: l, Value: s.Value})
 	}
 	return out
-}
-
-// roleSample is Roles.Sample for a definition at hand.
-func roleSample(d RoleDef, part Part) string {
-	switch part {
-	case PartBucket:
-		return d.Family + "_bucket"
-	case PartSum:
-		return d.Family + "_sum"
-	case PartCount:
-		return d.Family + "_count"
-	}
-	return d.Family
 }

@@ -217,16 +217,24 @@ func (r *Roles) Legacy(role Role) []string { return r.legacy[role] }
 // name for a gauge or counter value, with _bucket, _sum or _count for a
 // histogram's parts.
 func (r *Roles) Sample(role Role, part Part) string {
-	f := r.Family(role)
+	d, _ := r.Def(role)
+	return d.Sample(part)
+}
+
+// Sample is Roles.Sample for this role ("" when it has no family).
+func (d RoleDef) Sample(part Part) string {
+	if d.Family == "" {
+		return ""
+	}
 	switch part {
 	case PartBucket:
-		return f + "_bucket"
+		return d.Family + "_bucket"
 	case PartSum:
-		return f + "_sum"
+		return d.Family + "_sum"
 	case PartCount:
-		return f + "_count"
+		return d.Family + "_count"
 	}
-	return f
+	return d.Family
 }
 
 // samplePart splits a sample name of a family of type t into the part it
