@@ -908,3 +908,49 @@ func TestEachWindowItsOwnResolution(t *testing.T) {
 		}
 	}
 }
+
+// Every engine of the real V1 page put to sleep (its own sleep-state series
+// switched): the routing view answers 503 saying why, /metrics says so in
+// vllm_normalizer_upstream_asleep, and waking one engine brings the view
+// back.
+func TestRoutingViewRefusesWhenAsleep(t *testing.T) {
+	raw, err := os.ReadFile("../testdata/fixtures/13-vllm-v1-2026-nixl-pd-kserve-llmisvc-context.prom")
+	if err != nil {
+		t.Fatal(err)
+	}
+	awake := string(raw)
+	asleep := strings.NewReplacer(
+		`sleep_state="awake"} 1.0`, `sleep_state="awake"} 0.0`,
+		`sleep_state="weights_offloaded"} 0.0`, `sleep_state="weights_offloaded"} 1.0`).Replace(awake)
+	if asleep == awake {
+		t.Fatal("the fixture's sleep-state lines were not found")
+	}
+	var page atomic.Value
+	page.Store(asleep)
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "text/plain; version=0.0.4")
+		_, _ = io.WriteString(w, page.Load().(string))
+	}))
+	t.Cleanup(up.Close)
+	clock := newFakeClock()
+	c := newTestCollector(t, up.URL+"/metrics", clock, nil)
+	c.ScrapeOnce(context.Background())
+
+	rec := get(t, c.RoutingHandler(), "/metrics/routing", nil)
+	if rec.Code != http.StatusServiceUnavailable || !strings.Contains(rec.Body.String(), "weights_offloaded") {
+		t.Fatalf("all engines asleep: routing view %d %q, want 503 naming the state", rec.Code, rec.Body.String())
+	}
+	if got := samplesOf(t, get(t, c.MetricsHandler(), "/metrics", nil).Body.Bytes())[`{__name__="vllm_normalizer_upstream_asleep"}`]; got != 1 {
+		t.Errorf("vllm_normalizer_upstream_asleep = %v, want 1", got)
+	}
+
+	page.Store(awake)
+	clock.Advance(time.Second)
+	c.ScrapeOnce(context.Background())
+	if rec := get(t, c.RoutingHandler(), "/metrics/routing", nil); rec.Code != http.StatusOK {
+		t.Fatalf("engine awake again: routing view %d %q, want 200", rec.Code, rec.Body.String())
+	}
+	if got := samplesOf(t, get(t, c.MetricsHandler(), "/metrics", nil).Body.Bytes())[`{__name__="vllm_normalizer_upstream_asleep"}`]; got != 0 {
+		t.Errorf("vllm_normalizer_upstream_asleep = %v awake, want 0", got)
+	}
+}
