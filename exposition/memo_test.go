@@ -58,6 +58,14 @@ func TestParseMemoMatchesFreshParse(t *testing.T) {
 		{"invalid once more", ContentTypeText, page + "{\"a.b\"} 1\nx{\"é\"=\"1\"} 2\n"},
 		{"openmetrics", ContentTypeOpenMetrics, "# TYPE a counter\na_total{x=\"1\"} 1\n# TYPE b gauge\nb{x=\"1\"} 2\n# EOF\n"},
 		{"fixture after openmetrics", ContentTypeText, page},
+		// textparse decodes le by the TYPE in effect ("1" becomes "1.0"
+		// under a histogram TYPE): the same bytes must not come back with
+		// the last page's labels when the TYPE line appears or goes.
+		{"untyped bucket", ContentTypeText, "x_bucket{le=\"1\"} 1\nx_bucket{le=\"+Inf\"} 2\n"},
+		{"typed bucket", ContentTypeText, "# TYPE x histogram\nx_bucket{le=\"1\"} 1\nx_bucket{le=\"+Inf\"} 2\nx_count 2\nx_sum 3\n"},
+		{"untyped again", ContentTypeText, "x_bucket{le=\"1\"} 1\nx_bucket{le=\"+Inf\"} 2\n"},
+		{"summary quantile typed", ContentTypeText, "# TYPE y summary\ny{quantile=\"1\"} 1\ny_count 2\ny_sum 3\n"},
+		{"summary quantile untyped", ContentTypeText, "y{quantile=\"1\"} 1\n"},
 	}
 	sc := &ParseScratch{}
 	for _, p := range pages {

@@ -67,9 +67,12 @@ type familyMemo struct {
 }
 
 // seriesMemo is what parsing one series' bytes gave: its labels as
-// textparse decodes them (the same bytes always decode to the same
-// labels), its name, its hash and whether checkLabels accepts it.
+// textparse decodes them, its name, its hash and whether checkLabels
+// accepts it. The same bytes decode to the same labels under the same TYPE
+// line only: textparse normalises le (histograms) and quantile (summaries)
+// by the type in effect, so mtype is part of what the memo must match.
 type seriesMemo struct {
+	mtype model.MetricType // the type of the last TYPE line before the series
 	lset  labels.Labels
 	name  string
 	hash  uint64
@@ -186,7 +189,7 @@ func Parse(body []byte, contentType string, opts ParseOptions) ([]Family, ParseS
 	clear(sc.seen)
 	clear(sc.more)
 	if sc.memo == nil || sc.memoType != contentType {
-		sc.memo = make(map[string]*seriesMemo, len(sc.seen))
+		sc.memo = make(map[string]*seriesMemo, len(sc.families))
 		sc.memoType, sc.memoBytes = contentType, 0
 	}
 	sc.gen++
@@ -195,6 +198,9 @@ func Parse(body []byte, contentType string, opts ParseOptions) ([]Family, ParseS
 		fams  = make([]Family, 0, len(sc.families))
 		index = make(map[string]int, len(sc.families)) // family name -> position in fams
 		lset  labels.Labels
+		// curType is the type of the last TYPE line read, as textparse
+		// keeps it: it decides how le and quantile values are decoded.
+		curType model.MetricType
 		// The family of the previous sample: samples of one family are
 		// nearly always printed together.
 		lastName string
@@ -252,16 +258,21 @@ func Parse(body []byte, contentType string, opts ParseOptions) ([]Family, ParseS
 			}
 			typed[f.Name] = true
 			f.Type = t
+			curType = t
 		case textparse.EntryUnit:
 			name, unit := p.Unit()
 			familyOf(name).Unit = string(unit)
 		case textparse.EntrySeries:
 			raw, ts, v := p.Series()
 			m := sc.memo[string(raw)]
-			if m == nil {
+			if m == nil || m.mtype != curType {
 				p.Labels(&lset)
-				m = &seriesMemo{lset: lset, name: lset.Get(model.MetricNameLabel), hash: lset.Hash(), valid: checkLabels(lset)}
-				if len(sc.memo) < memoMaxSeries && sc.memoBytes+len(raw) <= memoMaxBytes {
+				known := m != nil
+				m = &seriesMemo{mtype: curType, lset: lset, name: lset.Get(model.MetricNameLabel), hash: lset.Hash(), valid: checkLabels(lset)}
+				switch {
+				case known:
+					sc.memo[string(raw)] = m // same key: its bytes are counted
+				case len(sc.memo) < memoMaxSeries && sc.memoBytes+len(raw) <= memoMaxBytes:
 					sc.memo[string(raw)] = m
 					sc.memoBytes += len(raw)
 				}
