@@ -112,3 +112,32 @@ func TestParseProfilesRejects(t *testing.T) {
 		t.Fatal("profiles without vllm accepted")
 	}
 }
+
+// A text page whose TYPE line names a counter without _total files its
+// _created sample under the same family: only the value plays the role,
+// never the creation time.
+func TestCanonicalLeavesCompanionSamplesOut(t *testing.T) {
+	ps, roles := loadProfiles(t)
+	page := "# TYPE llamacpp:tokens_predicted counter\nllamacpp:tokens_predicted_total 5\nllamacpp:tokens_predicted_created 1.7e9\n" +
+		"# TYPE llamacpp:requests_processing gauge\nllamacpp:requests_processing 2\n"
+	fams, _, err := exposition.Parse([]byte(page), "text/plain; version=0.0.4", exposition.ParseOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := ps.Detect(fams)
+	if p == nil || p.Server != "llamacpp" {
+		t.Fatalf("detected %v", p)
+	}
+	got := map[string][]float64{}
+	for _, f := range p.Canonical(fams, roles) {
+		for _, s := range f.Samples {
+			got[s.Name()] = append(got[s.Name()], s.Value)
+		}
+	}
+	if v := got[roles.Family(RoleGenerationTokens)]; len(v) != 1 || v[0] != 5 {
+		t.Errorf("generation tokens %v, want the one value 5", v)
+	}
+	if v := got[roles.Family(RoleRequestsRunning)]; len(v) != 1 || v[0] != 2 {
+		t.Errorf("running %v, want 2", v)
+	}
+}

@@ -237,15 +237,18 @@ func (d RoleDef) Sample(part Part) string {
 	return d.Family
 }
 
-// samplePart splits a sample name of a family of type t into the part it
-// is; ok is false for a name the family cannot print.
+// samplePart says which part of a role's family a native sample is; ok is
+// false for a sample that is no part of the role's value: a gauge's or
+// counter's value is the sample named as its family (a counter also with
+// _total), never a _created or other companion sample that a text page may
+// file under the same family.
 func samplePart(family, sample string, histogram bool) (Part, bool) {
-	if !histogram {
-		return PartValue, true
-	}
 	rest, ok := strings.CutPrefix(sample, family)
 	if !ok {
 		return 0, false
+	}
+	if !histogram {
+		return PartValue, rest == "" || rest == "_total" && !strings.HasSuffix(family, "_total")
 	}
 	switch rest {
 	case "_bucket":
