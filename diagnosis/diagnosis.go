@@ -218,11 +218,19 @@ func (d *Diagnoser) windows(tr *track, t int64) (from, a, now *point, ok bool) {
 		return nil, nil, nil, false
 	}
 	now = &tr.fine.pts[len(tr.fine.pts)-1]
+	// A bound older than its window's start by more than a slot (and two
+	// intervals) means no point was kept there, as after an outage: the
+	// span would cover the outage and call it a change. Nothing is then
+	// claimed until the window is covered again.
+	slack := max(d.fineRes, 2*int64(d.opts.Interval))
 	a = tr.fine.atOrBefore(t - int64(d.opts.Window))
-	if a == nil {
+	if a == nil || a.t < t-int64(d.opts.Window)-slack {
 		return nil, nil, now, false
 	}
 	from = tr.coarse.atOrBefore(a.t - int64(d.opts.Baseline))
+	if from != nil && from.t < a.t-int64(d.opts.Baseline)-max(d.coarseRes, 2*int64(d.opts.Interval)) {
+		return nil, a, now, false
+	}
 	if from == nil && len(tr.coarse.pts) > 0 {
 		if oldest := &tr.coarse.pts[0]; a.t-oldest.t >= int64(d.minBaseline()) {
 			from = oldest

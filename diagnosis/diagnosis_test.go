@@ -581,3 +581,41 @@ func TestHandlers(t *testing.T) {
 		t.Errorf("POST: %d", res.StatusCode)
 	}
 }
+
+// After an outage (the pod down, every scrape failed) the first good
+// scrapes have no point at the recent window's start: the span would cover
+// the outage and read it as a collapse of throughput. Nothing is claimed
+// until the window is covered again.
+func TestOutageIsNoChange(t *testing.T) {
+	d, err := New(testOpts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := newPod()
+	i := 0
+	at := func() time.Time { i++; return t0.Add(time.Duration(i) * time.Second) }
+	for range 700 {
+		d.Observe(at(), []Observation{p.tick(healthy)})
+	}
+	for range 300 {
+		d.Fail(at())
+	}
+	var fams []exposition.Family
+	for range 10 {
+		fams = d.Observe(at(), []Observation{p.tick(healthy)})
+	}
+	sy, ca := values(fams, FamilySymptom, "symptom"), values(fams, FamilyCause, "cause")
+	if a := append(active(sy), active(ca)...); len(a) != 0 {
+		t.Errorf("10 s after a 300 s outage: active %v, want none", a)
+	}
+	if r := d.Report(); len(r.Models) != 1 || r.Models[0].EnoughData {
+		t.Errorf("10 s after a 300 s outage the recent window is not covered, yet the report claims enough data (%d models)", len(r.Models))
+	}
+	// Once a whole window is observed again, the steady pod is healthy.
+	for range 70 {
+		fams = d.Observe(at(), []Observation{p.tick(healthy)})
+	}
+	if a := append(active(values(fams, FamilySymptom, "symptom")), active(values(fams, FamilyCause, "cause"))...); len(a) != 0 {
+		t.Errorf("a window after the outage: active %v, want none", a)
+	}
+}
