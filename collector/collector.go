@@ -18,7 +18,6 @@ import (
 	"maps"
 	"net/http"
 	"slices"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -291,7 +290,7 @@ const AsleepName = "vllm_normalizer_upstream_asleep"
 
 // asleepFamily is 1 when every engine of the upstream reports a sleep state
 // other than awake (the routing view then answers 503), else 0.
-func asleepFamily(asleep bool, states []string) exposition.Family {
+func asleepFamily(asleep bool) exposition.Family {
 	v := 0.0
 	if asleep {
 		v = 1
@@ -366,8 +365,9 @@ func (c *Collector) scrape(ctx context.Context, sent time.Time) (*scrapeResult, 
 	c.metrics.historySeries.Set(float64(c.history.StoredSeries()))
 	both := c.deriver.Groupings(c.history, now, []string{mapping.LabelModel, mapping.LabelEngine}, []string{mapping.LabelModel})
 	c.idle.Observe(now, canon)
-	derived := withFamilies(both[0], c.deriver.Capacity(canon, c.idle, now, true))
-	routingDerived := withFamilies(both[1], c.deriver.Capacity(canon, c.idle, now, false))
+	// Both pages are sorted by family name when published (merge).
+	derived := slices.Concat(both[0], c.deriver.Capacity(canon, c.idle, now, true))
+	routingDerived := slices.Concat(both[1], c.deriver.Capacity(canon, c.idle, now, false))
 
 	// The page serves legacy families as the upstream printed them beside
 	// their current names; windows, derived gauges and the routing view
@@ -380,7 +380,7 @@ func (c *Collector) scrape(ctx context.Context, sent time.Time) (*scrapeResult, 
 
 	view := c.viewer.View(canon, routingDerived, c.roles, report.Upstream.Engine, mapper.StyleName)
 	asleep, states := routing.Asleep(canon, c.roles)
-	page = append(page, asleepFamily(asleep, states))
+	page = append(page, asleepFamily(asleep))
 	if d := c.cfg.Diagnosis; d != nil {
 		dfams := d.Observe(now, c.diagIn.observations(canon, view, c.roles, mapper.StyleName))
 		page = append(page, dfams...)
@@ -397,13 +397,6 @@ func (c *Collector) logLegacy(names []string) {
 	if len(names) > 0 {
 		c.cfg.Logger.Info("the upstream still exposes metric names that newer vLLM releases renamed or removed: renamed ones are served as printed and under their current names, removed ones passed through; see vllm_normalizer_metric_status", "legacy", names)
 	}
-}
-
-// withFamilies adds more to fams, keeping the families sorted by name.
-func withFamilies(fams, more []exposition.Family) []exposition.Family {
-	fams = append(fams, more...)
-	slices.SortFunc(fams, func(a, b exposition.Family) int { return strings.Compare(a.Name, b.Name) })
-	return fams
 }
 
 // statusFamilies returns mapping.StatusFamilies(r), reusing the last

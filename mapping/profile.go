@@ -67,7 +67,6 @@ type Profile struct {
 		Why    string `yaml:"why"`
 	} `yaml:"not_comparable"`
 
-	file string
 	// byName: native family name (every prefix, as TYPE lines print it and
 	// without _total) -> indexes into Roles, in the file's order.
 	byName map[string][]int
@@ -132,7 +131,8 @@ func parseProfiles(files map[string][]byte, roles *Roles) (*Profiles, error) {
 	if _, ok := servers[ServerVLLM]; !ok {
 		return nil, fmt.Errorf("profiles: none describes server %q", ServerVLLM)
 	}
-	// vLLM first: a page that has vllm: families is read as vLLM's.
+	// vLLM first, then by file name: a fixed order for All. Detection does
+	// not depend on it (a page matching two profiles is unknown).
 	slices.SortStableFunc(ps.list, func(a, b *Profile) int {
 		switch {
 		case a.Server == ServerVLLM:
@@ -146,7 +146,7 @@ func parseProfiles(files map[string][]byte, roles *Roles) (*Profiles, error) {
 }
 
 func parseProfile(file string, b []byte, roles *Roles) (*Profile, error) {
-	p := &Profile{file: file, byName: map[string][]int{}}
+	p := &Profile{byName: map[string][]int{}}
 	if err := yaml.UnmarshalStrict(b, p); err != nil {
 		return nil, fmt.Errorf("profile %s: %w", file, err)
 	}

@@ -1,6 +1,7 @@
 package mapping
 
 import (
+	"cmp"
 	"strings"
 
 	"github.com/prometheus/common/model"
@@ -152,9 +153,9 @@ func StatusFamilies(r Report) []exposition.Family {
 	for k, v := range r.Upstream.Labels {
 		lm[k] = v
 	}
-	lm["server"] = cmpOr(r.Upstream.Server, ServerUnknown)
+	lm["server"] = cmp.Or(r.Upstream.Server, ServerUnknown)
 	if r.Upstream.Server == ServerVLLM || r.Upstream.Server == "" {
-		lm["engine"] = cmpOr(r.Upstream.Engine, EngineUnknown)
+		lm["engine"] = cmp.Or(r.Upstream.Engine, EngineUnknown)
 	}
 	if r.Upstream.Frontend != "" {
 		lm["frontend"] = r.Upstream.Frontend
@@ -196,11 +197,4 @@ func (r *Report) SetServer(p *Profile, openMetrics bool) {
 	if openMetrics {
 		r.Upstream.Frontend = FrontendRust
 	}
-}
-
-func cmpOr(s, d string) string {
-	if s == "" {
-		return d
-	}
-	return s
 }

@@ -108,9 +108,8 @@ func (f *Fetcher) Fetch(ctx context.Context) (body []byte, contentType string, e
 	if resp.StatusCode != http.StatusOK {
 		return nil, "", &Error{ReasonHTTPStatus, fmt.Errorf("GET %s answered %s; check that the scrape URI points at vLLM's /metrics", f.redacted, resp.Status)}
 	}
-	tooLarge := &Error{ReasonBodyTooLarge, fmt.Errorf("GET %s: the page is larger than the body size limit of %d bytes", f.redacted, f.maxBody)}
 	if resp.ContentLength > f.maxBody {
-		return nil, "", tooLarge
+		return nil, "", f.tooLarge()
 	}
 	page, n, err := f.read(resp.Body)
 	// Remembered for failures too: while an upstream keeps sending pages
@@ -120,7 +119,7 @@ func (f *Fetcher) Fetch(ctx context.Context) (body []byte, contentType string, e
 		return nil, "", f.classifyBody(err, n)
 	}
 	if n > f.maxBody {
-		return nil, "", tooLarge
+		return nil, "", f.tooLarge()
 	}
 	if n == 0 {
 		return nil, "", &Error{ReasonEmpty, fmt.Errorf("GET %s answered 200 with an empty body", f.redacted)}
@@ -224,6 +223,12 @@ func (f *Fetcher) join(used int, n int64) []byte {
 		page = append(page, c[:min(int64(len(c)), n-int64(len(page)))]...)
 	}
 	return page
+}
+
+// tooLarge is the failure of a page over the body size limit; built only
+// when it happens, not on every scrape.
+func (f *Fetcher) tooLarge() error {
+	return &Error{ReasonBodyTooLarge, fmt.Errorf("GET %s: the page is larger than the body size limit of %d bytes", f.redacted, f.maxBody)}
 }
 
 // Redacted is the URI with any password masked, for logs and errors.
