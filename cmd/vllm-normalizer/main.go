@@ -272,7 +272,7 @@ func newApp(f *flags, stdout, stderr io.Writer) *kingpin.Application {
 	app.Flag("web.enable-pprof", "Serve Go profiling under /debug/pprof/ (same listener, same TLS and auth).").Default("false").BoolVar(&f.enablePprof)
 	app.Flag("web.write-timeout", "Longest time one response may take to write; a reader slower than that is cut off, so it cannot hold a connection and an old page for ever. Profiles under /debug/pprof/ must be shorter.").
 		Default("10s").DurationVar(&f.writeTimeout)
-	app.Flag("web.max-connections", "Most simultaneous HTTP connections per listen address; further ones wait in the kernel's accept queue.").
+	app.Flag("web.max-connections", "Most simultaneous HTTP connections per listen address of the sidecar's own listeners (not the inference proxy); further ones wait in the kernel's accept queue.").
 		Default("512").IntVar(&f.maxConns)
 	app.Flag("auto-gomemlimit", "Set the Go runtime's soft memory limit (GOMEMLIMIT) to --auto-gomemlimit.ratio of the container's (cgroup's) memory limit, as Prometheus does; an explicit GOMEMLIMIT wins.").
 		Default("true").BoolVar(&f.autoMemLimit)
