@@ -54,11 +54,14 @@ type Config struct {
 	// none means no attainment series.
 	SLOs   derive.SLOTargets
 	Mapper *mapping.Mapper
-	// Registry holds the sidecar's own metrics (vllm_up and friends are
-	// registered on it by New). Its families are served with the page.
+	// Registry holds what describes the sidecar process (New registers its
+	// version; cmd/ adds its own). Its families are served with the page,
+	// gathered when the page is read. The scrape's own series (vllm_up and
+	// friends) are not on it: see selfMetrics.
 	Registry *prometheus.Registry
-	// Gatherer is what is served besides the upstream page: usually
-	// Registry, plus the Go and process collectors unless disabled.
+	// Gatherer is what is served besides the upstream page and the
+	// scrape's own series: usually Registry, plus the Go and process
+	// collectors unless disabled.
 	Gatherer prometheus.Gatherer
 	Logger   *slog.Logger
 	Client   *http.Client     // nil: a client without proxy from environment
@@ -165,10 +168,10 @@ func New(cfg Config) (*Collector, error) {
 	if err != nil {
 		return nil, err
 	}
-	m, err := newSelfMetrics(cfg.Registry)
-	if err != nil {
+	if err := registerProcessCollectors(cfg.Registry); err != nil {
 		return nil, err
 	}
+	m := newSelfMetrics()
 	roles := cfg.Mapper.Catalogue().Roles()
 	profiles, err := mapping.LoadProfiles(roles)
 	if err != nil {
@@ -191,8 +194,8 @@ func New(cfg Config) (*Collector, error) {
 	}
 	c.history.SetMaxSeries(cfg.MaxSeries)
 	c.mapper.Store(cfg.Mapper)
-	m.reloadOK.Set(1)
-	m.reloadOKTime.Set(float64(cfg.Now().UnixNano()) / 1e9)
+	m.set(m.reloadOK, 1)
+	m.set(m.reloadOKTime, float64(cfg.Now().UnixNano())/1e9)
 	c.publish(nil, cfg.Now())
 	return c, nil
 }
@@ -205,14 +208,14 @@ func (c *Collector) Reload(load func() (*mapping.Mapper, error)) error {
 	defer c.reloadMu.Unlock()
 	m, err := load()
 	if err != nil {
-		c.metrics.reloadOK.Set(0)
-		c.metrics.reloads.WithLabelValues("failure").Inc()
+		c.metrics.set(c.metrics.reloadOK, 0)
+		c.metrics.add(c.metrics.reloads, "failure", 1)
 		return err
 	}
 	c.mapper.Store(m)
-	c.metrics.reloadOK.Set(1)
-	c.metrics.reloadOKTime.Set(float64(c.cfg.Now().UnixNano()) / 1e9)
-	c.metrics.reloads.WithLabelValues("success").Inc()
+	c.metrics.set(c.metrics.reloadOK, 1)
+	c.metrics.set(c.metrics.reloadOKTime, float64(c.cfg.Now().UnixNano())/1e9)
+	c.metrics.add(c.metrics.reloads, "success", 1)
 	return nil
 }
 
@@ -242,7 +245,7 @@ func (c *Collector) ScrapeOnce(ctx context.Context) {
 
 	res, err := c.scrape(sctx, start)
 	end := c.cfg.Now()
-	c.metrics.duration.Set(end.Sub(start).Seconds())
+	c.metrics.set(c.metrics.duration, end.Sub(start).Seconds())
 	if err != nil && ctx.Err() != nil {
 		// Shutting down: the scrape was cut short by the sidecar itself,
 		// not by vLLM; neither count nor log it as a failure.
@@ -254,8 +257,8 @@ func (c *Collector) ScrapeOnce(ctx context.Context) {
 		if errors.As(err, &se) {
 			reason = se.Reason
 		}
-		c.metrics.up.Set(0)
-		c.metrics.failures.WithLabelValues(reason).Inc()
+		c.metrics.set(c.metrics.up, 0)
+		c.metrics.add(c.metrics.failures, reason, 1)
 		if reason != c.lastReason {
 			c.cfg.Logger.Warn("scrape of vLLM failed; upstream series are withdrawn until it recovers", "reason", reason, "err", err)
 			c.lastReason = reason
@@ -270,9 +273,9 @@ func (c *Collector) ScrapeOnce(ctx context.Context) {
 		c.cfg.Logger.Info("scrape of vLLM recovered", "after", c.lastReason)
 		c.lastReason = ""
 	}
-	c.metrics.up.Set(1)
+	c.metrics.set(c.metrics.up, 1)
 	c.lastSuccess.Store(end.UnixNano())
-	c.metrics.lastSuccess.Set(float64(end.UnixNano()) / 1e9)
+	c.metrics.set(c.metrics.lastSuccess, float64(end.UnixNano())/1e9)
 	c.publish(res, end)
 }
 
@@ -314,7 +317,7 @@ func (c *Collector) scrape(ctx context.Context, sent time.Time) (*scrapeResult, 
 	if err != nil {
 		return nil, err
 	}
-	c.metrics.bytes.Set(float64(len(body)))
+	c.metrics.set(c.metrics.bytes, float64(len(body)))
 	fams, stats, err := exposition.Parse(body, contentType, exposition.ParseOptions{
 		SampleLimit: c.cfg.SampleLimit, LabelLimits: c.cfg.LabelLimits, SymbolTable: c.symbols, Scratch: &c.scratch,
 	})
@@ -332,10 +335,10 @@ func (c *Collector) scrape(ctx context.Context, sent time.Time) (*scrapeResult, 
 	if len(fams) == 0 {
 		return nil, &scrape.Error{Reason: scrape.ReasonEmpty, Err: fmt.Errorf("GET %s: the page holds no metric family", c.fetch.Redacted())}
 	}
-	c.metrics.samples.Set(float64(stats.Samples))
-	c.metrics.dropped.WithLabelValues("duplicate").Add(float64(stats.DuplicateSeries))
-	c.metrics.dropped.WithLabelValues("invalid_name").Add(float64(stats.InvalidNames))
-	c.metrics.dropped.WithLabelValues("invalid_bound").Add(float64(stats.InvalidBounds))
+	c.metrics.set(c.metrics.samples, float64(stats.Samples))
+	c.metrics.add(c.metrics.dropped, "duplicate", float64(stats.DuplicateSeries))
+	c.metrics.add(c.metrics.dropped, "invalid_name", float64(stats.InvalidNames))
+	c.metrics.add(c.metrics.dropped, "invalid_bound", float64(stats.InvalidBounds))
 
 	// Restarts are read from the _created samples before they are dropped.
 	c.history.NoteStarts(fams)
@@ -343,7 +346,7 @@ func (c *Collector) scrape(ctx context.Context, sent time.Time) (*scrapeResult, 
 	mapper := c.mapper.Load()
 	norm, report := mapper.Normalize(fams)
 	for _, name := range report.Disagreements {
-		c.metrics.disagreements.WithLabelValues(name).Inc()
+		c.metrics.add(c.metrics.disagreements, name, 1)
 	}
 	c.logLegacy(report.LegacyInUse)
 
@@ -359,10 +362,10 @@ func (c *Collector) scrape(ctx context.Context, sent time.Time) (*scrapeResult, 
 	now := sent // everything windowed is stamped when the request went out
 	c.history.Observe(now, canon)
 	obs := c.history.LastObservation()
-	c.metrics.unwindowed.Add(float64(obs.Unwindowed))
-	c.metrics.layoutChanges.Add(float64(obs.LayoutChanges))
-	c.metrics.restarts.Add(float64(obs.Restarts))
-	c.metrics.historySeries.Set(float64(c.history.StoredSeries()))
+	c.metrics.add(c.metrics.unwindowed, "", float64(obs.Unwindowed))
+	c.metrics.add(c.metrics.layoutChanges, "", float64(obs.LayoutChanges))
+	c.metrics.add(c.metrics.restarts, "", float64(obs.Restarts))
+	c.metrics.set(c.metrics.historySeries, float64(c.history.StoredSeries()))
 	both := c.deriver.Groupings(c.history, now, []string{mapping.LabelModel, mapping.LabelEngine}, []string{mapping.LabelModel})
 	c.idle.Observe(now, canon)
 	// Both pages are sorted by family name when published (merge).
@@ -373,8 +376,8 @@ func (c *Collector) scrape(ctx context.Context, sent time.Time) (*scrapeResult, 
 	// their current names; windows, derived gauges and the routing view
 	// only see the current names.
 	page, pstats := mapper.Present(slices.Concat(norm, report.Kept))
-	c.metrics.dropped.WithLabelValues("relabel").Add(float64(pstats.Dropped))
-	c.metrics.dropped.WithLabelValues("collision").Add(float64(pstats.Collisions))
+	c.metrics.add(c.metrics.dropped, "relabel", float64(pstats.Dropped))
+	c.metrics.add(c.metrics.dropped, "collision", float64(pstats.Collisions))
 	page = append(page, derived...)
 	page = append(page, c.statusFamilies(report)...)
 

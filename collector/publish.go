@@ -29,7 +29,7 @@ type snapshot struct {
 // Calls are serialised: New makes the first, ScrapeOnce (holding c.mu)
 // every other.
 func (c *Collector) publish(res *scrapeResult, now time.Time) {
-	own := c.gather(c.cfg.Registry)
+	own := c.metrics.families()
 	var ownRouting []exposition.Family
 	for _, f := range own {
 		if f.Name == "vllm_up" {
@@ -42,7 +42,7 @@ func (c *Collector) publish(res *scrapeResult, now time.Time) {
 			Help: "Seconds between the last successful scrape of vLLM and the moment this page was prepared.",
 			Type: model.MetricTypeGauge,
 			Samples: []exposition.Sample{{
-				Labels: labels.FromStrings(model.MetricNameLabel, "vllm_normalizer_upstream_age_seconds"),
+				Labels: upstreamAgeLabels,
 				Value:  age.Seconds(),
 			}},
 		}
@@ -55,20 +55,11 @@ func (c *Collector) publish(res *scrapeResult, now time.Time) {
 	if res != nil {
 		page, routing, asleep = res.page, res.routing, res.asleep
 	}
-	// The Go and process collectors join the full page when it is first
-	// read (see runtimeFamilies).
-	var finish func([]exposition.Family) []exposition.Family
-	if c.cfg.Gatherer != prometheus.Gatherer(c.cfg.Registry) {
-		registry := make(map[string]bool, len(own))
-		for _, f := range own {
-			registry[f.Name] = true
-		}
-		finish = func(fams []exposition.Family) []exposition.Family {
-			return c.merge(fams, c.runtimeFamilies(registry))
-		}
-	}
 	s := &snapshot{
-		page:    c.pageEnc.Prepare(c.merge(page, own), finish),
+		// The Gatherer's families (the version, Go and process
+		// collectors) join the full page when it is first read (see
+		// runtimeFamilies).
+		page:    c.pageEnc.Prepare(c.merge(page, own), c.withRuntimeFamilies),
 		routing: c.routingEnc.Prepare(c.merge(routing, ownRouting), nil),
 		asleep:  asleep,
 	}
@@ -78,34 +69,33 @@ func (c *Collector) publish(res *scrapeResult, now time.Time) {
 	c.snap.Store(s)
 }
 
-// gatherEvery is how long the families that the Gatherer adds to the
-// Registry's (the Go and process collectors: the sidecar process itself)
-// are reused before being gathered again, on the collector's clock.
+var upstreamAgeLabels = labels.FromStrings(model.MetricNameLabel, "vllm_normalizer_upstream_age_seconds")
+
+// withRuntimeFamilies adds the Gatherer's families to a page being
+// encoded; a name the page already has keeps the page's family.
+func (c *Collector) withRuntimeFamilies(fams []exposition.Family) []exposition.Family {
+	return c.merge(fams, c.runtimeFamilies())
+}
+
+// gatherEvery is how long the Gatherer's families (the sidecar process
+// itself) are reused before being gathered again, on the collector's clock.
 const gatherEvery = time.Second
 
-// runtimeFamilies returns the Gatherer's families beyond the Registry's
-// (the Go and process collectors), gathered at most once per gatherEvery.
-// They describe the sidecar process, not a scrape, so they are gathered
-// when a full page is first read rather than when it is published: their
-// cost follows the readers of /metrics (Prometheus, every 15 s or so), not
-// the scrape interval, and what a reader gets is at most gatherEvery old.
-// Names in registry (the Registry's families, on the page since publish)
-// are left out.
-func (c *Collector) runtimeFamilies(registry map[string]bool) []exposition.Family {
+// runtimeFamilies returns the Gatherer's families (the version, Go and
+// process collectors), gathered at most once per gatherEvery. They
+// describe the sidecar process, not a scrape, so they are gathered when a
+// full page is first read rather than when it is published: their cost
+// follows the readers of /metrics (Prometheus, every 15 s or so), not the
+// scrape interval, and what a reader gets is at most gatherEvery old.
+func (c *Collector) runtimeFamilies() []exposition.Family {
 	c.runtimeMu.Lock()
 	defer c.runtimeMu.Unlock()
 	now := c.cfg.Now()
 	if c.runtimeFams != nil && now.Sub(c.runtimeAt) < gatherEvery && !now.Before(c.runtimeAt) {
 		return c.runtimeFams
 	}
-	other := []exposition.Family{}
-	for _, f := range c.gather(c.cfg.Gatherer) {
-		if !registry[f.Name] {
-			other = append(other, f)
-		}
-	}
-	c.runtimeFams, c.runtimeAt = other, now
-	return other
+	c.runtimeFams, c.runtimeAt = c.gather(c.cfg.Gatherer), now
+	return c.runtimeFams
 }
 
 func (c *Collector) gather(g prometheus.Gatherer) []exposition.Family {

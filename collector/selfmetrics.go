@@ -2,6 +2,9 @@ package collector
 
 import (
 	"math"
+	"slices"
+	"strings"
+	"sync"
 
 	"github.com/prometheus/client_golang/prometheus"
 	versioncollector "github.com/prometheus/client_golang/prometheus/collectors/version"
@@ -13,106 +16,163 @@ import (
 	"github.com/fos-study/vllm-normalizer/scrape"
 )
 
-// selfMetrics are the sidecar's own health series. They live on a
-// client_golang registry so that the version, Go and process collectors
-// and the config-reload metrics of cmd/ sit beside them.
+// selfMetrics are the sidecar's own health series (vllm_up, the scrape's
+// figures, failures and drops by reason, reloads). They change at every
+// scrape and are published with it, so they are kept as plain values that
+// publish renders straight into families. Gathering them through a
+// client_golang Registry at every publish (a goroutine per collector,
+// protobuf structs, consistency checks, then a conversion) was 5–12 % of
+// a small page's scrape cycle and a sixth of the bytes it allocated
+// (BenchmarkScrapeCycle; docs/performance.md). What describes the process
+// rather than a scrape (the version, Go and process collectors, and what
+// cmd/ registers) stays on the Registry and is gathered when the page is
+// read (runtimeFamilies).
+//
+// The scrape loop writes most values, Reload the reload ones, publish reads
+// them all; mu serialises the three.
 type selfMetrics struct {
-	up            prometheus.Gauge
-	duration      prometheus.Gauge
-	failures      *prometheus.CounterVec
-	lastSuccess   prometheus.Gauge
-	bytes         prometheus.Gauge
-	samples       prometheus.Gauge
-	dropped       *prometheus.CounterVec
-	disagreements *prometheus.CounterVec
-	unwindowed    prometheus.Counter
-	layoutChanges prometheus.Counter
-	restarts      prometheus.Counter
-	historySeries prometheus.Gauge
-	reloadOK      prometheus.Gauge
-	reloadOKTime  prometheus.Gauge
-	reloads       *prometheus.CounterVec
+	mu   sync.Mutex
+	fams []*ownFamily
+
+	up, duration, lastSuccess, bytes, samples, historySeries *ownFamily
+	failures, dropped, disagreements                         *ownFamily
+	unwindowed, layoutChanges, restarts                      *ownFamily
+	reloadOK, reloadOKTime, reloads                          *ownFamily
 }
 
-func newSelfMetrics(reg prometheus.Registerer) (*selfMetrics, error) {
-	m := &selfMetrics{
-		up: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "vllm_up",
-			Help: "1 if the last scrape of vLLM's /metrics succeeded and parsed, else 0 (then no vLLM series are served).",
-		}),
-		duration: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "vllm_normalizer_scrape_duration_seconds",
-			Help: "Seconds the last scrape cycle took: fetch, parse, normalise, derive.",
-		}),
-		failures: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "vllm_normalizer_scrape_failures_total",
-			Help: "Failed scrapes of vLLM by reason: refused, network, timeout, http_status, body_too_large, empty, parse, sample_limit, truncated, label_limit, label_name_length_limit, label_value_length_limit.",
-		}, []string{"reason"}),
-		lastSuccess: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "vllm_normalizer_last_scrape_success_timestamp_seconds",
-			Help: "Unix time of the last successful scrape of vLLM; 0 before the first.",
-		}),
-		bytes: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "vllm_normalizer_upstream_bytes",
-			Help: "Size in bytes of the last page read from vLLM, after decompression.",
-		}),
-		samples: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "vllm_normalizer_upstream_samples",
-			Help: "Samples on the last page parsed from vLLM.",
-		}),
-		dropped: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "vllm_normalizer_dropped_series_total",
-			Help: "Upstream series left out of the output by reason: duplicate (same series twice on a page), invalid_name (UTF-8-only names), invalid_bound (a histogram le or summary quantile that is not a number), relabel (dropped by metric_relabel_configs), collision (two families mapped to one name).",
-		}, []string{"reason"}),
-		disagreements: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "vllm_normalizer_rename_disagreements_total",
-			Help: "Scrapes in which a legacy vLLM name and its current name were both exposed with different values; the current name is served.",
-		}, []string{"metric"}),
-		unwindowed: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "vllm_normalizer_history_unwindowed_samples_total",
-			Help: "Upstream samples that derivations read but the history did not keep because it already held its series limit; the derived gauges of their model_name and engine are left out meanwhile.",
-		}),
-		layoutChanges: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "vllm_normalizer_histogram_layout_changes_total",
-			Help: "Histogram children whose set of bucket bounds changed (a vLLM upgrade): their window restarted from the new layout, so quantiles never mix two layouts.",
-		}),
-		restarts: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "vllm_normalizer_upstream_restarts_detected_total",
-			Help: "Counter series found restarted by their _created time or vLLM's process_start_time_seconds although their value did not go down; they counted from zero.",
-		}),
-		historySeries: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "vllm_normalizer_history_series",
-			Help: "Upstream series the history keeps for the derived gauges.",
-		}),
-		reloadOK: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "vllm_normalizer_config_last_reload_successful",
-			Help: "1 if the last load of the configuration succeeded, 0 if it failed (the previous one is still in use).",
-		}),
-		reloadOKTime: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "vllm_normalizer_config_last_reload_success_timestamp_seconds",
-			Help: "Unix time of the last successful load of the configuration.",
-		}),
-		reloads: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "vllm_normalizer_config_reloads_total",
-			Help: "Reloads of the configuration (SIGHUP or POST /-/reload) by outcome: success or failure.",
-		}, []string{"outcome"}),
-	}
-	m.reloads.WithLabelValues("success")
-	m.reloads.WithLabelValues("failure")
-	for _, r := range scrape.FailureReasons {
-		m.failures.WithLabelValues(r)
-	}
-	for _, r := range []string{"duplicate", "invalid_name", "invalid_bound", "relabel", "collision"} {
-		m.dropped.WithLabelValues(r)
-	}
-	for _, c := range []prometheus.Collector{m.up, m.duration, m.failures, m.lastSuccess, m.bytes, m.samples, m.dropped, m.disagreements,
-		m.unwindowed, m.layoutChanges, m.restarts, m.historySeries,
-		m.reloadOK, m.reloadOKTime, m.reloads, versioncollector.NewCollector("vllm_normalizer")} {
-		if err := reg.Register(c); err != nil {
-			return nil, err
+// ownFamily is one family of the sidecar's own: a single series, or a
+// vector over one label whose series are kept sorted by its value, as a
+// client_golang registry would print them.
+type ownFamily struct {
+	name, help string
+	typ        model.MetricType
+	label      string // the vector's label; "" for a single series
+	series     []ownSeries
+}
+
+type ownSeries struct {
+	value  string // the label's value
+	labels labels.Labels
+	v      float64
+}
+
+// find returns the series of label value lv, created at 0 if new.
+func (f *ownFamily) find(lv string) *ownSeries {
+	i, ok := slices.BinarySearchFunc(f.series, lv, func(s ownSeries, v string) int { return strings.Compare(s.value, v) })
+	if !ok {
+		ls := labels.FromStrings(model.MetricNameLabel, f.name)
+		if f.label != "" {
+			ls = labels.FromStrings(model.MetricNameLabel, f.name, f.label, lv)
 		}
+		f.series = slices.Insert(f.series, i, ownSeries{value: lv, labels: ls})
 	}
-	return m, nil
+	return &f.series[i]
+}
+
+func (m *selfMetrics) set(f *ownFamily, v float64) {
+	m.mu.Lock()
+	f.find("").v = v
+	m.mu.Unlock()
+}
+
+// add adds v to the series of label value lv ("" for a single series).
+func (m *selfMetrics) add(f *ownFamily, lv string, v float64) {
+	m.mu.Lock()
+	f.find(lv).v += v
+	m.mu.Unlock()
+}
+
+// families renders every family with its current values. The families are
+// new at each call (snapshots keep them while they are served); the label
+// sets are shared, being immutable.
+func (m *selfMetrics) families() []exposition.Family {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	n := 0
+	for _, f := range m.fams {
+		n += len(f.series)
+	}
+	// A vector without series is left out, as a registry leaves it out.
+	out := make([]exposition.Family, 0, len(m.fams))
+	samples := make([]exposition.Sample, n)
+	for _, f := range m.fams {
+		if len(f.series) == 0 {
+			continue
+		}
+		s := samples[:len(f.series):len(f.series)]
+		samples = samples[len(f.series):]
+		for j, se := range f.series {
+			s[j] = exposition.Sample{Labels: se.labels, Value: se.v}
+		}
+		out = append(out, exposition.Family{Name: f.name, Help: f.help, Type: f.typ, Samples: s})
+	}
+	return out
+}
+
+func newSelfMetrics() *selfMetrics {
+	m := &selfMetrics{}
+	gauge := func(name, help string) *ownFamily {
+		f := &ownFamily{name: name, help: help, typ: model.MetricTypeGauge}
+		f.find("")
+		m.fams = append(m.fams, f)
+		return f
+	}
+	counter := func(name, help string) *ownFamily {
+		f := gauge(name, help)
+		f.typ = model.MetricTypeCounter
+		return f
+	}
+	// A vector's series exist from the start for the values given, so
+	// that rate() sees the first increment.
+	vector := func(name, help, label string, values ...string) *ownFamily {
+		f := &ownFamily{name: name, help: help, typ: model.MetricTypeCounter, label: label}
+		for _, v := range values {
+			f.find(v)
+		}
+		m.fams = append(m.fams, f)
+		return f
+	}
+	m.up = gauge("vllm_up",
+		"1 if the last scrape of vLLM's /metrics succeeded and parsed, else 0 (then no vLLM series are served).")
+	m.duration = gauge("vllm_normalizer_scrape_duration_seconds",
+		"Seconds the last scrape cycle took: fetch, parse, normalise, derive.")
+	m.failures = vector("vllm_normalizer_scrape_failures_total",
+		"Failed scrapes of vLLM by reason: refused, network, timeout, http_status, body_too_large, empty, parse, sample_limit, truncated, label_limit, label_name_length_limit, label_value_length_limit.",
+		"reason", scrape.FailureReasons...)
+	m.lastSuccess = gauge("vllm_normalizer_last_scrape_success_timestamp_seconds",
+		"Unix time of the last successful scrape of vLLM; 0 before the first.")
+	m.bytes = gauge("vllm_normalizer_upstream_bytes",
+		"Size in bytes of the last page read from vLLM, after decompression.")
+	m.samples = gauge("vllm_normalizer_upstream_samples",
+		"Samples on the last page parsed from vLLM.")
+	m.dropped = vector("vllm_normalizer_dropped_series_total",
+		"Upstream series left out of the output by reason: duplicate (same series twice on a page), invalid_name (UTF-8-only names), invalid_bound (a histogram le or summary quantile that is not a number), relabel (dropped by metric_relabel_configs), collision (two families mapped to one name).",
+		"reason", "duplicate", "invalid_name", "invalid_bound", "relabel", "collision")
+	m.disagreements = vector("vllm_normalizer_rename_disagreements_total",
+		"Scrapes in which a legacy vLLM name and its current name were both exposed with different values; the current name is served.",
+		"metric")
+	m.unwindowed = counter("vllm_normalizer_history_unwindowed_samples_total",
+		"Upstream samples that derivations read but the history did not keep because it already held its series limit; the derived gauges of their model_name and engine are left out meanwhile.")
+	m.layoutChanges = counter("vllm_normalizer_histogram_layout_changes_total",
+		"Histogram children whose set of bucket bounds changed (a vLLM upgrade): their window restarted from the new layout, so quantiles never mix two layouts.")
+	m.restarts = counter("vllm_normalizer_upstream_restarts_detected_total",
+		"Counter series found restarted by their _created time or vLLM's process_start_time_seconds although their value did not go down; they counted from zero.")
+	m.historySeries = gauge("vllm_normalizer_history_series",
+		"Upstream series the history keeps for the derived gauges.")
+	m.reloadOK = gauge("vllm_normalizer_config_last_reload_successful",
+		"1 if the last load of the configuration succeeded, 0 if it failed (the previous one is still in use).")
+	m.reloadOKTime = gauge("vllm_normalizer_config_last_reload_success_timestamp_seconds",
+		"Unix time of the last successful load of the configuration.")
+	m.reloads = vector("vllm_normalizer_config_reloads_total",
+		"Reloads of the configuration (SIGHUP or POST /-/reload) by outcome: success or failure.",
+		"outcome", "success", "failure")
+	return m
+}
+
+// registerProcessCollectors puts on reg what describes the sidecar process
+// rather than a scrape: its version.
+func registerProcessCollectors(reg prometheus.Registerer) error {
+	return reg.Register(versioncollector.NewCollector("vllm_normalizer"))
 }
 
 // fromDTO turns gathered client_golang families into exposition families,
