@@ -89,13 +89,14 @@ type Deriver struct {
 	inputs *window.Inputs
 	help   map[string]string
 	// slos are the attainment targets, ready to use (see WithSLOs).
-	slos []sloTarget
+	slos   []sloTarget
+	labels *labelCache
 }
 
 // New returns the Deriver for the roles' canonical names, without SLO
 // targets.
 func New(roles *mapping.Roles) *Deriver {
-	d := &Deriver{roles: roles, inputs: buildInputs(roles, false), help: map[string]string{}}
+	d := &Deriver{roles: roles, inputs: buildInputs(roles, false), help: map[string]string{}, labels: &labelCache{}}
 	for _, s := range Specs(roles) {
 		d.help[s.Name] = s.Help
 	}
@@ -185,6 +186,7 @@ var ratioFamilies = []struct {
 // group is one set of grouping label values.
 type group struct {
 	lbls []labels.Label // the grouping labels the series have, non-empty
+	key  string         // the grouping labels' values, for the label cache
 	acc  groupAcc
 }
 
@@ -278,6 +280,11 @@ func (d *Deriver) derive(r *window.Reader, groupBys [][]string, res [][]expositi
 			key, fromLbls = key[:0], fromLbls[:0]
 			for _, name := range by {
 				v := l.Get(name)
+				// Names too: the key also tells apart, in the label
+				// cache, groupings over other labels. 0xfe and 0xff
+				// never occur in UTF-8.
+				key = append(key, name...)
+				key = append(key, 0xfe)
 				key = append(key, v...)
 				key = append(key, 0xff)
 				if v != "" {
@@ -290,8 +297,9 @@ func (d *Deriver) derive(r *window.Reader, groupBys [][]string, res [][]expositi
 			gi, ok := index[string(key)]
 			if !ok {
 				gi = len(g.groups)
-				index[string(key)] = gi
-				g.groups = append(g.groups, &group{lbls: slices.Clone(fromLbls)})
+				ks := string(key)
+				index[ks] = gi
+				g.groups = append(g.groups, &group{lbls: slices.Clone(fromLbls), key: ks})
 			}
 			g.groupOf[i] = gi
 		}
@@ -308,24 +316,31 @@ func (d *Deriver) derive(r *window.Reader, groupBys [][]string, res [][]expositi
 		}
 	}
 
+	d.labels.begin()
+	defer d.labels.end()
 	var b labels.ScratchBuilder
-	emit := func(out map[string][]exposition.Sample, name string, g *group, window string, extra []labels.Label, v float64) {
+	// extraKey names the extra labels (their values, or the SLO's key)
+	// for the label cache.
+	emit := func(out map[string][]exposition.Sample, name string, g *group, window string, extra []labels.Label, extraKey string, v float64) {
 		if math.IsNaN(v) || math.IsInf(v, 0) {
 			return
 		}
-		b.Reset()
-		b.Add(model.MetricNameLabel, name)
-		for _, l := range g.lbls {
-			b.Add(l.Name, l.Value)
-		}
-		for _, l := range extra {
-			if l.Value != "" {
+		ls := d.labels.get(labelKey{name: name, group: g.key, window: window, extra: extraKey}, func() labels.Labels {
+			b.Reset()
+			b.Add(model.MetricNameLabel, name)
+			for _, l := range g.lbls {
 				b.Add(l.Name, l.Value)
 			}
-		}
-		b.Add(WindowLabel, window)
-		b.Sort()
-		out[name] = append(out[name], exposition.Sample{Labels: b.Labels(), Value: v})
+			for _, l := range extra {
+				if l.Value != "" {
+					b.Add(l.Name, l.Value)
+				}
+			}
+			b.Add(WindowLabel, window)
+			b.Sort()
+			return b.Labels()
+		})
+		out[name] = append(out[name], exposition.Sample{Labels: ls, Value: v})
 	}
 
 	var scratch []quantile.Bucket
@@ -375,21 +390,21 @@ func (d *Deriver) derive(r *window.Reader, groupBys [][]string, res [][]expositi
 				a := &g.acc
 				for _, rf := range rateFamilies {
 					if a.has[rf.src] {
-						emit(out, rf.name, g, wl, nil, a.rate[rf.src])
+						emit(out, rf.name, g, wl, nil, "", a.rate[rf.src])
 					}
 				}
 				for _, rf := range ratioFamilies {
 					if v, ok := a.ratio(rf.num, rf.den); ok {
-						emit(out, rf.name, g, wl, nil, v)
+						emit(out, rf.name, g, wl, nil, "", v)
 					}
 				}
 				if v, ok := a.prefixHitRatio(); ok {
-					emit(out, DerivedPrefixCacheHitRatio, g, wl, nil, v)
+					emit(out, DerivedPrefixCacheHitRatio, g, wl, nil, "", v)
 				}
 				qm, qok := a.ratio(srcQueueSum, srcQueueCount)
 				pm, pok := a.ratio(srcPrefillSum, srcPrefillCount)
 				if qok && pok && qm+pm != 0 {
-					emit(out, DerivedTTFTQueueRatio, g, wl, nil, qm/(qm+pm))
+					emit(out, DerivedTTFTQueueRatio, g, wl, nil, "", qm/(qm+pm))
 				}
 				for _, qf := range quantileFamilies {
 					bs := a.buckets[histIndex(qf.src)]
@@ -399,7 +414,7 @@ func (d *Deriver) derive(r *window.Reader, groupBys [][]string, res [][]expositi
 					scratch = append(scratch[:0], bs...)
 					for _, dq := range derivedQuantiles {
 						copy(scratch, bs)
-						emit(out, qf.name, g, wl, []labels.Label{{Name: QuantileLabel, Value: dq.label}}, quantile.Estimate(dq.q, scratch))
+						emit(out, qf.name, g, wl, []labels.Label{{Name: QuantileLabel, Value: dq.label}}, dq.label, quantile.Estimate(dq.q, scratch))
 					}
 				}
 				for _, st := range d.slos {
@@ -408,17 +423,17 @@ func (d *Deriver) derive(r *window.Reader, groupBys [][]string, res [][]expositi
 						continue
 					}
 					scratch = append(scratch[:0], bs...)
-					emit(out, DerivedSLOAttainmentRatio, g, wl, st.lbls, quantile.FractionAtMost(st.seconds, scratch))
+					emit(out, DerivedSLOAttainmentRatio, g, wl, st.lbls, st.key, quantile.FractionAtMost(st.seconds, scratch))
 				}
 				if a.has[srcGenerationTokens] && a.runHas && a.runMean > 0 {
-					emit(out, DerivedGenerationTokensPerSecondPerRequest, g, wl, nil, a.rate[srcGenerationTokens]/a.runMean)
+					emit(out, DerivedGenerationTokensPerSecondPerRequest, g, wl, nil, "", a.rate[srcGenerationTokens]/a.runMean)
 				}
 			}
 			for rk, v := range gs[k].reasons {
 				if gs[k].blocked[rk.group] {
 					continue
 				}
-				emit(out, DerivedRequestsPerSecond, gs[k].groups[rk.group], wl, []labels.Label{{Name: finishedReasonLabel, Value: rk.reason}}, v)
+				emit(out, DerivedRequestsPerSecond, gs[k].groups[rk.group], wl, []labels.Label{{Name: finishedReasonLabel, Value: rk.reason}}, rk.reason, v)
 			}
 		}
 	}

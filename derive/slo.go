@@ -53,6 +53,7 @@ type sloTarget struct {
 	src     source
 	seconds float64
 	lbls    []labels.Label
+	key     string // lbls' values, for the label cache
 }
 
 // WithSLOs returns a Deriver like d that also computes SLO attainment for
@@ -63,6 +64,7 @@ func (d *Deriver) WithSLOs(slos SLOTargets) (*Deriver, error) {
 		return nil, err
 	}
 	out := *d
+	out.labels = &labelCache{}
 	out.slos = nil
 	for _, k := range sloKinds {
 		ds := slices.Clone(k.get(&slos))
@@ -70,7 +72,7 @@ func (d *Deriver) WithSLOs(slos SLOTargets) (*Deriver, error) {
 		for _, t := range slices.Compact(ds) {
 			out.slos = append(out.slos, sloTarget{src: k.src, seconds: t.Seconds(), lbls: []labels.Label{
 				{Name: SLOLabel, Value: k.label}, {Name: model.BucketLabel, Value: FormatSLOTarget(t)},
-			}})
+			}, key: k.label + "\xff" + FormatSLOTarget(t)})
 		}
 	}
 	out.inputs = buildInputs(d.roles, len(slos.TPOT) > 0)
