@@ -63,9 +63,10 @@ func (c *Collector) publish(res *scrapeResult, now time.Time) {
 		routing: c.routingEnc.Prepare(c.merge(routing, ownRouting), nil),
 		asleep:  asleep,
 	}
-	// Routers read the routing view many times a second: it is ready
-	// before it is served, so that none waits for its encoding.
-	s.routing.Encode()
+	// Both pages are encoded by their first reader, as their gzip already
+	// was: a view no router reads costs no encoding, and a router polling
+	// many times a second pays one encoding per scrape, as before, its
+	// first read after a scrape waiting for it (~0.1 ms on one engine).
 	c.snap.Store(s)
 }
 
