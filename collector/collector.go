@@ -281,8 +281,10 @@ func (c *Collector) ScrapeOnce(ctx context.Context) {
 
 // scrapeResult is what one successful scrape yields for publishing.
 type scrapeResult struct {
-	page    []exposition.Family // presented upstream families, derived gauges and statuses
-	routing []exposition.Family
+	// The parts of each page, merged into one sorted page at publish:
+	// presented upstream families, derived gauges and statuses; the
+	// routing view and the diagnosis.
+	page, routing [][]exposition.Family
 	// asleep holds the sleep states when every engine sleeps; the routing
 	// view then answers 503.
 	asleep []string
@@ -356,7 +358,8 @@ func (c *Collector) scrape(ctx context.Context, sent time.Time) (*scrapeResult, 
 	report.SetServer(profile, stats.OpenMetrics)
 	var canon []exposition.Family
 	if profile != nil {
-		canon = profile.Canonical(norm, c.roles)
+		// Clipped: it may be norm itself, which Present's input extends.
+		canon = slices.Clip(profile.Canonical(norm, c.roles))
 	}
 
 	now := sent // everything windowed is stamped when the request went out
@@ -375,21 +378,23 @@ func (c *Collector) scrape(ctx context.Context, sent time.Time) (*scrapeResult, 
 	// The page serves legacy families as the upstream printed them beside
 	// their current names; windows, derived gauges and the routing view
 	// only see the current names.
-	page, pstats := mapper.Present(slices.Concat(norm, report.Kept))
+	// Normalize leaves room for a few kept legacy families at the end of
+	// norm: most pages need no new slice.
+	page, pstats := mapper.Present(append(norm, report.Kept...))
 	c.metrics.add(c.metrics.dropped, "relabel", float64(pstats.Dropped))
 	c.metrics.add(c.metrics.dropped, "collision", float64(pstats.Collisions))
-	page = append(page, derived...)
-	page = append(page, c.statusFamilies(report)...)
+	parts := [][]exposition.Family{page, derived, c.statusFamilies(report)}
 
 	view := c.viewer.View(canon, routingDerived, c.roles, report.Upstream.Engine, mapper.StyleName)
 	asleep, states := routing.Asleep(canon, c.roles)
-	page = append(page, asleepFamily(asleep))
+	parts = append(parts, []exposition.Family{asleepFamily(asleep)})
+	routingParts := [][]exposition.Family{view}
 	if d := c.cfg.Diagnosis; d != nil {
 		dfams := d.Observe(now, c.diagIn.observations(canon, view, c.roles, mapper.StyleName))
-		page = append(page, dfams...)
-		view = append(view, dfams...)
+		parts = append(parts, dfams)
+		routingParts = append(routingParts, dfams)
 	}
-	return &scrapeResult{page: page, routing: view, asleep: states}, nil
+	return &scrapeResult{page: parts, routing: routingParts, asleep: states}, nil
 }
 
 func (c *Collector) logLegacy(names []string) {

@@ -70,9 +70,8 @@ func FuzzPipeline(f *testing.F) {
 			page = append(page, mapping.StatusFamilies(report)...)
 			routing = routingpkg.View(canon, deriver.Derive(h, at, []string{"model_name"}), roles, report.Upstream.Engine, mapper.StyleName)
 		}
-		c := &Collector{}
 		for name, out := range map[string][]exposition.Family{"page": page, "routing view": routing} {
-			text := exposition.AppendText(nil, c.merge(out, nil))
+			text := exposition.AppendText(nil, merge(out))
 			checkFuzzedPage(t, name, body, text)
 		}
 	})

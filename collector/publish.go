@@ -50,7 +50,7 @@ func (c *Collector) publish(res *scrapeResult, now time.Time) {
 		ownRouting = append(ownRouting, f)
 	}
 
-	var page, routing []exposition.Family
+	var page, routing [][]exposition.Family
 	var asleep []string
 	if res != nil {
 		page, routing, asleep = res.page, res.routing, res.asleep
@@ -59,8 +59,8 @@ func (c *Collector) publish(res *scrapeResult, now time.Time) {
 		// The Gatherer's families (the version, Go and process
 		// collectors) join the full page when it is first read (see
 		// runtimeFamilies).
-		page:    c.pageEnc.Prepare(c.merge(page, own), c.withRuntimeFamilies),
-		routing: c.routingEnc.Prepare(c.merge(routing, ownRouting), nil),
+		page:    c.pageEnc.Prepare(merge(append(page, own)...), c.withRuntimeFamilies),
+		routing: c.routingEnc.Prepare(merge(append(routing, ownRouting)...), nil),
 		asleep:  asleep,
 	}
 	// Both pages are encoded by their first reader, as their gzip already
@@ -75,7 +75,7 @@ var upstreamAgeLabels = labels.FromStrings(model.MetricNameLabel, "vllm_normaliz
 // withRuntimeFamilies adds the Gatherer's families to a page being
 // encoded; a name the page already has keeps the page's family.
 func (c *Collector) withRuntimeFamilies(fams []exposition.Family) []exposition.Family {
-	return c.merge(fams, c.runtimeFamilies())
+	return merge(fams, c.runtimeFamilies())
 }
 
 // gatherEvery is how long the Gatherer's families (the sidecar process
@@ -115,23 +115,22 @@ func (c *Collector) upstreamAge(now time.Time) (time.Duration, bool) {
 	return now.Sub(time.Unix(0, last)), true
 }
 
-// merge sorts the families by name. A name both the upstream and the
-// sidecar use keeps the upstream's family: vLLM's own process_* series, for
-// instance, are what a dashboard means by that name.
-func (c *Collector) merge(upstream, own []exposition.Family) []exposition.Family {
-	out := make([]exposition.Family, 0, len(upstream)+len(own))
-	out = append(out, upstream...)
-	seen := make(map[string]bool, len(upstream))
-	for _, f := range upstream {
-		seen[f.Name] = true
+// merge returns the families of every part in one new slice, sorted by
+// name. A name two parts use keeps the earlier part's family: vLLM's own
+// process_* series, for instance, are what a dashboard means by that
+// name, not the sidecar's.
+func merge(parts ...[]exposition.Family) []exposition.Family {
+	n := 0
+	for _, p := range parts {
+		n += len(p)
 	}
-	for _, f := range own {
-		if !seen[f.Name] {
-			out = append(out, f)
-		}
+	out := make([]exposition.Family, 0, n)
+	for _, p := range parts {
+		out = append(out, p...)
 	}
+	// Stable: of families of one name, the earliest part's comes first.
 	slices.SortStableFunc(out, func(a, b exposition.Family) int { return strings.Compare(a.Name, b.Name) })
-	return out
+	return slices.CompactFunc(out, func(a, b exposition.Family) bool { return a.Name == b.Name })
 }
 
 // MetricsHandler serves the full page: vLLM's families under current names,

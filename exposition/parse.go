@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"strconv"
 	"strings"
 	"unicode/utf8"
@@ -533,6 +534,13 @@ var nameChars = func() (t [256]uint8) {
 // counter or histogram it belongs to is on the same page, so an upstream
 // metric that merely ends in "_created" is kept.
 func DropCreated(fams []Family) []Family {
+	// Most pages hold no such family (a text page files _created samples
+	// under their counter's family): then nothing is indexed.
+	if !slices.ContainsFunc(fams, func(f Family) bool {
+		return f.Type != model.MetricTypeCounter && strings.HasSuffix(f.Name, "_created")
+	}) {
+		return fams
+	}
 	names := make(map[string]model.MetricType, len(fams))
 	for i := range fams {
 		names[fams[i].Name] = fams[i].Type

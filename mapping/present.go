@@ -39,13 +39,6 @@ func (m *Mapper) StyleName(name string) string {
 // The input is not modified.
 func (m *Mapper) Present(in []exposition.Family) ([]exposition.Family, PresentStats) {
 	var st PresentStats
-	index := make(map[string]int, len(in))
-	for i := range in {
-		if _, dup := index[in[i].Name]; !dup {
-			index[in[i].Name] = i
-		}
-	}
-
 	work := make([]exposition.Family, 0, len(in)+len(m.aliases))
 	for i := range in {
 		f := &in[i]
@@ -56,6 +49,12 @@ func (m *Mapper) Present(in []exposition.Family) ([]exposition.Family, PresentSt
 		work = append(work, *f)
 	}
 	if len(m.aliases) > 0 {
+		index := make(map[string]int, len(in))
+		for i := range in {
+			if _, dup := index[in[i].Name]; !dup {
+				index[in[i].Name] = i
+			}
+		}
 		for _, a := range m.aliases {
 			src, ok := index[a.current]
 			if !ok || m.drop[a.legacy] {
@@ -73,7 +72,8 @@ func (m *Mapper) Present(in []exposition.Family) ([]exposition.Family, PresentSt
 		work = m.applyRelabel(work, &st)
 	}
 
-	out := make([]exposition.Family, 0, len(work))
+	// work is Present's own: the output is compacted into it.
+	out := work[:0]
 	seen := make(map[string]bool, len(work))
 	for _, f := range work {
 		name := m.StyleName(f.Name)
