@@ -18,6 +18,9 @@
 #       Prometheus scrapes (default 15; 0: nobody reads). The floor serves
 #       its raw bytes; the sidecar encodes its page for the first reader
 #   -o  directory to keep the raw results in (default: a temporary one)
+#   -F  run the floor with GOMAXPROCS=N (default: Go's own choice, the
+#       machine's CPUs). The sidecars run as shipped: --runtime.gomaxprocs
+#       defaults to 1, which a floor on 1 CPU matches
 #
 # PAGE is a file served as is, or demo:N, the demo upstream over N
 # data-parallel engines (values moving, a new page each second). Default:
@@ -35,9 +38,9 @@
 # Linux only; needs Go, git and curl.
 set -euo pipefail
 
-rounds=3 warm=10 dur=60 out="" read_every=15
+rounds=3 warm=10 dur=60 out="" read_every=15 floor_procs=""
 revs=()
-while getopts "r:w:d:s:o:p:" opt; do
+while getopts "r:w:d:s:o:p:F:" opt; do
 	case $opt in
 	r) rounds=$OPTARG ;;
 	w) warm=$OPTARG ;;
@@ -45,7 +48,8 @@ while getopts "r:w:d:s:o:p:" opt; do
 	s) revs+=("$OPTARG") ;;
 	o) out=$OPTARG ;;
 	p) read_every=$OPTARG ;;
-	*) sed -n '2,30p' "$0" >&2; exit 2 ;;
+	F) floor_procs=$OPTARG ;;
+	*) sed -n '2,33p' "$0" >&2; exit 2 ;;
 	esac
 done
 shift $((OPTIND - 1))
@@ -107,7 +111,7 @@ run_one() { # round page interval
 	bytes=$(curl -s "http://$upstream/metrics" | wc -c)
 	for name in "${procs[@]}"; do
 		if [ "$name" = floor ]; then
-			"$work/floor" -url "http://$upstream/metrics?who=floor" -interval "$interval" -addr-file "$work/floor.addr" 2>/dev/null &
+			${floor_procs:+env GOMAXPROCS=$floor_procs} "$work/floor" -url "http://$upstream/metrics?who=floor" -interval "$interval" -addr-file "$work/floor.addr" 2>/dev/null &
 			pid[$name]=$!
 			wait_file "$work/floor.addr"
 			addr[$name]=$(cat "$work/floor.addr")

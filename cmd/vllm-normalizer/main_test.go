@@ -123,6 +123,7 @@ func TestFlagChecks(t *testing.T) {
 		{[]string{"--slo.tpot=-50ms"}, "--slo.tpot=-50ms: a latency target must be a positive duration"},
 		{[]string{"--slo.e2e=-1s"}, "--slo.e2e=-1s"},
 		{[]string{"--slo.e2e=fast"}, "fast"},
+		{[]string{"--runtime.gomaxprocs=-1"}, "--runtime.gomaxprocs=-1 must be 0 (Go's own choice) or positive"},
 		{[]string{"--auto-gomemlimit.ratio=0"}, "--auto-gomemlimit.ratio=0 must be in (0, 1]"},
 		{[]string{"--auto-gomemlimit.ratio=1.5"}, "--auto-gomemlimit.ratio=1.5 must be in (0, 1]"},
 		{[]string{"--web.write-timeout=0s"}, "--web.write-timeout=0s must be positive"},
