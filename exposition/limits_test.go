@@ -108,14 +108,19 @@ func TestLabelLimitsCountName(t *testing.T) {
 		{LabelLimits{ValueLength: 12}, LimitValueLength},
 		{LabelLimits{Labels: 2, ValueLength: 1}, LimitLabels}, // the count is judged first
 	}
-	for _, c := range cases {
-		_, _, err := Parse(body, "", ParseOptions{LabelLimits: c.lim})
-		var le *LabelLimitError
-		switch {
-		case c.want == "" && err != nil:
-			t.Errorf("%+v: %v", c.lim, err)
-		case c.want != "" && (!errors.As(err, &le) || le.Limit != c.want):
-			t.Errorf("%+v: want %s, got %v", c.lim, c.want, err)
+	// Once with a fresh scratch per parse, once with one scratch for all:
+	// a series the memo saw within other limits is checked again.
+	shared := &ParseScratch{}
+	for _, sc := range []*ParseScratch{nil, shared} {
+		for _, c := range cases {
+			_, _, err := Parse(body, "", ParseOptions{LabelLimits: c.lim, Scratch: sc})
+			var le *LabelLimitError
+			switch {
+			case c.want == "" && err != nil:
+				t.Errorf("%+v (shared scratch %v): %v", c.lim, sc != nil, err)
+			case c.want != "" && (!errors.As(err, &le) || le.Limit != c.want):
+				t.Errorf("%+v (shared scratch %v): want %s, got %v", c.lim, sc != nil, c.want, err)
+			}
 		}
 	}
 }

@@ -124,6 +124,8 @@ type rule struct {
 	// compare is false for _created companions, which hold creation times
 	// that legitimately differ between the two names.
 	compare bool
+	// note is added to a plain rename's HELP; built once, not per scrape.
+	note string
 }
 
 type alias struct{ current, legacy string }
@@ -184,6 +186,7 @@ func New(cat *Catalogue, opts Options) (*Mapper, error) {
 					r.to = tv
 				}
 			}
+			r.note = renamedNote(variant.name)
 			m.rules[variant.name] = r
 		}
 		if md.Alias && opts.LegacyAliases {
@@ -201,7 +204,7 @@ func New(cat *Catalogue, opts Options) (*Mapper, error) {
 			if err != nil {
 				return nil, err
 			}
-			m.rules[er.From] = &rule{to: to, legacy: er.From, compare: true, current: map[string]string{to: to}}
+			m.rules[er.From] = &rule{to: to, legacy: er.From, compare: true, current: map[string]string{to: to}, note: renamedNote(er.From)}
 		}
 		for _, d := range c.Drop {
 			m.drop[d] = true
@@ -315,7 +318,7 @@ func (m *Mapper) Normalize(in []exposition.Family) ([]exposition.Family, Report)
 				continue
 			}
 			nf := f.Rename(r.to)
-			nf.Help = withNote(f.Help, fmt.Sprintf("(renamed from %s by vllm-normalizer)", f.Name))
+			nf.Help = withNote(f.Help, r.note)
 			add(nf)
 			continue
 		}
@@ -496,6 +499,11 @@ func childKey(l labels.Labels) string {
 
 func sameValue(a, b float64) bool {
 	return a == b || (math.IsNaN(a) && math.IsNaN(b))
+}
+
+// renamedNote is the HELP note of a family renamed from the family from.
+func renamedNote(from string) string {
+	return fmt.Sprintf("(renamed from %s by vllm-normalizer)", from)
 }
 
 func withNote(help, note string) string {
