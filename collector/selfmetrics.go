@@ -175,8 +175,9 @@ func registerProcessCollectors(reg prometheus.Registerer) error {
 	return reg.Register(versioncollector.NewCollector("vllm_normalizer"))
 }
 
-// fromDTO turns gathered client_golang families into exposition families,
-// so the sidecar's own metrics are encoded with the same writer as vLLM's.
+// fromDTO turns gathered client_golang families (the version, Go and
+// process collectors, what cmd/ registers) into exposition families, so
+// that they are encoded with the same writer as vLLM's.
 func fromDTO(mfs []*dto.MetricFamily) []exposition.Family {
 	out := make([]exposition.Family, 0, len(mfs))
 	var b labels.ScratchBuilder
