@@ -1,6 +1,7 @@
 package routing
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 
@@ -133,9 +134,10 @@ func TestRoutingViewConsumerFamiliesAbsent(t *testing.T) {
 }
 
 // TestViewerRemembersLayouts checks that a Viewer kept across views, as
-// the scrape loop keeps one, prints exactly what a fresh View prints:
-// with the last view's label sets and new values, after a series
-// appears, after an engine changes its bucket bounds (no sum), and back.
+// the scrape loop keeps one, prints exactly what a fresh View prints
+// while nothing restarts and no series leaves: with the last view's label
+// sets and new values, after an engine changes its bucket bounds (no sum)
+// and back, and after a series appears.
 func TestViewerRemembersLayouts(t *testing.T) {
 	id := func(s string) string { return s }
 	derived := derivedRatio("1m", 0.4)
@@ -151,7 +153,7 @@ func TestViewerRemembersLayouts(t *testing.T) {
 	extraEngine := consumerPage + `vllm:prefix_cache_hits_total{engine="2",model_name="m"} 7
 `
 	otherBounds := strings.Replace(consumerPage, `engine="0",le="0.1"`, `engine="0",le="0.2"`, 1)
-	pages := []string{consumerPage, consumerPage, consumerPage, extraEngine, extraEngine, otherBounds, otherBounds, consumerPage}
+	pages := []string{consumerPage, consumerPage, consumerPage, otherBounds, otherBounds, consumerPage, extraEngine, extraEngine}
 	var v Viewer
 	for i, text := range pages {
 		want := exposition.AppendText(nil, View(bump(text, float64(i)), derived, testRoles, "v1", id))
@@ -164,5 +166,61 @@ func TestViewerRemembersLayouts(t *testing.T) {
 	// layouts were rebuilt and are those of the last page.
 	if l := v.sums["vllm:inter_token_latency_seconds"]; l == nil || len(l.out) == 0 {
 		t.Fatalf("no layout kept for the summed histogram: %v", v.sums)
+	}
+}
+
+// TestSummedCountersNeverGoDown: a sum over engines kept by the Viewer
+// does not go down when one engine restarts (its count so far still
+// counts) or drops off the page (its last total still counts, and it goes
+// on from there when it is back); it is the plain sum until then.
+func TestSummedCountersNeverGoDown(t *testing.T) {
+	id := func(s string) string { return s }
+	page := func(e0 float64, e1 string) []exposition.Family {
+		text := fmt.Sprintf("# TYPE vllm:prefix_cache_hits_total counter\nvllm:prefix_cache_hits_total{engine=\"0\",model_name=\"m\"} %v\n", e0)
+		if e1 != "" {
+			text += `vllm:prefix_cache_hits_total{engine="1",model_name="m"} ` + e1 + "\n"
+		}
+		return parsePage(t, text)
+	}
+	const sum = `{__name__="vllm:prefix_cache_hits_total", model_name="m"}`
+	var v Viewer
+	for i, c := range []struct {
+		e0   float64
+		e1   string // "" absent
+		want float64
+	}{
+		{10, "20", 30},
+		{15, "25", 40},
+		{2, "30", 15 + 2 + 30},    // engine 0 restarted
+		{5, "", 15 + 5 + 30},      // engine 1 missed a scrape
+		{6, "31", 15 + 6 + 31},    // and is back, going on
+		{7, "1", 15 + 7 + 31 + 1}, // engine 1 restarted
+		{8, "", 15 + 8 + 31 + 1},
+	} {
+		got := routingSamples(t, v.View(page(c.e0, c.e1), nil, testRoles, "v1", id))
+		if got[sum] != c.want {
+			t.Fatalf("view %d (engine 0 at %v, engine 1 at %q): sum %v, want %v", i, c.e0, c.e1, got[sum], c.want)
+		}
+	}
+	// Gone for good: its total stays, and the sum goes on with engine 0.
+	for i := range keepGone + 3 {
+		got := routingSamples(t, v.View(page(float64(9+i), ""), nil, testRoles, "v1", id))
+		if want := 15 + float64(9+i) + 31 + 1; got[sum] != want {
+			t.Fatalf("%d views after engine 1 went: sum %v, want %v", i+1, got[sum], want)
+		}
+	}
+	// A new engine after that: the page's label sets change, engine 1's
+	// total is kept for good, and the new engine adds its count.
+	e2 := parsePage(t, "# TYPE vllm:prefix_cache_hits_total counter\n"+
+		`vllm:prefix_cache_hits_total{engine="0",model_name="m"} 100`+"\n"+
+		`vllm:prefix_cache_hits_total{engine="2",model_name="m"} 5`+"\n")
+	for i := range 2 {
+		if got := routingSamples(t, v.View(e2, nil, testRoles, "v1", id)); got[sum] != 15+100+31+1+5 {
+			t.Fatalf("view %d with engine 2: sum %v, want %v", i, got[sum], 15+100+31+1+5)
+		}
+	}
+	// A fresh View, which keeps nothing, prints the plain sum.
+	if got := routingSamples(t, View(page(3, "4"), nil, testRoles, "v1", id)); got[sum] != 7 {
+		t.Fatalf("a fresh View printed %v, want the plain sum 7", got[sum])
 	}
 }
