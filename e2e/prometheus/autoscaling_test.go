@@ -194,18 +194,31 @@ func TestAutoscalingQueriesReturnData(t *testing.T) {
 
 	// Recording rules that aggregate the sidecar's gauges across pods (one
 	// pod here): the model's free KV tokens and idle time.
-	for _, c := range []struct{ rule, of string }{
-		{"vllm:derived_kv_cache_free_tokens:sum", `sum(vllm_derived_kv_cache_free_tokens{namespace="demo",` + demoModel + `})`},
-		{"vllm:derived_idle_seconds:min", `min(vllm_derived_idle_seconds{namespace="demo",` + demoModel + `})`},
+	for _, c := range []struct{ rule, agg, series string }{
+		{"vllm:derived_kv_cache_free_tokens:sum", "sum", `vllm_derived_kv_cache_free_tokens{namespace="demo",` + demoModel + `}`},
+		{"vllm:derived_idle_seconds:min", "min", `vllm_derived_idle_seconds{namespace="demo",` + demoModel + `}`},
 	} {
 		sel := c.rule + `{namespace="demo",` + demoModel + `}`
-		// Compared at the rule's own evaluation time, on the same samples.
+		of := c.agg + "(" + c.series + ")"
+		// Compared at the rule's own evaluation time, on the same samples:
+		// those of that time, or, when a scrape stamped before it was
+		// still being ingested as the rule ran, the scrape before.
 		ts := one("timestamp of "+c.rule, "timestamp("+sel+")").Value
 		evalAt := time.Unix(0, int64(ts*1e9))
 		got := prom.mustQuery(t, sel, evalAt)
-		want := prom.mustQuery(t, c.of, evalAt)
-		if len(got) != 1 || len(want) != 1 || math.Abs(got[0].Value-want[0].Value) > 1e-9 {
-			t.Errorf("%s = %v, the sidecar's gauges give %v (%s)", c.rule, got, want, c.of)
+		want := prom.mustQuery(t, of, evalAt)
+		if len(got) != 1 || len(want) != 1 {
+			t.Fatalf("%s = %v, the sidecar's gauges give %v (%s)", c.rule, got, want, of)
+		}
+		if math.Abs(got[0].Value-want[0].Value) > 1e-9 {
+			last := prom.mustQuery(t, "max(timestamp("+c.series+"))", evalAt)
+			var before []promSample
+			if len(last) == 1 {
+				before = prom.mustQuery(t, of, time.Unix(0, int64(last[0].Value*1e9)-int64(time.Millisecond)))
+			}
+			if len(before) != 1 || math.Abs(got[0].Value-before[0].Value) > 1e-9 {
+				t.Errorf("%s = %v, the sidecar's gauges give %v (%s), and %v at the scrape before", c.rule, got, want, of, before)
+			}
 		}
 	}
 	if free := one("free KV tokens", `vllm:derived_kv_cache_free_tokens:sum{namespace="demo",`+demoModel+`}`).Value; free <= 0 {
