@@ -91,36 +91,28 @@ func fetch(t *testing.T, host, path string) (*harness.RouterRead, error) {
 }
 
 func TestNeverWorseThanRaw(t *testing.T) {
-	for _, p := range harness.Pages(t) {
-		t.Run(p.Name, func(t *testing.T) {
-			truth, err := harness.ComputeTruth(p.Body)
-			if err != nil {
-				t.Fatal(err)
+	harness.EachPage(t, func(t *testing.T, p harness.Page, truth harness.Truth, up *harness.Upstream, side *harness.Sidecar) {
+		raw, rawErr := fetch(t, up.Host, "/metrics")
+		if raw == nil {
+			t.Logf("raw: the EPP gets nothing from the page: %v", rawErr)
+			raw = &harness.RouterRead{}
+		}
+		t.Logf("truth %+v", truth)
+		t.Logf("raw:  %+v (errors %v)", *raw, rawErr)
+		for _, path := range []string{"/metrics", "/metrics/routing"} {
+			got, err := fetch(t, side.Host, path)
+			if got == nil {
+				t.Errorf("sidecar %s: the EPP gets nothing from it: %v", path, err)
+				continue
 			}
-			up := harness.NewUpstream(t, p.Body)
-			side := harness.StartSidecar(t, up)
-			raw, rawErr := fetch(t, up.Host, "/metrics")
-			if raw == nil {
-				t.Logf("raw: the EPP gets nothing from the page: %v", rawErr)
-				raw = &harness.RouterRead{}
+			t.Logf("%s: %+v (errors %v)", path, *got, err)
+			exact := p.DataParallel && path == "/metrics/routing" // one engine: nothing to collapse
+			harness.CheckRouter(t, fmt.Sprintf("sidecar %s", path), fields, truth, *raw, *got, exact)
+			// GIE 1.2 reads KV usage only as vllm:gpu_cache_usage_perc:
+			// the routing view must serve it wherever KV usage is known.
+			if path == "/metrics/routing" && truth.HasKV && !harness.Equal(got.KV, truth.KV) {
+				t.Errorf("routing view: KV usage read %v, want %v", got.KV, truth.KV)
 			}
-			t.Logf("truth %+v", truth)
-			t.Logf("raw:  %+v (errors %v)", *raw, rawErr)
-			for _, path := range []string{"/metrics", "/metrics/routing"} {
-				got, err := fetch(t, side.Host, path)
-				if got == nil {
-					t.Errorf("sidecar %s: the EPP gets nothing from it: %v", path, err)
-					continue
-				}
-				t.Logf("%s: %+v (errors %v)", path, *got, err)
-				exact := p.DataParallel && path == "/metrics/routing" // one engine: nothing to collapse
-				harness.CheckRouter(t, fmt.Sprintf("sidecar %s", path), fields, truth, *raw, *got, exact)
-				// GIE 1.2 reads KV usage only as vllm:gpu_cache_usage_perc:
-				// the routing view must serve it wherever KV usage is known.
-				if path == "/metrics/routing" && truth.HasKV && !harness.Equal(got.KV, truth.KV) {
-					t.Errorf("routing view: KV usage read %v, want %v", got.KV, truth.KV)
-				}
-			}
-		})
-	}
+		}
+	})
 }

@@ -63,33 +63,25 @@ func poll(t *testing.T, host, path string) (harness.RouterRead, error, error) {
 }
 
 func TestNeverWorseThanRaw(t *testing.T) {
-	for _, p := range harness.Pages(t) {
-		t.Run(p.Name, func(t *testing.T) {
-			truth, err := harness.ComputeTruth(p.Body)
-			if err != nil {
-				t.Fatal(err)
+	harness.EachPage(t, func(t *testing.T, p harness.Page, truth harness.Truth, up *harness.Upstream, side *harness.Sidecar) {
+		raw, rawPollErr, rawErr := poll(t, up.Host, "/metrics")
+		t.Logf("truth %+v", truth)
+		t.Logf("raw:  %+v (poll error %v, extract errors %v)", raw, rawPollErr, rawErr)
+		for _, path := range []string{"/metrics", "/metrics/routing"} {
+			got, pollErr, extractErr := poll(t, side.Host, path)
+			if pollErr != nil {
+				t.Errorf("sidecar %s: the EPP cannot poll it: %v", path, pollErr)
+				continue
 			}
-			up := harness.NewUpstream(t, p.Body)
-			side := harness.StartSidecar(t, up)
-			raw, rawPollErr, rawErr := poll(t, up.Host, "/metrics")
-			t.Logf("truth %+v", truth)
-			t.Logf("raw:  %+v (poll error %v, extract errors %v)", raw, rawPollErr, rawErr)
-			for _, path := range []string{"/metrics", "/metrics/routing"} {
-				got, pollErr, extractErr := poll(t, side.Host, path)
-				if pollErr != nil {
-					t.Errorf("sidecar %s: the EPP cannot poll it: %v", path, pollErr)
-					continue
-				}
-				t.Logf("%s: %+v (extract errors %v)", path, got, extractErr)
-				exact := p.DataParallel && path == "/metrics/routing" // one engine: nothing to collapse
-				harness.CheckRouter(t, fmt.Sprintf("sidecar %s", path), fields, truth, raw, got, exact)
+			t.Logf("%s: %+v (extract errors %v)", path, got, extractErr)
+			exact := p.DataParallel && path == "/metrics/routing" // one engine: nothing to collapse
+			harness.CheckRouter(t, fmt.Sprintf("sidecar %s", path), fields, truth, raw, got, exact)
+		}
+		if p.DataParallel {
+			// The point of the routing view: raw gives one engine.
+			if harness.Equal(raw.Running, truth.Running) {
+				t.Errorf("raw page already gives the summed running count %v; this page does not test data parallelism", raw.Running)
 			}
-			if p.DataParallel {
-				// The point of the routing view: raw gives one engine.
-				if harness.Equal(raw.Running, truth.Running) {
-					t.Errorf("raw page already gives the summed running count %v; this page does not test data parallelism", raw.Running)
-				}
-			}
-		})
-	}
+		}
+	})
 }

@@ -79,28 +79,20 @@ func fetchLegacy(t *testing.T, host, path string) (*harness.RouterRead, error) {
 }
 
 func TestLegacyMetricsClientNeverWorseThanRaw(t *testing.T) {
-	for _, p := range harness.Pages(t) {
-		t.Run(p.Name, func(t *testing.T) {
-			truth, err := harness.ComputeTruth(p.Body)
-			if err != nil {
-				t.Fatal(err)
+	harness.EachPage(t, func(t *testing.T, p harness.Page, truth harness.Truth, up *harness.Upstream, side *harness.Sidecar) {
+		raw, rawErr := fetchLegacy(t, up.Host, "/metrics")
+		if raw == nil {
+			t.Logf("raw: the EPP gets nothing from the page: %v", rawErr)
+			raw = &harness.RouterRead{}
+		}
+		for _, path := range []string{"/metrics", "/metrics/routing"} {
+			got, err := fetchLegacy(t, side.Host, path)
+			if got == nil {
+				t.Errorf("sidecar %s: the EPP gets nothing from it: %v", path, err)
+				continue
 			}
-			up := harness.NewUpstream(t, p.Body)
-			side := harness.StartSidecar(t, up)
-			raw, rawErr := fetchLegacy(t, up.Host, "/metrics")
-			if raw == nil {
-				t.Logf("raw: the EPP gets nothing from the page: %v", rawErr)
-				raw = &harness.RouterRead{}
-			}
-			for _, path := range []string{"/metrics", "/metrics/routing"} {
-				got, err := fetchLegacy(t, side.Host, path)
-				if got == nil {
-					t.Errorf("sidecar %s: the EPP gets nothing from it: %v", path, err)
-					continue
-				}
-				exact := p.DataParallel && path == "/metrics/routing"
-				harness.CheckRouter(t, fmt.Sprintf("sidecar %s", path), fields, truth, *raw, *got, exact)
-			}
-		})
-	}
+			exact := p.DataParallel && path == "/metrics/routing"
+			harness.CheckRouter(t, fmt.Sprintf("sidecar %s", path), fields, truth, *raw, *got, exact)
+		}
+	})
 }

@@ -105,3 +105,19 @@ func CheckRouter(t testing.TB, where string, fields []string, truth Truth, raw, 
 func HasFamily(page []byte, name string) bool {
 	return bytes.Contains(page, []byte("# TYPE "+name+" "))
 }
+
+// EachPage runs check, as a subtest per page of Pages, with the page's
+// truth, an upstream serving the page and a sidecar scraping it: what
+// every consumer's never-worse-than-raw test starts from.
+func EachPage(t *testing.T, check func(t *testing.T, p Page, truth Truth, up *Upstream, side *Sidecar)) {
+	for _, p := range Pages(t) {
+		t.Run(p.Name, func(t *testing.T) {
+			truth, err := ComputeTruth(p.Body)
+			if err != nil {
+				t.Fatal(err)
+			}
+			up := NewUpstream(t, p.Body)
+			check(t, p, truth, up, StartSidecar(t, up))
+		})
+	}
+}

@@ -101,28 +101,20 @@ func check(t *testing.T, where string, truth harness.Truth, hitRate float64, has
 
 func TestNeverWorseThanRaw(t *testing.T) {
 	py := python(t)
-	for _, p := range harness.Pages(t) {
-		t.Run(p.Name, func(t *testing.T) {
-			truth, err := harness.ComputeTruth(p.Body)
-			if err != nil {
-				t.Fatal(err)
-			}
-			up := harness.NewUpstream(t, p.Body)
-			side := harness.StartSidecar(t, up)
-			raw := read(t, py, p.Body)
-			t.Logf("truth %+v\nraw %+v", truth, raw)
-			// A single page has no window: the hit rate's truth is unknown
-			// (a V0 server prints its own gauge, -1 when it has no data).
-			for _, path := range []string{"/metrics", "/metrics/routing"} {
-				got := read(t, py, side.Get(t, path))
-				t.Logf("%s %+v", path, got)
-				check(t, "sidecar "+path, truth, 0, false, raw, got, p.DataParallel && path == "/metrics/routing")
-			}
-			if p.DataParallel && harness.Equal(raw.Running, truth.Running) {
-				t.Errorf("raw already reads the summed running count %v; this page does not test data parallelism", raw.Running)
-			}
-		})
-	}
+	harness.EachPage(t, func(t *testing.T, p harness.Page, truth harness.Truth, up *harness.Upstream, side *harness.Sidecar) {
+		raw := read(t, py, p.Body)
+		t.Logf("truth %+v\nraw %+v", truth, raw)
+		// A single page has no window: the hit rate's truth is unknown
+		// (a V0 server prints its own gauge, -1 when it has no data).
+		for _, path := range []string{"/metrics", "/metrics/routing"} {
+			got := read(t, py, side.Get(t, path))
+			t.Logf("%s %+v", path, got)
+			check(t, "sidecar "+path, truth, 0, false, raw, got, p.DataParallel && path == "/metrics/routing")
+		}
+		if p.DataParallel && harness.Equal(raw.Running, truth.Running) {
+			t.Errorf("raw already reads the summed running count %v; this page does not test data parallelism", raw.Running)
+		}
+	})
 }
 
 // TestPrefixHitRate: between two scrapes of a two-engine V1 server, the
