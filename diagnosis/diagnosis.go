@@ -133,7 +133,10 @@ func (d *Diagnoser) Observe(now time.Time, obs []Observation) []exposition.Famil
 			continue
 		}
 		tr.fine.prune(t - w)
-		tr.coarse.prune(t - w - b - 2*d.fineRes)
+		// The recent window may start up to slack before t-w (the newest
+		// fine point at or before it), and its baseline starts b before
+		// that: keep a coarse point at or before the earliest such start.
+		tr.coarse.prune(t - w - b - d.slack(d.fineRes))
 		if tr.lastT == t {
 			models = append(models, m)
 		}
@@ -218,17 +221,16 @@ func (d *Diagnoser) windows(tr *track, t int64) (from, a, now *point, ok bool) {
 		return nil, nil, nil, false
 	}
 	now = &tr.fine.pts[len(tr.fine.pts)-1]
-	// A bound older than its window's start by more than a slot (and two
-	// intervals) means no point was kept there, as after an outage: the
+	// A bound older than its window's start by more than the slack means
+	// no point was kept there, as after an outage: the
 	// span would cover the outage and call it a change. Nothing is then
 	// claimed until the window is covered again.
-	slack := max(d.fineRes, 2*int64(d.opts.Interval))
 	a = tr.fine.atOrBefore(t - int64(d.opts.Window))
-	if a == nil || a.t < t-int64(d.opts.Window)-slack {
+	if a == nil || a.t < t-int64(d.opts.Window)-d.slack(d.fineRes) {
 		return nil, nil, now, false
 	}
 	from = tr.coarse.atOrBefore(a.t - int64(d.opts.Baseline))
-	if from != nil && from.t < a.t-int64(d.opts.Baseline)-max(d.coarseRes, 2*int64(d.opts.Interval)) {
+	if from != nil && from.t < a.t-int64(d.opts.Baseline)-d.slack(d.coarseRes) {
 		return nil, a, now, false
 	}
 	if from == nil && len(tr.coarse.pts) > 0 {
@@ -237,6 +239,16 @@ func (d *Diagnoser) windows(tr *track, t int64) (from, a, now *point, ok bool) {
 		}
 	}
 	return from, a, now, from != nil
+}
+
+// slack is how far before its nominal start a window's first point may lie
+// in a ring of slots of res while no scrape is lost. A ring keeps the newest
+// observation of each slot, so two kept points lie up to a slot and a scrape
+// interval apart, more when a scrape comes late: a slot and two intervals,
+// or two slots when scrapes are denser than slots (or the interval is not
+// known).
+func (d *Diagnoser) slack(res int64) int64 {
+	return res + max(res, 2*int64(d.opts.Interval))
 }
 
 func (d *Diagnoser) diagnose(m string, tr *track, t int64) ModelReport {

@@ -619,3 +619,45 @@ func TestOutageIsNoChange(t *testing.T) {
 		t.Errorf("a window after the outage: active %v, want none", a)
 	}
 }
+
+// TestBaselineKeptWhateverTheSpacing scrapes with jitter, once sparser
+// than the recent window's slots (the window then starts up to an interval
+// and the jitter before its nominal start, and its baseline must still find
+// a start in the history kept) and once denser than the baseline's slots
+// (two kept points then lie up to a slot and an interval apart, which is no
+// outage). Once the history covers both windows, every diagnosis has its
+// baseline.
+func TestBaselineKeptWhateverTheSpacing(t *testing.T) {
+	for _, c := range []struct {
+		opts   Options
+		jitter []time.Duration
+	}{
+		{Options{Window: 20 * time.Second, Baseline: 100 * time.Second, MinChange: 0.25, Interval: 5 * time.Second},
+			[]time.Duration{0, 900 * time.Millisecond, -800 * time.Millisecond, 400 * time.Millisecond, -900 * time.Millisecond, 700 * time.Millisecond}},
+		{Options{Window: 4 * time.Second, Baseline: 20 * time.Second, MinChange: 0.25, Interval: 250 * time.Millisecond},
+			[]time.Duration{0, 40 * time.Millisecond, -30 * time.Millisecond, 60 * time.Millisecond, 10 * time.Millisecond, -50 * time.Millisecond, 20 * time.Millisecond}},
+		{Options{Window: time.Minute, Baseline: 30 * time.Minute, MinChange: 0.25, Interval: time.Second},
+			[]time.Duration{0, 300 * time.Millisecond, -200 * time.Millisecond, 450 * time.Millisecond, -450 * time.Millisecond}},
+	} {
+		t.Run(c.opts.Window.String()+"/"+c.opts.Interval.String(), func(t *testing.T) {
+			d, err := New(c.opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			p := newPod()
+			busy := healthy
+			busy.requests = 40
+			var at time.Duration
+			for i := 0; at < 2*(c.opts.Window+c.opts.Baseline); i++ {
+				at += c.opts.Interval
+				d.Observe(t0.Add(at+c.jitter[i%len(c.jitter)]), []Observation{p.tick(busy)})
+				if at < c.opts.Window+c.opts.Baseline+3*c.opts.Interval {
+					continue
+				}
+				if r := d.Report(); len(r.Models) != 1 || !r.Models[0].EnoughData {
+					t.Fatalf("scrape %d (%s in): %d models, note %q; want a diagnosis with its baseline", i, at, len(r.Models), r.Models[0].Note)
+				}
+			}
+		})
+	}
+}
