@@ -48,7 +48,7 @@ func BenchmarkDiagnosisMemory(b *testing.B) {
 		var held, released runtime.MemStats
 		runtime.GC()
 		runtime.ReadMemStats(&held)
-		series := len(in.series)
+		series := in.series.Len()
 		in, d = nil, nil
 		runtime.GC()
 		runtime.ReadMemStats(&released)

@@ -7,7 +7,6 @@ import (
 	"strings"
 
 	"github.com/prometheus/common/model"
-	"github.com/prometheus/prometheus/model/labels"
 
 	"github.com/fos-study/vllm-normalizer/diagnosis"
 	"github.com/fos-study/vllm-normalizer/exposition"
@@ -22,10 +21,10 @@ import (
 //
 // Counters are corrected for resets per upstream series, before summing:
 // a restart of one engine must not look like a drop of the model's total.
-// Each model keeps running totals that only grow, by v-last for a series
-// that went from last to v, or by v when v < last (the series restarted
-// from zero); a series seen for the first time adds nothing, so that an
-// engine appearing with a long history is no sudden burst.
+// Each model keeps running totals that only grow, by what each of its
+// series counted since the last scrape (window.Increases); a series seen
+// for the first time adds nothing, so that an engine appearing with a long
+// history is no sudden burst.
 
 // Diagnosis inputs, by the role and part that carries them.
 const (
@@ -83,15 +82,8 @@ func diagnosisNames(roles *mapping.Roles) *window.Inputs {
 // are serialised, so it needs no lock.
 type diagnosisInput struct {
 	names  *window.Inputs
-	series map[uint64][]*resetSeries
+	series *window.Increases
 	models map[string]*modelTotals
-	round  uint64
-}
-
-type resetSeries struct {
-	lbls  labels.Labels
-	last  float64
-	round uint64 // last round seen
 }
 
 // modelTotals are a model's reset-corrected running totals.
@@ -109,10 +101,10 @@ const forgetAfter = 64
 // was written in.
 func (in *diagnosisInput) observations(canon, view []exposition.Family, roles *mapping.Roles, style func(string) string) []diagnosis.Observation {
 	if in.series == nil {
-		in.series, in.models = map[uint64][]*resetSeries{}, map[string]*modelTotals{}
+		in.series, in.models = window.NewIncreases(forgetAfter), map[string]*modelTotals{}
 		in.names = diagnosisNames(roles)
 	}
-	in.round++
+	in.series.Next()
 	type present struct {
 		c         [dcTTFTBucket]bool
 		ttft, itl []float64 // bounds seen this round
@@ -147,7 +139,7 @@ func (in *diagnosisInput) observations(canon, view []exposition.Family, roles *m
 				}
 				le = b
 			}
-			d := in.increase(s.Labels, v)
+			d, _ := in.series.Observe(s.Labels, v)
 			m := s.Labels.Get(mapping.LabelModel)
 			tot := in.models[m]
 			if tot == nil {
@@ -187,7 +179,6 @@ func (in *diagnosisInput) observations(canon, view []exposition.Family, roles *m
 			}
 		}
 	}
-	in.prune()
 
 	out := make([]diagnosis.Observation, 0, len(seen))
 	for m, p := range seen {
@@ -234,37 +225,4 @@ func histogramOf(bounds []float64, totals map[float64]float64) diagnosis.Histogr
 		h.Counts[i] = totals[le]
 	}
 	return h
-}
-
-// increase returns how much the series with labels lbls grew since the
-// last scrape, v being its value now: 0 for a series not seen before.
-func (in *diagnosisInput) increase(lbls labels.Labels, v float64) float64 {
-	h := lbls.Hash()
-	for _, s := range in.series[h] {
-		if labels.Equal(s.lbls, lbls) {
-			d := v - s.last
-			if v < s.last {
-				d = v // restarted from zero
-			}
-			s.last, s.round = v, in.round
-			return d
-		}
-	}
-	in.series[h] = append(in.series[h], &resetSeries{lbls: lbls.Copy(), last: v, round: in.round})
-	return 0
-}
-
-// prune forgets series that have been missing for forgetAfter scrapes.
-func (in *diagnosisInput) prune() {
-	if in.round%forgetAfter != 0 {
-		return
-	}
-	for h, list := range in.series {
-		list = slices.DeleteFunc(list, func(s *resetSeries) bool { return in.round-s.round > forgetAfter })
-		if len(list) == 0 {
-			delete(in.series, h)
-		} else {
-			in.series[h] = list
-		}
-	}
 }

@@ -358,6 +358,19 @@ func TestIdleSecondsNeverBusyAndNewSeries(t *testing.T) {
 	wantValue(t, fams, 101, DerivedIdleSeconds, "engine", "1", "model_name", "m")
 }
 
+// A request counter missing from one page (a cut body, a glitch) and back
+// unchanged did no work: the pod stays idle since the start.
+func TestIdleSecondsCounterMissingOnce(t *testing.T) {
+	idle := testDeriver.NewIdleTracker(at(0))
+	page := idlePage([3]float64{5, 100, 0})
+	_, withoutSuccess, _ := strings.Cut(page, "# TYPE vllm:generation_tokens_total")
+	for sec, p := range []string{page, page, "# TYPE vllm:generation_tokens_total" + withoutSuccess, page} {
+		norm := normalizedPage(t, p)
+		idle.Observe(at(float64(sec+1)), norm)
+		wantValue(t, testDeriver.Capacity(norm, idle, at(float64(sec+1)), true), float64(sec+1), DerivedIdleSeconds, "engine", "0", "model_name", "m")
+	}
+}
+
 func TestSLOTargetsValidate(t *testing.T) {
 	if _, err := testDeriver.WithSLOs(SLOTargets{TTFT: []time.Duration{time.Second}, E2E: []time.Duration{time.Millisecond}}); err != nil {
 		t.Errorf("valid targets rejected: %v", err)

@@ -4,10 +4,9 @@ import (
 	"math"
 	"time"
 
-	"github.com/prometheus/prometheus/model/labels"
-
 	"github.com/fos-study/vllm-normalizer/exposition"
 	"github.com/fos-study/vllm-normalizer/mapping"
+	"github.com/fos-study/vllm-normalizer/window"
 )
 
 // idleSignal is how a sample says the server is working.
@@ -51,22 +50,19 @@ type IdleTracker struct {
 	// of the page quickly.
 	samples  map[string]idleSignal
 	families map[string]bool
-	// counters by label hash: the last raw value of each request counter
-	// series seen in the previous observation.
-	counters map[uint64][]idleCounterState
+	// counters: what each request counter series counted since the
+	// previous observation.
+	counters *window.Increases
 	busyAt   map[idleKey]time.Time
 	// seen has, per group of the last observation, a bit per in-flight
 	// gauge it had (1 running, 2 waiting); a group with both is present.
 	seen     map[idleKey]uint8
 	observed bool
-	round    uint64
 }
 
-type idleCounterState struct {
-	lbls  labels.Labels
-	last  float64
-	round uint64 // last observation that saw it
-}
+// idleForgetAfter is how many observations a request counter missing from
+// the page is remembered: back within them, it moved only if it rose.
+const idleForgetAfter = 64
 
 // NewIdleTracker returns a tracker of the canonical page d reads, for a
 // sidecar started at start.
@@ -78,12 +74,12 @@ func (d *Deriver) NewIdleTracker(start time.Time) *IdleTracker {
 			families[d.roles.Family(role)] = true
 		}
 	}
-	return &IdleTracker{start: start, samples: samples, families: families, counters: map[uint64][]idleCounterState{}, busyAt: map[idleKey]time.Time{}}
+	return &IdleTracker{start: start, samples: samples, families: families, counters: window.NewIncreases(idleForgetAfter), busyAt: map[idleKey]time.Time{}}
 }
 
 // Observe reads one successful scrape's canonical page, taken at now.
 func (t *IdleTracker) Observe(now time.Time, fams []exposition.Family) {
-	t.round++
+	t.counters.Next()
 	t.seen = map[idleKey]uint8{}
 	for fi := range fams {
 		f := &fams[fi]
@@ -115,20 +111,7 @@ func (t *IdleTracker) Observe(now time.Time, fams []exposition.Family) {
 			}
 		}
 	}
-	// Forget counters no longer printed, and groups no longer present.
-	for h, list := range t.counters {
-		kept := list[:0]
-		for _, c := range list {
-			if c.round == t.round {
-				kept = append(kept, c)
-			}
-		}
-		if len(kept) == 0 {
-			delete(t.counters, h)
-		} else {
-			t.counters[h] = kept
-		}
-	}
+	// Forget groups no longer present.
 	for k := range t.busyAt {
 		if _, ok := t.seen[k]; !ok {
 			delete(t.busyAt, k)
@@ -142,25 +125,11 @@ func (t *IdleTracker) Observe(now time.Time, fams []exposition.Family) {
 // counts from zero (it appeared because something happened); on the first
 // observation nothing is known about the past, so nothing moved.
 func (t *IdleTracker) moved(s *exposition.Sample) bool {
-	h := s.Labels.Hash()
-	list := t.counters[h]
-	for i := range list {
-		c := &list[i]
-		if !labels.Equal(c.lbls, s.Labels) {
-			continue
-		}
-		if c.round == t.round {
-			return false // the same series twice on a page: the first counts
-		}
-		prev := c.last
-		c.last, c.round = s.Value, t.round
-		if s.Value < prev {
-			return s.Value > 0 // restarted from zero
-		}
-		return s.Value > prev
+	inc, isNew := t.counters.Observe(s.Labels, s.Value)
+	if isNew {
+		return t.observed && s.Value > 0
 	}
-	t.counters[h] = append(list, idleCounterState{lbls: s.Labels.Copy(), last: s.Value, round: t.round})
-	return t.observed && s.Value > 0
+	return inc > 0
 }
 
 // idleSeconds returns the seconds since each present group (one with

@@ -413,14 +413,10 @@ func (h *History) Observe(now time.Time, fams []exposition.Family) {
 			created, hasCreated := h.created[s.createdHash]
 			if s.seen {
 				restarted := restartAll || (hasCreated && s.lastCreated != 0 && created != s.lastCreated)
-				switch {
-				case v < s.lastRaw:
-					d = v // a reset: counts from zero
-				case restarted:
+				d = Increase(s.lastRaw, v)
+				if restarted && v >= s.lastRaw {
 					d = v // restarted, and already counted past the old value
 					h.last.Restarts++
-				default:
-					d = v - s.lastRaw
 				}
 				if math.IsInf(d, 0) {
 					d = v
