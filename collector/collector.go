@@ -43,7 +43,10 @@ type Config struct {
 	Interval     time.Duration // between scrape starts
 	Timeout      time.Duration // for one scrape; 0 means 90% of Interval
 	MaxBodyBytes int64         // decompressed page size limit
-	SampleLimit  int           // 0 means no limit
+	// AskGzip asks the upstream for a gzip body; a gzip body is read
+	// either way (see scrape.Fetcher.AskGzip).
+	AskGzip     bool
+	SampleLimit int // 0 means no limit
 	// LabelLimits are Prometheus's per-scrape label limits; zero fields
 	// set no limit.
 	LabelLimits exposition.LabelLimits
@@ -168,6 +171,7 @@ func New(cfg Config) (*Collector, error) {
 	if err != nil {
 		return nil, err
 	}
+	f.AskGzip(cfg.AskGzip)
 	if err := registerProcessCollectors(cfg.Registry); err != nil {
 		return nil, err
 	}

@@ -3,6 +3,7 @@
 package scrape
 
 import (
+	"bufio"
 	"compress/flate"
 	"compress/gzip"
 	"context"
@@ -12,6 +13,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"strings"
 	"syscall"
 )
 
@@ -61,6 +63,11 @@ type Fetcher struct {
 	chunks   [][]byte // readChunk bytes each: what the body is read into
 	page     []byte   // the page, joined, when it spans more than one chunk
 	lastN    int64    // size of the last page, to shrink buffers after a spike
+	// askGzip asks the upstream for a gzip body; gz decodes gzip bodies,
+	// asked for or not, and is reused across scrapes.
+	askGzip bool
+	gz      *gzip.Reader
+	gzIn    *bufio.Reader // what gz reads the body through
 }
 
 // readChunk is the size of the Fetcher's read buffers.
@@ -86,15 +93,28 @@ func NewFetcher(client *http.Client, uri string, maxBody int64) (*Fetcher, error
 	return &Fetcher{client: client, uri: uri, redacted: u.Redacted(), maxBody: maxBody}, nil
 }
 
+// AskGzip sets whether the upstream is asked for a gzip body (Prometheus's
+// enable_compression). On loopback it only costs CPU on both sides: vLLM's
+// Python client compresses at level 9 on every request, about a quarter of
+// what rendering the page costs it. A gzip body is read either way.
+func (f *Fetcher) AskGzip(on bool) { f.askGzip = on }
+
 // Fetch GETs the page. The returned slice is valid until the next fetch.
-// Go's transport asks for gzip and decompresses transparently; the size
-// limit applies to the decompressed bytes, so a gzip bomb stops at the limit.
+// The body is decompressed here, not by the transport, so that one gzip
+// reader serves every scrape; the size limit applies to the decompressed
+// bytes, so a gzip bomb stops at the limit.
 func (f *Fetcher) Fetch(ctx context.Context) (body []byte, contentType string, err error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, f.uri, nil)
 	if err != nil {
 		return nil, "", &Error{ReasonNetwork, err}
 	}
 	req.Header.Set("Accept", acceptHeader)
+	// Set explicitly, the transport neither adds gzip nor decompresses.
+	if f.askGzip {
+		req.Header.Set("Accept-Encoding", "gzip")
+	} else {
+		req.Header.Set("Accept-Encoding", "identity")
+	}
 	req.Header.Set("User-Agent", "vllm-normalizer")
 	resp, err := f.client.Do(req)
 	if err != nil {
@@ -108,10 +128,14 @@ func (f *Fetcher) Fetch(ctx context.Context) (body []byte, contentType string, e
 	if resp.StatusCode != http.StatusOK {
 		return nil, "", &Error{ReasonHTTPStatus, fmt.Errorf("GET %s answered %s; check that the scrape URI points at vLLM's /metrics", f.redacted, resp.Status)}
 	}
-	if resp.ContentLength > f.maxBody {
+	r, gzipped, err := f.decoder(resp)
+	if err != nil {
+		return nil, "", err
+	}
+	if !gzipped && resp.ContentLength > f.maxBody {
 		return nil, "", f.tooLarge()
 	}
-	page, n, err := f.read(resp.Body)
+	page, n, err := f.read(r)
 	// Remembered for failures too: while an upstream keeps sending pages
 	// over the limit, the buffers are reused instead of allocated again.
 	f.lastN = n
@@ -124,7 +148,7 @@ func (f *Fetcher) Fetch(ctx context.Context) (body []byte, contentType string, e
 	if n == 0 {
 		return nil, "", &Error{ReasonEmpty, fmt.Errorf("GET %s answered 200 with an empty body", f.redacted)}
 	}
-	if closeDelimited(resp) && page[len(page)-1] != '\n' {
+	if !gzipped && closeDelimited(resp) && page[len(page)-1] != '\n' {
 		// A body delimited only by the close of the connection has no
 		// end marker on the wire: a cut there shows only as a last line
 		// without the line feed every exposition line ends with (a
@@ -134,11 +158,50 @@ func (f *Fetcher) Fetch(ctx context.Context) (body []byte, contentType string, e
 	return page, resp.Header.Get("Content-Type"), nil
 }
 
+// decoder returns the reader of resp's page: the body itself, or the gzip
+// reader over it (whose trailer proves the page's end: a cut gzip body is
+// io.ErrUnexpectedEOF). Go's transport only decompresses when it asked for
+// gzip itself, which Fetch never lets it do; a gzip answer it set aside is
+// decoded here too.
+func (f *Fetcher) decoder(resp *http.Response) (io.Reader, bool, error) {
+	body := io.Reader(resp.Body)
+	if resp.Uncompressed {
+		return body, true, nil
+	}
+	switch enc := strings.TrimSpace(resp.Header.Get("Content-Encoding")); {
+	case enc == "", strings.EqualFold(enc, "identity"):
+		return body, false, nil
+	case strings.EqualFold(enc, "gzip"), strings.EqualFold(enc, "x-gzip"):
+	default:
+		return nil, false, &Error{ReasonParse, fmt.Errorf("GET %s answered with Content-Encoding %q; the sidecar reads identity and gzip bodies only", f.redacted, enc)}
+	}
+	// gzip wraps a reader without ReadByte in a new bufio.Reader at every
+	// Reset; this one is kept.
+	if f.gzIn == nil {
+		f.gzIn = bufio.NewReader(body)
+	} else {
+		f.gzIn.Reset(body)
+	}
+	var err error
+	if f.gz == nil {
+		f.gz, err = gzip.NewReader(f.gzIn)
+	} else {
+		err = f.gz.Reset(f.gzIn)
+	}
+	switch {
+	case err == io.EOF:
+		return strings.NewReader(""), true, nil // an empty body
+	case err != nil:
+		f.gz = nil // a failed Reset leaves the reader unusable
+		return nil, true, f.classifyBody(err, 0)
+	}
+	return f.gz, true, nil
+}
+
 // closeDelimited reports whether nothing on the wire marks the end of
-// resp's body: HTTP/1 without Content-Length or chunking, and not gzip
-// (whose trailer the transport checks).
+// resp's body: HTTP/1 without Content-Length or chunking.
 func closeDelimited(resp *http.Response) bool {
-	return resp.ProtoMajor == 1 && resp.ContentLength < 0 && len(resp.TransferEncoding) == 0 && !resp.Uncompressed
+	return resp.ProtoMajor == 1 && resp.ContentLength < 0 && len(resp.TransferEncoding) == 0
 }
 
 // classifyBody names an error met while reading the body: the answer had

@@ -9,8 +9,10 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 )
@@ -155,6 +157,85 @@ func TestFetchCutBodies(t *testing.T) {
 			}
 			if body != nil {
 				t.Errorf("a cut body returned %d bytes", len(body))
+			}
+		})
+	}
+}
+
+// TestFetchEncodings: the upstream is asked for gzip only when AskGzip
+// says so; a gzip body is read whether asked for or not, by one reader
+// reused across scrapes (pages of different sizes in turn, and a corrupt
+// one between them); other encodings, an empty gzip body and a corrupt
+// header are failures with their reasons.
+func TestFetchEncodings(t *testing.T) {
+	page := realPage(t)
+	pages := [][]byte{page, page[:bytes.IndexByte(page[1000:], '\n')+1001], page}
+	var asked []string
+	var next []byte
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		asked = append(asked, r.Header.Get("Accept-Encoding"))
+		w.Header().Set("Content-Type", "text/plain; version=0.0.4")
+		switch {
+		case bytes.Equal(next, []byte("corrupt")):
+			w.Header().Set("Content-Encoding", "gzip")
+			_, _ = w.Write([]byte("this is no gzip stream"))
+		case strings.Contains(r.Header.Get("Accept-Encoding"), "gzip"):
+			w.Header().Set("Content-Encoding", "gzip")
+			_, _ = w.Write(gzipped(t, next))
+		default:
+			_, _ = w.Write(next)
+		}
+	}))
+	defer srv.Close()
+	for _, ask := range []bool{false, true} {
+		f, err := NewFetcher(srv.Client(), srv.URL+"/metrics", 32<<20)
+		if err != nil {
+			t.Fatal(err)
+		}
+		f.AskGzip(ask)
+		asked = nil
+		for i, p := range append(pages[:2:2], []byte("corrupt"), pages[2]) {
+			next = p
+			body, _, err := f.Fetch(context.Background())
+			if string(p) == "corrupt" {
+				var se *Error
+				if !errors.As(err, &se) || se.Reason != ReasonParse {
+					t.Errorf("ask gzip %v: a corrupt gzip body: err %v, want reason %s", ask, err, ReasonParse)
+				}
+				continue
+			}
+			if err != nil || !bytes.Equal(body, p) {
+				t.Fatalf("ask gzip %v, fetch %d: err %v, %d bytes read of %d", ask, i, err, len(body), len(p))
+			}
+		}
+		want := "identity"
+		if ask {
+			want = "gzip"
+		}
+		for _, a := range asked {
+			if a != want {
+				t.Errorf("ask gzip %v: the upstream was asked for Accept-Encoding %q, want %q", ask, a, want)
+			}
+		}
+	}
+
+	for _, c := range []struct {
+		name, answer, reason, msg string
+	}{
+		{"brotli", head + "Content-Encoding: br\r\nContent-Length: 4\r\n\r\nabcd", ReasonParse, `Content-Encoding "br"`},
+		{"empty gzip", head + "Content-Encoding: gzip\r\nContent-Length: 0\r\n\r\n", ReasonEmpty, "empty body"},
+		{"corrupt gzip header", head + "Content-Encoding: gzip\r\nContent-Length: 12\r\n\r\nnot gzip at all", ReasonParse, "gzip body is corrupt"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			uri := rawUpstream(t, func(conn *net.TCPConn) { fmt.Fprint(conn, c.answer) })
+			f, err := NewFetcher(&http.Client{Transport: &http.Transport{Proxy: nil}}, uri, 32<<20)
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, _, err = f.Fetch(context.Background())
+			var se *Error
+			if !errors.As(err, &se) || se.Reason != c.reason || !strings.Contains(err.Error(), c.msg) {
+				t.Errorf("err %v, want reason %s and a message containing %q", err, c.reason, c.msg)
 			}
 		})
 	}

@@ -21,6 +21,10 @@
 #   -F  run the floor with GOMAXPROCS=N (default: Go's own choice, the
 #       machine's CPUs). The sidecars run as shipped: --runtime.gomaxprocs
 #       defaults to 1, which a floor on 1 CPU matches
+#   -z  ask the upstream for gzip: the floor with -gzip, the working
+#       tree's sidecar with --vllm.enable-compression (by default both ask
+#       for identity; sidecars built from a revision before that flag
+#       always ask for gzip)
 #
 # PAGE is a file served as is, or demo:N, the demo upstream over N
 # data-parallel engines (values moving, a new page each second). Default:
@@ -39,8 +43,8 @@
 set -euo pipefail
 
 rounds=3 warm=10 dur=60 out="" read_every=15 floor_procs=""
-revs=()
-while getopts "r:w:d:s:o:p:F:" opt; do
+revs=() floor_args=() sidecar_args=()
+while getopts "r:w:d:s:o:p:F:z" opt; do
 	case $opt in
 	r) rounds=$OPTARG ;;
 	w) warm=$OPTARG ;;
@@ -49,7 +53,8 @@ while getopts "r:w:d:s:o:p:F:" opt; do
 	o) out=$OPTARG ;;
 	p) read_every=$OPTARG ;;
 	F) floor_procs=$OPTARG ;;
-	*) sed -n '2,33p' "$0" >&2; exit 2 ;;
+	z) floor_args=(-gzip) sidecar_args=(--vllm.enable-compression) ;;
+	*) sed -n '2,42p' "$0" >&2; exit 2 ;;
 	esac
 done
 shift $((OPTIND - 1))
@@ -111,13 +116,15 @@ run_one() { # round page interval
 	bytes=$(curl -s "http://$upstream/metrics" | wc -c)
 	for name in "${procs[@]}"; do
 		if [ "$name" = floor ]; then
-			${floor_procs:+env GOMAXPROCS=$floor_procs} "$work/floor" -url "http://$upstream/metrics?who=floor" -interval "$interval" -addr-file "$work/floor.addr" 2>/dev/null &
+			${floor_procs:+env GOMAXPROCS=$floor_procs} "$work/floor" "${floor_args[@]}" -url "http://$upstream/metrics?who=floor" -interval "$interval" -addr-file "$work/floor.addr" 2>/dev/null &
 			pid[$name]=$!
 			wait_file "$work/floor.addr"
 			addr[$name]=$(cat "$work/floor.addr")
 		else
 			addr[$name]="127.0.0.1:$(free_port)"
-			"$work/$name" --vllm.scrape-uri="http://$upstream/metrics?who=$name" --vllm.scrape-interval="$interval" \
+			local extra=()
+			[ "$name" = sidecar ] && extra=("${sidecar_args[@]}")
+			"$work/$name" "${extra[@]}" --vllm.scrape-uri="http://$upstream/metrics?who=$name" --vllm.scrape-interval="$interval" \
 				--web.listen-address="${addr[$name]}" --log.level=error &
 			pid[$name]=$!
 		fi

@@ -59,6 +59,7 @@ type flags struct {
 	scrapeInterval time.Duration
 	timeout        time.Duration
 	maxBody        units.Base2Bytes
+	askGzip        bool
 	sampleLimit    int
 	labelLimits    exposition.LabelLimits
 	maxSeries      int
@@ -237,6 +238,8 @@ func newApp(f *flags, stdout, stderr io.Writer) *kingpin.Application {
 		Default("0s").DurationVar(&f.timeout)
 	app.Flag("vllm.max-body-bytes", "Largest page accepted from vLLM, after decompression (units: KiB, MiB, GiB). A larger page fails the scrape with reason body_too_large.").
 		Default("4MiB").BytesVar(&f.maxBody)
+	app.Flag("vllm.enable-compression", "Ask vLLM for a gzip-compressed page, as Prometheus does. Off by default: beside vLLM, on loopback, compression saves no time and costs CPU on both sides (vLLM compresses every page at gzip's highest level). Turn it on when the upstream is across a slow network. A gzip page is read either way.").
+		Default("false").BoolVar(&f.askGzip)
 	app.Flag("vllm.sample-limit", "Most samples accepted on one page, like Prometheus's sample_limit; more fails the scrape with reason sample_limit. 0 means no limit.").
 		Default("50000").IntVar(&f.sampleLimit)
 	app.Flag("vllm.label-limit", "Most labels on one sample, __name__ included, like Prometheus's label_limit; more fails the scrape with reason label_limit. 0 means no limit.").
@@ -382,6 +385,7 @@ func run(args []string, stdout, stderr *os.File) int {
 		Interval:     f.scrapeInterval,
 		Timeout:      f.timeout,
 		MaxBodyBytes: int64(f.maxBody),
+		AskGzip:      f.askGzip,
 		SampleLimit:  f.sampleLimit,
 		LabelLimits:  f.labelLimits,
 		MaxSeries:    f.maxSeries,

@@ -1,7 +1,8 @@
 // Command floor is the least any faithful re-exposer of a vLLM page must
 // do, the yardstick scripts/sidebyside.sh holds the sidecar against: once
-// per interval it fetches the page (asking for text format and gzip, as
-// the sidecar and Prometheus do), walks it with Prometheus's textparse,
+// per interval it fetches the page (asking for text format, and for gzip
+// only with -gzip, as the sidecar does by default), walks it with
+// Prometheus's textparse,
 // labels of every series included, and serves the raw bytes it read on
 // /metrics. It keeps no history, renames nothing and derives nothing.
 //
@@ -39,6 +40,7 @@ func main() {
 	addr := flag.String("addr", "127.0.0.1:0", "listen address")
 	addrFile := flag.String("addr-file", "", "write the address actually listened on to this file")
 	maxBody := flag.Int64("max-body-bytes", 64<<20, "largest page read, after decompression")
+	askGzip := flag.Bool("gzip", false, "ask for a gzip page (Go's transport decompresses it), as the sidecar does with --vllm.enable-compression")
 	flag.Parse()
 	if *url == "" {
 		log.Fatal("-url is required")
@@ -47,7 +49,7 @@ func main() {
 	var cur atomic.Pointer[page]
 	cur.Store(&page{contentType: "text/plain; version=0.0.4; charset=utf-8", length: "0"})
 	var scrapes, failures atomic.Int64
-	client := &http.Client{Transport: &http.Transport{Proxy: nil, MaxIdleConns: 2}}
+	client := &http.Client{Transport: &http.Transport{Proxy: nil, MaxIdleConns: 2, DisableCompression: !*askGzip}}
 	st := labels.NewSymbolTable()
 	var lset labels.Labels
 	hint := 64 << 10
