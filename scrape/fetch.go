@@ -95,8 +95,8 @@ func NewFetcher(client *http.Client, uri string, maxBody int64) (*Fetcher, error
 
 // AskGzip sets whether the upstream is asked for a gzip body (Prometheus's
 // enable_compression). On loopback it only costs CPU on both sides: vLLM's
-// Python client compresses at level 9 on every request, about a quarter of
-// what rendering the page costs it. A gzip body is read either way.
+// Python client compresses at level 9 on every request, about a third on
+// top of what rendering the page costs it. A gzip body is read either way.
 func (f *Fetcher) AskGzip(on bool) { f.askGzip = on }
 
 // Fetch GETs the page. The returned slice is valid until the next fetch.
