@@ -265,9 +265,11 @@ type sumLayout struct {
 }
 
 // goneInput is an input that left the page: it adds total to output to.
-// Back on the page (same labels) within keepGone scrapes, it goes on from
-// where it was; after that its total stays in the output for good, as
-// the counts it made.
+// Back on the page (same labels), however long after, it goes on from
+// where it was, as Prometheus reads a series that comes back: a lower
+// value is a restart, a higher one counted on. Only the maxGone youngest
+// are remembered by their labels; an older one's total stays in the
+// output for good, as the counts it made.
 type goneInput struct {
 	in     labels.Labels // "" once it is folded into the output for good
 	to     int32
@@ -276,10 +278,9 @@ type goneInput struct {
 	age    int // scrapes since it went
 }
 
-// keepGone is how many scrapes a gone input may come back within and go
-// on counting from its last value (a page that missed it once, an engine
-// that restarted slowly).
-const keepGone = 64
+// maxGone is how many gone inputs a layout remembers by their labels,
+// which bounds its memory when label values churn (a pid per restart).
+const maxGone = 64
 
 func (l *sumLayout) matches(f *exposition.Family) bool {
 	if f.Name != l.family || f.Type != l.typ || len(f.Samples) != len(l.in) {
@@ -359,9 +360,23 @@ func (l *sumLayout) carry(old *sumLayout) {
 			prev = append(prev, state{in, old.out[j], old.last[i], old.before[i], 0})
 		}
 	}
+	// The youngest maxGone gone inputs keep their labels: the age of the
+	// maxGone-th youngest is the oldest remembered.
+	var ages []int
+	for _, p := range prev {
+		if _, back := ins[p.in.String()]; !back && !p.in.IsEmpty() {
+			ages = append(ages, p.age)
+		}
+	}
+	oldest := math.MaxInt
+	if len(ages) > maxGone {
+		slices.Sort(ages)
+		oldest = ages[maxGone-1]
+	}
+	kept := 0
 	forGood := map[int32]int{} // output -> its entry of totals kept for good
 	for _, p := range prev {
-		if i, ok := ins[p.in.String()]; ok && !p.in.IsEmpty() && p.age <= keepGone {
+		if i, ok := ins[p.in.String()]; ok && !p.in.IsEmpty() {
 			l.last[i], l.before[i] = p.last, p.before
 			continue
 		}
@@ -369,8 +384,9 @@ func (l *sumLayout) carry(old *sumLayout) {
 		if !ok || p.last+p.before == 0 {
 			continue
 		}
-		if !p.in.IsEmpty() && p.age <= keepGone {
+		if !p.in.IsEmpty() && p.age <= oldest && kept < maxGone {
 			l.gone = append(l.gone, goneInput{in: p.in, to: j, last: p.last, before: p.before, age: p.age})
+			kept++
 			continue
 		}
 		// For good: no input takes it back, and one entry per output

@@ -2,6 +2,8 @@ package routing
 
 import (
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 	"testing"
 
@@ -202,25 +204,76 @@ func TestSummedCountersNeverGoDown(t *testing.T) {
 			t.Fatalf("view %d (engine 0 at %v, engine 1 at %q): sum %v, want %v", i, c.e0, c.e1, got[sum], c.want)
 		}
 	}
-	// Gone for good: its total stays, and the sum goes on with engine 0.
-	for i := range keepGone + 3 {
+	// Gone for long: its total stays, and the sum goes on with engine 0.
+	for i := range 2*maxGone + 3 {
 		got := routingSamples(t, v.View(page(float64(9+i), ""), nil, testRoles, "v1", id))
 		if want := 15 + float64(9+i) + 31 + 1; got[sum] != want {
 			t.Fatalf("%d views after engine 1 went: sum %v, want %v", i+1, got[sum], want)
 		}
 	}
 	// A new engine after that: the page's label sets change, engine 1's
-	// total is kept for good, and the new engine adds its count.
+	// total is kept, and the new engine adds its count.
 	e2 := parsePage(t, "# TYPE vllm:prefix_cache_hits_total counter\n"+
-		`vllm:prefix_cache_hits_total{engine="0",model_name="m"} 100`+"\n"+
+		`vllm:prefix_cache_hits_total{engine="0",model_name="m"} 1000`+"\n"+
 		`vllm:prefix_cache_hits_total{engine="2",model_name="m"} 5`+"\n")
 	for i := range 2 {
-		if got := routingSamples(t, v.View(e2, nil, testRoles, "v1", id)); got[sum] != 15+100+31+1+5 {
-			t.Fatalf("view %d with engine 2: sum %v, want %v", i, got[sum], 15+100+31+1+5)
+		if got := routingSamples(t, v.View(e2, nil, testRoles, "v1", id)); got[sum] != 15+1000+31+1+5 {
+			t.Fatalf("view %d with engine 2: sum %v, want %v", i, got[sum], 15+1000+31+1+5)
 		}
 	}
 	// A fresh View, which keeps nothing, prints the plain sum.
 	if got := routingSamples(t, View(page(3, "4"), nil, testRoles, "v1", id)); got[sum] != 7 {
 		t.Fatalf("a fresh View printed %v, want the plain sum 7", got[sum])
+	}
+}
+
+// TestSummedCounterBackAfterLongAbsence: an engine off the page for many
+// scrapes that comes back goes on from its last value, as Prometheus
+// reads a returning series (higher: counted on; lower: restarted), and
+// never adds its old total a second time. Gone engines remembered by
+// their labels stay bounded when labels churn.
+func TestSummedCounterBackAfterLongAbsence(t *testing.T) {
+	id := func(s string) string { return s }
+	const sum = `{__name__="vllm:prefix_cache_hits_total", model_name="m"}`
+	page := func(engines map[string]float64) []exposition.Family {
+		text := "# TYPE vllm:prefix_cache_hits_total counter\n"
+		for _, e := range slices.Sorted(maps.Keys(engines)) {
+			text += fmt.Sprintf("vllm:prefix_cache_hits_total{engine=%q,model_name=\"m\"} %v\n", e, engines[e])
+		}
+		return parsePage(t, text)
+	}
+	check := func(v *Viewer, engines map[string]float64, want float64, what string) {
+		t.Helper()
+		if got := routingSamples(t, v.View(page(engines), nil, testRoles, "v1", id))[sum]; got != want {
+			t.Fatalf("%s: sum %v, want %v", what, got, want)
+		}
+	}
+	for _, c := range []struct {
+		back, want float64
+		what       string
+	}{
+		{520, 10 + 520, "counted on from 500 to 520"},
+		{3, 10 + 500 + 3, "restarted, counted 3"},
+	} {
+		var v Viewer
+		check(&v, map[string]float64{"0": 10, "1": 500}, 510, "both engines")
+		for i := range 3 * maxGone {
+			check(&v, map[string]float64{"0": 10}, 510, fmt.Sprintf("%d views without engine 1", i+1))
+		}
+		check(&v, map[string]float64{"0": 10, "1": c.back}, c.want, "engine 1 back: "+c.what)
+	}
+
+	// A new pid label for every restart, 5 times maxGone of them: the
+	// sum stays monotonic and what is remembered by labels stays bounded.
+	var v Viewer
+	total := 0.0
+	for i := range 5 * maxGone {
+		total += 7
+		check(&v, map[string]float64{fmt.Sprintf("p%d", i): 7}, total, fmt.Sprintf("process %d", i))
+	}
+	for name, l := range v.sums {
+		if len(l.gone) > maxGone+len(l.out) {
+			t.Errorf("%s remembers %d gone inputs, want at most %d", name, len(l.gone), maxGone+len(l.out))
+		}
 	}
 }
