@@ -172,7 +172,7 @@ func New(cfg Config) (*Collector, error) {
 		return nil, err
 	}
 	f.AskGzip(cfg.AskGzip)
-	if err := registerProcessCollectors(cfg.Registry); err != nil {
+	if err := registerVersion(cfg.Registry); err != nil {
 		return nil, err
 	}
 	m := newSelfMetrics()

@@ -169,9 +169,9 @@ func newSelfMetrics() *selfMetrics {
 	return m
 }
 
-// registerProcessCollectors puts on reg what describes the sidecar process
-// rather than a scrape: its version.
-func registerProcessCollectors(reg prometheus.Registerer) error {
+// registerVersion puts on reg the one collector of its own that describes
+// the sidecar process rather than a scrape: its build version.
+func registerVersion(reg prometheus.Registerer) error {
 	return reg.Register(versioncollector.NewCollector("vllm_normalizer"))
 }
 
