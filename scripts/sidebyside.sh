@@ -25,6 +25,10 @@
 #       tree's sidecar with --vllm.enable-compression (by default both ask
 #       for identity; sidecars built from a revision before that flag
 #       always ask for gzip)
+#   -O  also run the OpenTelemetry Collector doing the same renames
+#       (scripts/otelcol: prometheus receiver, metrics_transform, prometheus
+#       exporter), as "otel". Its build downloads about 2 GB of modules
+#       and takes minutes; it is not part of CI
 #
 # PAGE is a file served as is, or demo:N, the demo upstream over N
 # data-parallel engines (values moving, a new page each second). Default:
@@ -37,14 +41,14 @@
 # the scrapes the upstream answered that process), steady RSS (median of VmRSS
 # sampled each second), its anonymous part (RssAnon: heap, stacks, runtime;
 # the rest is the executable's pages, larger for a larger binary) and peak
-# RSS (VmHWM), then the medians over rounds and, per run, each sidecar's
-# ratio to the floor measured in that run.
+# RSS (VmHWM), then the medians over rounds of each process's ratio to the
+# floor measured in the same run, and with -O to the Collector's.
 # Linux only; needs Go, git and curl.
 set -euo pipefail
 
 rounds=3 warm=10 dur=60 out="" read_every=15 floor_procs=""
-revs=() floor_args=() sidecar_args=()
-while getopts "r:w:d:s:o:p:F:z" opt; do
+revs=() floor_args=() sidecar_args=() otel=""
+while getopts "r:w:d:s:o:p:F:zO" opt; do
 	case $opt in
 	r) rounds=$OPTARG ;;
 	w) warm=$OPTARG ;;
@@ -54,7 +58,8 @@ while getopts "r:w:d:s:o:p:F:z" opt; do
 	p) read_every=$OPTARG ;;
 	F) floor_procs=$OPTARG ;;
 	z) floor_args=(-gzip) sidecar_args=(--vllm.enable-compression) ;;
-	*) sed -n '2,42p' "$0" >&2; exit 2 ;;
+	O) otel=1 ;;
+	*) sed -n '2,46p' "$0" >&2; exit 2 ;;
 	esac
 done
 shift $((OPTIND - 1))
@@ -79,10 +84,25 @@ stop_all() {
 trap 'stop_all; rm -rf "$work"' EXIT
 
 echo "building into $work ..." >&2
+# Every program is built as the release is (Makefile, Dockerfile): static,
+# without cgo, so that none of them maps a C library the others do not.
 (cd "$root" && CGO_ENABLED=0 go build -o "$work/sidecar" ./cmd/vllm-normalizer &&
-	go build -o "$work/floor" ./scripts/floor &&
+	CGO_ENABLED=0 go build -o "$work/floor" ./scripts/floor &&
 	go build -o "$work/staticupstream" ./scripts/staticupstream)
 procs=(floor sidecar)
+if [ -n "$otel" ]; then
+	(cd "$root/scripts/otelcol" && CGO_ENABLED=0 go build -o "$work/otel" .)
+	procs+=(otel)
+	# One metrics_transform rename per catalogue family with a
+	# replacement; a counter's _total is matched either way, as the
+	# receiver may keep or drop it.
+	awk '/^  - name:/ { n = $3 } /^    replacement:/ { print n, $2 }' "$root/mapping/catalogue.yaml" |
+		while read -r old new; do
+			printf '      - include: ^%s(_total)?$\n        match_type: regexp\n        action: update\n        new_name: %s$${1}\n' \
+				"${old%_total}" "${new%_total}"
+		done >"$work/otel-transforms.yaml"
+	[ -s "$work/otel-transforms.yaml" ] || { echo "no replacement found in mapping/catalogue.yaml" >&2; exit 1; }
+fi
 for lr in "${revs[@]}"; do
 	label=${lr%%=*} rev=${lr#*=}
 	mkdir "$work/src-$label"
@@ -120,6 +140,13 @@ run_one() { # round page interval
 			pid[$name]=$!
 			wait_file "$work/floor.addr"
 			addr[$name]=$(cat "$work/floor.addr")
+		elif [ "$name" = otel ]; then
+			addr[$name]="127.0.0.1:$(free_port)"
+			sed -e "s|@UPSTREAM@|$upstream|" -e "s|@INTERVAL@|$interval|" -e "s|@LISTEN@|${addr[$name]}|" \
+				-e "/^@TRANSFORMS@$/{r $work/otel-transforms.yaml" -e "d}" \
+				"$root/scripts/otelcol/config.yaml" >"$work/otel.yaml"
+			"$work/otel" --config="$work/otel.yaml" 2>"$work/otel.log" &
+			pid[$name]=$!
 		else
 			addr[$name]="127.0.0.1:$(free_port)"
 			local extra=()
@@ -171,19 +198,26 @@ for round in $(seq "$rounds"); do
 	done
 done
 
-# Medians over rounds, and the median of the per-run ratios to the floor.
+# Medians over rounds, and the median of the per-run ratios to the floor
+# (and, with -O, to the OpenTelemetry Collector).
 median() { sort -n | awk '{ v[NR] = $1 } END { if (NR % 2) print v[(NR + 1) / 2]; else printf "%.3f\n", (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
+# run_ratio PAGE INTERVAL NAME BASE: the median over rounds of NAME's CPU
+# per scrape over BASE's in the same run.
+run_ratio() {
+	join <(awk -F'\t' -v p="$1" -v i="$2" -v n="$4" '$2 == p && $3 == i && $4 == n { print $1, $7 }' "$results" | sort) \
+		<(awk -F'\t' -v p="$1" -v i="$2" -v n="$3" '$2 == p && $3 == i && $4 == n { print $1, $7 }' "$results" | sort) |
+		awk '$2 > 0 { print $3 / $2 }' | median
+}
 echo
-printf '%-28s %-6s %-8s %8s %10s %8s %10s %10s %10s\n' page interval proc KB "cpu ms" "/floor" "steady MiB" "anon MiB" "peak MiB"
+printf '%-28s %-6s %-8s %8s %10s %8s %8s %10s %10s %10s\n' page interval proc KB "cpu ms" "/floor" "/otel" "steady MiB" "anon MiB" "peak MiB"
 for cfg in "${configs[@]}"; do
 	p=$(basename "${cfg%@*}") i=${cfg##*@}
 	for name in "${procs[@]}"; do
 		sel() { awk -F'\t' -v p="$p" -v i="$i" -v n="$1" -v col="$2" '$2 == p && $3 == i && $4 == n { print $col }' "$results"; }
-		ratio=$(join <(awk -F'\t' -v p="$p" -v i="$i" '$2 == p && $3 == i && $4 == "floor" { print $1, $7 }' "$results" | sort) \
-			<(awk -F'\t' -v p="$p" -v i="$i" -v n="$name" '$2 == p && $3 == i && $4 == n { print $1, $7 }' "$results" | sort) |
-			awk '$2 > 0 { print $3 / $2 }' | median)
-		printf '%-28s %-6s %-8s %8.0f %10s %7.2fx %10s %10s %10s\n' "${p:0:28}" "$i" "$name" "$(sel "$name" 5 | median | awk '{ print $1 / 1024 }')" \
-			"$(sel "$name" 7 | median)" "$ratio" "$(sel "$name" 8 | median)" "$(sel "$name" 10 | median)" "$(sel "$name" 9 | median)"
+		vs_otel=-
+		[ -n "$otel" ] && vs_otel=$(printf '%.2fx' "$(run_ratio "$p" "$i" "$name" otel)")
+		printf '%-28s %-6s %-8s %8.0f %10s %7.2fx %8s %10s %10s %10s\n' "${p:0:28}" "$i" "$name" "$(sel "$name" 5 | median | awk '{ print $1 / 1024 }')" \
+			"$(sel "$name" 7 | median)" "$(run_ratio "$p" "$i" "$name" floor)" "$vs_otel" "$(sel "$name" 8 | median)" "$(sel "$name" 10 | median)" "$(sel "$name" 9 | median)"
 	done
 done
 echo "raw results: $results (kept only with -o)" >&2
