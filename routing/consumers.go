@@ -308,6 +308,14 @@ func (l *sumLayout) apply(f *exposition.Family) []exposition.Sample {
 	for i, s := range f.Samples {
 		if j := l.to[i]; j >= 0 {
 			v := s.Value
+			if math.IsNaN(v) || math.IsInf(v, 0) {
+				// This scrape's sum is what a plain sum is; the input
+				// goes on from its last finite value (window.Increases
+				// records no such value either), or one +Inf would stay
+				// in the sum for good.
+				out[j].Value += v
+				continue
+			}
 			if v < l.last[i] {
 				l.before[i] += l.last[i] // it restarted: its count so far still counts
 			}

@@ -3,6 +3,7 @@ package routing
 import (
 	"fmt"
 	"maps"
+	"math"
 	"slices"
 	"strings"
 	"testing"
@@ -274,6 +275,34 @@ func TestSummedCounterBackAfterLongAbsence(t *testing.T) {
 	for name, l := range v.sums {
 		if len(l.gone) > maxGone+len(l.out) {
 			t.Errorf("%s remembers %d gone inputs, want at most %d", name, len(l.gone), maxGone+len(l.out))
+		}
+	}
+}
+
+// One engine printing +Inf or NaN for a scrape makes that scrape's sum
+// what a plain sum is (+Inf, NaN), and no more: the sum goes on from the
+// finite values, and a restart after such a scrape is still a restart.
+func TestSummedCounterNonFiniteInput(t *testing.T) {
+	id := func(s string) string { return s }
+	const sum = `{__name__="vllm:prefix_cache_hits_total", model_name="m"}`
+	var v Viewer
+	for i, c := range []struct {
+		engine1 string
+		want    float64
+	}{
+		{"100", 150},
+		{"+Inf", math.Inf(1)},
+		{"110", 160},
+		{"NaN", math.NaN()},
+		{"5", 50 + 110 + 5}, // restarted while the last value was NaN
+		{"7", 50 + 110 + 7},
+	} {
+		text := "# TYPE vllm:prefix_cache_hits_total counter\n" +
+			`vllm:prefix_cache_hits_total{engine="0",model_name="m"} 50` + "\n" +
+			`vllm:prefix_cache_hits_total{engine="1",model_name="m"} ` + c.engine1 + "\n"
+		got := routingSamples(t, v.View(parsePage(t, text), nil, testRoles, "v1", id))[sum]
+		if got != c.want && !(math.IsNaN(got) && math.IsNaN(c.want)) {
+			t.Fatalf("scrape %d (engine 1 at %s): sum %v, want %v", i, c.engine1, got, c.want)
 		}
 	}
 }
