@@ -1,7 +1,7 @@
 package mapping
 
 import (
-	"sort"
+	"slices"
 	"strings"
 
 	"github.com/prometheus/common/model"
@@ -87,7 +87,9 @@ func (m *Mapper) Present(in []exposition.Family) ([]exposition.Family, PresentSt
 		}
 		out = append(out, f)
 	}
-	sort.SliceStable(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	// Generic, not sort.SliceStable: its reflection-based swaps of
+	// 88-byte families were nearly all of Present's time.
+	slices.SortStableFunc(out, func(a, b exposition.Family) int { return strings.Compare(a.Name, b.Name) })
 	return out, st
 }
 
