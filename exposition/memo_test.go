@@ -139,3 +139,38 @@ func TestParseMemoBounded(t *testing.T) {
 		}
 	}
 }
+
+// TestParseScratchFollowsContentType: a scratch shared across parses
+// remembers which content type was text format, and an upstream switching
+// to OpenMetrics and back is read in each format as it says (an unknown
+// type as text, as Prometheus falls back).
+func TestParseScratchFollowsContentType(t *testing.T) {
+	text := []byte("# TYPE c counter\nc_total 3\n")
+	om := []byte("# TYPE c counter\nc_total 3\nc_created 1.7e9\n# EOF\n")
+	sc := &ParseScratch{}
+	for i, step := range []struct {
+		ct   string
+		body []byte
+		om   bool
+	}{
+		{ContentTypeText, text, false},
+		{ContentTypeText, text, false},
+		{"application/openmetrics-text; version=1.0.0", om, true},
+		{"application/openmetrics-text; version=1.0.0", om, true},
+		{"", text, false},
+		{"application/x-unknown", text, false}, // Prometheus's fallback: text
+		{ContentTypeText, text, false},
+		{"application/openmetrics-text; version=1.0.0", om, true},
+	} {
+		fams, stats, err := Parse(step.body, step.ct, ParseOptions{Scratch: sc})
+		if err != nil {
+			t.Fatalf("parse %d (%q): %v", i, step.ct, err)
+		}
+		if stats.OpenMetrics != step.om {
+			t.Errorf("parse %d (%q): read as OpenMetrics %v, want %v", i, step.ct, stats.OpenMetrics, step.om)
+		}
+		if got := string(AppendText(nil, fams)); strings.Contains(got, "c_created") || !strings.Contains(got, "c_total 3\n") {
+			t.Errorf("parse %d (%q): text output\n%s", i, step.ct, got)
+		}
+	}
+}
