@@ -9,14 +9,15 @@
 #
 #   -d  seconds sampled (default 90), after 12 s of scraping
 #   -p  seconds between gzip reads of each process's /metrics, as
-#       Prometheus scrapes (default 15)
+#       Prometheus scrapes (default 15; 0: nobody reads)
 #   -f  samples per second (default 5000)
 #
 # PAGE is a file served as is or demo:N, as for sidebyside.sh; default
 # demo:1@1s, the single-engine page at 1 s. Sampling makes both processes
 # dearer, the sidecar more: read the shares, and take CPU per scrape from
-# sidebyside.sh. Needs perf (Debian: linux-perf) and the right to sample
-# the processes (root, or kernel.perf_event_paranoid <= 1).
+# sidebyside.sh. Linux only; needs Go, curl, python3 (for a free port),
+# perf (Debian: linux-perf) and the right to sample the processes (root,
+# or kernel.perf_event_paranoid <= 1).
 set -euo pipefail
 
 dur=90 read_every=15 hz=5000
@@ -25,7 +26,7 @@ while getopts "d:p:f:" opt; do
 	d) dur=$OPTARG ;;
 	p) read_every=$OPTARG ;;
 	f) hz=$OPTARG ;;
-	*) sed -n '2,19p' "$0" >&2; exit 2 ;;
+	*) sed -n '2,20p' "$0" >&2; exit 2 ;;
 	esac
 done
 shift $((OPTIND - 1))
