@@ -12,15 +12,15 @@ import (
 	"github.com/fos-study/vllm-normalizer/mapping"
 )
 
-var update = flag.Bool("update", false, "rewrite the README's derived-gauge table from the spec table")
+var update = flag.Bool("update", false, "rewrite docs/derived.md's derived-gauge table from the spec table")
 
 const (
-	tableBegin = "<!-- derived-gauges:begin (generated from derive's spec table: go test ./derive -run TestReadmeTable -update) -->\n"
+	tableBegin = "<!-- derived-gauges:begin (generated from derive's spec table: go test ./derive -run TestDerivedTable -update) -->\n"
 	tableEnd   = "<!-- derived-gauges:end -->\n"
 )
 
-// readmeTable is the README's derived-gauge table, written from the specs.
-func readmeTable(roles *mapping.Roles) string {
+// derivedTable is docs/derived.md's table of derived gauges, written from the specs.
+func derivedTable(roles *mapping.Roles) string {
 	var b strings.Builder
 	b.WriteString("| gauge | definition (PromQL over the window `w`) | unit | routing decision it serves |\n|---|---|---|---|\n")
 	for _, s := range Specs(roles) {
@@ -33,9 +33,9 @@ func readmeTable(roles *mapping.Roles) string {
 	return b.String()
 }
 
-// The README's table of derived gauges is the spec table's.
-func TestReadmeTable(t *testing.T) {
-	const path = "../README.md"
+// docs/derived.md's table of derived gauges is the spec table's.
+func TestDerivedTable(t *testing.T) {
+	const path = "../docs/derived.md"
 	raw, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
@@ -43,9 +43,9 @@ func TestReadmeTable(t *testing.T) {
 	text := string(raw)
 	i, j := strings.Index(text, tableBegin), strings.Index(text, tableEnd)
 	if i < 0 || j < i {
-		t.Fatalf("README.md has no %q ... %q section", strings.TrimSpace(tableBegin), strings.TrimSpace(tableEnd))
+		t.Fatalf("docs/derived.md has no %q ... %q section", strings.TrimSpace(tableBegin), strings.TrimSpace(tableEnd))
 	}
-	want := readmeTable(testRoles())
+	want := derivedTable(testRoles())
 	if got := text[i+len(tableBegin) : j]; got != want {
 		if *update {
 			if err := os.WriteFile(path, []byte(text[:i+len(tableBegin)]+want+text[j:]), 0o644); err != nil {
@@ -53,7 +53,7 @@ func TestReadmeTable(t *testing.T) {
 			}
 			return
 		}
-		t.Errorf("README.md's derived-gauge table is stale; run go test ./derive -run TestReadmeTable -update\ngot:\n%s\nwant:\n%s", got, want)
+		t.Errorf("docs/derived.md's derived-gauge table is stale; run go test ./derive -run TestDerivedTable -update\ngot:\n%s\nwant:\n%s", got, want)
 	}
 }
 

@@ -22,12 +22,12 @@ const (
 	memoryBudget   = containerLimit * 3 / 4
 )
 
-// readmeDefault is a flag's default as the README's flag table states it;
-// the test reads the table to stay in step with it (TestREADMEFlagTable
+// readmeDefault is a flag's default as docs/flags.md's table states it;
+// the test reads the table to stay in step with it (TestFlagTable
 // checks the table against the flags).
 func readmeDefault(t *testing.T, flag string) string {
 	t.Helper()
-	b, err := os.ReadFile(repoRoot() + "/README.md")
+	b, err := os.ReadFile(repoRoot() + "/docs/flags.md")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -36,11 +36,11 @@ func readmeDefault(t *testing.T, flag string) string {
 			return v[:strings.IndexByte(v, '`')]
 		}
 	}
-	t.Fatalf("--%s is not in the README's flag table", flag)
+	t.Fatalf("--%s is not in docs/flags.md's flag table", flag)
 	return ""
 }
 
-// defaultLimit is a numeric default of the README's flag table.
+// defaultLimit is a numeric default of docs/flags.md.
 func defaultLimit(t *testing.T, flag string) int64 {
 	t.Helper()
 	{
@@ -51,7 +51,7 @@ func defaultLimit(t *testing.T, flag string) int64 {
 		}
 		n, err := strconv.ParseInt(v, 10, 64)
 		if err != nil {
-			t.Fatalf("README default of --%s: %v", flag, err)
+			t.Fatalf("docs/flags.md default of --%s: %v", flag, err)
 		}
 		return n * mult
 	}

@@ -23,19 +23,15 @@ import (
 	"github.com/fos-study/vllm-normalizer/mapping"
 )
 
-// readmeFlags returns the README's flag table: flag name -> the default
+// readmeFlags returns docs/flags.md's flag tables: flag name -> the default
 // cell's values (backticked tokens; "off" is false, "none" is empty).
 func readmeFlags(t *testing.T) map[string][]string {
 	t.Helper()
-	b, err := os.ReadFile("../../README.md")
+	b, err := os.ReadFile("../../docs/flags.md")
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, table, ok := strings.Cut(string(b), "\n## Flags\n")
-	if !ok {
-		t.Fatal("README has no ## Flags section")
-	}
-	table, _, _ = strings.Cut(table, "\n## ")
+	table := string(b)
 	tick := regexp.MustCompile("`([^`]*)`")
 	out := map[string][]string{}
 	for _, line := range strings.Split(table, "\n") {
@@ -68,14 +64,14 @@ func readmeFlags(t *testing.T) map[string][]string {
 		}
 	}
 	if len(out) < 10 {
-		t.Fatalf("read only %d flags from the README's table", len(out))
+		t.Fatalf("read only %d flags from docs/flags.md's tables", len(out))
 	}
 	return out
 }
 
-// TestREADMEFlagTable: every flag of the README's table exists with the
+// TestFlagTable: every flag of docs/flags.md exists with the
 // default it states, and every visible flag is in the table.
-func TestREADMEFlagTable(t *testing.T) {
+func TestFlagTable(t *testing.T) {
 	doc := readmeFlags(t)
 	app := newApp(&flags{log: &promslog.Config{}}, io.Discard, io.Discard)
 	have := map[string][]string{}
@@ -88,13 +84,13 @@ func TestREADMEFlagTable(t *testing.T) {
 			have[fl.Name] = []string{"false"}
 		}
 		if _, ok := doc[fl.Name]; !ok {
-			t.Errorf("--%s is not in the README's flag table", fl.Name)
+			t.Errorf("--%s is not in docs/flags.md", fl.Name)
 		}
 	}
 	for name, want := range doc {
 		got, ok := have[name]
 		if !ok {
-			t.Errorf("the README lists --%s, which does not exist", name)
+			t.Errorf("docs/flags.md lists --%s, which does not exist", name)
 			continue
 		}
 		if name == "version" {
@@ -104,7 +100,7 @@ func TestREADMEFlagTable(t *testing.T) {
 			got = []string{""}
 		}
 		if !slices.Equal(got, want) {
-			t.Errorf("--%s: README says default %q, the flag has %q", name, want, got)
+			t.Errorf("--%s: docs/flags.md says default %q, the flag has %q", name, want, got)
 		}
 	}
 }
