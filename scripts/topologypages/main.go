@@ -1,0 +1,41 @@
+// Command topologypages writes the constructed pages of the topologies no
+// published /metrics dump shows (see package scenario): a vLLM
+// prefill/decode pair and a four-engine data-parallel pod with one rank
+// queueing while the others idle, each at two scrapes 15 s apart.
+//
+//	go run ./scripts/topologypages           # rewrite testdata/fixtures
+//	go run ./scripts/topologypages -dir X
+package main
+
+import (
+	"flag"
+	"fmt"
+	"log"
+	"os"
+	"path/filepath"
+
+	"github.com/fos-study/vllm-normalizer/scripts/topologypages/scenario"
+)
+
+func main() {
+	dir := flag.String("dir", "testdata/fixtures", "where to write the pages")
+	flag.Parse()
+	for name, page := range pages() {
+		p := filepath.Join(*dir, name)
+		if err := os.WriteFile(p, []byte(page), 0o644); err != nil {
+			log.Fatal(err)
+		}
+		fmt.Printf("wrote %s (%d bytes)\n", p, len(page))
+	}
+}
+
+// pages returns every constructed page by file name.
+func pages() map[string]string {
+	out := map[string]string{}
+	for _, p := range append(append([]scenario.Pod(nil), scenario.PrefillDecode...), scenario.DataParallel) {
+		for _, t := range scenario.Times {
+			out[scenario.FileName(p, t)] = scenario.Page(p, t)
+		}
+	}
+	return out
+}
