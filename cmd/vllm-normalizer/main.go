@@ -225,88 +225,103 @@ func (f *flags) checkScrape() error {
 
 // newApp declares every flag, filling f when the application parses.
 func newApp(f *flags, stdout, stderr io.Writer) *kingpin.Application {
-	app := kingpin.New("vllm-normalizer", "Scrapes one vLLM server's /metrics and re-exposes a stable, router-ready page: legacy names mapped to current ones, absences flagged, windowed rates and quantiles as gauges.")
+	app := kingpin.New("vllm-normalizer", "Scrapes an LLM inference server's /metrics (vLLM, SGLang, TensorRT-LLM, llama.cpp) and serves stable, router-ready pages.")
 	app.UsageWriter(stdout)
 	app.ErrorWriter(stderr)
 	app.HelpFlag.Short('h')
 	app.Version(version.Print("vllm-normalizer"))
-	app.Flag("vllm.scrape-uri", "URL of vLLM's metrics page. Fixed here on purpose: the sidecar never takes a target from a request.").
+	// Upstream.
+	app.Flag("vllm.scrape-uri", "URL of the server's metrics page; fixed by flag, never taken from a request.").
 		Default("http://127.0.0.1:8000/metrics").StringVar(&f.scrapeURI)
-	app.Flag("vllm.scrape-interval", "Time between scrapes of vLLM; derived gauges are computed at this pace.").
+	app.Flag("vllm.scrape-interval", "Time between scrapes; derived gauges update at this pace.").
 		Default("1s").DurationVar(&f.scrapeInterval)
-	app.Flag("vllm.timeout", "Time limit for one scrape, connect to last byte; at most --vllm.scrape-interval. 0 means 90% of --vllm.scrape-interval.").
+	app.Flag("vllm.timeout", "Limit for one scrape, at most the interval; 0 means 90% of the interval.").
 		Default("0s").DurationVar(&f.timeout)
-	app.Flag("vllm.max-body-bytes", "Largest page accepted from vLLM, after decompression (units: KiB, MiB, GiB). A larger page fails the scrape with reason body_too_large.").
+	app.Flag("vllm.max-body-bytes", "Largest page accepted, after decompression (KiB, MiB, GiB).").
 		Default("4MiB").BytesVar(&f.maxBody)
-	app.Flag("vllm.enable-compression", "Ask vLLM for a gzip-compressed page, as Prometheus does. Off by default: beside vLLM, on loopback, compression saves no time and costs CPU on both sides (vLLM compresses every page at gzip's highest level). Turn it on when the upstream is across a slow network. A gzip page is read either way.").
+	app.Flag("vllm.enable-compression", "Ask the server for gzip. Off: on loopback gzip only costs CPU.").
 		Default("false").BoolVar(&f.askGzip)
-	app.Flag("vllm.sample-limit", "Most samples accepted on one page, like Prometheus's sample_limit; more fails the scrape with reason sample_limit. 0 means no limit.").
+	app.Flag("vllm.sample-limit", "Most samples on one page, as Prometheus's sample_limit; 0 means none.").
 		Default("50000").IntVar(&f.sampleLimit)
-	app.Flag("vllm.label-limit", "Most labels on one sample, __name__ included, like Prometheus's label_limit; more fails the scrape with reason label_limit. 0 means no limit.").
+	app.Flag("vllm.label-limit", "Most labels on one sample, as Prometheus's label_limit; 0 means none.").
 		Default("64").IntVar(&f.labelLimits.Labels)
-	app.Flag("vllm.label-name-length-limit", "Longest label name in bytes, like Prometheus's label_name_length_limit; longer fails the scrape with reason label_name_length_limit. 0 means no limit.").
+	app.Flag("vllm.label-name-length-limit", "Longest label name in bytes; 0 means none.").
 		Default("128").IntVar(&f.labelLimits.NameLength)
-	app.Flag("vllm.label-value-length-limit", "Longest label value in bytes (metric names included), like Prometheus's label_value_length_limit; longer fails the scrape with reason label_value_length_limit. 0 means no limit.").
+	app.Flag("vllm.label-value-length-limit", "Longest label value in bytes; 0 means none.").
 		Default("4096").IntVar(&f.labelLimits.ValueLength)
-	app.Flag("history.max-series", "Most upstream series kept in the derived gauges' history; samples beyond are not windowed, are counted in vllm_normalizer_history_unwindowed_samples_total, and the derived gauges of their model_name and engine are left out. 0 means no limit.").
+
+	// History and derived gauges.
+	app.Flag("history.max-series", "Most upstream series kept for the derived gauges; 0 means no limit.").
 		Default("5000").IntVar(&f.maxSeries)
-	app.Flag("derive.window", "Window of the derived gauges (rates, ratios, means, quantiles), repeatable; each value becomes a window=\"...\" label.").
+	app.Flag("derive.window", "Window of the derived gauges, repeatable; each gives a window label.").
 		Default("1m", "5m").DurationListVar(&f.windows)
 	for _, slo := range []struct {
-		name, what, example string
-		ds                  *[]time.Duration
+		name, what string
+		ds         *[]time.Duration
 	}{
-		{"slo.ttft", "time to first token", "500ms", &f.slos.TTFT},
-		{"slo.tpot", "mean time per output token of a request", "50ms", &f.slos.TPOT},
-		{"slo.e2e", "end-to-end request latency", "10s", &f.slos.E2E},
+		{"slo.ttft", "time to first token", &f.slos.TTFT},
+		{"slo.tpot", "time per output token", &f.slos.TPOT},
+		{"slo.e2e", "end-to-end latency", &f.slos.E2E},
 	} {
-		app.Flag(slo.name, "Target for the "+slo.what+", repeatable (e.g. "+slo.example+"): vllm_derived_slo_attainment_ratio{slo=\""+strings.TrimPrefix(slo.name, "slo.")+"\"} gives the share of requests at most this slow, per window. None by default.").
+		app.Flag(slo.name, "Target "+slo.what+" of vllm_derived_slo_attainment_ratio, repeatable.").
 			DurationListVar(slo.ds)
 	}
-	app.Flag("mapping.legacy-aliases", "Also emit the legacy vLLM names the catalogue marks as aliases (the old KV-usage, time-per-output-token and GPU prefix-cache names; see docs/mapping.md) from their current families when the upstream does not print them (legacy names it prints are always kept), for consumers that still ask for them. Off by default: aliases double-count sums over every vLLM name.").
+
+	// Names and mapping.
+	app.Flag("mapping.legacy-aliases", "Also emit legacy alias names the server does not print.").
 		Default("false").BoolVar(&f.legacyAliases)
-	app.Flag("output.name-style", "colon keeps vLLM's names as printed, colons included; underscore writes every colon of a metric name as _ for consumers that reject colons.").
+	app.Flag("output.name-style", "colon keeps names as printed; underscore writes colons as _.").
 		Default("colon").EnumVar(&f.nameStyle, "colon", "underscore")
-	app.Flag("config.file", "Optional YAML file with metric_relabel_configs (Prometheus syntax) applied after the built-in mapping. Reloaded on SIGHUP and POST /-/reload.").
+	app.Flag("config.file", "YAML with metric_relabel_configs; reloaded on SIGHUP and POST /-/reload.").
 		Default("").StringVar(&f.configFile)
-	app.Flag("config.check", "Validate --config.file and exit: 0 if valid, 1 with the offending rule if not.").
+	app.Flag("config.check", "Check the configuration files and exit: 0 if valid, else 1.").
 		Default("false").BoolVar(&f.configCheck)
+
+	// Web.
 	app.Flag("web.telemetry-path", "Path of the full page.").Default("/metrics").StringVar(&f.telemetryPath)
-	app.Flag("web.routing-path", "Path of the routing view: one series per model_name of running, waiting, KV usage, cache and LoRA info, and the derived gauges; 503 when vLLM data is older than three scrape intervals.").
+	app.Flag("web.routing-path", "Path of the routing view.").
 		Default("/metrics/routing").StringVar(&f.routingPath)
-	app.Flag("web.disable-exporter-metrics", "Leave out the sidecar's own go_* and vllm_normalizer_process_* metrics.").
+	app.Flag("web.routing-listen-address", "Second listener serving the routing view at /metrics; off when empty.").
+		Default("").StringVar(&f.routingListen)
+	app.Flag("web.disable-exporter-metrics", "Leave out the go_* and vllm_normalizer_process_* metrics.").
 		Default("false").BoolVar(&f.disableExpMet)
 	app.Flag("web.enable-lifecycle", "Enable POST /-/reload.").Default("false").BoolVar(&f.enableLife)
-	app.Flag("web.enable-pprof", "Serve Go profiling under /debug/pprof/ (same listener, same TLS and auth).").Default("false").BoolVar(&f.enablePprof)
-	app.Flag("web.write-timeout", "Longest time one response may take to write; a reader slower than that is cut off, so it cannot hold a connection and an old page for ever. Profiles under /debug/pprof/ must be shorter.").
+	app.Flag("web.enable-pprof", "Serve Go profiling under /debug/pprof/.").Default("false").BoolVar(&f.enablePprof)
+	app.Flag("web.write-timeout", "Longest time one response may take to write.").
 		Default("10s").DurationVar(&f.writeTimeout)
-	app.Flag("web.max-connections", "Most simultaneous HTTP connections per listen address of the sidecar's own listeners (not the inference proxy); further ones wait in the kernel's accept queue.").
+	app.Flag("web.max-connections", "Most simultaneous connections per listen address.").
 		Default("512").IntVar(&f.maxConns)
-	app.Flag("auto-gomemlimit", "Set the Go runtime's soft memory limit (GOMEMLIMIT) to --auto-gomemlimit.ratio of the container's (cgroup's) memory limit, as Prometheus does; an explicit GOMEMLIMIT wins.").
-		Default("true").BoolVar(&f.autoMemLimit)
-	app.Flag("auto-gomemlimit.ratio", "Share of the container's memory limit given to the Go runtime as its soft limit. Below Prometheus's 0.9: a page's garbage comes all at once every scrape.").
-		Default("0.6").Float64Var(&f.memLimitRatio)
-	app.Flag("runtime.gomaxprocs", "CPUs the Go runtime runs the sidecar on at once (GOMAXPROCS); 0 keeps Go's own choice (the machine's or the container's CPUs, at least 2). One by default, as node_exporter: the work is one scrape loop, and a second CPU cost a quarter more CPU per scrape in cross-CPU wake-ups and garbage-collector workers. Raise it when the pages are of tens of engines, where a router's read may otherwise wait up to ~20 ms behind a scrape, or when the inference proxy carries heavy traffic.").
-		Envar("GOMAXPROCS").Default("1").IntVar(&f.maxProcs)
-	app.Flag("demo", "Start a simulated vLLM upstream in-process (a real V1 page replayed with advancing counters) and scrape it instead of --vllm.scrape-uri. For trying the sidecar without a GPU.").
-		Default("false").BoolVar(&f.demo)
-	app.Flag("demo.engines", "Data-parallel engines the --demo upstream simulates.").Default("1").IntVar(&f.demoEngines)
-	app.Flag("web.routing-listen-address", "Address of a second listener serving the routing view at /metrics (and /-/healthy), for routers that cannot change the path (AIBrix's model.aibrix.ai/metric-port, --model-server-metrics-port of older EPPs). Same TLS and auth as --web.config.file. Off when empty.").
-		Default("").StringVar(&f.routingListen)
-	app.Flag("proxy.listen-address", "Address of the inference-port proxy, for routers that read /metrics on the port they send inference to (production-stack, kthena): GET /metrics is the routing view, every other request goes to --proxy.upstream unchanged. Plain HTTP without --web.config.file, like vLLM's own port. Off when empty.").
+
+	// Inference-port proxy.
+	app.Flag("proxy.listen-address", "Inference-port proxy: GET /metrics is the routing view; off when empty.").
 		Default("").StringVar(&f.proxyListen)
-	app.Flag("proxy.upstream", "vLLM's base URL (scheme, host and port) the proxy forwards to. Empty means scheme, host and port of --vllm.scrape-uri.").
+	app.Flag("proxy.upstream", "Base URL the proxy forwards to; empty means that of --vllm.scrape-uri.").
 		Default("").StringVar(&f.proxyUpstream)
-	app.Flag("demo.scenario", "Load the --demo upstream simulates: steady, or steady then one shift that the diagnosis should name: "+strings.Join(demo.Scenarios[1:], ", ")+".").
-		Default(demo.ScenarioSteady).StringVar(&f.demoScenario)
-	app.Flag("demo.shift-after", "How long a --demo.scenario runs steady before its shift.").
-		Default(model.Duration(demo.DefaultShiftAfter).String()).DurationVar(&f.demoShiftAfter)
-	app.Flag("diagnosis.window", "Recent window of the diagnosis: each signal over it is compared with the baseline window just before it.").
+
+	// Diagnosis.
+	app.Flag("diagnosis.window", "Recent window of the diagnosis.").
 		Default("1m").DurationVar(&f.diagWindow)
-	app.Flag("diagnosis.baseline", "Baseline window of the diagnosis, ending where the recent window starts.").
+	app.Flag("diagnosis.baseline", "Baseline window of the diagnosis, just before the recent one.").
 		Default("30m").DurationVar(&f.diagBaseline)
-	app.Flag("diagnosis.min-change", "Smallest relative change of a signal, recent against baseline, that the diagnosis counts (0.25 = 25 %).").
+	app.Flag("diagnosis.min-change", "Smallest relative change the diagnosis counts (0.25 = 25 %).").
 		Default("0.25").Float64Var(&f.diagMinChange)
+
+	// Demo.
+	app.Flag("demo", "Scrape a simulated vLLM started in-process, for trying without a GPU.").
+		Default("false").BoolVar(&f.demo)
+	app.Flag("demo.engines", "Data-parallel engines the demo simulates.").Default("1").IntVar(&f.demoEngines)
+	app.Flag("demo.scenario", "Demo load: steady, or a shift the diagnosis should name: "+strings.Join(demo.Scenarios[1:], ", ")+".").
+		Default(demo.ScenarioSteady).StringVar(&f.demoScenario)
+	app.Flag("demo.shift-after", "How long a demo scenario runs steady before its shift.").
+		Default(model.Duration(demo.DefaultShiftAfter).String()).DurationVar(&f.demoShiftAfter)
+
+	// Runtime.
+	app.Flag("auto-gomemlimit", "Set GOMEMLIMIT from the container's memory limit.").
+		Default("true").BoolVar(&f.autoMemLimit)
+	app.Flag("auto-gomemlimit.ratio", "Share of the container's memory limit given to GOMEMLIMIT.").
+		Default("0.6").Float64Var(&f.memLimitRatio)
+	app.Flag("runtime.gomaxprocs", "CPUs the Go runtime uses (GOMAXPROCS); 0 keeps Go's own choice.").
+		Envar("GOMAXPROCS").Default("1").IntVar(&f.maxProcs)
 	f.web = kingpinflag.AddFlags(app, defaultListen)
 	promslogflag.AddFlags(app, f.log)
 	return app
