@@ -1,0 +1,273 @@
+// Package genai builds the OpenTelemetry GenAI view: the server histograms
+// of the GenAI semantic conventions (gen_ai.server.time_to_first_token,
+// gen_ai.server.time_per_output_token, gen_ai.server.request.duration) in
+// their Prometheus spelling, from the roles of the canonical page, so that
+// a panel can put a gateway's numbers beside any engine's.
+//
+// Each histogram is the role's family summed over engines per model with
+// the routing view's reset-safe rules (routing.Summer), then re-bucketed to
+// the bounds the conventions advise where those are a subset of the
+// engine's bounds (exact: the cumulative counts at the shared bounds),
+// else left with the engine's bounds. Counts are never interpolated.
+package genai
+
+import (
+	"cmp"
+	"errors"
+	"fmt"
+	"math"
+	"net"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/prometheus/common/model"
+	"github.com/prometheus/prometheus/model/labels"
+
+	"github.com/fos-study/vllm-normalizer/exposition"
+	"github.com/fos-study/vllm-normalizer/mapping"
+	"github.com/fos-study/vllm-normalizer/routing"
+)
+
+// Attribute (label) names, as the OpenTelemetry Prometheus exporter
+// spells the conventions' attributes.
+const (
+	LabelRequestModel = "gen_ai_request_model"
+	LabelProvider     = "gen_ai_provider_name"
+	LabelOperation    = "gen_ai_operation_name"
+	LabelAddress      = "server_address"
+	LabelPort         = "server_port"
+)
+
+// NameStyle is how the metric names are spelled: with the unit suffix
+// (the OpenTelemetry Prometheus exporter) or without (Envoy AI Gateway).
+type NameStyle string
+
+// The name styles.
+const (
+	Suffixed   NameStyle = "suffixed"
+	Unsuffixed NameStyle = "unsuffixed"
+)
+
+// DefaultOperation is gen_ai_operation_name when none is given.
+const DefaultOperation = "chat"
+
+// Options are the view's settings; cmd/vllm-normalizer fills them from the
+// --genai.* flags.
+type Options struct {
+	// Provider is gen_ai_provider_name; empty means the server kind of the
+	// page's profile (vllm, sglang, trtllm).
+	Provider string
+	// Operation is gen_ai_operation_name; empty means DefaultOperation.
+	Operation string
+	// ServerAddress is host:port for server_address and server_port;
+	// empty means neither label.
+	ServerAddress string
+	// NameStyle; empty means Suffixed.
+	NameStyle NameStyle
+}
+
+// Metric is one histogram of the view.
+type Metric struct {
+	Role mapping.Role
+	// Base is the Prometheus name without the unit suffix.
+	Base string
+	// Convention is the OpenTelemetry instrument name.
+	Convention string
+	// Advised are the conventions' advised bucket bounds (finite ones).
+	Advised []float64
+	what    string
+}
+
+// Metrics are the view's histograms, in name order.
+var Metrics = []Metric{
+	{mapping.RoleE2ELatency, "gen_ai_server_request_duration", "gen_ai.server.request.duration",
+		[]float64{0.01, 0.02, 0.04, 0.08, 0.16, 0.32, 0.64, 1.28, 2.56, 5.12, 10.24, 20.48, 40.96, 81.92},
+		"Duration of each request, arrival to last output token"},
+	{mapping.RoleTimePerOutputToken, "gen_ai_server_time_per_output_token", "gen_ai.server.time_per_output_token",
+		[]float64{0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0, 2.5},
+		"Mean time per output token after the first, one observation per request (not the inter-token latency)"},
+	{mapping.RoleTTFT, "gen_ai_server_time_to_first_token", "gen_ai.server.time_to_first_token",
+		[]float64{0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0},
+		"Time to first token of each request"},
+}
+
+// Name is the metric's name in style s.
+func (m Metric) Name(s NameStyle) string {
+	if s == Unsuffixed {
+		return m.Base
+	}
+	return m.Base + "_seconds"
+}
+
+// Check rejects options the view cannot honour, naming the setting, the
+// value and the fix.
+func (o Options) Check() error {
+	_, _, err := o.hostPort()
+	if err != nil {
+		return err
+	}
+	switch o.NameStyle {
+	case "", Suffixed, Unsuffixed:
+	default:
+		return fmt.Errorf("name style %q is not known; use suffixed (gen_ai_server_time_to_first_token_seconds) or unsuffixed (gen_ai_server_time_to_first_token)", o.NameStyle)
+	}
+	return nil
+}
+
+// hostPort splits ServerAddress into server_address and server_port.
+func (o Options) hostPort() (string, string, error) {
+	if o.ServerAddress == "" {
+		return "", "", nil
+	}
+	host, port, err := net.SplitHostPort(o.ServerAddress)
+	if err != nil {
+		return "", "", fmt.Errorf("server address %q must be host:port (%v); give one like vllm.default.svc:8000 or [::1]:8000", o.ServerAddress, unwrapAddrErr(err))
+	}
+	if host == "" {
+		return "", "", fmt.Errorf("server address %q has no host; give one like vllm.default.svc:8000", o.ServerAddress)
+	}
+	if p, err := strconv.Atoi(port); err != nil || p < 1 || p > 65535 || strconv.Itoa(p) != port {
+		return "", "", fmt.Errorf("server address %q: the port %q must be a number from 1 to 65535; give one like vllm.default.svc:8000", o.ServerAddress, port)
+	}
+	return host, port, nil
+}
+
+// unwrapAddrErr drops the address net.SplitHostPort repeats in its error.
+func unwrapAddrErr(err error) error {
+	var ae *net.AddrError
+	if errors.As(err, &ae) {
+		return errors.New(ae.Err)
+	}
+	return err
+}
+
+// Viewer builds GenAI views, one per scrape, keeping the sums' state from
+// one to the next (see routing.Summer). Not safe for concurrent use.
+type Viewer struct {
+	opts       Options
+	host, port string
+	sums       routing.Summer
+}
+
+// New returns a Viewer for valid options.
+func New(o Options) (*Viewer, error) {
+	if err := o.Check(); err != nil {
+		return nil, err
+	}
+	host, port, _ := o.hostPort()
+	o.Operation = cmp.Or(o.Operation, DefaultOperation)
+	o.NameStyle = cmp.Or(o.NameStyle, Suffixed)
+	return &Viewer{opts: o, host: host, port: port}, nil
+}
+
+// View returns the view's histograms for one canonical page (see
+// mapping.Profile.Canonical) of a server of kind server (the profile's
+// server; "" when no profile matched, then there is nothing to show).
+// A role the page lacks, or whose engines print different bounds for one
+// model, gives no histogram.
+func (v *Viewer) View(canon []exposition.Family, roles *mapping.Roles, server string) []exposition.Family {
+	if server == "" {
+		return nil
+	}
+	byName := make(map[string]*exposition.Family, len(canon))
+	for i := range canon {
+		byName[canon[i].Name] = &canon[i]
+	}
+	provider := cmp.Or(v.opts.Provider, server)
+	var out []exposition.Family
+	for _, m := range Metrics {
+		f := byName[roles.Family(m.Role)]
+		if f == nil || f.Type != model.MetricTypeHistogram || len(f.Samples) == 0 {
+			continue
+		}
+		name := m.Name(v.opts.NameStyle)
+		summed := v.sums.Sum(f, name)
+		if len(summed) == 0 {
+			continue
+		}
+		keep, exact := rebucket(summed, m.Advised)
+		help := fmt.Sprintf("%s, in seconds (OpenTelemetry %s), from the server's %s histogram summed over engines per model. ", m.what, m.Convention, m.Role)
+		if exact {
+			help += "Buckets: the advised bounds, a subset of the engine's, with the engine's exact cumulative counts there."
+		} else {
+			help += "Buckets: the engine's own bounds, kept because the advised bounds are not a subset of them (counts are never interpolated)."
+		}
+		fam := exposition.Family{Name: name, Type: model.MetricTypeHistogram, Help: help}
+		if v.opts.NameStyle == Suffixed {
+			fam.Unit = "seconds"
+		}
+		var lb labels.Builder
+		for _, s := range summed {
+			if !keep(s) {
+				continue
+			}
+			lb.Reset(s.Labels)
+			if mn := s.Labels.Get(mapping.LabelModel); mn != "" {
+				lb.Set(LabelRequestModel, mn)
+			}
+			lb.Del(mapping.LabelModel)
+			lb.Set(LabelProvider, provider)
+			lb.Set(LabelOperation, v.opts.Operation)
+			if v.host != "" {
+				lb.Set(LabelAddress, v.host)
+				lb.Set(LabelPort, v.port)
+			}
+			fam.Samples = append(fam.Samples, exposition.Sample{Labels: lb.Labels(), Value: s.Value})
+		}
+		if len(fam.Samples) > 0 {
+			out = append(out, fam)
+		}
+	}
+	slices.SortFunc(out, func(a, b exposition.Family) int { return strings.Compare(a.Name, b.Name) })
+	return out
+}
+
+// rebucket decides the buckets of one summed histogram: the advised
+// bounds (and +Inf) when every model's bounds contain all of them (exact),
+// else every bucket. keep says whether a sample stays; a model whose
+// histogram has no +Inf bucket (a page cut short) is left out whole, as no
+// reader could take a quantile or a count from it.
+func rebucket(summed []exposition.Sample, advised []float64) (keep func(exposition.Sample) bool, exact bool) {
+	bounds := map[string][]float64{} // model -> its finite bucket bounds
+	complete := map[string]bool{}    // model -> has a +Inf bucket
+	for _, s := range summed {
+		if !strings.HasSuffix(s.Name(), "_bucket") {
+			continue
+		}
+		m := s.Labels.Get(mapping.LabelModel)
+		le, err := strconv.ParseFloat(s.Labels.Get(model.BucketLabel), 64)
+		switch {
+		case err != nil:
+		case math.IsInf(le, 1):
+			complete[m] = true
+		default:
+			bounds[m] = append(bounds[m], le)
+		}
+	}
+	exact = len(complete) > 0
+	for m := range complete {
+		for _, a := range advised {
+			if !slices.ContainsFunc(bounds[m], func(b float64) bool { return sameBound(a, b) }) {
+				exact = false
+			}
+		}
+	}
+	return func(s exposition.Sample) bool {
+		if !complete[s.Labels.Get(mapping.LabelModel)] {
+			return false
+		}
+		if !exact || !strings.HasSuffix(s.Name(), "_bucket") {
+			return true
+		}
+		le, _ := strconv.ParseFloat(s.Labels.Get(model.BucketLabel), 64)
+		return math.IsInf(le, 1) || slices.ContainsFunc(advised, func(a float64) bool { return sameBound(a, le) })
+	}, exact
+}
+
+// sameBound reports whether an engine bound is an advised one: equal, or
+// equal but for the last bits a unit conversion may leave (a bound in
+// milliseconds scaled to seconds).
+func sameBound(advised, b float64) bool {
+	return advised == b || math.Abs(advised-b) <= 1e-12*advised
+}
