@@ -78,6 +78,11 @@ type Binding struct {
 	Role   Role    `yaml:"role"`
 	Family string  `yaml:"family"`
 	Scale  float64 `yaml:"scale"`
+	// OlderType is the type the family had in older releases of the
+	// server, under the same name, when that type cannot play the role
+	// (SGLang's kv_transfer_* gauges became histograms): such a page
+	// leaves the role empty. Documentation, checked against the fixtures.
+	OlderType string `yaml:"older_type"`
 }
 
 // Profiles are the server profiles, vLLM's first. Read-only once loaded.
@@ -192,6 +197,9 @@ func parseProfile(file string, b []byte, roles *Roles) (*Profile, error) {
 		}
 		if r.Scale < 0 || math.IsInf(r.Scale, 0) || math.IsNaN(r.Scale) {
 			bad("roles[%d] (%s): scale %v must be a positive number", i, r.Role, r.Scale)
+		}
+		if r.OlderType != "" && (!validRoleTypes[r.OlderType] || r.OlderType == d.Type) {
+			bad("roles[%d] (%s): older_type %q must be another type than the role's %s (gauge, counter or histogram)", i, r.Role, r.OlderType, d.Type)
 		}
 		if r.Scale != 1 && (d.Type == RoleTypeInfo || d.Name == RoleSleepState) {
 			bad("roles[%d] (%s): an %s role cannot be scaled", i, r.Role, d.Type)

@@ -44,6 +44,14 @@ const (
 	RoleCacheConfig                Role = "cache_config"
 	RoleLoRAInfo                   Role = "lora_info"
 	RoleSleepState                 Role = "sleep_state"
+
+	RoleRequestsWaitingByReason Role = "requests_waiting_by_reason"
+	RolePromptTokensBySource    Role = "prompt_tokens_by_source"
+	RoleKVTransferTime          Role = "kv_transfer_time"
+	RoleKVTransferBytes         Role = "kv_transfer_bytes"
+	RoleKVTransferFailures      Role = "kv_transfer_failures"
+	RoleKVOffloadLoadBytes      Role = "kv_offload_load_bytes"
+	RoleKVOffloadStoreBytes     Role = "kv_offload_store_bytes"
 )
 
 // Canonical label names: every profile's model and engine labels are
