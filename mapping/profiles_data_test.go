@@ -35,8 +35,8 @@ type profileDataV1 struct {
 	} `yaml:"labels"`
 	RolesFromCatalogue bool `yaml:"roles_from_catalogue"`
 	Roles              []struct {
-		Role   string   `yaml:"role"`
-		Family string   `yaml:"family"`
+		Role      string   `yaml:"role"`
+		Family    string   `yaml:"family"`
 		Scale     *float64 `yaml:"scale"`
 		OlderType string   `yaml:"older_type"`
 	} `yaml:"roles"`
