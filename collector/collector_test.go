@@ -492,6 +492,48 @@ func TestRoutingViewStaleness(t *testing.T) {
 	}
 }
 
+// TestRoutingViewFailedScrape: one failed scrape turns the routing view to
+// 503 at once (naming the reason), however young the last success; the
+// full page keeps serving (vllm_up 0), and the next good scrape brings the
+// view back.
+func TestRoutingViewFailedScrape(t *testing.T) {
+	body, err := os.ReadFile("../testdata/fixtures/13-vllm-v1-2026-nixl-pd-kserve-llmisvc-context.prom")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var down atomic.Bool
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if down.Load() {
+			http.Error(w, "engine dead", http.StatusInternalServerError)
+			return
+		}
+		_, _ = w.Write(body)
+	}))
+	t.Cleanup(up.Close)
+	clock := newFakeClock()
+	c := newTestCollector(t, up.URL, clock, nil)
+	c.ScrapeOnce(context.Background())
+	if rec := get(t, c.RoutingHandler(), "/metrics/routing", nil); rec.Code != 200 {
+		t.Fatalf("fresh routing view answered %d", rec.Code)
+	}
+	down.Store(true)
+	clock.Advance(time.Millisecond)
+	c.ScrapeOnce(context.Background())
+	rec := get(t, c.RoutingHandler(), "/metrics/routing", nil)
+	if rec.Code != http.StatusServiceUnavailable || !strings.Contains(rec.Body.String(), "last scrape of vLLM failed (reason http_status)") {
+		t.Fatalf("routing view after one failed scrape, 1 ms after the last success: %d %q, want 503 naming the reason", rec.Code, rec.Body.String())
+	}
+	if rec := get(t, c.MetricsHandler(), "/metrics", nil); rec.Code != 200 || samplesOf(t, rec.Body.Bytes())[`{__name__="vllm_up"}`] != 0 {
+		t.Fatalf("full page after a failed scrape: %d, want 200 with vllm_up 0", rec.Code)
+	}
+	down.Store(false)
+	clock.Advance(time.Second)
+	c.ScrapeOnce(context.Background())
+	if rec := get(t, c.RoutingHandler(), "/metrics/routing", nil); rec.Code != 200 {
+		t.Fatalf("routing view after the upstream recovered answered %d", rec.Code)
+	}
+}
+
 func TestContentNegotiation(t *testing.T) {
 	up := serveFile(t, "../testdata/fixtures/13-vllm-v1-2026-nixl-pd-kserve-llmisvc-context.prom")
 	c := newTestCollector(t, up.URL, newFakeClock(), nil)

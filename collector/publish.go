@@ -1,6 +1,7 @@
 package collector
 
 import (
+	"cmp"
 	"net/http"
 	"slices"
 	"strconv"
@@ -22,6 +23,10 @@ type snapshot struct {
 	// asleep: every engine sleeps, in these states; the routing view
 	// answers 503.
 	asleep []string
+	// failed is the reason of the scrape this snapshot follows when it
+	// failed ("" after a success or before the first scrape): the routing
+	// view answers 503 from that scrape on, not three intervals later.
+	failed string
 }
 
 // publish builds the snapshot served until the next scrape ends. res is nil
@@ -52,8 +57,11 @@ func (c *Collector) publish(res *scrapeResult, now time.Time) {
 
 	var page, routing [][]exposition.Family
 	var asleep []string
+	failed := ""
 	if res != nil {
 		page, routing, asleep = res.page, res.routing, res.asleep
+	} else if c.lastSuccess.Load() != 0 || c.lastReason != "" {
+		failed = cmp.Or(c.lastReason, "unknown")
 	}
 	s := &snapshot{
 		// The Gatherer's families (the version, Go and process
@@ -62,6 +70,7 @@ func (c *Collector) publish(res *scrapeResult, now time.Time) {
 		page:    c.pageEnc.Prepare(merge(append(page, own)...), c.withRuntimeFamilies),
 		routing: c.routingEnc.Prepare(merge(append(routing, ownRouting)...), nil),
 		asleep:  asleep,
+		failed:  failed,
 	}
 	// Both pages are encoded by their first reader, as their gzip already
 	// was: a view no router reads costs no encoding, and a router polling
@@ -141,8 +150,10 @@ func (c *Collector) MetricsHandler() http.Handler {
 	})
 }
 
-// RoutingHandler serves the small routing view. It answers 503 when the
-// last successful scrape is older than three intervals, so that a router's
+// RoutingHandler serves the small routing view. It answers 503 from the
+// first failed scrape on (a router must not read a page without vLLM's
+// series as an idle server), and when the last successful scrape is older
+// than three intervals (a scrape loop that stopped), so that a router's
 // own staleness handling takes over instead of trusting old numbers.
 func (c *Collector) RoutingHandler() http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -159,6 +170,13 @@ func (c *Collector) RoutingHandler() http.Handler {
 			return
 		}
 		snap := c.snap.Load()
+		if snap.failed != "" {
+			w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+			w.Header().Set("Retry-After", strconv.Itoa(max(1, int(c.cfg.Interval.Seconds()))))
+			w.WriteHeader(http.StatusServiceUnavailable)
+			_, _ = w.Write([]byte("the last scrape of vLLM failed (reason " + snap.failed + "); the last successful one is " + age.Truncate(time.Millisecond).String() + " old; see vllm_normalizer_scrape_failures_total on /metrics\n"))
+			return
+		}
 		if len(snap.asleep) > 0 {
 			w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 			w.Header().Set("Retry-After", strconv.Itoa(max(1, int(c.cfg.Interval.Seconds()))))

@@ -5,6 +5,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"strings"
 	"testing"
 
@@ -136,5 +137,33 @@ func TestRoutingMux(t *testing.T) {
 		if !strings.Contains(body, want) {
 			t.Errorf("the main landing page does not say %q:\n%s", want, body)
 		}
+	}
+}
+
+// TestGOMAXPROCSDefault: one CPU by default, Go's own choice (0) once the
+// proxy runs, unless the flag or the GOMAXPROCS variable says otherwise.
+func TestGOMAXPROCSDefault(t *testing.T) {
+	t.Setenv("GOMAXPROCS", "")
+	os.Unsetenv("GOMAXPROCS")
+	for _, tc := range []struct {
+		args []string
+		want int
+	}{
+		{nil, 1},
+		{[]string{"--proxy.listen-address=:8001"}, 0},
+		{[]string{"--proxy.listen-address=:8001", "--runtime.gomaxprocs=1"}, 1},
+		{[]string{"--runtime.gomaxprocs=3"}, 3},
+	} {
+		f, err := parseFlags(tc.args, io.Discard, io.Discard)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if f.maxProcs != tc.want {
+			t.Errorf("%v: GOMAXPROCS %d, want %d", tc.args, f.maxProcs, tc.want)
+		}
+	}
+	t.Setenv("GOMAXPROCS", "2")
+	if f, err := parseFlags([]string{"--proxy.listen-address=:8001"}, io.Discard, io.Discard); err != nil || f.maxProcs != 2 {
+		t.Errorf("GOMAXPROCS=2 with the proxy: %v, %v; want 2 (the variable wins over the proxy's default)", f, err)
 	}
 }

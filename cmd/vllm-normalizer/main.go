@@ -83,6 +83,7 @@ type flags struct {
 	autoMemLimit   bool
 	memLimitRatio  float64
 	maxProcs       int
+	maxProcsSet    bool // given on the command line
 	maxConns       int
 	demoScenario   string
 	demoShiftAfter time.Duration
@@ -98,6 +99,11 @@ func parseFlags(args []string, stdout, stderr io.Writer) (*flags, error) {
 	app := newApp(f, stdout, stderr)
 	if _, err := app.Parse(args); err != nil {
 		return nil, err
+	}
+	if _, env := os.LookupEnv("GOMAXPROCS"); f.proxyListen != "" && !f.maxProcsSet && !env {
+		// The proxy's streams need more than one CPU (200 streams: 5x
+		// slower first byte on one); the default of one is for the scrape loop.
+		f.maxProcs = 0
 	}
 	if err := f.check(); err != nil {
 		return nil, err
@@ -320,8 +326,8 @@ func newApp(f *flags, stdout, stderr io.Writer) *kingpin.Application {
 		Default("true").BoolVar(&f.autoMemLimit)
 	app.Flag("auto-gomemlimit.ratio", "Share of the container's memory limit given to GOMEMLIMIT.").
 		Default("0.6").Float64Var(&f.memLimitRatio)
-	app.Flag("runtime.gomaxprocs", "CPUs the Go runtime uses (GOMAXPROCS); 0 keeps Go's own choice.").
-		Envar("GOMAXPROCS").Default("1").IntVar(&f.maxProcs)
+	app.Flag("runtime.gomaxprocs", "CPUs the Go runtime uses (GOMAXPROCS); 0 keeps Go's own choice, the default with --proxy.listen-address.").
+		Envar("GOMAXPROCS").Default("1").IsSetByUser(&f.maxProcsSet).IntVar(&f.maxProcs)
 	f.web = kingpinflag.AddFlags(app, defaultListen)
 	promslogflag.AddFlags(app, f.log)
 	return app

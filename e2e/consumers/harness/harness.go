@@ -101,6 +101,7 @@ type Upstream struct {
 	URL  string // base URL, http://127.0.0.1:port
 	Host string // 127.0.0.1:port
 	page atomic.Pointer[[]byte]
+	down atomic.Bool
 }
 
 // NewUpstream serves page on a loopback port until the test ends.
@@ -111,6 +112,10 @@ func NewUpstream(t testing.TB, page []byte) *Upstream {
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path != "/metrics" {
 			http.NotFound(w, r)
+			return
+		}
+		if u.down.Load() {
+			http.Error(w, "engine core died", http.StatusInternalServerError)
 			return
 		}
 		w.Header().Set("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
@@ -126,6 +131,33 @@ func NewUpstream(t testing.TB, page []byte) *Upstream {
 func (u *Upstream) Set(page []byte) {
 	b := bytes.Clone(page)
 	u.page.Store(&b)
+}
+
+// Fail makes every later request answer 500 (a dead engine behind a live
+// API server) until Fail(false).
+func (u *Upstream) Fail(down bool) { u.down.Store(down) }
+
+// FreeAddr returns a loopback address nothing listens on (for a listener
+// flag of the sidecar).
+func FreeAddr(t testing.TB) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+// Status returns the status code and body of GET url.
+func Status(url string) (int, []byte, error) {
+	resp, err := http.Get(url)
+	if err != nil {
+		return 0, nil, err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	return resp.StatusCode, b, err
 }
 
 // Sidecar is a running vllm-normalizer.

@@ -1,8 +1,11 @@
 package harness
 
 import (
+	"bytes"
+	"net/http"
 	"slices"
 	"testing"
+	"time"
 )
 
 // The truth of real fixtures, against values read off the files by hand.
@@ -69,4 +72,37 @@ func equalTruth(a, b Truth) bool {
 		a.HasWaiting == b.HasWaiting && a.KV == b.KV && a.HasKV == b.HasKV && a.CPUCache == b.CPUCache &&
 		a.HasCPUCache == b.HasCPUCache && a.BlockSize == b.BlockSize && a.NumGPUBlocks == b.NumGPUBlocks &&
 		a.HasCacheInfo == b.HasCacheInfo && a.Engines == b.Engines && a.HasLoRA == b.HasLoRA
+}
+
+// TestRouterFacing503FromFirstFailure runs the binary with every
+// router-facing page on: once vLLM fails one scrape, each of them answers
+// 503 before a second scrape could have failed, while /metrics keeps
+// answering 200 with vllm_up 0; all come back with the next good scrape.
+func TestRouterFacing503FromFirstFailure(t *testing.T) {
+	up := NewUpstream(t, Fixture(t, "13"))
+	routingAddr, proxyAddr := FreeAddr(t), FreeAddr(t)
+	side := StartSidecar(t, up, "--web.routing-listen-address="+routingAddr, "--proxy.listen-address="+proxyAddr)
+	pages := []string{side.URL + "/metrics/routing", "http://" + routingAddr + "/metrics", "http://" + proxyAddr + "/metrics"}
+	for _, u := range pages {
+		if code, b, err := Status(u); code != http.StatusOK {
+			t.Fatalf("%s before the failure: %d %v %s", u, code, err, b)
+		}
+	}
+	up.Fail(true)
+	failedAt := time.Now()
+	// Wait for the sidecar's first failed scrape: /metrics says vllm_up 0.
+	side.WaitFor(t, "/metrics", func(b []byte) bool { return bytes.Contains(b, []byte("\nvllm_up 0\n")) })
+	for _, u := range pages {
+		code, b, err := Status(u)
+		if code != http.StatusServiceUnavailable || !bytes.Contains(b, []byte("last scrape of vLLM failed")) {
+			t.Errorf("%s after the first failed scrape (%s after the failure began): %d %v %q, want 503 naming the failure", u, time.Since(failedAt).Round(time.Millisecond), code, err, b)
+		}
+	}
+	up.Fail(false)
+	side.WaitFor(t, "/metrics", func(b []byte) bool { return bytes.Contains(b, []byte("\nvllm_up 1\n")) })
+	for _, u := range pages {
+		if code, b, err := Status(u); code != http.StatusOK {
+			t.Errorf("%s after recovery: %d %v %s", u, code, err, b)
+		}
+	}
 }
