@@ -76,18 +76,17 @@ type Config struct {
 
 // Collector owns the scrape loop and the prepared output.
 type Collector struct {
-	cfg      Config
-	roles    *mapping.Roles
-	profiles *mapping.Profiles
-	deriver  *derive.Deriver
-	idle     *derive.IdleTracker // owned by the scrape loop
-	fetch    *scrape.Fetcher
-	mapper   atomic.Pointer[mapping.Mapper]
-	history  *window.History
-	metrics  *selfMetrics
-	symbols  *labels.SymbolTable
-	scratch  exposition.ParseScratch // reused by every parse; scrapes are serialised
-	viewer   routing.Viewer          // builds every routing view; scrapes are serialised
+	cfg     Config
+	roles   *mapping.Roles
+	deriver *derive.Deriver
+	idle    *derive.IdleTracker // owned by the scrape loop
+	fetch   *scrape.Fetcher
+	mapper  atomic.Pointer[mapping.Mapper]
+	history *window.History
+	metrics *selfMetrics
+	symbols *labels.SymbolTable
+	scratch exposition.ParseScratch // reused by every parse; scrapes are serialised
+	viewer  routing.Viewer          // builds every routing view; scrapes are serialised
 
 	// The Gatherer's families beyond the Registry's, and when they were
 	// gathered (collector clock); see runtimeFamilies. Handlers gather
@@ -177,24 +176,19 @@ func New(cfg Config) (*Collector, error) {
 	}
 	m := newSelfMetrics()
 	roles := cfg.Mapper.Catalogue().Roles()
-	profiles, err := mapping.LoadProfiles(roles)
-	if err != nil {
-		return nil, fmt.Errorf("the built-in server profiles are invalid: %w", err)
-	}
 	deriver, err := derive.New(roles).WithSLOs(cfg.SLOs)
 	if err != nil {
 		return nil, err
 	}
 	c := &Collector{
-		cfg:      cfg,
-		roles:    roles,
-		profiles: profiles,
-		deriver:  deriver,
-		fetch:    f,
-		history:  window.New(cfg.Windows, cfg.Interval, deriver.Inputs()),
-		idle:     deriver.NewIdleTracker(cfg.Now()),
-		metrics:  m,
-		symbols:  labels.NewSymbolTable(),
+		cfg:     cfg,
+		roles:   roles,
+		deriver: deriver,
+		fetch:   f,
+		history: window.New(cfg.Windows, cfg.Interval, deriver.Inputs()),
+		idle:    deriver.NewIdleTracker(cfg.Now()),
+		metrics: m,
+		symbols: labels.NewSymbolTable(),
 	}
 	c.history.SetMaxSeries(cfg.MaxSeries)
 	c.mapper.Store(cfg.Mapper)
@@ -358,7 +352,7 @@ func (c *Collector) scrape(ctx context.Context, sent time.Time) (*scrapeResult, 
 
 	// Derivations and the routing view read the canonical page: the
 	// families that play a role, under vLLM V1's names, whatever the server.
-	profile := c.profiles.Detect(norm)
+	profile := mapper.Profiles().Detect(norm)
 	report.SetServer(profile, stats.OpenMetrics)
 	var canon []exposition.Family
 	if profile != nil {

@@ -37,6 +37,9 @@ type Options struct {
 	NameStyle NameStyle
 	// Config is the user's configuration; nil means none.
 	Config *Config
+	// Profiles are the server profiles pages are read with; nil means the
+	// built-in ones (LoadProfiles).
+	Profiles *Profiles
 }
 
 // Statuses of a catalogue metric in one scrape.
@@ -100,11 +103,12 @@ type UpstreamInfo struct {
 // Mapper applies the catalogue and the user's configuration. It is
 // immutable after New and safe for concurrent use.
 type Mapper struct {
-	cat     *Catalogue
-	style   NameStyle
-	aliases []alias
-	relabel []*relabel.Config
-	drop    map[string]bool
+	cat      *Catalogue
+	profiles *Profiles
+	style    NameStyle
+	aliases  []alias
+	relabel  []*relabel.Config
+	drop     map[string]bool
 	// rules by the exposed family name they match.
 	rules map[string]*rule
 }
@@ -133,6 +137,10 @@ type alias struct{ current, legacy string }
 // Catalogue returns the catalogue the Mapper applies.
 func (m *Mapper) Catalogue() *Catalogue { return m.cat }
 
+// Profiles returns the server profiles of this configuration: they are
+// swapped with it on reload, so one scrape reads one consistent set.
+func (m *Mapper) Profiles() *Profiles { return m.profiles }
+
 var errNilCatalogue = errors.New("mapping: New needs a catalogue; call LoadCatalogue")
 
 // New builds a Mapper. It fails on an unknown name style, or when the
@@ -148,6 +156,16 @@ func New(cat *Catalogue, opts Options) (*Mapper, error) {
 	case NameStyleColon, NameStyleUnderscore:
 	default:
 		return nil, fmt.Errorf("name style %q is unknown; use %q or %q", opts.NameStyle, NameStyleColon, NameStyleUnderscore)
+	}
+	m.profiles = opts.Profiles
+	if m.profiles == nil {
+		ps, err := LoadProfiles(cat.Roles())
+		if err != nil {
+			return nil, fmt.Errorf("the built-in server profiles are invalid: %w", err)
+		}
+		m.profiles = ps
+	} else if m.profiles.roles != cat.Roles() {
+		return nil, errors.New("mapping: the profiles were loaded with the roles of another catalogue; load them with this catalogue's Roles()")
 	}
 
 	for i := range cat.Metrics {

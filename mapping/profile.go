@@ -70,6 +70,8 @@ type Profile struct {
 	// byName: native family name (every prefix, as TYPE lines print it and
 	// without _total) -> indexes into Roles, in the file's order.
 	byName map[string][]int
+	// source is the operator file the profile came from; "" when built in.
+	source string
 }
 
 // Binding says that a native family plays a role. Family is the name
@@ -138,7 +140,12 @@ func parseProfiles(files map[string][]byte, roles *Roles) (*Profiles, error) {
 	}
 	// vLLM first, then by file name: a fixed order for All. Detection does
 	// not depend on it (a page matching two profiles is unknown).
-	slices.SortStableFunc(ps.list, func(a, b *Profile) int {
+	vllmFirst(ps.list)
+	return ps, nil
+}
+
+func vllmFirst(list []*Profile) {
+	slices.SortStableFunc(list, func(a, b *Profile) int {
 		switch {
 		case a.Server == ServerVLLM:
 			return -1
@@ -147,7 +154,6 @@ func parseProfiles(files map[string][]byte, roles *Roles) (*Profiles, error) {
 		}
 		return 0
 	})
-	return ps, nil
 }
 
 func parseProfile(file string, b []byte, roles *Roles) (*Profile, error) {
@@ -218,6 +224,89 @@ func parseProfile(file string, b []byte, roles *Roles) (*Profile, error) {
 	}
 	return p, nil
 }
+
+// ProfileSource is one operator-supplied profile file: where it came
+// from (for errors) and its bytes. Reading the file is the caller's job.
+type ProfileSource struct {
+	Name string
+	Data []byte
+}
+
+// With returns the profiles with srcs added: a source whose server is
+// already described replaces that profile, any other adds one. ps is not
+// changed. Each source is checked as the built-in files are, and also
+// against the others: two sources for one server, or a prefix that another
+// profile's prefix starts with (a page would match both and be read by
+// neither), are errors that name the file, the value and the fix.
+func (ps *Profiles) With(srcs []ProfileSource) (*Profiles, error) {
+	if len(srcs) == 0 {
+		return ps, nil
+	}
+	var errs []error
+	added := map[string]string{} // server -> source name
+	var extra []*Profile
+	for _, src := range srcs {
+		p, err := parseProfile(src.Name, src.Data, ps.roles)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		if other, dup := added[p.Server]; dup {
+			errs = append(errs, fmt.Errorf("profile %s: server %q is already described by %s; keep one file per server", src.Name, p.Server, other))
+			continue
+		}
+		added[p.Server] = src.Name
+		p.source = src.Name
+		extra = append(extra, p)
+	}
+	if len(errs) > 0 {
+		return nil, errors.Join(errs...)
+	}
+	out := &Profiles{roles: ps.roles}
+	for _, p := range ps.list {
+		if _, replaced := added[p.Server]; !replaced {
+			out.list = append(out.list, p)
+		}
+	}
+	for _, p := range extra {
+		for _, q := range out.list {
+			if pre, qpre, ok := overlap(p, q); ok {
+				errs = append(errs, fmt.Errorf("profile %s: detect.prefixes %q overlaps %q of server %q%s: a page would match both and be read as neither; choose a prefix only %s prints, or set server: %s to replace that profile",
+					p.source, pre, qpre, q.Server, q.from(), p.Server, q.Server))
+			}
+		}
+		out.list = append(out.list, p)
+	}
+	if len(errs) > 0 {
+		return nil, errors.Join(errs...)
+	}
+	vllmFirst(out.list)
+	return out, nil
+}
+
+// overlap reports a prefix of p and one of q where either starts with the
+// other, so that one family name could match both.
+func overlap(p, q *Profile) (string, string, bool) {
+	for _, a := range p.Detect.Prefixes {
+		for _, b := range q.Detect.Prefixes {
+			if strings.HasPrefix(a, b) || strings.HasPrefix(b, a) {
+				return a, b, true
+			}
+		}
+	}
+	return "", "", false
+}
+
+// from says where an operator profile came from; "" for a built-in one.
+func (p *Profile) from() string {
+	if p.source == "" {
+		return " (built in)"
+	}
+	return " (" + p.source + ")"
+}
+
+// Source is the operator file a profile was read from, "" when built in.
+func (p *Profile) Source() string { return p.source }
 
 // All returns every profile, vLLM's first.
 func (ps *Profiles) All() []*Profile { return ps.list }

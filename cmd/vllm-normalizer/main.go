@@ -68,6 +68,8 @@ type flags struct {
 	legacyAliases  bool
 	nameStyle      string
 	configFile     string
+	profileFiles   []string
+	httpConfigFile string
 	configCheck    bool
 	telemetryPath  string
 	routingPath    string
@@ -280,6 +282,8 @@ func newApp(f *flags, stdout, stderr io.Writer) *kingpin.Application {
 		Default("colon").EnumVar(&f.nameStyle, "colon", "underscore")
 	app.Flag("config.file", "YAML with metric_relabel_configs; reloaded on SIGHUP and POST /-/reload.").
 		Default("").StringVar(&f.configFile)
+	app.Flag("engine.profile-file", "Engine profile (YAML) adding or replacing a server's; repeatable, reloaded with --config.file.").
+		StringsVar(&f.profileFiles)
 	app.Flag("config.check", "Check the configuration files and exit: 0 if valid, else 1.").
 		Default("false").BoolVar(&f.configCheck)
 
@@ -353,7 +357,7 @@ func run(args []string, stdout, stderr *os.File) int {
 		logger.Error("the built-in metric catalogue is invalid", "err", err)
 		return 1
 	}
-	loader := &mapperLoader{path: f.configFile, catalogue: cat, opts: mapping.Options{
+	loader := &mapperLoader{path: f.configFile, profileFiles: f.profileFiles, catalogue: cat, opts: mapping.Options{
 		LegacyAliases: f.legacyAliases,
 		NameStyle:     mapping.NameStyle(f.nameStyle),
 	}}
@@ -363,7 +367,7 @@ func run(args []string, stdout, stderr *os.File) int {
 			fmt.Fprintf(stderr, "vllm-normalizer: %v\n", err)
 			return 1
 		}
-		fmt.Fprintf(stdout, "%s is valid\n", orDefault(f.configFile, "the built-in mapping"))
+		fmt.Fprintf(stdout, "%s is valid\n", loader.describe())
 		return 0
 	}
 	if err != nil {
@@ -427,7 +431,7 @@ func run(args []string, stdout, stderr *os.File) int {
 			logger.Error("configuration reload failed; keeping the previous configuration", "err", err)
 			return err
 		}
-		logger.Info("configuration reloaded", "file", orDefault(f.configFile, "none (flags only)"))
+		logger.Info("configuration reloaded", "file", orDefault(f.configFile, "none (flags only)"), "profile_files", f.profileFiles)
 		return nil
 	}
 	hup := make(chan os.Signal, 1)
