@@ -247,6 +247,8 @@ func newApp(f *flags, stdout, stderr io.Writer) *kingpin.Application {
 		Default("0s").DurationVar(&f.timeout)
 	app.Flag("vllm.max-body-bytes", "Largest page accepted, after decompression (KiB, MiB, GiB).").
 		Default("4MiB").BytesVar(&f.maxBody)
+	app.Flag("vllm.http-config.file", "Prometheus http_config YAML for the upstream client: TLS, CA, client certificate, bearer token, basic auth, proxy.").
+		Default("").StringVar(&f.httpConfigFile)
 	app.Flag("vllm.enable-compression", "Ask the server for gzip. Off: on loopback gzip only costs CPU.").
 		Default("false").BoolVar(&f.askGzip)
 	app.Flag("vllm.sample-limit", "Most samples on one page, as Prometheus's sample_limit; 0 means none.").
@@ -362,12 +364,15 @@ func run(args []string, stdout, stderr *os.File) int {
 		NameStyle:     mapping.NameStyle(f.nameStyle),
 	}}
 	mapper, err := loader.load()
+	if err == nil && f.configCheck {
+		_, err = upstreamClient(f.httpConfigFile, f.scrapeURI)
+	}
 	if f.configCheck {
 		if err != nil {
 			fmt.Fprintf(stderr, "vllm-normalizer: %v\n", err)
 			return 1
 		}
-		fmt.Fprintf(stdout, "%s is valid\n", loader.describe())
+		fmt.Fprintf(stdout, "%s is valid\n", loader.describe()+prefixed(" and the upstream client of ", f.httpConfigFile))
 		return 0
 	}
 	if err != nil {
@@ -388,6 +393,12 @@ func run(args []string, stdout, stderr *os.File) int {
 		defer shutdown()
 		f.scrapeURI = "http://" + addr + "/metrics"
 		logger.Info("demo mode: scraping the built-in simulated vLLM", "uri", f.scrapeURI, "scenario", f.demoScenario, "shift_after", f.demoShiftAfter)
+	}
+
+	client, err := upstreamClient(f.httpConfigFile, f.scrapeURI)
+	if err != nil {
+		logger.Error("cannot build the upstream HTTP client", "err", err)
+		return 1
 	}
 
 	reg := prometheus.NewRegistry()
@@ -417,6 +428,7 @@ func run(args []string, stdout, stderr *os.File) int {
 		Windows:      uniqueWindows(f.windows),
 		SLOs:         f.slos,
 		Mapper:       mapper,
+		Client:       client,
 		Registry:     reg,
 		Gatherer:     gatherers,
 		Logger:       logger,
@@ -564,6 +576,14 @@ func newMux(f *flags, coll *collector.Collector, diag *diagnosis.Diagnoser, relo
 func okHandler(w http.ResponseWriter, _ *http.Request) {
 	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 	_, _ = w.Write([]byte("OK\n"))
+}
+
+// prefixed is p+s, or "" when s is.
+func prefixed(p, s string) string {
+	if s == "" {
+		return ""
+	}
+	return p + s
 }
 
 func orDefault(s, d string) string {

@@ -1,0 +1,134 @@
+package main
+
+import (
+	"context"
+	"encoding/pem"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/fos-study/vllm-normalizer/scrape"
+)
+
+const tlsPage = "# TYPE vllm:num_requests_running gauge\nvllm:num_requests_running{model_name=\"m\"} 1\n"
+
+// tlsUpstream is a vLLM started with --ssl-certfile behind a bearer token
+// (and, for the basic-auth case, a user): it answers 401 without them.
+func tlsUpstream(t *testing.T) (*httptest.Server, string) {
+	t.Helper()
+	srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		user, pass, basic := r.BasicAuth()
+		if r.Header.Get("Authorization") != "Bearer s3cret" && !(basic && user == "vllm" && pass == "pw") {
+			http.Error(w, "unauthorized", http.StatusUnauthorized)
+			return
+		}
+		if r.Header.Get("Accept-Encoding") != "identity" {
+			http.Error(w, "the sidecar asks for identity encoding by default", http.StatusBadRequest)
+			return
+		}
+		_, _ = w.Write([]byte(tlsPage))
+	}))
+	t.Cleanup(srv.Close)
+	ca := filepath.Join(t.TempDir(), "ca.pem")
+	if err := os.WriteFile(ca, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw}), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return srv, ca
+}
+
+func writeConfig(t *testing.T, content string) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "http.yml")
+	if err := os.WriteFile(p, []byte(content), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func fetchWith(t *testing.T, c *http.Client, uri string) ([]byte, error) {
+	t.Helper()
+	f, err := scrape.NewFetcher(c, uri, 1<<20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	body, _, err := f.Fetch(ctx)
+	return body, err
+}
+
+// TestUpstreamClientTLS: with --vllm.http-config.file the scrape trusts the
+// given CA and sends the bearer token or basic auth; without the CA or the
+// token it fails under the reason an operator would look for.
+func TestUpstreamClientTLS(t *testing.T) {
+	srv, ca := tlsUpstream(t)
+	uri := srv.URL + "/metrics"
+	for _, c := range []struct {
+		name, config string
+		reason       string // "" = the page is read
+	}{
+		{"ca and bearer token", "tls_config:\n  ca_file: " + ca + "\nauthorization:\n  credentials: s3cret\n", ""},
+		{"ca and basic auth", "tls_config:\n  ca_file: " + ca + "\nbasic_auth:\n  username: vllm\n  password: pw\n", ""},
+		{"ca, wrong token", "tls_config:\n  ca_file: " + ca + "\nauthorization:\n  credentials: nope\n", scrape.ReasonHTTPStatus},
+		{"token, no ca", "authorization:\n  credentials: s3cret\n", scrape.ReasonNetwork},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			client, err := upstreamClient(writeConfig(t, c.config), uri)
+			if err != nil {
+				t.Fatal(err)
+			}
+			body, err := fetchWith(t, client, uri)
+			if c.reason == "" {
+				if err != nil || string(body) != tlsPage {
+					t.Fatalf("fetch: %v, body %q", err, body)
+				}
+				return
+			}
+			var se *scrape.Error
+			if !errors.As(err, &se) || se.Reason != c.reason {
+				t.Fatalf("fetch error %v, want reason %s", err, c.reason)
+			}
+		})
+	}
+	// Without the file the client is the collector's default one, which
+	// does not trust the upstream's certificate.
+	if c, err := upstreamClient("", uri); c != nil || err != nil {
+		t.Fatalf("no file: client %v, err %v; want nil, nil", c, err)
+	}
+}
+
+// TestUpstreamClientRejects: a file that cannot work fails at start (and
+// --config.check) naming the flag, the rule and the fix.
+func TestUpstreamClientRejects(t *testing.T) {
+	_, ca := tlsUpstream(t)
+	for _, c := range []struct {
+		name, config, uri string
+		want              []string
+	}{
+		{"unknown key", "tls_conf:\n  ca_file: x\n", "https://127.0.0.1:1/metrics", []string{"--vllm.http-config.file", "tls_conf", "http_config"}},
+		{"missing ca", "tls_config:\n  ca_file: /nonexistent/ca.pem\n", "https://127.0.0.1:1/metrics", []string{"--vllm.http-config.file", "/nonexistent/ca.pem"}},
+		{"tls on http", "tls_config:\n  ca_file: " + ca + "\n", "http://127.0.0.1:1/metrics", []string{"tls_config", "http://", "https://127.0.0.1:1/metrics"}},
+		{"two credentials", "basic_auth:\n  username: a\n  password: b\n", "https://u:p@127.0.0.1:1/metrics", []string{"basic_auth", "one place"}},
+		{"two auth kinds", "basic_auth:\n  username: a\nauthorization:\n  credentials: x\n", "https://127.0.0.1:1/metrics", []string{"--vllm.http-config.file", "basic_auth"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			_, err := upstreamClient(writeConfig(t, c.config), c.uri)
+			if err == nil {
+				t.Fatal("accepted")
+			}
+			for _, w := range c.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error %q does not say %q", err, w)
+				}
+			}
+			if strings.Contains(err.Error(), "u:p@") {
+				t.Errorf("error shows the URI's password: %v", err)
+			}
+		})
+	}
+}
