@@ -356,8 +356,12 @@ func (c *Collector) scrape(ctx context.Context, sent time.Time) (*scrapeResult, 
 	report.SetServer(profile, stats.OpenMetrics)
 	var canon []exposition.Family
 	if profile != nil {
+		var cst mapping.CanonicalStats
+		canon, cst = profile.CanonicalStats(norm, c.roles)
 		// Clipped: it may be norm itself, which Present's input extends.
-		canon = slices.Clip(profile.Canonical(norm, c.roles))
+		canon = slices.Clip(canon)
+		c.metrics.add(c.metrics.kvDisagreements, "", float64(cst.KVCapacityDisagreements))
+		c.metrics.add(c.metrics.nanSkipped, "", float64(cst.NaNSkipped))
 	}
 
 	now := sent // everything windowed is stamped when the request went out

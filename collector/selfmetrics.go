@@ -37,6 +37,7 @@ type selfMetrics struct {
 	up, duration, lastSuccess, bytes, samples, historySeries *ownFamily
 	failures, dropped, disagreements                         *ownFamily
 	unwindowed, layoutChanges, restarts                      *ownFamily
+	kvDisagreements, nanSkipped                              *ownFamily
 	reloadOK, reloadOKTime, reloads                          *ownFamily
 }
 
@@ -157,6 +158,10 @@ func newSelfMetrics() *selfMetrics {
 		"Histogram children whose set of bucket bounds changed (a vLLM upgrade): their window restarted from the new layout, so quantiles never mix two layouts.")
 	m.restarts = counter("vllm_normalizer_upstream_restarts_detected_total",
 		"Counter series found restarted by their _created time or vLLM's process_start_time_seconds although their value did not go down; they counted from zero.")
+	m.kvDisagreements = counter("vllm_normalizer_kv_capacity_disagreements_total",
+		"Engine-scrapes whose page printed the KV cache's size in tokens (vLLM's kv_cache_size_tokens) beside blocks and block size whose product differs; the printed tokens are used (on hybrid-KV models block_size is the smallest group's).")
+	m.nanSkipped = counter("vllm_normalizer_collapse_nan_samples_total",
+		"NaN samples left out where the series of ranks, processes or engines are combined into one (as PromQL's max and min leave NaN out); where all are NaN there is no series, never a NaN.")
 	m.historySeries = gauge("vllm_normalizer_history_series",
 		"Upstream series the history keeps for the derived gauges.")
 	m.reloadOK = gauge("vllm_normalizer_config_last_reload_successful",

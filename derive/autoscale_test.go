@@ -2,6 +2,7 @@ package derive
 
 import (
 	"fmt"
+	"math"
 	"os"
 	"strings"
 	"testing"
@@ -164,11 +165,30 @@ func testMapper(t testing.TB) *mapping.Mapper {
 }
 
 // normalizedPage is the page as the collector hands it to derive: vLLM's
-// normalised page is its canonical page.
+// normalised page made canonical by its profile.
 func normalizedPage(t *testing.T, text string) []exposition.Family {
 	t.Helper()
 	norm, _ := testMapper(t).Normalize(exposition.DropCreated(parsePage(t, text)))
-	return norm
+	return canonicalOf(t, norm)
+}
+
+// canonicalOf is the canonical page of a normalised one, by the profile
+// its server's families match.
+func canonicalOf(t *testing.T, norm []exposition.Family) []exposition.Family {
+	t.Helper()
+	cat, err := mapping.LoadCatalogue()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ps, err := mapping.LoadProfiles(cat.Roles())
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := ps.Detect(norm)
+	if p == nil {
+		t.Fatal("no profile matches the page")
+	}
+	return p.Canonical(norm, cat.Roles())
 }
 
 // Two engines, the first printed by two API-server processes (pid).
@@ -259,6 +279,7 @@ func TestCapacityGaugesMissingData(t *testing.T) {
 func TestCapacityGaugesRealPages(t *testing.T) {
 	idle := testDeriver.NewIdleTracker(at(0))
 	norm, _ := testMapper(t).Normalize(exposition.DropCreated(fixturePage(t, 2)))
+	norm = canonicalOf(t, norm)
 	perEngine := testDeriver.Capacity(norm, idle, at(1), true)
 	perModel := testDeriver.Capacity(norm, idle, at(1), false)
 	for _, e := range []string{"0", "1"} {
@@ -406,4 +427,74 @@ func TestFormatSLOTarget(t *testing.T) {
 			t.Errorf("FormatSLOTarget(%s) = %q, want %q", d, got, want)
 		}
 	}
+}
+
+// Free KV tokens with known truth on real pages of every server that says
+// its KV size. Fixture 20 (vLLM, hybrid KV, idle): kv_cache_size_tokens
+// 1,428,520 where num_gpu_blocks × block_size = 15,998 × 4 = 63,992 (what the
+// formula read before). Fixture 26 (SGLang, idle): max_total_num_tokens
+// 92,962. Fixture 31 (TensorRT-LLM): 3,584 free blocks × 32 tokens =
+// 114,688, as (1 − 0.125) × 4,096 × 32 also gives.
+func TestKVFreeTokensRealPages(t *testing.T) {
+	idle := testDeriver.NewIdleTracker(at(0))
+	for _, tc := range []struct {
+		fixture string
+		want    float64
+		labels  []string
+	}{
+		{"20-", 1428520, []string{"engine", "0", "model_name", "deepseek-v4-flash-vision-exp-ablit-dual"}},
+		{"26-", 92962, []string{"model_name", "Qwen/Qwen3-0.6B"}},
+		{"31-", 114688, []string{"model_name", "Qwen/Qwen3-0.6B"}},
+	} {
+		norm, _ := testMapper(t).Normalize(readFixture(t, tc.fixture))
+		canon := canonicalOf(t, norm)
+		wantValue(t, testDeriver.Capacity(canon, idle, at(1), true), tc.want, DerivedKVCacheFreeTokens, tc.labels...)
+	}
+}
+
+// SGLang's token_usage is the highest of its pools on a hybrid model; where
+// full_token_usage is printed it is the KV figure (fixture 26 with a
+// mamba-heavy token_usage of 0.9 and full_token_usage 0.25 added:
+// 0.75 × 92,962 = 69,721.5, whole tokens 69,721). Fractions of a token
+// round down; a product a hair below a whole number does not.
+func TestKVFreeTokensKVOnlyUsageAndWholeTokens(t *testing.T) {
+	idle := testDeriver.NewIdleTracker(at(0))
+	raw, err := os.ReadFile("../testdata/fixtures/26-dynamo-worker+sglang-2026-01-complete-dynamo-docs-metrics-examples-sglang.prom")
+	if err != nil {
+		t.Fatal(err)
+	}
+	const ranks = `engine_type="unified",model_name="Qwen/Qwen3-0.6B",moe_ep_rank="0",pp_rank="0",tp_rank="0"`
+	text := strings.Replace(string(raw), "sglang:token_usage{"+ranks+"} 0.0", "sglang:token_usage{"+ranks+"} 0.9", 1)
+	text += "# TYPE sglang:full_token_usage gauge\nsglang:full_token_usage{" + ranks + "} 0.25\n"
+	norm := normalizedPage(t, text)
+	wantValue(t, testDeriver.Capacity(norm, idle, at(1), true), 69721, DerivedKVCacheFreeTokens, "model_name", "Qwen/Qwen3-0.6B")
+
+	// (1 − 0.8) × 16,000 is 3,199.999999999999 in floats: 3,200, not less;
+	// (1 − 0.123456) × 32,000 is 28,049.408: 28,049.
+	text = strings.Replace(capacityPage, `vllm:kv_cache_usage_perc{engine="1",model_name="m"} 0.5`, `vllm:kv_cache_usage_perc{engine="1",model_name="m"} 0.123456`, 1)
+	text = strings.Replace(text, `vllm:kv_cache_usage_perc{engine="0",model_name="m",pid="1"} 0.25`, `vllm:kv_cache_usage_perc{engine="0",model_name="m",pid="1"} 0.8`, 1)
+	per := testDeriver.Capacity(normalizedPage(t, text), idle, at(1), true)
+	wantValue(t, per, 3200, DerivedKVCacheFreeTokens, "engine", "0", "model_name", "m")
+	wantValue(t, per, 28049, DerivedKVCacheFreeTokens, "engine", "1", "model_name", "m")
+	for _, f := range per {
+		for _, s := range f.Samples {
+			if f.Name == DerivedKVCacheFreeTokens && s.Value != math.Trunc(s.Value) {
+				t.Errorf("%s %v: not whole tokens", s.Labels, s.Value)
+			}
+		}
+	}
+}
+
+// NaN usage on one API-server process is left out, as PromQL's max leaves
+// it out: engine 0 keeps the other process's 0.25 (12,000 free); NaN on
+// every process leaves no value.
+func TestKVFreeTokensNaNProcess(t *testing.T) {
+	idle := testDeriver.NewIdleTracker(at(0))
+	text := strings.Replace(capacityPage, `vllm:kv_cache_usage_perc{engine="0",model_name="m",pid="2"} 0`+"\n", `vllm:kv_cache_usage_perc{engine="0",model_name="m",pid="2"} NaN`+"\n", 1)
+	per := testDeriver.Capacity(normalizedPage(t, text), idle, at(1), true)
+	wantValue(t, per, 12000, DerivedKVCacheFreeTokens, "engine", "0", "model_name", "m")
+	text = strings.Replace(text, `vllm:kv_cache_usage_perc{engine="0",model_name="m",pid="1"} 0.25`, `vllm:kv_cache_usage_perc{engine="0",model_name="m",pid="1"} NaN`, 1)
+	per = testDeriver.Capacity(normalizedPage(t, text), idle, at(1), true)
+	wantAbsent(t, per, DerivedKVCacheFreeTokens, "engine", "0", "model_name", "m")
+	wantValue(t, per, 16000, DerivedKVCacheFreeTokens, "engine", "1", "model_name", "m")
 }

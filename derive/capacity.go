@@ -28,12 +28,6 @@ func compareEngines(a, b string) int {
 	return cmp.Compare(ea, eb)
 }
 
-// Labels of the cache_config role that carry the KV-cache size.
-const (
-	labelGPUBlocks = "num_gpu_blocks"
-	labelBlockSize = "block_size"
-)
-
 // inFlight sums running and waiting per (model_name, engine), or per
 // model_name without byEngine. A group that lacks one of the two gauges
 // (or a model with such an engine) is left out: half the sum would read as
@@ -69,56 +63,83 @@ func inFlight(running, waiting *exposition.Family, byEngine bool) map[groupKey]f
 	return collapse(perEngine, byEngine, func(_ groupKey, p *part) (float64, bool) { return p.sum, p.run && p.wai })
 }
 
-// cacheBlocks is an engine's KV-cache size from its cache_config role.
-type cacheBlocks struct {
-	blocks, blockSize float64
-}
-
-// kvFreeTokens computes (1 - usage) * num_gpu_blocks * block_size per
-// (model_name, engine), usage being the highest value over API-server
-// processes (idle ones report 0), or its sum over engines per model_name
-// without byEngine. cache_config_info carries no model_name: engines are
-// matched by their engine label (both absent on V0).
-func kvFreeTokens(usage, cfg *exposition.Family, byEngine bool) map[groupKey]float64 {
-	if usage == nil || cfg == nil {
-		return nil
-	}
-	blocks := map[string]cacheBlocks{}
-	seen := map[string]bool{}
-	for _, s := range cfg.Samples {
-		e := s.Labels.Get(mapping.LabelEngine)
-		if seen[e] {
-			continue // once per engine, whatever the number of processes
-		}
-		seen[e] = true
-		n, err1 := strconv.ParseFloat(s.Labels.Get(labelGPUBlocks), 64)
-		bs, err2 := strconv.ParseFloat(s.Labels.Get(labelBlockSize), 64)
-		if err1 == nil && err2 == nil && n > 0 && bs > 0 && !math.IsInf(n, 0) && !math.IsInf(bs, 0) {
-			blocks[e] = cacheBlocks{n, bs}
-		}
-	}
+// kvFreeTokens computes the KV-cache tokens free per (model_name, engine),
+// or summed per model_name without byEngine: the engine's own free figure
+// (kv_cache_free) where its server prints one, else (1 - usage) × its
+// kv_cache_capacity, usage being the highest value over API-server
+// processes (idle ones report 0; NaN ones are left out, as PromQL's max
+// leaves them out). A capacity without model_name (vLLM's cache config
+// has none) is the engine's for every model. Whole tokens, rounded down.
+func kvFreeTokens(usage, capacity, free *exposition.Family, byEngine bool) map[groupKey]float64 {
+	caps, frees := perEngineValues(capacity), perEngineValues(free)
 	type part struct {
 		usage float64
-		ok    bool
+		has   bool // a usage that is not NaN
+		ok    bool // no usage outside 0..1
 	}
 	perEngine := map[groupKey]*part{}
-	for _, s := range usage.Samples {
-		k := groupKey{s.Labels.Get(mapping.LabelModel), s.Labels.Get(mapping.LabelEngine)}
+	get := func(k groupKey) *part {
 		p := perEngine[k]
 		if p == nil {
-			p = &part{usage: s.Value, ok: true}
+			p = &part{ok: true}
 			perEngine[k] = p
-		} else if s.Value > p.usage {
-			p.usage = s.Value
 		}
-		if math.IsNaN(s.Value) || s.Value < 0 || s.Value > 1 {
-			p.ok = false
+		return p
+	}
+	if usage != nil {
+		for _, s := range usage.Samples {
+			p := get(groupKey{s.Labels.Get(mapping.LabelModel), s.Labels.Get(mapping.LabelEngine)})
+			switch {
+			case math.IsNaN(s.Value):
+			case s.Value < 0 || s.Value > 1:
+				p.ok = false
+			case !p.has || s.Value > p.usage:
+				p.usage, p.has = s.Value, true
+			}
+		}
+	}
+	for k := range frees {
+		if k.model != "" {
+			get(k)
 		}
 	}
 	return collapse(perEngine, byEngine, func(k groupKey, p *part) (float64, bool) {
-		b, ok := blocks[k.engine]
-		return (1 - p.usage) * b.blocks * b.blockSize, ok && p.ok
+		if v, ok := lookupEngine(frees, k); ok {
+			return wholeTokens(v), true
+		}
+		c, ok := lookupEngine(caps, k)
+		return wholeTokens((1 - p.usage) * c), ok && p.ok && p.has
 	})
+}
+
+// perEngineValues reads a gauge of one value per (model_name, engine).
+func perEngineValues(f *exposition.Family) map[groupKey]float64 {
+	if f == nil {
+		return nil
+	}
+	out := make(map[groupKey]float64, len(f.Samples))
+	for _, s := range f.Samples {
+		out[groupKey{s.Labels.Get(mapping.LabelModel), s.Labels.Get(mapping.LabelEngine)}] = s.Value
+	}
+	return out
+}
+
+// lookupEngine finds k's value, or that of its engine without a model.
+func lookupEngine(vals map[groupKey]float64, k groupKey) (float64, bool) {
+	if v, ok := vals[k]; ok {
+		return v, true
+	}
+	v, ok := vals[groupKey{engine: k.engine}]
+	return v, ok
+}
+
+// wholeTokens rounds a token count down, but not a product that float
+// arithmetic left a hair below a whole number.
+func wholeTokens(v float64) float64 {
+	if r := math.Round(v); math.Abs(v-r) <= 1e-9*math.Max(1, math.Abs(v)) {
+		return r
+	}
+	return math.Floor(v)
 }
 
 // collapse turns per-(model, engine) parts into values, per engine or
@@ -204,7 +225,7 @@ func (d *Deriver) Capacity(canon []exposition.Family, idle *IdleTracker, now tim
 		}
 	}
 	add(DerivedIdleSeconds, idle.idleSeconds(now, byEngine))
-	add(DerivedKVCacheFreeTokens, kvFreeTokens(fam(mapping.RoleKVCacheUsage), fam(mapping.RoleCacheConfig), byEngine))
+	add(DerivedKVCacheFreeTokens, kvFreeTokens(fam(mapping.RoleKVCacheUsage), fam(mapping.RoleKVCacheCapacity), fam(mapping.RoleKVCacheFree), byEngine))
 	add(DerivedRequestsInFlight, inFlight(fam(mapping.RoleRequestsRunning), fam(mapping.RoleRequestsWaiting), byEngine))
 	return out // sorted by name
 }

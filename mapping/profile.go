@@ -59,6 +59,13 @@ type Profile struct {
 	// catalogue gives (vLLM only).
 	RolesFromCatalogue bool      `yaml:"roles_from_catalogue"`
 	Roles              []Binding `yaml:"roles"`
+	// KV says where the page gives each engine's KV-cache size and free
+	// space in tokens (the kv_cache_capacity and kv_cache_free roles);
+	// in each list the first source the page has is used.
+	KV struct {
+		Capacity []KVSource `yaml:"capacity"`
+		Free     []KVSource `yaml:"free"`
+	} `yaml:"kv"`
 	// NotComparable lists native families that look like a role and are
 	// left out on purpose; they are documentation, never read.
 	NotComparable []struct {
@@ -86,6 +93,22 @@ type Binding struct {
 	// leaves the role empty. Documentation, checked against the fixtures.
 	OlderType string `yaml:"older_type"`
 }
+
+// KVSource is one place a page gives a KV-cache figure in tokens. Family
+// (without the profile's prefix) is either an info gauge whose labels carry
+// integers, TokensLabel or BlocksLabel times BlockSizeLabel (with all
+// three the tokens are used and the product checked against them), or a
+// gauge whose value is tokens, or blocks when BlockSizeFamily names the
+// gauge of tokens per block with the same labels.
+type KVSource struct {
+	Family          string `yaml:"family"`
+	TokensLabel     string `yaml:"tokens_label"`
+	BlocksLabel     string `yaml:"blocks_label"`
+	BlockSizeLabel  string `yaml:"block_size_label"`
+	BlockSizeFamily string `yaml:"block_size_family"`
+}
+
+func (k *KVSource) info() bool { return k.TokensLabel != "" || k.BlocksLabel != "" }
 
 // Profiles are the server profiles, vLLM's first. Read-only once loaded.
 type Profiles struct {
@@ -219,6 +242,18 @@ func parseProfile(file string, b []byte, roles *Roles) (*Profile, error) {
 			}
 		}
 	}
+	for list, srcs := range map[string][]KVSource{"kv.capacity": p.KV.Capacity, "kv.free": p.KV.Free} {
+		for i, k := range srcs {
+			switch {
+			case k.Family == "":
+				bad("%s[%d]: family is empty", list, i)
+			case k.info() && k.BlockSizeFamily != "":
+				bad("%s[%d] (%s): block_size_family is for a gauge of blocks; an info family gives the block size as block_size_label", list, i, k.Family)
+			case (k.BlocksLabel == "") != (k.BlockSizeLabel == ""):
+				bad("%s[%d] (%s): blocks_label and block_size_label go together (tokens = blocks × block size)", list, i, k.Family)
+			}
+		}
+	}
 	if len(errs) > 0 {
 		return nil, errors.Join(errs...)
 	}
@@ -347,8 +382,40 @@ func (p *Profile) matches(fams []exposition.Family) bool {
 // as is. Where several of the profile's families play one role (names of
 // different releases), the first in the file that the page has is used.
 func (p *Profile) Canonical(fams []exposition.Family, roles *Roles) []exposition.Family {
+	out, _ := p.CanonicalStats(fams, roles)
+	return out
+}
+
+// CanonicalStats counts what Canonical met that is worth a self-metric.
+type CanonicalStats struct {
+	// NaNSkipped are NaN samples left out where the series of one engine's
+	// processes or ranks are combined by their maximum, as PromQL's max
+	// leaves NaN out; a group of NaN only gives no sample.
+	NaNSkipped int
+	// KVCapacityDisagreements are engines whose page prints its KV size in
+	// tokens beside blocks and block size whose product differs (on
+	// hybrid-KV models vLLM's block_size is the smallest group's); the
+	// printed tokens are used.
+	KVCapacityDisagreements int
+}
+
+// CanonicalStats is Canonical, with what it counted. For every profile,
+// the kv_cache_capacity and kv_cache_free roles are added from the
+// profile's kv section.
+func (p *Profile) CanonicalStats(fams []exposition.Family, roles *Roles) ([]exposition.Family, CanonicalStats) {
+	var st CanonicalStats
+	kv := p.kvFamilies(fams, roles, &st)
 	if p.RolesFromCatalogue {
-		return fams
+		if len(kv) == 0 {
+			return fams, st
+		}
+		out := make([]exposition.Family, len(fams), len(fams)+len(kv))
+		copy(out, fams)
+		for _, f := range kv {
+			i, _ := slices.BinarySearchFunc(out, f.Name, func(a exposition.Family, name string) int { return strings.Compare(a.Name, name) })
+			out = slices.Insert(out, i, f)
+		}
+		return out, st
 	}
 	// The binding used per role: the lowest index present on the page.
 	use := map[Role]int{}
@@ -362,24 +429,25 @@ func (p *Profile) Canonical(fams []exposition.Family, roles *Roles) []exposition
 			}
 		}
 	}
-	out := make([]exposition.Family, 0, len(use))
+	out := make([]exposition.Family, 0, len(use)+len(kv))
 	for _, d := range roles.All() {
 		bi, ok := use[d.Name]
-		if !ok {
+		if !ok || d.Computed {
 			continue
 		}
-		if f, ok := p.canonicalFamily(&fams[at[bi]], &p.Roles[bi], d); ok {
+		if f, ok := p.canonicalFamily(&fams[at[bi]], &p.Roles[bi], d, &st); ok {
 			out = append(out, f)
 		}
 	}
+	out = append(out, kv...)
 	slices.SortFunc(out, func(a, b exposition.Family) int { return strings.Compare(a.Name, b.Name) })
-	return out
+	return out, st
 }
 
 // canonicalFamily rewrites one native family as the role's canonical one.
 // A family whose type cannot play the role (a gauge for a histogram role)
 // is left out: a wrong reading is worse than none.
-func (p *Profile) canonicalFamily(f *exposition.Family, b *Binding, d RoleDef) (exposition.Family, bool) {
+func (p *Profile) canonicalFamily(f *exposition.Family, b *Binding, d RoleDef, st *CanonicalStats) (exposition.Family, bool) {
 	histogram := d.Type == RoleTypeHistogram
 	switch {
 	case histogram && f.Type != model.MetricTypeHistogram,
@@ -433,7 +501,9 @@ func (p *Profile) canonicalFamily(f *exposition.Family, b *Binding, d RoleDef) (
 		}
 	}
 	if p.Labels.ProcessAggregate == "max" && len(p.Labels.Process) > 0 && d.Type == RoleTypeGauge {
-		out.Samples = maxOverLabels(out.Samples, p.Labels.Process)
+		var skipped int
+		out.Samples, skipped = maxOverLabels(out.Samples, p.Labels.Process)
+		st.NaNSkipped += skipped
 	}
 	return out, true
 }
@@ -461,12 +531,19 @@ func totalsOnly(samples []exposition.Sample, label string) []exposition.Sample {
 }
 
 // maxOverLabels drops the given labels and keeps, for each remaining label
-// set, the highest value, in first-seen order.
-func maxOverLabels(samples []exposition.Sample, drop []string) []exposition.Sample {
+// set, the highest value, in first-seen order. NaN samples are left out and
+// counted, as PromQL's max leaves them out: one bad rank must not spoil the
+// others' value; a label set of NaN only gives no sample.
+func maxOverLabels(samples []exposition.Sample, drop []string) ([]exposition.Sample, int) {
 	out := samples[:0:0]
 	at := map[string]int{}
+	nan := 0
 	var lb labels.Builder
 	for _, s := range samples {
+		if math.IsNaN(s.Value) {
+			nan++
+			continue
+		}
 		lb.Reset(s.Labels)
 		lb.Del(drop...)
 		l := lb.Labels()
@@ -478,5 +555,5 @@ func maxOverLabels(samples []exposition.Sample, drop []string) []exposition.Samp
 		at[key] = len(out)
 		out = append(out, exposition.Sample{Labels: l, Value: s.Value})
 	}
-	return out
+	return out, nan
 }

@@ -40,6 +40,10 @@ type profileDataV1 struct {
 		Scale     *float64 `yaml:"scale"`
 		OlderType string   `yaml:"older_type"`
 	} `yaml:"roles"`
+	KV struct {
+		Capacity []map[string]string `yaml:"capacity"`
+		Free     []map[string]string `yaml:"free"`
+	} `yaml:"kv"`
 	NotComparable []struct {
 		Family string `yaml:"family"`
 		Role   string `yaml:"role"`
@@ -247,6 +251,24 @@ func TestEnginesDocMatchesProfiles(t *testing.T) {
 		for _, m := range backticked.FindAllStringSubmatch(cells[0], -1) {
 			role := m[1]
 			documented[role] = true
+			if d, _ := cat.Roles().Def(Role(role)); d.Computed {
+				// Each server's cell names every kv source of its profile.
+				for ci, server := range append([]string{"vllm"}, columns...) {
+					p := profiles[server]
+					srcs := p.KV.Capacity
+					if Role(role) == RoleKVCacheFree {
+						srcs = p.KV.Free
+					}
+					for _, src := range srcs {
+						for _, k := range []string{"family", "tokens_label", "blocks_label", "block_size_label", "block_size_family"} {
+							if v := src[k]; v != "" && !strings.Contains(cells[2+ci], "`"+v+"`") {
+								t.Errorf("%s/%s: the profile reads %s %q, the docs cell %q does not name it", server, role, k, v, cells[2+ci])
+							}
+						}
+					}
+				}
+				continue
+			}
 			if fam := cat.Roles().Family(Role(role)); fam != "" {
 				vllm := backticked.FindStringSubmatch(cells[2])
 				if vllm == nil || !strings.HasPrefix(fam, cat.Prefix+strings.SplitN(vllm[1], "{", 2)[0]) {

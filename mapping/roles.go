@@ -22,6 +22,8 @@ const (
 	RoleRequestsRunning            Role = "requests_running"
 	RoleRequestsWaiting            Role = "requests_waiting"
 	RoleKVCacheUsage               Role = "kv_cache_usage"
+	RoleKVCacheCapacity            Role = "kv_cache_capacity"
+	RoleKVCacheFree                Role = "kv_cache_free"
 	RolePreemptions                Role = "preemptions"
 	RolePrefixCacheQueries         Role = "prefix_cache_queries"
 	RolePrefixCacheHits            Role = "prefix_cache_hits"
@@ -83,8 +85,13 @@ type RoleDef struct {
 	Unit string `yaml:"unit"`
 	Help string `yaml:"help"`
 	// Family is the canonical family name, as a text-format TYPE line
-	// prints it (counters end in _total).
-	Family string `yaml:"-"`
+	// prints it (counters end in _total): the catalogue family marked with
+	// the role, or, for a role the sidecar computes (Computed), the name
+	// roles.yaml gives.
+	Family string `yaml:"family"`
+	// Computed: no vLLM family plays the role; Profile.Canonical fills it
+	// from the profile's kv section.
+	Computed bool `yaml:"-"`
 }
 
 // Part is which sample of a role's family a name stands for.
@@ -142,6 +149,12 @@ func buildRoles(b []byte, c *Catalogue) (*Roles, error) {
 		}
 		if d.Unit == "" || d.Help == "" {
 			errs = append(errs, fmt.Errorf("%s: unit and help are required", where))
+		}
+		if d.Family != "" {
+			r.defs[i].Computed = true
+			if d.Type != RoleTypeGauge {
+				errs = append(errs, fmt.Errorf("%s: family %q is for computed gauges only; a %s role takes its family from the catalogue", where, d.Family, d.Type))
+			}
 		}
 	}
 	for i := range c.Metrics {

@@ -1,0 +1,168 @@
+package mapping
+
+import (
+	"math"
+	"strconv"
+
+	"github.com/prometheus/common/model"
+	"github.com/prometheus/prometheus/model/labels"
+
+	"github.com/fos-study/vllm-normalizer/exposition"
+)
+
+// kvKey is one engine of one model; a page whose KV family has no model
+// label (vLLM's cache_config_info) gives an empty model.
+type kvKey struct{ model, engine string }
+
+// kvFamilies returns the canonical kv_cache_capacity and kv_cache_free
+// families that the profile's kv section finds on the page, in tokens,
+// one sample per (model_name, engine): the highest over processes and
+// ranks, which repeat one engine's pool.
+func (p *Profile) kvFamilies(fams []exposition.Family, roles *Roles, st *CanonicalStats) []exposition.Family {
+	if len(p.KV.Capacity) == 0 && len(p.KV.Free) == 0 {
+		return nil
+	}
+	byName := make(map[string]*exposition.Family, len(fams))
+	for i := range fams {
+		byName[fams[i].Name] = &fams[i]
+	}
+	var out []exposition.Family
+	for _, r := range []struct {
+		role Role
+		srcs []KVSource
+	}{{RoleKVCacheCapacity, p.KV.Capacity}, {RoleKVCacheFree, p.KV.Free}} {
+		name := roles.Family(r.role)
+		if name == "" {
+			continue
+		}
+		for i := range r.srcs {
+			if smps, ok := p.kvSamples(&r.srcs[i], byName, name, st); ok {
+				if len(smps) > 0 {
+					out = append(out, exposition.Family{Name: name, Type: model.MetricTypeGauge, Samples: smps})
+				}
+				break
+			}
+		}
+	}
+	return out
+}
+
+// kvSamples reads one source; ok is false when the page does not have it,
+// so that the next source is tried.
+func (p *Profile) kvSamples(k *KVSource, byName map[string]*exposition.Family, name string, st *CanonicalStats) ([]exposition.Sample, bool) {
+	f := p.nativeFamily(k.Family, byName)
+	if f == nil || len(f.Samples) == 0 || f.Type != model.MetricTypeGauge && f.Type != model.MetricTypeUnknown {
+		return nil, false
+	}
+	var size map[string]float64
+	if k.BlockSizeFamily != "" {
+		sf := p.nativeFamily(k.BlockSizeFamily, byName)
+		if sf == nil {
+			return nil, false
+		}
+		size = make(map[string]float64, len(sf.Samples))
+		for _, s := range sf.Samples {
+			size[withoutName(s.Labels)] = s.Value
+		}
+	}
+	vals := map[kvKey]float64{}
+	disagree := map[kvKey]bool{}
+	var order []kvKey
+	for _, s := range f.Samples {
+		var v float64
+		var ok bool
+		if k.info() {
+			var odd bool
+			v, ok, odd = infoTokens(k, s.Labels)
+			if odd {
+				disagree[p.kvKeyOf(s.Labels)] = true
+			}
+		} else {
+			v, ok = s.Value, true
+			if size != nil {
+				bs, found := size[withoutName(s.Labels)]
+				v, ok = v*bs, found
+			}
+		}
+		if !ok || math.IsNaN(v) || math.IsInf(v, 0) || v < 0 {
+			continue
+		}
+		key := p.kvKeyOf(s.Labels)
+		if cur, seen := vals[key]; !seen {
+			order = append(order, key)
+			vals[key] = v
+		} else if v > cur {
+			vals[key] = v
+		}
+	}
+	st.KVCapacityDisagreements += len(disagree)
+	out := make([]exposition.Sample, 0, len(order))
+	var b labels.ScratchBuilder
+	for _, key := range order {
+		b.Reset()
+		b.Add(model.MetricNameLabel, name)
+		if key.engine != "" {
+			b.Add(LabelEngine, key.engine)
+		}
+		if key.model != "" {
+			b.Add(LabelModel, key.model)
+		}
+		b.Sort()
+		out = append(out, exposition.Sample{Labels: b.Labels(), Value: vals[key]})
+	}
+	return out, true
+}
+
+func (p *Profile) nativeFamily(family string, byName map[string]*exposition.Family) *exposition.Family {
+	for _, pre := range p.Detect.Prefixes {
+		if f := byName[pre+family]; f != nil {
+			return f
+		}
+	}
+	return nil
+}
+
+func (p *Profile) kvKeyOf(l labels.Labels) kvKey {
+	var k kvKey
+	if p.Labels.Model != "" {
+		k.model = l.Get(p.Labels.Model)
+	}
+	if p.Labels.Engine != "" {
+		k.engine = l.Get(p.Labels.Engine)
+	}
+	return k
+}
+
+// infoTokens reads an info sample's KV size: the tokens label where it
+// holds a count, else blocks × block size. odd says both were printed and
+// differ.
+func infoTokens(k *KVSource, l labels.Labels) (tokens float64, ok, odd bool) {
+	product, pok := 0.0, false
+	if k.BlocksLabel != "" {
+		n, nok := countLabel(l, k.BlocksLabel)
+		bs, bok := countLabel(l, k.BlockSizeLabel)
+		product, pok = n*bs, nok && bok
+	}
+	if k.TokensLabel != "" {
+		if t, tok := countLabel(l, k.TokensLabel); tok {
+			return t, true, pok && t != product
+		}
+	}
+	return product, pok, false
+}
+
+// countLabel is a label whose value is a whole, non-negative number
+// ("None" before vLLM has sized its cache is not).
+func countLabel(l labels.Labels, name string) (float64, bool) {
+	v, err := strconv.ParseFloat(l.Get(name), 64)
+	if err != nil || v < 0 || math.IsInf(v, 0) || v != math.Trunc(v) {
+		return 0, false
+	}
+	return v, true
+}
+
+func withoutName(l labels.Labels) string {
+	b := labels.NewBuilder(l)
+	b.Del(model.MetricNameLabel)
+	return b.Labels().String()
+}
