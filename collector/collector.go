@@ -29,6 +29,7 @@ import (
 	"github.com/fos-study/vllm-normalizer/derive"
 	"github.com/fos-study/vllm-normalizer/diagnosis"
 	"github.com/fos-study/vllm-normalizer/exposition"
+	"github.com/fos-study/vllm-normalizer/genai"
 	"github.com/fos-study/vllm-normalizer/mapping"
 	"github.com/fos-study/vllm-normalizer/routing"
 	"github.com/fos-study/vllm-normalizer/scrape"
@@ -72,6 +73,8 @@ type Config struct {
 	// Diagnosis, when set, is fed every successful scrape; its gauges are
 	// served on both pages.
 	Diagnosis *diagnosis.Diagnoser
+	// GenAI sets the OpenTelemetry GenAI view's attributes and names.
+	GenAI genai.Options
 }
 
 // Collector owns the scrape loop and the prepared output.
@@ -87,6 +90,7 @@ type Collector struct {
 	symbols *labels.SymbolTable
 	scratch exposition.ParseScratch // reused by every parse; scrapes are serialised
 	viewer  routing.Viewer          // builds every routing view; scrapes are serialised
+	genai   *genai.Viewer           // builds every GenAI view; scrapes are serialised
 
 	// The Gatherer's families beyond the Registry's, and when they were
 	// gathered (collector clock); see runtimeFamilies. Handlers gather
@@ -96,8 +100,8 @@ type Collector struct {
 	runtimeAt   time.Time
 
 	snap atomic.Pointer[snapshot]
-	// Reused by publish for the full page and the routing view.
-	pageEnc, routingEnc serve.Encoder
+	// Reused by publish for the full page and the two views.
+	pageEnc, routingEnc, genaiEnc serve.Encoder
 
 	reloadMu    sync.Mutex // serialises Reload
 	mu          sync.Mutex // serialises scrapes (the loop, and tests calling ScrapeOnce)
@@ -180,10 +184,15 @@ func New(cfg Config) (*Collector, error) {
 	if err != nil {
 		return nil, err
 	}
+	gv, err := genai.New(cfg.GenAI)
+	if err != nil {
+		return nil, fmt.Errorf("the GenAI view: %w", err)
+	}
 	c := &Collector{
 		cfg:     cfg,
 		roles:   roles,
 		deriver: deriver,
+		genai:   gv,
 		fetch:   f,
 		history: window.New(cfg.Windows, cfg.Interval, deriver.Inputs()),
 		idle:    deriver.NewIdleTracker(cfg.Now()),
@@ -283,6 +292,8 @@ type scrapeResult struct {
 	// presented upstream families, derived gauges and statuses; the
 	// routing view and the diagnosis.
 	page, routing [][]exposition.Family
+	// genai is the OpenTelemetry GenAI view.
+	genai []exposition.Family
 	// asleep holds the sleep states when every engine sleeps; the routing
 	// view then answers 503.
 	asleep []string
@@ -396,7 +407,12 @@ func (c *Collector) scrape(ctx context.Context, sent time.Time) (*scrapeResult, 
 		parts = append(parts, dfams)
 		routingParts = append(routingParts, dfams)
 	}
-	return &scrapeResult{page: parts, routing: routingParts, asleep: states}, nil
+	server := ""
+	if profile != nil {
+		server = profile.Server
+	}
+	gen := c.genai.View(canon, c.roles, server)
+	return &scrapeResult{page: parts, routing: routingParts, genai: gen, asleep: states}, nil
 }
 
 func (c *Collector) logLegacy(names []string) {

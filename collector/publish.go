@@ -20,6 +20,7 @@ import (
 type snapshot struct {
 	page    *serve.Page
 	routing *serve.Page
+	genai   *serve.Page
 	// asleep: every engine sleeps, in these states; the routing view
 	// answers 503.
 	asleep []string
@@ -56,10 +57,11 @@ func (c *Collector) publish(res *scrapeResult, now time.Time) {
 	}
 
 	var page, routing [][]exposition.Family
+	var gen []exposition.Family
 	var asleep []string
 	failed := ""
 	if res != nil {
-		page, routing, asleep = res.page, res.routing, res.asleep
+		page, routing, gen, asleep = res.page, res.routing, res.genai, res.asleep
 	} else if c.lastSuccess.Load() != 0 || c.lastReason != "" {
 		failed = cmp.Or(c.lastReason, "unknown")
 	}
@@ -69,8 +71,11 @@ func (c *Collector) publish(res *scrapeResult, now time.Time) {
 		// runtimeFamilies).
 		page:    c.pageEnc.Prepare(merge(append(page, own)...), c.withRuntimeFamilies),
 		routing: c.routingEnc.Prepare(merge(append(routing, ownRouting)...), nil),
-		asleep:  asleep,
-		failed:  failed,
+		// After a failed scrape the GenAI view is empty: its series are
+		// withdrawn, never served stale.
+		genai:  c.genaiEnc.Prepare(gen, nil),
+		asleep: asleep,
+		failed: failed,
 	}
 	// Both pages are encoded by their first reader, as their gzip already
 	// was: a view no router reads costs no encoding, and a router polling
@@ -147,6 +152,14 @@ func merge(parts ...[]exposition.Family) []exposition.Family {
 func (c *Collector) MetricsHandler() http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		serve.Write(w, r, c.snap.Load().page)
+	})
+}
+
+// GenAIHandler serves the OpenTelemetry GenAI view: the gen_ai_server_*
+// histograms of the last successful scrape, nothing after a failed one.
+func (c *Collector) GenAIHandler() http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		serve.Write(w, r, c.snap.Load().genai)
 	})
 }
 

@@ -37,6 +37,7 @@ import (
 	"github.com/fos-study/vllm-normalizer/derive"
 	"github.com/fos-study/vllm-normalizer/diagnosis"
 	"github.com/fos-study/vllm-normalizer/exposition"
+	"github.com/fos-study/vllm-normalizer/genai"
 	"github.com/fos-study/vllm-normalizer/mapping"
 	"github.com/fos-study/vllm-normalizer/window"
 )
@@ -48,6 +49,9 @@ const (
 	diagnosisPagePath = "/diagnosis"
 	diagnosisAPIPath  = "/api/v1/diagnosis"
 )
+
+// genaiPath is the OpenTelemetry GenAI view's path, on the main mux.
+const genaiPath = "/metrics/genai"
 
 func main() {
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
@@ -92,6 +96,7 @@ type flags struct {
 	diagWindow     time.Duration
 	diagBaseline   time.Duration
 	diagMinChange  float64
+	genai          genai.Options
 	web            *web.FlagConfig
 	log            *promslog.Config
 }
@@ -120,7 +125,7 @@ func (f *flags) check() error {
 		if !strings.HasPrefix(p.path, "/") || strings.ContainsAny(p.path, " {}") {
 			return fmt.Errorf("%s=%q must be a plain URL path starting with /, e.g. /metrics", p.flag, p.path)
 		}
-		if p.path == "/-/healthy" || p.path == "/-/ready" || p.path == "/-/reload" || p.path == diagnosisPagePath || p.path == diagnosisAPIPath || strings.HasPrefix(p.path, "/debug/pprof/") {
+		if p.path == "/-/healthy" || p.path == "/-/ready" || p.path == "/-/reload" || p.path == diagnosisPagePath || p.path == diagnosisAPIPath || p.path == genaiPath || strings.HasPrefix(p.path, "/debug/pprof/") {
 			return fmt.Errorf("%s=%s is taken by one of the sidecar's own endpoints; choose another path", p.flag, p.path)
 		}
 	}
@@ -157,6 +162,9 @@ func (f *flags) check() error {
 	if err := f.checkDiagnosis(); err != nil {
 		return err
 	}
+	if err := f.checkGenAI(); err != nil {
+		return err
+	}
 	return f.checkListeners()
 }
 
@@ -173,6 +181,18 @@ func (f *flags) checkDiagnosis() error {
 	}
 	if !(f.diagMinChange > 0 && f.diagMinChange < 1) {
 		return fmt.Errorf("--diagnosis.min-change=%v must be above 0 and below 1 (0.25 means a change of 25 %%)", f.diagMinChange)
+	}
+	return nil
+}
+
+// checkGenAI rejects GenAI view settings the view would refuse, naming the
+// flags.
+func (f *flags) checkGenAI() error {
+	if f.genai.Operation == "" {
+		return errors.New("--genai.operation-name is empty: gen_ai.operation.name is a required attribute; give one such as chat or text_completion")
+	}
+	if err := (genai.Options{ServerAddress: f.genai.ServerAddress}).Check(); err != nil {
+		return fmt.Errorf("--genai.server-address: %w", err)
 	}
 	return nil
 }
@@ -334,6 +354,16 @@ func newApp(f *flags, stdout, stderr io.Writer) *kingpin.Application {
 		Default("0.6").Float64Var(&f.memLimitRatio)
 	app.Flag("runtime.gomaxprocs", "CPUs the Go runtime uses (GOMAXPROCS); 0 keeps Go's own choice, the default with --proxy.listen-address.").
 		Envar("GOMAXPROCS").Default("1").IsSetByUser(&f.maxProcsSet).IntVar(&f.maxProcs)
+
+	// OpenTelemetry GenAI view.
+	app.Flag("genai.provider-name", "gen_ai_provider_name on "+genaiPath+"; empty means the server kind (vllm, sglang, trtllm).").
+		Default("").StringVar(&f.genai.Provider)
+	app.Flag("genai.operation-name", "gen_ai_operation_name on "+genaiPath+", such as chat or text_completion.").
+		Default(genai.DefaultOperation).StringVar(&f.genai.Operation)
+	app.Flag("genai.server-address", "host:port clients address the server at: server_address and server_port on "+genaiPath+"; none when empty.").
+		Default("").StringVar(&f.genai.ServerAddress)
+	app.Flag("genai.name-style", "Names on "+genaiPath+": suffixed with the unit (the OpenTelemetry Prometheus exporter's), or unsuffixed (Envoy AI Gateway's).").
+		Default(string(genai.Suffixed)).EnumVar((*string)(&f.genai.NameStyle), string(genai.Suffixed), string(genai.Unsuffixed))
 	f.web = kingpinflag.AddFlags(app, defaultListen)
 	promslogflag.AddFlags(app, f.log)
 	return app
@@ -417,6 +447,7 @@ func run(args []string, stdout, stderr *os.File) int {
 	}
 	coll, err := collector.New(collector.Config{
 		Diagnosis:    diag,
+		GenAI:        f.genai,
 		ScrapeURI:    f.scrapeURI,
 		Interval:     f.scrapeInterval,
 		Timeout:      f.timeout,
@@ -522,6 +553,7 @@ func newMux(f *flags, coll *collector.Collector, diag *diagnosis.Diagnoser, relo
 	mux := http.NewServeMux()
 	mux.Handle(f.telemetryPath, coll.MetricsHandler())
 	mux.Handle(f.routingPath, coll.RoutingHandler())
+	mux.Handle(genaiPath, coll.GenAIHandler())
 	mux.Handle(diagnosisAPIPath, diag.APIHandler())
 	mux.Handle(diagnosisPagePath, diag.PageHandler())
 	mux.HandleFunc("/-/healthy", okHandler)
@@ -559,6 +591,7 @@ func newMux(f *flags, coll *collector.Collector, diag *diagnosis.Diagnoser, relo
 			Links: []web.LandingLinks{
 				{Address: f.telemetryPath, Text: "Metrics", Description: "vLLM's metrics under current names, derived gauges, statuses, sidecar health"},
 				{Address: f.routingPath, Text: "Routing view", Description: "one series per model for routers"},
+				{Address: genaiPath, Text: "GenAI view", Description: "OpenTelemetry gen_ai.server.* histograms per model, for panels beside a gateway's"},
 				{Address: diagnosisPagePath, Text: "Diagnosis", Description: "the five-step triage against the pod's own past, with charts"},
 				{Address: diagnosisAPIPath, Text: "Diagnosis API", Description: "the same as JSON"},
 			},
