@@ -381,6 +381,8 @@ func (c *Collector) scrape(ctx context.Context, sent time.Time) (*scrapeResult, 
 	c.metrics.add(c.metrics.unwindowed, "", float64(obs.Unwindowed))
 	c.metrics.add(c.metrics.layoutChanges, "", float64(obs.LayoutChanges))
 	c.metrics.add(c.metrics.restarts, "", float64(obs.Restarts))
+	c.metrics.add(c.metrics.jitter, MetadataCreated, float64(obs.CreatedJitter))
+	c.metrics.add(c.metrics.jitter, MetadataProcessStart, float64(obs.ProcessStartJitter))
 	c.metrics.set(c.metrics.historySeries, float64(c.history.StoredSeries()))
 	both := c.deriver.Groupings(c.history, now, []string{mapping.LabelModel, mapping.LabelEngine}, []string{mapping.LabelModel})
 	c.idle.Observe(now, canon)

@@ -36,7 +36,7 @@ type selfMetrics struct {
 
 	up, duration, lastSuccess, bytes, samples, historySeries *ownFamily
 	failures, dropped, disagreements                         *ownFamily
-	unwindowed, layoutChanges, restarts                      *ownFamily
+	unwindowed, layoutChanges, restarts, jitter              *ownFamily
 	kvDisagreements, nanSkipped                              *ownFamily
 	reloadOK, reloadOKTime, reloads                          *ownFamily
 }
@@ -157,7 +157,10 @@ func newSelfMetrics() *selfMetrics {
 	m.layoutChanges = counter("vllm_normalizer_histogram_layout_changes_total",
 		"Histogram children whose set of bucket bounds changed (a vLLM upgrade): their window restarted from the new layout, so quantiles never mix two layouts.")
 	m.restarts = counter("vllm_normalizer_upstream_restarts_detected_total",
-		"Counter series found restarted by their _created time or vLLM's process_start_time_seconds although their value did not go down; they counted from zero.")
+		"Counter series found restarted by their _created time or vLLM's process_start_time_seconds (moved past the previous scrape) although their value did not go down; they counted from zero.")
+	m.jitter = vector("vllm_normalizer_metadata_jitter_total",
+		"Changes of an upstream start time that were not a restart, by metadata: _created (per sample) or process_start_time_seconds. A restart is a start time that moved past the previous scrape; any other change is ignored.",
+		"metadata", MetadataCreated, MetadataProcessStart)
 	m.kvDisagreements = counter("vllm_normalizer_kv_capacity_disagreements_total",
 		"Engine-scrapes whose page printed the KV cache's size in tokens (vLLM's kv_cache_size_tokens) beside blocks and block size whose product differs; the printed tokens are used (on hybrid-KV models block_size is the smallest group's).")
 	m.nanSkipped = counter("vllm_normalizer_collapse_nan_samples_total",
@@ -173,6 +176,12 @@ func newSelfMetrics() *selfMetrics {
 		"outcome", "success", "failure")
 	return m
 }
+
+// The metadata label values of vllm_normalizer_metadata_jitter_total.
+const (
+	MetadataCreated      = "_created"
+	MetadataProcessStart = "process_start_time_seconds"
+)
 
 // registerVersion puts on reg the one collector of its own that describes
 // the sidecar process rather than a scrape: its build version.

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/fos-study/vllm-normalizer/window"
 )
 
 // counterText is a page with one vllm:prompt_tokens_total series per
@@ -72,18 +74,19 @@ func TestGlitchLeavesNoTrace(t *testing.T) {
 	}
 }
 
-// TestRestartSeenByCreated: vLLM restarts within one interval and its
+// TestRestartSeenByCreated: vLLM restarts between two scrapes and its
 // counter comes back higher than before (1000 -> 1300). Prometheus, blind
-// to it, counts +300; the _created time says the counter restarted, so the
-// truth is +1300 (it counted from zero).
+// to it, counts +300; the _created time, 5 s after the previous scrape,
+// says the counter restarted, so the truth is +1300 (it counted from zero).
 func TestRestartSeenByCreated(t *testing.T) {
+	before, between := float64(at(-3600).Unix()), float64(at(5).Unix())
 	for _, c := range []struct {
 		name               string
 		created1, created2 []float64
 		start1, start2     float64
 	}{
-		{"_created", []float64{1_700_000_000}, []float64{1_700_000_500}, 0, 0},
-		{"process_start_time_seconds", nil, nil, 1_700_000_000, 1_700_000_500},
+		{"_created", []float64{before}, []float64{between}, 0, 0},
+		{"process_start_time_seconds", nil, nil, before, between},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			h := NewHistory([]time.Duration{time.Minute}, time.Second)
@@ -233,3 +236,63 @@ func TestMaxSeriesBoundsLabelBytes(t *testing.T) {
 		t.Errorf("%d samples counted unwindowed, want 7", unwindowed)
 	}
 }
+
+// TestStartTimeJitterIsNoRestart: a counter counting exactly 2 a second
+// whose _created time jitters (1 ms either way, or a step of seconds that
+// stays before the previous scrape, or a time far in the future), or whose
+// process_start_time_seconds steps 0.6 s forward every other scrape, has a
+// rate of exactly 2: none of these is a start between two scrapes. Each
+// change is counted as jitter, none as a restart. On the rule before, any
+// change of _created was a restart (rates of 18 to 1052 times the truth).
+func TestStartTimeJitterIsNoRestart(t *testing.T) {
+	born := float64(at(-3600).UnixNano()) / 1e9
+	for _, c := range []struct {
+		name    string
+		created func(sec int) float64 // 0: no _created
+		start   func(sec int) float64 // 0: no process start time
+		jitter  func(s window.ObserveStats) int
+	}{
+		{"_created ±1ms", func(sec int) float64 { return born + 0.001*float64(sec%3-1) }, nil, createdJitter},
+		{"_created forward by seconds, before the previous scrape", func(sec int) float64 { return born + float64(sec) }, nil, createdJitter},
+		{"_created in the future", func(sec int) float64 {
+			if sec%2 == 1 {
+				return float64(at(float64(sec) + 3600).Unix())
+			}
+			return born
+		}, nil, createdJitter},
+		{"process start +0.6s every other scrape", nil, func(sec int) float64 { return born + 0.6*float64(sec%2) }, processJitter},
+		{"process start forward by seconds, before the previous scrape", nil, func(sec int) float64 { return born + float64(sec) }, processJitter},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			h := NewHistory([]time.Duration{time.Minute}, time.Second)
+			jitter := 0
+			for sec := 0; sec <= 120; sec++ {
+				var created []float64
+				var start float64
+				if c.created != nil {
+					created = []float64{c.created(sec)}
+				}
+				if c.start != nil {
+					start = c.start(sec)
+				}
+				h.Observe(at(float64(sec)), parsePage(t, counterText([]float64{1000 + 2*float64(sec)}, created, start)))
+				obs := h.LastObservation()
+				if obs.Restarts != 0 {
+					t.Fatalf("at %d s %d restarts counted, want 0", sec, obs.Restarts)
+				}
+				jitter += c.jitter(obs)
+				if sec >= 2 {
+					if got, ok := promptRate(t, h, float64(sec), "1m", "0"); !ok || got != 2 {
+						t.Fatalf("at %d s the rate is %v (present %v), want exactly 2", sec, got, ok)
+					}
+				}
+			}
+			if jitter == 0 {
+				t.Errorf("no jitter counted")
+			}
+		})
+	}
+}
+
+func createdJitter(s window.ObserveStats) int { return s.CreatedJitter }
+func processJitter(s window.ObserveStats) int { return s.ProcessStartJitter }

@@ -32,9 +32,15 @@ import (
 // one.
 //
 // Counters are stored reset-corrected: a value v not below the previous one
-// prev adds v-prev, a lower one, or one whose _created time changed (a
-// restart that came back higher than before), adds v (the upstream counts
-// from zero). The stored value is the running sum of those increments since
+// prev adds v-prev, a lower one, or one that restarted (see below) and came
+// back higher than before, adds v (the upstream counts from zero). A
+// counter restarted when its _created time, or the upstream's
+// process_start_time_seconds, moved to a time after the previous scrape
+// that read it and not after this one: it started between the two. Any
+// other change of either is jitter (a start time recomputed from clock
+// ticks, a rounding): counted in ObserveStats and otherwise ignored, since
+// taking it for a restart would add the counter's whole value as one
+// scrape's increase. The stored value is the running sum of those increments since
 // the ring's oldest point; it is rebased on its increments when it grows
 // large, and an increase whose ends are large is summed from the increments
 // themselves, so that one absurd value costs precision only while it is in
@@ -77,12 +83,18 @@ type History struct {
 	round      uint64 // incremented on each Observe, to spot duplicate samples
 
 	// Per observation: _created times by the hash of their labels, the
-	// upstream's process start time, and what the last Observe found.
-	created    map[uint64]float64
-	procStart  float64
-	restartAll bool // the process start time moved forward
-	noted      bool // NoteStarts read the next Observe's page
-	last       ObserveStats
+	// upstream's process start time as last accepted and as on the page
+	// being observed (NaN: none, or several), the wall-clock time of the
+	// last observation in Unix seconds, and what the last Observe found.
+	created      map[uint64]float64
+	procStart    float64
+	procStartNew float64
+	lastWall     float64
+	noted        bool // NoteStarts read the next Observe's page
+	last         ObserveStats
+	// The _created samples already counted as jitter in this observation:
+	// the series of one histogram child share one.
+	jittered map[uint64]uint64
 	// Label sets of the samples the last Observe could not window; nil
 	// with unwindowedAll when there were more than maxUnwindowed.
 	unwindowed    []labels.Labels
@@ -115,7 +127,23 @@ type ObserveStats struct {
 	// _created time or the upstream's process start time while their value
 	// did not go down (a reset Prometheus cannot see).
 	Restarts int
+	// CreatedJitter counts _created samples whose time changed without
+	// moving past the previous scrape of their series: not a restart.
+	CreatedJitter int
+	// ProcessStartJitter is 1 when process_start_time_seconds changed
+	// without moving past the previous scrape: not a restart.
+	ProcessStartJitter int
 }
+
+// startSlack is how far a start time may lie after the scrape that reads
+// it and still be taken as a restart: the upstream's clock may run a little
+// ahead of the sidecar's. A start time further on is not a fresh start.
+const startSlack = 60.0
+
+// procStartSlack is how far process_start_time_seconds must move forward to
+// be a restart: it is computed from the boot time and clock ticks, and a
+// real restart of vLLM takes far longer than that.
+const procStartSlack = 0.5
 
 // maxUnwindowed bounds the label sets remembered for Reader.Unwindowed.
 const maxUnwindowed = 1024
@@ -199,9 +227,12 @@ type Series struct {
 	createdHash uint64
 	child       *child // the histogram child of a bucket series
 
-	// Reset correction state (counters).
+	// Reset correction state (counters): the last value, its _created time
+	// and the wall-clock time (Unix seconds) of the observation that read
+	// them.
 	lastRaw     float64
 	lastCreated float64
+	lastWall    float64
 	seen        bool
 
 	lastT     int64 // time of the newest observation
@@ -275,7 +306,8 @@ func New(windows []time.Duration, minResolution time.Duration, inputs *Inputs) *
 	slices.Sort(ws)
 	ws = slices.Compact(ws)
 	h := &History{windows: ws, inputs: inputs, bySig: map[uint64][]*Series{}, children: map[uint64][]*child{},
-		ringOf: map[time.Duration]int{}, created: map[uint64]float64{}}
+		ringOf: map[time.Duration]int{}, created: map[uint64]float64{},
+		jittered: map[uint64]uint64{}, procStartNew: math.NaN()}
 	if len(ws) > 0 {
 		h.longest = ws[len(ws)-1]
 	}
@@ -327,7 +359,6 @@ func (h *History) Observe(now time.Time, fams []exposition.Family) {
 		h.readStarts(fams)
 	}
 	h.noted = false
-	restartAll := h.restartAll
 	h.last = ObserveStats{}
 	h.unwindowed, h.unwindowedAll = nil, false
 	if len(h.windows) == 0 {
@@ -343,6 +374,19 @@ func (h *History) Observe(now time.Time, fams []exposition.Family) {
 		}
 	}
 	h.round++
+	wall := float64(now.UnixNano()) / 1e9
+	restartAll := false
+	if ps := h.procStartNew; !math.IsNaN(ps) {
+		if h.procStart != 0 && ps != h.procStart {
+			if ps > h.procStart+procStartSlack && startedBetween(ps, h.lastWall, wall) {
+				restartAll = true
+			} else {
+				h.last.ProcessStartJitter = 1
+			}
+		}
+		h.procStart = ps
+	}
+	h.lastWall = wall
 
 	// This observation's point in each ring, and whether it takes over the
 	// ring's newest point (same slot).
@@ -412,7 +456,15 @@ func (h *History) Observe(now time.Time, fams []exposition.Family) {
 			d := 0.0
 			created, hasCreated := h.created[s.createdHash]
 			if s.seen {
-				restarted := restartAll || (hasCreated && s.lastCreated != 0 && created != s.lastCreated)
+				restarted := restartAll
+				if hasCreated && s.lastCreated != 0 && created != s.lastCreated {
+					if created > s.lastCreated && startedBetween(created, s.lastWall, wall) {
+						restarted = true
+					} else if h.jittered[s.createdHash] != h.round {
+						h.jittered[s.createdHash] = h.round
+						h.last.CreatedJitter++
+					}
+				}
 				d = Increase(s.lastRaw, v)
 				if restarted && v >= s.lastRaw {
 					d = v // restarted, and already counted past the old value
@@ -422,7 +474,7 @@ func (h *History) Observe(now time.Time, fams []exposition.Family) {
 					d = v
 				}
 			}
-			s.lastRaw, s.seen = v, true
+			s.lastRaw, s.lastWall, s.seen = v, wall, true
 			if hasCreated {
 				s.lastCreated = created
 			}
@@ -486,14 +538,14 @@ func (h *History) NoteStarts(raw []exposition.Family) {
 	h.noted = true
 }
 
-// readStarts reads the _created times and the process start time, and
-// notes whether the process start time moved forward (the upstream
-// restarted: every counter counts from zero). It is read only from a page
-// with a single process_start_time_seconds: with several processes one
-// restarting says nothing of the others' counters.
+// readStarts reads the _created times and the process start time for the
+// next observation, which judges them against its time. The process start
+// time is read only from a page with a single process_start_time_seconds:
+// with several processes one restarting says nothing of the others'
+// counters.
 func (h *History) readStarts(raw []exposition.Family) {
 	clear(h.created)
-	h.restartAll = false
+	h.procStartNew = math.NaN()
 	for fi := range raw {
 		f := &raw[fi]
 		if base, ok := strings.CutSuffix(f.Name, "_created"); ok && h.inputs.Family(base) {
@@ -503,14 +555,18 @@ func (h *History) readStarts(raw []exposition.Family) {
 			continue
 		}
 		if f.Name == "process_start_time_seconds" && len(f.Samples) == 1 {
-			v := f.Samples[0].Value
-			// Half a second of slack: a start time is computed from the
-			// boot time and clock ticks, and a real restart of vLLM takes
-			// far longer than that.
-			h.restartAll = h.procStart != 0 && v > h.procStart+0.5
-			h.procStart = v
+			if v := f.Samples[0].Value; !math.IsNaN(v) && !math.IsInf(v, 0) && v > 0 {
+				h.procStartNew = v
+			}
 		}
 	}
+}
+
+// startedBetween reports whether a start time (Unix seconds) is that of a
+// fresh start between the previous scrape (prev, 0 if none) and this one
+// (now): after prev, and not after now beyond the clocks' slack.
+func startedBetween(start, prev, now float64) bool {
+	return prev > 0 && start > prev && start <= now+startSlack
 }
 
 // restartChild drops what a histogram child's bucket series hold before
