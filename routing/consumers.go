@@ -114,8 +114,8 @@ func (v *Viewer) consumerFamilies(byName map[string]*exposition.Family, roles *m
 		// A V0 server prints the gauge itself (-1 when it has no data):
 		// serve what it says.
 		gauge(rateName, "Prefix-cache hit rate as this V0 server prints it (-1: no data), one series per model_name.", firstByModel(f))
-	} else if samples, window := shortestWindow(derived, style(famDerivedHitRatio)); len(samples) > 0 {
-		gauge(rateName, fmt.Sprintf("Prefix-cache hit rate, 0..1: increase(%s[%s]) / increase(%s[%s]) over all engines of the model (%s of the shortest window). Absent when no query was counted in the window.",
+	} else if samples, window := withNoData(derived, style(famDerivedHitRatio), role(mapping.RolePrefixCacheQueries)); len(samples) > 0 {
+		gauge(rateName, fmt.Sprintf("Prefix-cache hit rate, 0..1: increase(%s[%s]) / increase(%s[%s]) over all engines of the model (%s of the shortest window); -1 when no query was counted in the window, as V0, whose contract this name carries, printed it.",
 			roles.Family(mapping.RolePrefixCacheHits), window, roles.Family(mapping.RolePrefixCacheQueries), window, style(famDerivedHitRatio)), samples)
 	}
 
@@ -175,6 +175,39 @@ func firstByModel(f *exposition.Family) []exposition.Sample {
 		}
 	}
 	return modelSamples(order, first)
+}
+
+// withNoData adds -1 (V0's "no data") for each model that counts prefix-cache
+// queries (queries, the canonical family) but has no ratio in the window:
+// no query was counted there yet.
+func withNoData(derived []exposition.Family, name string, queries *exposition.Family) ([]exposition.Sample, string) {
+	samples, window := shortestWindow(derived, name)
+	if window == "" {
+		window = "window" // no ratio yet in any window
+	}
+	if queries == nil {
+		return samples, window
+	}
+	have := map[string]bool{}
+	for _, s := range samples {
+		have[s.Labels.Get(mapping.LabelModel)] = true
+	}
+	missing := map[string]float64{}
+	var order []string
+	for _, s := range queries.Samples {
+		if m := s.Labels.Get(mapping.LabelModel); !have[m] {
+			if _, ok := missing[m]; !ok {
+				order = append(order, m)
+			}
+			missing[m] = -1
+		}
+	}
+	if len(order) == 0 {
+		return samples, window
+	}
+	out := append(slices.Clone(samples), modelSamples(order, missing)...)
+	slices.SortFunc(out, func(a, b exposition.Sample) int { return labels.Compare(a.Labels, b.Labels) })
+	return out, window
 }
 
 // shortestWindow returns the samples of the named derived gauge in its

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"maps"
 	"math"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -119,13 +120,26 @@ vllm:gpu_prefix_cache_hit_rate{model_name="m"} -1
 }
 
 // TestRoutingViewConsumerFamiliesAbsent: nothing is invented. No CPU cache
-// zero unless the page is V1; no hit rate without the derived ratio; no
-// histogram sum over engines with different bucket bounds.
+// zero unless the page is V1; no histogram sum over engines with different
+// bucket bounds. Without a ratio in the window the hit rate is -1, V0's
+// "no data", not absent; without query counters it is absent.
 func TestRoutingViewConsumerFamiliesAbsent(t *testing.T) {
 	page := strings.Replace(consumerPage, `engine="0",le="0.1"`, `engine="0",le="0.2"`, 1)
 	got := routingSamples(t, View(parsePage(t, page), nil, testRoles, "unknown", func(s string) string { return s }))
+	if v, ok := got[`{__name__="vllm:gpu_prefix_cache_hit_rate", model_name="m"}`]; !ok || v != -1 {
+		t.Errorf("hit rate with queries counted but no ratio in the window: %v (present %v), want -1", v, ok)
+	}
+	noQueries := regexp.MustCompile(`(?m)^vllm:prefix_cache_queries.*\n`).ReplaceAllString(page, "")
+	if strings.Contains(noQueries, "vllm:prefix_cache_queries_total{") {
+		t.Fatal("the page still has prefix-cache queries")
+	}
+	for k := range routingSamples(t, View(parsePage(t, noQueries), nil, testRoles, "unknown", func(s string) string { return s })) {
+		if strings.Contains(k, "gpu_prefix_cache_hit_rate") {
+			t.Errorf("%s served on a page without prefix-cache queries; want it absent", k)
+		}
+	}
 	for k := range got {
-		for _, absent := range []string{"cpu_cache_usage_perc", "gpu_prefix_cache_hit_rate", "inter_token_latency_seconds", "time_per_output_token_seconds"} {
+		for _, absent := range []string{"cpu_cache_usage_perc", "inter_token_latency_seconds", "time_per_output_token_seconds"} {
 			if strings.Contains(k, absent) {
 				t.Errorf("%s served; want it absent", k)
 			}

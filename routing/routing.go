@@ -79,10 +79,36 @@ func (v *Viewer) View(canon, derived []exposition.Family, roles *mapping.Roles, 
 	return append(out, derived...)
 }
 
+// withName returns l named name. Labels with empty values stay, as the
+// upstream printed them (labels.Builder would drop them): AIBrix reads the
+// LoRA series' empty adapter lists as "".
 func withName(l labels.Labels, name string) labels.Labels {
-	b := labels.NewBuilder(l)
-	b.Set(model.MetricNameLabel, name)
+	return rebuild(l, func(n string) bool { return n != model.MetricNameLabel }, model.MetricNameLabel, name)
+}
+
+// rebuild returns the labels of l that keep accepts, plus the name/value
+// pairs of set, empty values included.
+func rebuild(l labels.Labels, keep func(name string) bool, set ...string) labels.Labels {
+	var b labels.ScratchBuilder
+	l.Range(func(x labels.Label) {
+		if keep(x.Name) && !slices.Contains(everyOther(set), x.Name) {
+			b.Add(x.Name, x.Value)
+		}
+	})
+	for i := 0; i+1 < len(set); i += 2 {
+		b.Add(set[i], set[i+1])
+	}
+	b.Sort()
 	return b.Labels()
+}
+
+// everyOther returns the names of name/value pairs.
+func everyOther(kv []string) []string {
+	out := make([]string, 0, len(kv)/2)
+	for i := 0; i < len(kv); i += 2 {
+		out = append(out, kv[i])
+	}
+	return out
 }
 
 type modelKey struct{ model, engine string }
@@ -203,10 +229,10 @@ func cacheConfig(f *exposition.Family) []exposition.Sample {
 	lowest := slices.MinFunc(f.Samples, func(a, b exposition.Sample) int {
 		return compareEngines(a.Labels.Get(mapping.LabelEngine), b.Labels.Get(mapping.LabelEngine))
 	})
-	b := labels.NewBuilder(lowest.Labels)
 	// One series for the whole server: which engine or API-server process
 	// printed it says nothing about the configuration.
-	b.Del(mapping.LabelEngine, "pid")
+	keep := func(n string) bool { return n != mapping.LabelEngine && n != "pid" }
+	var set []string
 	perEngine := make(map[string]labels.Labels, len(f.Samples))
 	for _, s := range f.Samples {
 		if e := s.Labels.Get(mapping.LabelEngine); perEngine[e].IsEmpty() {
@@ -222,11 +248,11 @@ func cacheConfig(f *exposition.Family) []exposition.Sample {
 				total += v
 			}
 			if ok {
-				b.Set(key, strconv.Itoa(total))
+				set = append(set, key, strconv.Itoa(total))
 			}
 		}
 	}
-	return []exposition.Sample{{Labels: b.Labels(), Value: lowest.Value}}
+	return []exposition.Sample{{Labels: rebuild(lowest.Labels, keep, set...), Value: lowest.Value}}
 }
 
 // Asleep reports whether every engine on the canonical page reports a sleep

@@ -377,3 +377,19 @@ func TestAsleep(t *testing.T) {
 		}
 	}
 }
+
+// Empty label values stay as the upstream printed them: the LoRA series'
+// empty adapter lists (AIBrix reads them as ""), and cache_config_info's.
+func TestRoutingViewKeepsEmptyLabels(t *testing.T) {
+	const page = `# TYPE vllm:lora_requests_info gauge
+vllm:lora_requests_info{max_lora="1",running_lora_adapters="",waiting_lora_adapters=""} 1.7e+09
+# TYPE vllm:cache_config_info gauge
+vllm:cache_config_info{block_size="16",engine="0",kv_offloading_backend="",num_gpu_blocks="100"} 1
+vllm:cache_config_info{block_size="16",engine="1",kv_offloading_backend="",num_gpu_blocks="300"} 1
+`
+	got := routingSamples(t, View(parsePage(t, page), nil, testRoles, "v1", func(s string) string { return s }))
+	checkSamples(t, got, map[string]float64{
+		`{__name__="vllm:lora_requests_info", max_lora="1", running_lora_adapters="", waiting_lora_adapters=""}`: 1.7e9,
+		`{__name__="vllm:cache_config_info", block_size="16", kv_offloading_backend="", num_gpu_blocks="400"}`:  1,
+	})
+}
