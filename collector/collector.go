@@ -401,6 +401,7 @@ func (c *Collector) scrape(ctx context.Context, sent time.Time) (*scrapeResult, 
 	parts := [][]exposition.Family{page, derived, c.statusFamilies(report)}
 
 	view := c.viewer.View(canon, routingDerived, c.roles, report.Upstream.Engine, mapper.StyleName)
+	c.metrics.add(c.metrics.nanSkipped, "", float64(c.viewer.TakeNaN()))
 	asleep, states := routing.Asleep(canon, c.roles)
 	parts = append(parts, []exposition.Family{asleepFamily(asleep)})
 	routingParts := [][]exposition.Family{view}

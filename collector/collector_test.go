@@ -996,3 +996,63 @@ func TestRoutingViewRefusesWhenAsleep(t *testing.T) {
 		t.Errorf("vllm_normalizer_upstream_asleep = %v awake, want 0", got)
 	}
 }
+
+// NaN on one SGLang tensor-parallel rank (every rank reporting, as with
+// --enable-metrics-for-all-schedulers) is left out where the ranks are
+// combined, as PromQL's max leaves it out: the model runs 3 (max(3, NaN) in
+// PromQL is 3), its in-flight gauge stays, and the NaN is counted. With
+// every rank NaN there is no series, never a NaN.
+func TestNaNRankLeftOut(t *testing.T) {
+	raw, err := os.ReadFile("../testdata/fixtures/26-dynamo-worker+sglang-2026-01-complete-dynamo-docs-metrics-examples-sglang.prom")
+	if err != nil {
+		t.Fatal(err)
+	}
+	const rank0 = `engine_type="unified",model_name="Qwen/Qwen3-0.6B",moe_ep_rank="0",pp_rank="0",tp_rank="0"`
+	const rank1 = `engine_type="unified",model_name="Qwen/Qwen3-0.6B",moe_ep_rank="0",pp_rank="0",tp_rank="1"`
+	page := func(r0, r1 string) string {
+		s := strings.Replace(string(raw), "sglang:num_running_reqs{"+rank0+"} 0.0\n",
+			"sglang:num_running_reqs{"+rank0+"} "+r0+"\nsglang:num_running_reqs{"+rank1+"} "+r1+"\n", 1)
+		return strings.Replace(s, "sglang:num_queue_reqs{"+rank0+"} 0.0\n",
+			"sglang:num_queue_reqs{"+rank0+"} 0.0\nsglang:num_queue_reqs{"+rank1+"} 0.0\n", 1)
+	}
+	var body atomic.Value
+	body.Store(page("3.0", "NaN"))
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "text/plain; version=0.0.4")
+		_, _ = io.WriteString(w, body.Load().(string))
+	}))
+	t.Cleanup(srv.Close)
+	c := newTestCollector(t, srv.URL+"/metrics", newFakeClock(), nil)
+	c.ScrapeOnce(context.Background())
+	routing := get(t, c.RoutingHandler(), "/metrics", nil).Body.Bytes()
+	full := samplesOf(t, get(t, c.MetricsHandler(), "/metrics", nil).Body.Bytes())
+	got := samplesOf(t, routing)
+	key := func(name string) string {
+		return labels.FromStrings(model.MetricNameLabel, name, "model_name", "Qwen/Qwen3-0.6B").String()
+	}
+	if v, ok := got[key("vllm:num_requests_running")]; !ok || v != 3 {
+		t.Errorf("routing view running %v (present %v), want 3\n%s", v, ok, routing)
+	}
+	if v, ok := got[key("vllm_derived_requests_in_flight")]; !ok || v != 3 {
+		t.Errorf("in flight %v (present %v), want 3", v, ok)
+	}
+	if v := full[labels.FromStrings(model.MetricNameLabel, "vllm_normalizer_collapse_nan_samples_total").String()]; v != 1 {
+		t.Errorf("vllm_normalizer_collapse_nan_samples_total %v, want 1", v)
+	}
+
+	body.Store(page("NaN", "NaN"))
+	c.ScrapeOnce(context.Background())
+	routing = get(t, c.RoutingHandler(), "/metrics", nil).Body.Bytes()
+	got = samplesOf(t, routing)
+	if v, ok := got[key("vllm:num_requests_running")]; ok {
+		t.Errorf("every rank NaN: running served as %v, want no series", v)
+	}
+	if _, ok := got[key("vllm_derived_requests_in_flight")]; ok {
+		t.Error("every rank NaN: in flight served, want no series")
+	}
+	for k, v := range got {
+		if math.IsNaN(v) {
+			t.Errorf("routing view serves NaN: %s", k)
+		}
+	}
+}

@@ -37,20 +37,22 @@ func inFlight(running, waiting *exposition.Family, byEngine bool) map[groupKey]f
 		return nil
 	}
 	type part struct {
-		sum      float64
-		run, wai bool
+		sum           float64
+		run, wai, nan bool
 	}
 	perEngine := map[groupKey]*part{}
 	for _, f := range []*exposition.Family{running, waiting} {
 		for _, s := range f.Samples {
-			if math.IsNaN(s.Value) {
-				continue
-			}
 			k := groupKey{s.Labels.Get(mapping.LabelModel), s.Labels.Get(mapping.LabelEngine)}
 			p := perEngine[k]
 			if p == nil {
 				p = &part{}
 				perEngine[k] = p
+			}
+			if math.IsNaN(s.Value) {
+				// A sum without it would read as less load: withdrawn.
+				p.nan = true
+				continue
 			}
 			p.sum += s.Value
 			if f == running {
@@ -60,7 +62,7 @@ func inFlight(running, waiting *exposition.Family, byEngine bool) map[groupKey]f
 			}
 		}
 	}
-	return collapse(perEngine, byEngine, func(_ groupKey, p *part) (float64, bool) { return p.sum, p.run && p.wai })
+	return collapse(perEngine, byEngine, func(_ groupKey, p *part) (float64, bool) { return p.sum, p.run && p.wai && !p.nan })
 }
 
 // kvFreeTokens computes the KV-cache tokens free per (model_name, engine),

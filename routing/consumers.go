@@ -146,11 +146,15 @@ func (v *Viewer) consumerFamilies(byName map[string]*exposition.Family, roles *m
 	return out
 }
 
-// maxByModel keeps the highest value of a gauge per model_name.
+// maxByModel keeps the highest value of a gauge per model_name, NaN left
+// out as PromQL's max leaves it out.
 func maxByModel(f *exposition.Family) []exposition.Sample {
 	best := map[string]float64{}
 	var order []string
 	for _, s := range f.Samples {
+		if math.IsNaN(s.Value) {
+			continue
+		}
 		m := s.Labels.Get("model_name")
 		v, ok := best[m]
 		if !ok {

@@ -5,6 +5,7 @@ package routing
 
 import (
 	"cmp"
+	"math"
 	"slices"
 	"strconv"
 
@@ -36,6 +37,16 @@ func View(canon, derived []exposition.Family, roles *mapping.Roles, upstream str
 // for concurrent use; its zero value is ready.
 type Viewer struct {
 	sums map[string]*sumLayout // by output family name
+	// nan counts the NaN samples met since TakeNaN last read it.
+	nan int
+}
+
+// TakeNaN returns the number of NaN samples the views built since the last
+// call left out or withdrew their model for, and starts counting anew.
+func (v *Viewer) TakeNaN() int {
+	n := v.nan
+	v.nan = 0
+	return n
 }
 
 // View is the package's View, reusing what v remembers.
@@ -58,14 +69,14 @@ func (v *Viewer) View(canon, derived []exposition.Family, roles *mapping.Roles, 
 	}
 	blocks := blocksPerEngine(role(mapping.RoleCacheConfig))
 	if f := role(mapping.RoleRequestsRunning); f != nil {
-		add(f, "Requests in the running batch, summed over data-parallel engines and API-server processes.", sumByModel(f))
+		add(f, "Requests in the running batch, summed over data-parallel engines and API-server processes.", v.sumByModel(f))
 	}
 	if f := role(mapping.RoleRequestsWaiting); f != nil {
-		add(f, "Requests waiting to be scheduled, summed over data-parallel engines and API-server processes.", sumByModel(f))
+		add(f, "Requests waiting to be scheduled, summed over data-parallel engines and API-server processes.", v.sumByModel(f))
 	}
 	var kv []exposition.Sample
 	if f := role(mapping.RoleKVCacheUsage); f != nil {
-		kv = kvByModel(f, blocks)
+		kv = v.kvByModel(f, blocks)
 		add(f, "KV-cache usage, 0..1: per engine the highest value over API-server processes (idle processes report 0), then the mean over engines weighted by each engine's num_gpu_blocks (plain mean when unknown).", kv)
 	}
 	if f := role(mapping.RoleCacheConfig); f != nil {
@@ -113,16 +124,27 @@ func everyOther(kv []string) []string {
 
 type modelKey struct{ model, engine string }
 
-// sumByModel sums a gauge's samples per model_name.
-func sumByModel(f *exposition.Family) []exposition.Sample {
+// sumByModel sums a gauge's samples per model_name. A model with a NaN
+// sample has no sum (a router is never served NaN, and a sum without the
+// engine would read as less load than there is); the NaN is counted.
+func (v *Viewer) sumByModel(f *exposition.Family) []exposition.Sample {
 	sums := map[string]float64{}
 	var order []string
+	nan := map[string]bool{}
 	for _, s := range f.Samples {
 		m := s.Labels.Get(mapping.LabelModel)
+		if math.IsNaN(s.Value) {
+			v.nan++
+			nan[m] = true
+			continue
+		}
 		if _, ok := sums[m]; !ok {
 			order = append(order, m)
 		}
 		sums[m] += s.Value
+	}
+	if len(nan) > 0 {
+		order = slices.DeleteFunc(order, func(m string) bool { return nan[m] })
 	}
 	return modelSamples(order, sums)
 }
@@ -140,11 +162,20 @@ func modelSamples(order []string, v map[string]float64) []exposition.Sample {
 	return out
 }
 
-func kvByModel(f *exposition.Family, blocks map[string]float64) []exposition.Sample {
+// kvByModel collapses KV usage per model_name: the highest value over an
+// engine's processes, NaN ones left out (as PromQL's max), then the mean
+// over engines; a model with an engine of NaN only has no value.
+func (vw *Viewer) kvByModel(f *exposition.Family, blocks map[string]float64) []exposition.Sample {
 	perEngine := map[modelKey]float64{}
 	var keys []modelKey
+	nan := map[modelKey]bool{}
 	for _, s := range f.Samples {
 		k := modelKey{s.Labels.Get(mapping.LabelModel), s.Labels.Get(mapping.LabelEngine)}
+		if math.IsNaN(s.Value) {
+			vw.nan++
+			nan[k] = true
+			continue
+		}
 		v, ok := perEngine[k]
 		if !ok {
 			keys = append(keys, k)
@@ -174,6 +205,11 @@ func kvByModel(f *exposition.Family, blocks map[string]float64) []exposition.Sam
 			weights[k.model] += w
 		} else {
 			allWeighted[k.model] = false
+		}
+	}
+	for k := range nan {
+		if _, ok := perEngine[k]; !ok {
+			order = slices.DeleteFunc(order, func(m string) bool { return m == k.model })
 		}
 	}
 	res := map[string]float64{}

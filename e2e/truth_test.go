@@ -1,0 +1,76 @@
+package e2e
+
+import (
+	"bytes"
+	"math"
+	"testing"
+	"time"
+
+	"github.com/fos-study/vllm-normalizer/internal/testbin"
+)
+
+// TestKVFreeTokensFromThePage runs the binary on real pages whose KV size
+// is known: fixture 20 (hybrid-KV vLLM) says kv_cache_size_tokens 1,428,520
+// where num_gpu_blocks × block_size is 63,992, and the engine's disagreement
+// is counted; fixture 26 (SGLang) says max_total_num_tokens 92,962. Both are
+// idle, so all of it is free.
+func TestKVFreeTokensFromThePage(t *testing.T) {
+	up := newSwitchable(static(fixture(t, "20")))
+	ln := listen(t, "127.0.0.1:0")
+	serveOn(t, ln, up)
+	p := testbin.Start(t, sidecarArgs("http://"+ln.Addr().String()+"/metrics", fastInterval, fastTimeout)...)
+	const v4 = `vllm_derived_kv_cache_free_tokens{engine="0",model_name="deepseek-v4-flash-vision-exp-ablit-dual"}`
+	var s series
+	waitFor(t, 10*time.Second, "free tokens of fixture 20", func() bool { s, _ = metrics(t, p); _, ok := s[v4]; return ok })
+	if s[v4] != 1428520 {
+		t.Errorf("%s = %v, want 1428520 (the page's kv_cache_size_tokens)", v4, s[v4])
+	}
+	if s["vllm_normalizer_kv_capacity_disagreements_total"] < 1 {
+		t.Errorf("vllm_normalizer_kv_capacity_disagreements_total %v, want at least 1 (15998 × 4 != 1428520)", s["vllm_normalizer_kv_capacity_disagreements_total"])
+	}
+
+	up.set(static(fixture(t, "26")))
+	const sg = `vllm_derived_kv_cache_free_tokens{model_name="Qwen/Qwen3-0.6B"}`
+	waitFor(t, 10*time.Second, "free tokens of fixture 26", func() bool { s, _ = metrics(t, p); _, ok := s[sg]; return ok })
+	if s[sg] != 92962 {
+		t.Errorf("%s = %v, want 92962 (max_total_num_tokens)", sg, s[sg])
+	}
+}
+
+// TestNaNRankAgainstTheBinary: NaN on one SGLang tensor-parallel rank
+// leaves the model's running count at the other rank's 3 (PromQL's max
+// gives 3) and its in-flight gauge on the routing view, counts the NaN, and
+// the routing view never serves NaN.
+func TestNaNRankAgainstTheBinary(t *testing.T) {
+	const rank0 = `engine_type="unified",model_name="Qwen/Qwen3-0.6B",moe_ep_rank="0",pp_rank="0",tp_rank="0"`
+	const rank1 = `engine_type="unified",model_name="Qwen/Qwen3-0.6B",moe_ep_rank="0",pp_rank="0",tp_rank="1"`
+	page := bytes.Replace(fixture(t, "26"), []byte("sglang:num_running_reqs{"+rank0+"} 0.0\n"),
+		[]byte("sglang:num_running_reqs{"+rank0+"} 3.0\nsglang:num_running_reqs{"+rank1+"} NaN\n"), 1)
+	up := newSwitchable(static(page))
+	ln := listen(t, "127.0.0.1:0")
+	serveOn(t, ln, up)
+	p := testbin.Start(t, sidecarArgs("http://"+ln.Addr().String()+"/metrics", fastInterval, fastTimeout)...)
+	const running = `vllm:num_requests_running{model_name="Qwen/Qwen3-0.6B"}`
+	const inFlight = `vllm_derived_requests_in_flight{model_name="Qwen/Qwen3-0.6B"}`
+	var r series
+	waitFor(t, 10*time.Second, "the routing view", func() bool {
+		res := mustGet(t, p.URL+"/metrics/routing")
+		if res.status != 200 {
+			return false
+		}
+		r = mustParse(t, res.body)
+		_, ok := r[running]
+		return ok
+	})
+	if r[running] != 3 || r[inFlight] != 3 {
+		t.Errorf("routing view: running %v, in flight %v; want 3 and 3", r[running], r[inFlight])
+	}
+	for k, v := range r {
+		if math.IsNaN(v) {
+			t.Errorf("the routing view serves NaN: %s", k)
+		}
+	}
+	if s, _ := metrics(t, p); s["vllm_normalizer_collapse_nan_samples_total"] < 1 {
+		t.Errorf("vllm_normalizer_collapse_nan_samples_total %v, want at least 1", s["vllm_normalizer_collapse_nan_samples_total"])
+	}
+}
