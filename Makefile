@@ -1,15 +1,19 @@
 # Convenience targets; each is one plain go command, so nothing here is
 # required to build or test.
-VERSION  ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
-REVISION ?= $(shell git rev-parse HEAD 2>/dev/null || echo unknown)
-BRANCH   ?= $(shell git rev-parse --abbrev-ref HEAD 2>/dev/null || echo unknown)
-PKG      := github.com/prometheus/common/version
-LDFLAGS  := -X $(PKG).Version=$(VERSION) -X $(PKG).Revision=$(REVISION) -X $(PKG).Branch=$(BRANCH) \
-            -X $(PKG).BuildUser=$(shell whoami)@$(shell hostname) -X $(PKG).BuildDate=$(shell date -u +%Y%m%d-%H:%M:%S)
+# Stamped into the binary (prometheus/common/version): --version,
+# vllm_normalizer_build_info and the landing page show them.
+VERSION    ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+REVISION   ?= $(shell git rev-parse HEAD 2>/dev/null || echo unknown)
+BRANCH     ?= $(shell git rev-parse --abbrev-ref HEAD 2>/dev/null || echo unknown)
+BUILD_DATE ?= $(shell date -u +%Y%m%d-%H:%M:%S)
+OUT        ?= vllm-normalizer
+PKG        := github.com/prometheus/common/version
+LDFLAGS    := -X $(PKG).Version=$(VERSION) -X $(PKG).Revision=$(REVISION) -X $(PKG).Branch=$(BRANCH) \
+              -X $(PKG).BuildUser=$(shell whoami)@$(shell hostname) -X $(PKG).BuildDate=$(BUILD_DATE)
 
 .PHONY: build test lint fuzz bench demo docker
 build:
-	CGO_ENABLED=0 go build -trimpath -ldflags "$(LDFLAGS)" -o vllm-normalizer ./cmd/vllm-normalizer
+	CGO_ENABLED=0 go build -trimpath -ldflags "$(LDFLAGS)" -o $(OUT) ./cmd/vllm-normalizer
 test:
 	go test -race ./...
 lint:
@@ -21,4 +25,4 @@ bench:
 demo:
 	go run ./cmd/vllm-normalizer --demo
 docker:
-	docker build --build-arg VERSION=$(VERSION) --build-arg REVISION=$(REVISION) --build-arg BRANCH=$(BRANCH) -t vllm-normalizer:$(VERSION) .
+	docker build --build-arg VERSION=$(VERSION) --build-arg REVISION=$(REVISION) --build-arg BRANCH=$(BRANCH) --build-arg BUILD_DATE=$(BUILD_DATE) -t vllm-normalizer:$(VERSION) .

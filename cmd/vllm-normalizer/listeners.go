@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/common/version"
 	"github.com/prometheus/exporter-toolkit/web"
 
 	"github.com/fos-study/vllm-normalizer/collector"
@@ -82,7 +81,7 @@ func newRoutingMux(coll *collector.Collector) (*http.ServeMux, error) {
 	landing, err := web.NewLandingPage(web.LandingConfig{
 		Name:        "vllm-normalizer routing listener",
 		Description: "The routing view of vllm-normalizer, at /metrics for routers that cannot change the path",
-		Version:     version.Info(),
+		Version:     versionText(),
 		Profiling:   "false",
 		Links: []web.LandingLinks{
 			{Address: "/metrics", Text: "Routing view", Description: "one series per model for routers; 503 while vLLM data is stale"},

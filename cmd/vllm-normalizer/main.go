@@ -15,6 +15,7 @@ import (
 	"os"
 	"os/signal"
 	"runtime"
+	"runtime/debug"
 	"slices"
 	"strings"
 	"syscall"
@@ -54,6 +55,7 @@ const (
 const genaiPath = "/metrics/genai"
 
 func main() {
+	stampVersion(debug.ReadBuildInfo())
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
 }
 
@@ -587,7 +589,7 @@ func newMux(f *flags, coll *collector.Collector, diag *diagnosis.Diagnoser, relo
 		landing, err := web.NewLandingPage(web.LandingConfig{
 			Name:        "vllm-normalizer",
 			Description: "Stable, router-ready metrics for vLLM",
-			Version:     version.Info(),
+			Version:     versionText(),
 			Links: []web.LandingLinks{
 				{Address: f.telemetryPath, Text: "Metrics", Description: "vLLM's metrics under current names, derived gauges, statuses, sidecar health"},
 				{Address: f.routingPath, Text: "Routing view", Description: "one series per model for routers"},

@@ -103,7 +103,13 @@ func Start(t testing.TB, args ...string) *Process {
 // readiness is then only checked by the port accepting connections).
 func StartAt(t testing.TB, addr, scheme string, args ...string) *Process {
 	t.Helper()
-	bin := Build(t)
+	return StartBinary(t, Build(t), addr, scheme, args...)
+}
+
+// StartBinary is StartAt with a binary built otherwise (by make, with
+// stamped version fields).
+func StartBinary(t testing.TB, bin, addr, scheme string, args ...string) *Process {
+	t.Helper()
 	logs := &syncBuffer{}
 	cmd := exec.Command(bin, append([]string{"--web.listen-address=" + addr}, args...)...)
 	cmd.Stdout, cmd.Stderr = logs, logs
