@@ -21,12 +21,12 @@ import (
 
 // canonical reads a fixture as the collector does up to the canonical
 // page: parse, normalise, detect the server, rename roles.
-func canonical(t *testing.T, prefix string) ([]exposition.Family, *mapping.Roles, string) {
+func canonical(t testing.TB, prefix string) ([]exposition.Family, *mapping.Roles, string) {
 	t.Helper()
 	return canonicalOf(t, fixtures.Families(t, prefix))
 }
 
-func canonicalOf(t *testing.T, fams []exposition.Family) ([]exposition.Family, *mapping.Roles, string) {
+func canonicalOf(t testing.TB, fams []exposition.Family) ([]exposition.Family, *mapping.Roles, string) {
 	t.Helper()
 	cat, err := mapping.LoadCatalogue()
 	if err != nil {
