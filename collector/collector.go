@@ -406,7 +406,7 @@ func (c *Collector) scrape(ctx context.Context, sent time.Time) (*scrapeResult, 
 	parts = append(parts, []exposition.Family{asleepFamily(asleep)})
 	routingParts := [][]exposition.Family{view}
 	if d := c.cfg.Diagnosis; d != nil {
-		dfams := d.Observe(now, c.diagIn.observations(canon, view, c.roles, mapper.StyleName))
+		dfams := d.Observe(now, c.diagIn.observations(canon, view, c.roles, mapper.StyleName, report.Upstream.Server))
 		parts = append(parts, dfams)
 		routingParts = append(routingParts, dfams)
 	}

@@ -40,7 +40,7 @@ func BenchmarkDiagnosisMemory(b *testing.B) {
 			}
 			norm, _ := mapper.Normalize(exposition.DropCreated(fams))
 			roles := mapper.Catalogue().Roles()
-			obs := in.observations(norm, routing.View(norm, nil, roles, "v1", mapper.StyleName), roles, mapper.StyleName)
+			obs := in.observations(norm, routing.View(norm, nil, roles, "v1", mapper.StyleName), roles, mapper.StyleName, "vllm")
 			models = len(obs)
 			d.Observe(clock.Now(), obs)
 		}

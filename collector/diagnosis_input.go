@@ -40,6 +40,8 @@ const (
 	dcFinished
 	dcTTFTBucket
 	dcITLBucket
+	dcPromptLenBucket
+	dcGenLenBucket
 	numDiagnosisInputs
 )
 
@@ -59,7 +61,45 @@ var diagnosisRoles = [numDiagnosisInputs]struct {
 	dcFinished:         {mapping.RoleRequestsFinished, mapping.PartValue},
 	dcTTFTBucket:       {mapping.RoleTTFT, mapping.PartBucket},
 	dcITLBucket:        {mapping.RoleInterTokenLatency, mapping.PartBucket},
+	dcPromptLenBucket:  {mapping.RoleRequestPromptTokens, mapping.PartBucket},
+	dcGenLenBucket:     {mapping.RoleRequestGenerationTokens, mapping.PartBucket},
 }
+
+// numBucketInputs is how many inputs are histogram buckets, the last ones.
+const numBucketInputs = numDiagnosisInputs - dcTTFTBucket
+
+// diagnosisInputNames names each diagnosis input by the canonical family
+// that carries it, for the page's "this server does not print ...".
+func diagnosisInputNames(roles *mapping.Roles) map[string]string {
+	out := map[string]string{}
+	for key, rs := range map[string][]mapping.Role{
+		diagnosis.InputFinished:         {mapping.RoleRequestsFinished},
+		diagnosis.InputTTFT:             {mapping.RoleTTFT},
+		diagnosis.InputITL:              {mapping.RoleInterTokenLatency},
+		diagnosis.InputPreemptions:      {mapping.RolePreemptions},
+		diagnosis.InputPrefixCache:      {mapping.RolePrefixCacheQueries, mapping.RolePrefixCacheHits},
+		diagnosis.InputPromptTokens:     {mapping.RolePromptTokens},
+		diagnosis.InputGenerationTokens: {mapping.RoleGenerationTokens},
+		diagnosis.InputRunning:          {mapping.RoleRequestsRunning},
+		diagnosis.InputWaiting:          {mapping.RoleRequestsWaiting},
+		diagnosis.InputKVUsage:          {mapping.RoleKVCacheUsage},
+	} {
+		var names []string
+		for _, r := range rs {
+			if n := roles.Family(r); n != "" {
+				names = append(names, n)
+			}
+		}
+		if len(names) > 0 {
+			out[key] = strings.Join(names, " and ")
+		}
+	}
+	return out
+}
+
+// DiagnosisInputNames is diagnosisInputNames for the catalogue's roles, for
+// diagnosis.Options.InputNames.
+func DiagnosisInputNames(roles *mapping.Roles) map[string]string { return diagnosisInputNames(roles) }
 
 // Gauges read from the routing view, which already collapses them the way
 // routers see them (running and waiting summed, KV usage by its rule).
@@ -88,8 +128,8 @@ type diagnosisInput struct {
 
 // modelTotals are a model's reset-corrected running totals.
 type modelTotals struct {
-	c         [dcTTFTBucket]float64
-	ttft, itl map[float64]float64 // per bucket bound
+	c [dcTTFTBucket]float64
+	h [numBucketInputs]map[float64]float64 // per bucket bound
 }
 
 // forgetAfter is how many scrapes a vanished series' state is kept, so
@@ -99,15 +139,15 @@ const forgetAfter = 64
 // observations returns one Observation per model on the canonical page.
 // view is the routing view of the same page; style is the name style it
 // was written in.
-func (in *diagnosisInput) observations(canon, view []exposition.Family, roles *mapping.Roles, style func(string) string) []diagnosis.Observation {
+func (in *diagnosisInput) observations(canon, view []exposition.Family, roles *mapping.Roles, style func(string) string, server string) []diagnosis.Observation {
 	if in.series == nil {
 		in.series, in.models = window.NewIncreases(forgetAfter), map[string]*modelTotals{}
 		in.names = diagnosisNames(roles)
 	}
 	in.series.Next()
 	type present struct {
-		c         [dcTTFTBucket]bool
-		ttft, itl []float64 // bounds seen this round
+		c [dcTTFTBucket]bool
+		h [numBucketInputs][]float64 // bounds seen this round
 	}
 	seen := map[string]*present{}
 	get := func(m string) *present {
@@ -132,7 +172,7 @@ func (in *diagnosisInput) observations(canon, view []exposition.Family, roles *m
 				continue
 			}
 			le := 0.0
-			if kind == dcTTFTBucket || kind == dcITLBucket {
+			if kind >= dcTTFTBucket {
 				b, err := strconv.ParseFloat(s.Labels.Get(model.BucketLabel), 64)
 				if err != nil || math.IsNaN(b) {
 					continue
@@ -143,17 +183,17 @@ func (in *diagnosisInput) observations(canon, view []exposition.Family, roles *m
 			m := s.Labels.Get(mapping.LabelModel)
 			tot := in.models[m]
 			if tot == nil {
-				tot = &modelTotals{ttft: map[float64]float64{}, itl: map[float64]float64{}}
+				tot = &modelTotals{}
+				for i := range tot.h {
+					tot.h[i] = map[float64]float64{}
+				}
 				in.models[m] = tot
 			}
 			p := get(m)
-			switch kind {
-			case dcTTFTBucket:
-				tot.ttft[le] += d
-				p.ttft = appendBound(p.ttft, le)
-			case dcITLBucket:
-				tot.itl[le] += d
-				p.itl = appendBound(p.itl, le)
+			switch {
+			case kind >= dcTTFTBucket:
+				tot.h[kind-dcTTFTBucket][le] += d
+				p.h[kind-dcTTFTBucket] = appendBound(p.h[kind-dcTTFTBucket], le)
 			default:
 				tot.c[kind] += d
 				p.c[kind] = true
@@ -182,7 +222,7 @@ func (in *diagnosisInput) observations(canon, view []exposition.Family, roles *m
 
 	out := make([]diagnosis.Observation, 0, len(seen))
 	for m, p := range seen {
-		o := diagnosis.Observation{Model: m, Running: math.NaN(), Waiting: math.NaN(), KVUsage: math.NaN()}
+		o := diagnosis.Observation{Model: m, Server: server, Running: math.NaN(), Waiting: math.NaN(), KVUsage: math.NaN()}
 		if g := gauges[m]; g != nil {
 			o.Running, o.Waiting, o.KVUsage = g[0], g[1], g[2]
 		}
@@ -199,8 +239,10 @@ func (in *diagnosisInput) observations(canon, view []exposition.Family, roles *m
 		o.GenLenSum, o.GenLenCount = val(dcGenLenSum), val(dcGenLenCount)
 		o.Finished = val(dcFinished)
 		if tot != nil {
-			o.TTFT = histogramOf(p.ttft, tot.ttft)
-			o.ITL = histogramOf(p.itl, tot.itl)
+			o.TTFT = histogramOf(p.h[dcTTFTBucket-dcTTFTBucket], tot.h[dcTTFTBucket-dcTTFTBucket])
+			o.ITL = histogramOf(p.h[dcITLBucket-dcTTFTBucket], tot.h[dcITLBucket-dcTTFTBucket])
+			o.PromptLen = histogramOf(p.h[dcPromptLenBucket-dcTTFTBucket], tot.h[dcPromptLenBucket-dcTTFTBucket])
+			o.GenLen = histogramOf(p.h[dcGenLenBucket-dcTTFTBucket], tot.h[dcGenLenBucket-dcTTFTBucket])
 		}
 		out = append(out, o)
 	}

@@ -12,7 +12,6 @@ import (
 	"github.com/prometheus/prometheus/model/labels"
 
 	"github.com/fos-study/vllm-normalizer/exposition"
-	"github.com/fos-study/vllm-normalizer/quantile"
 )
 
 // Names of the families the Diagnoser exposes, a public contract.
@@ -20,6 +19,8 @@ const (
 	FamilyChangeRatio = "vllm_diagnosis_change_ratio"
 	FamilySymptom     = "vllm_diagnosis_symptom"
 	FamilyCause       = "vllm_diagnosis_cause"
+	FamilyReady       = "vllm_diagnosis_ready"
+	FamilyIncident    = "vllm_diagnosis_incident_seconds"
 )
 
 // Defaults of Options.
@@ -28,6 +29,14 @@ const (
 	DefaultBaseline    = 30 * time.Minute
 	DefaultMinChange   = 0.25
 	DefaultMinRequests = 20
+	// DefaultSignificance is the level each change is tested at, before
+	// the division by the number of signals.
+	DefaultSignificance = 0.01
+	// DefaultMaxIncident is how long an incident may last before its
+	// level becomes the baseline: a shift of hours is the new normal.
+	DefaultMaxIncident = 3 * time.Hour
+	// ChartSpan is the least time the charts cover.
+	ChartSpan = 30 * time.Minute
 )
 
 // Slots of each ring: the recent window is kept at window/fineSlots, the
@@ -36,6 +45,7 @@ const (
 const (
 	fineSlots   = 30
 	coarseSlots = 60
+	chartSlots  = 120
 )
 
 // Options configure a Diagnoser.
@@ -49,6 +59,23 @@ type Options struct {
 	// Interval is the scrape interval; both windows must cover at least
 	// two of them. 0 skips that check.
 	Interval time.Duration
+	// Significance is the level at which a change must be significant,
+	// in (0, 0.5); 0 means DefaultSignificance.
+	Significance float64
+	// MaxIncident is how long an incident lasts at most; 0 means
+	// DefaultMaxIncident. It must exceed the two windows.
+	MaxIncident time.Duration
+	// InputNames names the inputs (Input* keys) as the page prints them,
+	// for "this server does not print ..."; missing keys use the input's
+	// description.
+	InputNames map[string]string
+	// SLO, when set, is compared with the recent percentiles.
+	SLO SLO
+}
+
+// SLO are latency targets; zero means none.
+type SLO struct {
+	TTFT, TPOT time.Duration
 }
 
 // Diagnoser keeps each model's history and diagnoses it at every
@@ -57,6 +84,10 @@ type Diagnoser struct {
 	opts      Options
 	fineRes   int64
 	coarseRes int64
+	chartRes  int64
+	chartSpan int64
+	rules     rules
+	lenient   rules
 
 	mu      sync.Mutex
 	base    time.Time
@@ -65,13 +96,18 @@ type Diagnoser struct {
 	report  *Report
 	charted bool  // report's charts are filled in
 	lastT   int64 // of the latest observation
-	scratch []quantile.Bucket
 }
 
 // New checks opts and returns a Diagnoser without history.
 func New(opts Options) (*Diagnoser, error) {
 	if opts.MinRequests == 0 {
 		opts.MinRequests = DefaultMinRequests
+	}
+	if opts.Significance == 0 {
+		opts.Significance = DefaultSignificance
+	}
+	if opts.MaxIncident == 0 {
+		opts.MaxIncident = max(DefaultMaxIncident, 2*(opts.Window+opts.Baseline))
 	}
 	switch {
 	case opts.Window <= 0:
@@ -86,13 +122,22 @@ func New(opts Options) (*Diagnoser, error) {
 		return nil, fmt.Errorf("diagnosis: the minimum relative change must be above 0 and below 1 (0.25 = 25 %%), got %v", opts.MinChange)
 	case !(opts.MinRequests >= 1) || math.IsInf(opts.MinRequests, 0):
 		return nil, errors.New("diagnosis: the minimum number of requests must be at least 1")
+	case !(opts.Significance > 0 && opts.Significance < 0.5):
+		return nil, fmt.Errorf("diagnosis: the significance level must be above 0 and below 0.5 (0.01 = a 1 %% chance of calling noise a change), got %v", opts.Significance)
+	case opts.MaxIncident <= opts.Window+opts.Baseline:
+		return nil, fmt.Errorf("diagnosis: the maximum incident length %s must exceed the recent window plus the baseline (%s), or an incident would end before its level fills the baseline; lengthen it", model.Duration(opts.MaxIncident), model.Duration(opts.Window+opts.Baseline))
 	}
 	d := &Diagnoser{
 		opts:      opts,
 		fineRes:   max(int64(opts.Window/fineSlots), 1),
 		coarseRes: max(int64(opts.Baseline/coarseSlots), 1),
 		tracks:    map[string]*track{},
+		chartSpan: int64(max(ChartSpan, opts.Window+opts.Baseline)),
+		rules:     rules{minChange: opts.MinChange, minRequests: opts.MinRequests, alpha: opts.Significance / numSignals, clearAlpha: opts.Significance},
 	}
+	d.chartRes = d.chartSpan / chartSlots
+	d.lenient = d.rules
+	d.lenient.alpha = d.rules.clearAlpha
 	d.report, d.charted = d.emptyReport(time.Time{}, StatusNoScrape), true
 	return d, nil
 }
@@ -117,10 +162,13 @@ func (d *Diagnoser) Observe(now time.Time, obs []Observation) []exposition.Famil
 		o := &obs[i]
 		tr := d.tracks[o.Model]
 		if tr == nil {
-			tr = &track{fine: ring{res: d.fineRes}, coarse: ring{res: d.coarseRes}, uncausedSince: -1}
+			tr = &track{fine: ring{res: d.fineRes}, coarse: ring{res: d.coarseRes}, chart: ring{res: d.chartRes}, firstT: t, since: t}
+			tr.inc.uncausedSince = -1
 			d.tracks[o.Model] = tr
 		} else if t < tr.lastT {
 			continue // time went backwards; keep the history as it is
+		} else if t-tr.lastT > d.slack(d.fineRes) {
+			tr.since = t // after a gap, the windows fill again from here
 		}
 		tr.observe(t, o)
 	}
@@ -137,6 +185,7 @@ func (d *Diagnoser) Observe(now time.Time, obs []Observation) []exposition.Famil
 		// fine point at or before it), and its baseline starts b before
 		// that: keep a coarse point at or before the earliest such start.
 		tr.coarse.prune(t - w - b - d.slack(d.fineRes))
+		tr.chart.prune(t - d.chartSpan)
 		if tr.lastT == t {
 			models = append(models, m)
 		}
@@ -154,7 +203,11 @@ func (d *Diagnoser) Observe(now time.Time, obs []Observation) []exposition.Famil
 func (d *Diagnoser) Fail(now time.Time) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	d.report, d.charted = d.emptyReport(now, StatusScrapeFailed), true
+	// The verdicts of the last success stay, marked: an incident does
+	// not end because one scrape failed, but no number is passed as fresh.
+	rep := *d.report
+	rep.Status, rep.Time = StatusScrapeFailed, now
+	d.report = &rep
 }
 
 // Report returns the latest diagnosis, charts included. It must not be
@@ -167,9 +220,7 @@ func (d *Diagnoser) Report() *Report {
 		for i := range d.report.Models {
 			mr := &d.report.Models[i]
 			if tr := d.tracks[mr.Model]; tr != nil {
-				if from, a, now, _ := d.windows(tr, d.lastT); a != nil {
-					mr.chart(d, tr, from, a, now)
-				}
+				mr.chart(d, tr)
 			}
 		}
 		d.charted = true
@@ -189,13 +240,28 @@ func (d *Diagnoser) storedBytes() int {
 }
 
 func (d *Diagnoser) emptyReport(now time.Time, status string) *Report {
+	var slo *SLOReport
+	if d.opts.SLO.TTFT > 0 || d.opts.SLO.TPOT > 0 {
+		slo = &SLOReport{}
+		if d.opts.SLO.TTFT > 0 {
+			v := d.opts.SLO.TTFT.Seconds()
+			slo.TTFT = &v
+		}
+		if d.opts.SLO.TPOT > 0 {
+			v := d.opts.SLO.TPOT.Seconds()
+			slo.TPOT = &v
+		}
+	}
 	return &Report{
+		SLO:         slo,
 		Time:        now,
 		Status:      status,
 		Window:      model.Duration(d.opts.Window).String(),
 		Baseline:    model.Duration(d.opts.Baseline).String(),
 		MinChange:   d.opts.MinChange,
 		MinRequests: d.opts.MinRequests,
+		Significance: d.opts.Significance,
+		MaxIncident:  model.Duration(d.opts.MaxIncident).String(),
 		Models:      []ModelReport{},
 	}
 }
@@ -252,45 +318,70 @@ func (d *Diagnoser) slack(res int64) int64 {
 }
 
 func (d *Diagnoser) diagnose(m string, tr *track, t int64) ModelReport {
-	mr := ModelReport{Model: m}
+	mr := ModelReport{Model: m, Server: tr.server}
 	from, a, now, ok := d.windows(tr, t)
-	var recent, base spanValues
-	for i := range numSignals {
-		recent.v[i], base.v[i] = math.NaN(), math.NaN()
-	}
-	recent.requests, base.requests = math.NaN(), math.NaN()
+	recent, roll := nanStats(), nanStats()
 	if a != nil {
-		recent, d.scratch = between(tr, a, now, d.scratch)
+		recent = between(tr, a, now)
 	}
 	if ok {
-		base, d.scratch = between(tr, from, a, d.scratch)
+		roll = between(tr, from, a)
 	}
-	ev := evaluate(recent, base, d.opts.MinChange, d.opts.MinRequests)
-	// A latency percentile reacts to a shift as soon as a tenth of the
-	// window's requests are affected; the means that explain it (lengths,
-	// hit ratio) move in proportion to the affected share, and lengths are
-	// only known as requests progress. So a symptom is called unexplained
-	// only once it has gone a whole recent window without any cause.
-	if ev.causes[kUnexplained] {
-		if tr.uncausedSince < 0 {
-			tr.uncausedSince = t
-		}
-		ev.causes[kUnexplained] = t-tr.uncausedSince >= int64(d.opts.Window)
+	in := &tr.inc
+	w, b := int64(d.opts.Window), int64(d.opts.Baseline)
+	// The reference: the frozen baseline during an incident, and after
+	// one until the rolling baseline no longer holds any of it.
+	ref, refStart, refEnd, frozen := &roll, int64(0), int64(0), false
+	if from != nil {
+		refStart, refEnd = from.t, a.t
+	}
+	if in.open || in.ended && t-w-b < in.endedAt {
+		ref, refStart, refEnd, frozen = &in.base, in.baseStart, in.baseEnd, true
 	} else {
-		tr.uncausedSince = -1
+		in.ended = false
 	}
-	switch {
-	case a == nil:
-		mr.Note = fmt.Sprintf("too little history: the recent window (%s) is not covered yet", model.Duration(d.opts.Window))
-	case !ok:
-		mr.Note = fmt.Sprintf("too little history: the baseline needs %s before the recent window", model.Duration(d.minBaseline()))
-	case !ev.enough:
-		mr.Note = fmt.Sprintf("too little data: each window needs at least %v finished requests", d.opts.MinRequests)
+	ev := d.rules.evaluate(&recent, ref)
+	lenient := d.lenient.evaluate(&recent, ref)
+	mr.Readiness = d.readiness(tr, t, a != nil && (ok || frozen), &recent, ref)
+	ready := mr.Readiness.State == ReadyOK
+	if ready {
+		in.step(t, w, &ev, &lenient, ref, refStart, refEnd, int64(d.opts.MaxIncident))
 	}
-	mr.EnoughData = ev.enough
-	mr.Recent = windowInfo(d.wall(a), recent)
-	mr.Baseline = windowInfo(d.wall(from), base)
-	mr.fill(ev, recent, base)
+	if in.adopted && t-in.adoptedAt > w+b {
+		in.adopted = false // the page said so for a baseline's length
+	}
+	mr.EnoughData = ready
+	mr.Note = mr.Readiness.Message
+	mr.Recent = windowInfo(d.wall(a), &recent)
+	if frozen {
+		mr.Baseline = windowInfo(d.wall(&point{t: refStart}), ref)
+		mr.Baseline.Frozen = true
+	} else {
+		mr.Baseline = windowInfo(d.wall(from), ref)
+	}
+	var sym [numSymptoms]bool
+	var causes [numCauses]bool
+	if in.open && in.named {
+		for y := range sym {
+			sym[y] = in.sym[y].on
+		}
+		for k := range causes {
+			causes[k] = in.cause[k].on
+		}
+	}
+	mr.fill(ready, &ev, sym, causes, &recent, ref)
+	if in.open && in.named && ready {
+		mr.Incident = d.incidentReport(in, t, &mr)
+	}
+	if in.adopted {
+		at, of := d.base.Add(time.Duration(in.adoptedAt)), d.base.Add(time.Duration(in.adoptedOf))
+		mr.Adopted = &Adopted{Since: of, At: at, Message: fmt.Sprintf("The change that began at %s lasted longer than %s (--diagnosis.max-incident): since %s its level is the baseline.",
+			of.UTC().Format("15:04:05"), model.Duration(d.opts.MaxIncident), at.UTC().Format("15:04:05"))}
+	}
+	if in.ended && frozen && !in.open {
+		e := d.base.Add(time.Duration(in.endedAt))
+		mr.Recovered = &e
+	}
 	return mr
 }
 
@@ -302,27 +393,42 @@ func (d *Diagnoser) wall(p *point) time.Time {
 }
 
 // chart fills every signal's chart with its value between consecutive
-// stored points: the coarse ones over the baseline, the fine ones over the
-// recent window.
-func (mr *ModelReport) chart(d *Diagnoser, tr *track, from, a, _ *point) {
+// stored points: the chart ring's over the last ChartSpan (or both windows,
+// if longer), the fine ones over the recent window.
+func (mr *ModelReport) chart(d *Diagnoser, tr *track) {
 	var seq []*point
-	if from != nil {
-		for i := range tr.coarse.pts {
-			if p := &tr.coarse.pts[i]; p.t >= from.t && p.t < a.t {
-				seq = append(seq, p)
-			}
-		}
+	a := tr.fine.atOrBefore(d.lastT - int64(d.opts.Window))
+	if a == nil && len(tr.fine.pts) > 0 {
+		a = &tr.fine.pts[0]
 	}
-	seq = append(seq, a)
-	for i := range tr.fine.pts {
-		if p := &tr.fine.pts[i]; p.t > a.t {
+	for i := range tr.chart.pts {
+		if p := &tr.chart.pts[i]; a == nil || p.t < a.t {
 			seq = append(seq, p)
 		}
 	}
-	mr.RecentStart = unixSeconds(d.wall(a))
+	for i := range tr.fine.pts {
+		if p := &tr.fine.pts[i]; a == nil || p.t >= a.t {
+			seq = append(seq, p)
+		}
+	}
+	if a != nil {
+		mr.RecentStart = unixSeconds(d.wall(a))
+	}
+	mr.ChartStart = unixSeconds(d.base.Add(time.Duration(d.lastT - d.chartSpan)))
+	mr.ChartEnd = unixSeconds(d.base.Add(time.Duration(d.lastT)))
 	for k := 1; k < len(seq); k++ {
-		var sv spanValues
-		sv, d.scratch = between(tr, seq[k-1], seq[k], d.scratch)
+		if seq[k].t-seq[k-1].t > 3*d.chartRes+d.slack(d.fineRes) {
+			// an outage: no value, a gap in the line
+			at := unixSeconds(d.wall(seq[k]))
+			for si := range mr.Steps {
+				for j := range mr.Steps[si].Signals {
+					s := &mr.Steps[si].Signals[j]
+					s.Chart = append(s.Chart, ChartPoint{T: at})
+				}
+			}
+			continue
+		}
+		sv := between(tr, seq[k-1], seq[k])
 		at := unixSeconds(d.wall(seq[k]))
 		for si := range mr.Steps {
 			for j := range mr.Steps[si].Signals {
@@ -335,30 +441,43 @@ func (mr *ModelReport) chart(d *Diagnoser, tr *track, from, a, _ *point) {
 
 func unixSeconds(t time.Time) float64 { return float64(t.UnixNano()) / 1e9 }
 
-// families turns a report into the gauge families: nothing for a model
-// with too little data (no claim either way), else every symptom and cause
-// as 0 or 1 and the ratio of every signal that has one.
+// families turns a report into the gauge families: readiness and the
+// incident's age for every model; for a ready model every symptom and
+// cause as 0 or 1 (following the incident) and the ratio of every signal
+// that has one; nothing of those otherwise (no claim either way).
 func families(rep *Report) []exposition.Family {
 	ratio := exposition.Family{Name: FamilyChangeRatio, Type: model.MetricTypeGauge,
-		Help: "Diagnosis: a signal over the recent window divided by the same signal over the baseline window that ends where the recent one starts, per model with engines collapsed. +Inf: up from 0. Absent with too little data or no ratio (both 0)."}
+		Help: "Diagnosis: a signal over the recent window divided by the same signal over the baseline (frozen during an incident), per model with engines collapsed. +Inf: up from 0. Absent when not ready or without a ratio (both 0)."}
 	symptom := exposition.Family{Name: FamilySymptom, Type: model.MetricTypeGauge,
-		Help: "Diagnosis: 1 if the symptom holds (ttft_up, itl_up: the 90th percentile rose by the minimum change; throughput_down: fewer tokens per second without fewer requests running), else 0. Absent with too little data."}
+		Help: "Diagnosis: 1 while the incident's symptom holds (ttft_up, itl_up: the 90th percentile rose significantly by the minimum change; throughput_down: fewer tokens per second without fewer requests running), else 0. Absent when not ready."}
 	cause := exposition.Family{Name: FamilyCause, Type: model.MetricTypeGauge,
-		Help: "Diagnosis: 1 if the cause explains a symptom, else 0; unexplained = a symptom with none of the others (look at parallelism and hardware). Absent with too little data. See docs/diagnosis.md for each rule."}
+		Help: "Diagnosis: 1 while the incident's cause holds, else 0; unexplained = a symptom with none of the others (look at parallelism and hardware). Absent when not ready. See docs/diagnosis.md for each rule."}
+	ready := exposition.Family{Name: FamilyReady, Type: model.MetricTypeGauge,
+		Help: "Diagnosis: 1 when both windows are covered, the server prints the inputs and traffic suffices, else 0; /api/v1/diagnosis says why."}
+	incident := exposition.Family{Name: FamilyIncident, Type: model.MetricTypeGauge,
+		Help: "Diagnosis: age in seconds of the current incident (a named symptom against the frozen baseline), 0 when none."}
 	for i := range rep.Models {
 		mr := &rep.Models[i]
-		if !mr.EnoughData {
-			continue
-		}
 		add := func(f *exposition.Family, label, value string, v float64) {
 			l := labels.NewScratchBuilder(3)
 			l.Add(model.MetricNameLabel, f.Name)
 			if mr.Model != "" {
 				l.Add("model_name", mr.Model)
 			}
-			l.Add(label, value)
+			if label != "" {
+				l.Add(label, value)
+			}
 			l.Sort()
 			f.Samples = append(f.Samples, exposition.Sample{Labels: l.Labels(), Value: v})
+		}
+		add(&ready, "", "", boolValue(mr.EnoughData))
+		age := 0.0
+		if mr.Incident != nil {
+			age = mr.Incident.Seconds
+		}
+		add(&incident, "", "", age)
+		if !mr.EnoughData {
+			continue
 		}
 		for _, st := range mr.Steps {
 			for _, s := range st.Signals {
@@ -375,7 +494,7 @@ func families(rep *Report) []exposition.Family {
 		}
 	}
 	var out []exposition.Family
-	for _, f := range []exposition.Family{cause, ratio, symptom} { // sorted by name
+	for _, f := range []exposition.Family{cause, ratio, incident, ready, symptom} { // sorted by name
 		if len(f.Samples) > 0 {
 			slices.SortFunc(f.Samples, func(a, b exposition.Sample) int { return labels.Compare(a.Labels, b.Labels) })
 			out = append(out, f)

@@ -173,7 +173,7 @@ func TestSteadyIsAllZero(t *testing.T) {
 		t.Errorf("preemptions 0 -> 0 has a ratio")
 	}
 	mr := rep.Models[0]
-	if !mr.EnoughData || mr.Steps[0].Verdict != "healthy: no latency or throughput regression against the baseline" {
+	if !mr.EnoughData || mr.Steps[0].Verdict != "no change against the baseline: no latency or throughput regression" || mr.Incident != nil {
 		t.Errorf("report: enough=%v verdict=%q", mr.EnoughData, mr.Steps[0].Verdict)
 	}
 	// The recent window holds 60 s of 4 requests; the baseline 10 min.
@@ -294,13 +294,14 @@ func TestCauseAppearsWithinWindow(t *testing.T) {
 func TestTooLittleData(t *testing.T) {
 	t.Run("history shorter than the window", func(t *testing.T) {
 		_, fams, rep := run(t, testOpts, timeline(50, 0, healthy))
-		if len(fams) != 0 || rep.Models[0].EnoughData || !strings.Contains(rep.Models[0].Note, "recent window") {
+		if !onlyNotReady(fams) || rep.Models[0].EnoughData || !strings.Contains(rep.Models[0].Note, "recent window") ||
+			rep.Models[0].Readiness.State != ReadyWarmingUp || *rep.Models[0].Readiness.SecondsLeft != 311 {
 			t.Fatalf("families %v, report %+v", fams, rep.Models[0])
 		}
 	})
 	t.Run("no baseline longer than the window", func(t *testing.T) {
 		_, fams, rep := run(t, testOpts, timeline(100, 0, healthy))
-		if len(fams) != 0 || !strings.Contains(rep.Models[0].Note, "baseline") {
+		if !onlyNotReady(fams) || !strings.Contains(rep.Models[0].Note, "baseline") {
 			t.Fatalf("families %v, note %q", fams, rep.Models[0].Note)
 		}
 	})
@@ -320,7 +321,7 @@ func TestTooLittleData(t *testing.T) {
 			secs = append(secs, s)
 		}
 		_, fams, rep := run(t, testOpts, secs)
-		if len(fams) != 0 {
+		if !onlyNotReady(fams) || rep.Models[0].Readiness.State != ReadyLowTraffic {
 			t.Fatalf("claimed with %v recent requests: %v", *rep.Models[0].Recent.Requests, fams)
 		}
 		if got := *rep.Models[0].Recent.Requests; got != 19 {
@@ -394,7 +395,8 @@ func TestMinimumChangeBoundary(t *testing.T) {
 	}{{1.24, false}, {1.25, true}} {
 		s := healthy
 		s.waiting, s.ttft = c.waiting, 0.3
-		_, fams, _ := run(t, testOpts, timeline(640, 61, s))
+		// the whole window shifted, and held for HoldEvaluations
+		_, fams, _ := run(t, testOpts, timeline(640, 60+HoldEvaluations, s))
 		if got := values(fams, FamilyCause, "cause")[CauseQueueing] == 1; got != c.want {
 			t.Errorf("waiting 1 -> %v: queueing %v, want %v", c.waiting, got, c.want)
 		}
@@ -470,12 +472,26 @@ func TestModelsSeparateAndForgotten(t *testing.T) {
 	}
 }
 
-func TestFailWithdraws(t *testing.T) {
+// A failed scrape marks the report; the verdicts of the last success stay
+// (an incident does not end because one scrape failed).
+func TestFailMarks(t *testing.T) {
 	d, _, _ := run(t, testOpts, timeline(700, 0, healthy))
 	d.Fail(t0.Add(701 * time.Second))
-	if r := d.Report(); r.Status != StatusScrapeFailed || len(r.Models) != 0 {
+	if r := d.Report(); r.Status != StatusScrapeFailed || len(r.Models) != 1 || !r.Time.Equal(t0.Add(701*time.Second)) {
 		t.Fatalf("after a failure: %+v", r)
 	}
+}
+
+// onlyNotReady is true when fams say only "not ready, no incident".
+func onlyNotReady(fams []exposition.Family) bool {
+	for _, f := range fams {
+		for _, s := range f.Samples {
+			if !(f.Name == FamilyReady || f.Name == FamilyIncident) || s.Value != 0 {
+				return false
+			}
+		}
+	}
+	return len(fams) == 2
 }
 
 func TestOptionsRejected(t *testing.T) {
@@ -537,10 +553,14 @@ func TestHandlers(t *testing.T) {
 	if w.Signal != SignalWaiting || *w.Baseline != 1 || *w.Recent != 6 || *w.Ratio != 6 || w.Change != ChangeUp {
 		t.Errorf("waiting evidence %+v", w)
 	}
-	// The chart covers the baseline (coarse points, 10 s apart) and the
-	// recent window (fine points, 2 s apart); its last values are 6.
-	if n := len(w.Chart); n < 60+25 {
-		t.Errorf("waiting chart has %d points, want the baseline's 60 and the recent window's 30, about", n)
+	// The chart covers the last 30 min (15 s apart, 10 min of them
+	// with history) and the recent window (2 s apart); its last values
+	// are 6.
+	if n := len(w.Chart); n < 40+25 {
+		t.Errorf("waiting chart has %d points, want the chart span's 40 and the recent window's 30, about", n)
+	}
+	if mr.ChartEnd-mr.ChartStart != 1800 {
+		t.Errorf("chart spans %v s, want 1800", mr.ChartEnd-mr.ChartStart)
 	}
 	if last := w.Chart[len(w.Chart)-1]; last.V == nil || *last.V != 6 {
 		t.Errorf("last chart point %+v, want 6", last)
@@ -556,7 +576,10 @@ func TestHandlers(t *testing.T) {
 	for _, want := range []string{
 		`class="finding active" data-finding="queueing" data-active="true"`,
 		`data-finding="long_prompts" data-active="false"`,
-		`id="verdict">Found: ttft_up, queueing`,
+		`id="verdict">Since 12:10:`,
+		`<b>Requests are queueing: inflow is above what the pod can serve.</b> Add replicas`,
+		`class="tick"`,
+		`<line class="incident"`,
 		`<polyline class="line"`,
 	} {
 		if !strings.Contains(html, want) {
@@ -565,6 +588,9 @@ func TestHandlers(t *testing.T) {
 	}
 	if n := strings.Count(html, "<svg"); n != numSignals {
 		t.Errorf("%d charts, want one per signal (%d)", n, numSignals)
+	}
+	if strings.Contains(html, "Healthy") || strings.Contains(html, "http-equiv") {
+		t.Errorf("the page says Healthy or refreshes unasked")
 	}
 	if strings.Contains(html, "<script") || strings.Contains(html, "http://") || strings.Contains(html, "https://") {
 		t.Errorf("the page loads or runs something from elsewhere")

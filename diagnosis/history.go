@@ -39,11 +39,11 @@ type point struct {
 	t int64 // nanoseconds since the Diagnoser's first observation
 	// gsum and gn are the running sum and number of each gauge's
 	// observations since the model was first seen.
-	gsum, gn [numGauges]float64
-	c        [numCounters]float64 // NaN when the upstream lacks the counter
-	// ttft and itl are cumulative bucket counts aligned with the track's
-	// bounds; nil when the histogram was absent.
-	ttft, itl []float64
+	gsum, gsq, gn [numGauges]float64
+	c             [numCounters]float64 // NaN when the upstream lacks the counter
+	// h are the histograms' cumulative bucket counts aligned with the
+	// track's bounds; nil when the histogram was absent.
+	h [numHists][]float64
 }
 
 // ring keeps at most one point per slot of res nanoseconds (the newest
@@ -58,15 +58,17 @@ type ring struct {
 func (r *ring) add(p *point) {
 	if n := len(r.pts); n > 0 && slotOf(p.t, r.res) == slotOf(r.pts[n-1].t, r.res) {
 		last := &r.pts[n-1]
-		ttft, itl := last.ttft, last.itl
+		old := last.h
 		*last = *p
-		last.ttft = copyInto(ttft, p.ttft)
-		last.itl = copyInto(itl, p.itl)
+		for i := range old {
+			last.h[i] = copyInto(old[i], p.h[i])
+		}
 		return
 	}
 	q := *p
-	q.ttft = slices.Clone(p.ttft)
-	q.itl = slices.Clone(p.itl)
+	for i := range q.h {
+		q.h[i] = slices.Clone(p.h[i])
+	}
 	r.pts = append(r.pts, q)
 }
 
@@ -109,15 +111,17 @@ func slotOf(t, res int64) int64 {
 // track is the history of one model: a fine ring covering the recent window
 // and a coarse one covering the baseline before it.
 type track struct {
-	gsum, gn   [numGauges]float64
-	ttftBounds []float64
-	itlBounds  []float64
-	fine       ring
-	coarse     ring
-	lastT      int64
-	// uncausedSince is when symptoms without any cause began (-1: not
-	// now); see unexplained in evaluate's caller.
-	uncausedSince int64
+	gsum, gsq, gn [numGauges]float64
+	bounds        [numHists][]float64
+	fine          ring
+	coarse        ring
+	chart         ring // the charts' span, when longer than the baseline's
+	lastT         int64
+	firstT        int64
+	since         int64 // the first observation after the latest gap
+	server        string
+	missing       []string // inputs the latest observation lacked
+	inc           incidentState
 }
 
 // observe folds o, taken at t, into the track.
@@ -126,10 +130,11 @@ func (tr *track) observe(t int64, o *Observation) {
 	for i, v := range gauges {
 		if !math.IsNaN(v) && !math.IsInf(v, 0) {
 			tr.gsum[i] += v
+			tr.gsq[i] += v * v
 			tr.gn[i]++
 		}
 	}
-	p := point{t: t, gsum: tr.gsum, gn: tr.gn}
+	p := point{t: t, gsum: tr.gsum, gsq: tr.gsq, gn: tr.gn}
 	p.c = [numCounters]float64{
 		o.Preemptions, o.PrefixQueries, o.PrefixHits, o.PromptTokens, o.GenerationTokens,
 		o.PromptLenSum, o.PromptLenCount, o.GenLenSum, o.GenLenCount, o.Finished,
@@ -139,32 +144,27 @@ func (tr *track) observe(t int64, o *Observation) {
 			p.c[i] = math.NaN()
 		}
 	}
-	p.ttft = tr.histogram(hTTFT, o.TTFT)
-	p.itl = tr.histogram(hITL, o.ITL)
+	for i, h := range [numHists]Histogram{hTTFT: o.TTFT, hITL: o.ITL, hPromptLen: o.PromptLen, hGenLen: o.GenLen} {
+		p.h[i] = tr.histogram(i, h)
+	}
 	tr.fine.add(&p)
 	tr.coarse.add(&p)
+	if tr.chart.res > 0 {
+		tr.chart.add(&p)
+	}
 	tr.lastT = t
+	tr.server = o.Server
+	tr.missing = missingInputs(o)
 }
 
 // Which histogram of a point.
 const (
 	hTTFT = iota
 	hITL
+	hPromptLen
+	hGenLen
+	numHists
 )
-
-func (p *point) hist(which int) *[]float64 {
-	if which == hTTFT {
-		return &p.ttft
-	}
-	return &p.itl
-}
-
-func (tr *track) bounds(which int) *[]float64 {
-	if which == hTTFT {
-		return &tr.ttftBounds
-	}
-	return &tr.itlBounds
-}
 
 // histogram returns h's counts when h is usable. When the bounds change
 // (another vLLM version behind the port), that histogram's history starts
@@ -173,11 +173,11 @@ func (tr *track) histogram(which int, h Histogram) []float64 {
 	if !validHistogram(h) {
 		return nil
 	}
-	if b := tr.bounds(which); !slices.Equal(*b, h.Bounds) {
+	if b := &tr.bounds[which]; !slices.Equal(*b, h.Bounds) {
 		*b = slices.Clone(h.Bounds)
-		for _, r := range []*ring{&tr.fine, &tr.coarse} {
+		for _, r := range []*ring{&tr.fine, &tr.coarse, &tr.chart} {
 			for i := range r.pts {
-				*r.pts[i].hist(which) = nil
+				r.pts[i].h[which] = nil
 			}
 		}
 	}
@@ -204,13 +204,18 @@ func validHistogram(h Histogram) bool {
 
 // bytes estimates the memory the track's points hold.
 func (tr *track) bytes() int {
-	const pointSize = 8 + 2*numGauges*8 + numCounters*8 + 2*24
+	const pointSize = 8 + 3*numGauges*8 + numCounters*8 + numHists*24
 	n := 0
-	for _, r := range []*ring{&tr.fine, &tr.coarse} {
+	for _, r := range []*ring{&tr.fine, &tr.coarse, &tr.chart} {
 		n += cap(r.pts) * pointSize
 		for i := range r.pts {
-			n += 8 * (cap(r.pts[i].ttft) + cap(r.pts[i].itl))
+			for _, h := range r.pts[i].h {
+				n += 8 * cap(h)
+			}
 		}
 	}
-	return n + 8*(len(tr.ttftBounds)+len(tr.itlBounds))
+	for _, b := range tr.bounds {
+		n += 8 * len(b)
+	}
+	return n
 }

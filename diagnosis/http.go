@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // APIHandler serves the latest report as JSON (/api/v1/diagnosis).
@@ -33,14 +34,19 @@ func (d *Diagnoser) APIHandler() http.Handler {
 
 // PageHandler serves the latest report as an HTML page with inline SVG
 // charts (/diagnosis). It loads nothing from elsewhere: clusters are often
-// offline, and the page has no script at all.
+// offline, and the page has no script at all; ?refresh=N (seconds) makes
+// the browser reload it.
 func (d *Diagnoser) PageHandler() http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if !getOrHead(w, r) {
 			return
 		}
+		pd := pageData(d.Report())
+		if n, err := strconv.Atoi(r.URL.Query().Get("refresh")); err == nil && n >= 1 && n <= 3600 {
+			pd.Refresh = n
+		}
 		var b bytes.Buffer
-		if err := pageTemplate.Execute(&b, pageData(d.Report())); err != nil {
+		if err := pageTemplate.Execute(&b, pd); err != nil {
 			http.Error(w, "cannot render the diagnosis: "+err.Error(), http.StatusInternalServerError)
 			return
 		}
@@ -71,18 +77,25 @@ var pageTemplate = template.Must(template.New("diagnosis").Funcs(template.FuncMa
 	"num":   formatNumber,
 	"ratio": formatRatio,
 	"sub":   func(a, b float64) float64 { return a - b },
+	"pval":  formatP,
+	"clock": func(t time.Time) string { return t.UTC().Format("15:04:05") },
 }).Parse(pageHTML))
 
 // page is what the template renders.
 type page struct {
 	*Report
-	Models []modelPage
+	Title   string
+	Refresh int
+	Models  []modelPage
 }
 
 type modelPage struct {
 	*ModelReport
-	Active []string // active symptoms and causes, for the verdict banner
-	Steps  []stepPage
+	Steps []stepPage
+	// SLO is the state of the latency targets, when set.
+	SLO string
+	// BaselineSpan says what the baseline is: rolling or frozen, from when.
+	BaselineSpan string
 }
 
 type stepPage struct {
@@ -95,22 +108,52 @@ type signalPage struct {
 	Chart chartSVG
 }
 
+// serverTitles are the servers' names as people write them.
+var serverTitles = map[string]string{"vllm": "vLLM", "sglang": "SGLang", "tgi": "TGI", "trtllm": "TensorRT-LLM", "llamacpp": "llama.cpp", "ollama": "Ollama"}
+
+// title names the server kind the models run on, one or several.
+func title(r *Report) string {
+	kinds := map[string]bool{}
+	for _, m := range r.Models {
+		if m.Server != "" && m.Server != "unknown" {
+			kinds[m.Server] = true
+		}
+	}
+	if len(kinds) != 1 {
+		return "LLM server diagnosis"
+	}
+	for k := range kinds {
+		if t := serverTitles[k]; t != "" {
+			return t + " diagnosis"
+		}
+		return k + " diagnosis"
+	}
+	return ""
+}
+
 func pageData(r *Report) page {
-	p := page{Report: r}
+	p := page{Report: r, Title: title(r)}
 	for i := range r.Models {
 		mr := &r.Models[i]
-		mp := modelPage{ModelReport: mr}
-		for _, f := range append(append([]Finding{}, mr.Symptoms...), mr.Causes...) {
-			if f.Active {
-				mp.Active = append(mp.Active, f.Name)
+		mp := modelPage{ModelReport: mr, SLO: sloState(r.SLO, mr)}
+		if mr.Baseline.Start != nil {
+			end := mr.Baseline.Start.Add(time.Duration(mr.Baseline.Seconds * float64(time.Second)))
+			kind := "rolling"
+			if mr.Baseline.Frozen {
+				kind = "frozen at the incident's start"
 			}
+			mp.BaselineSpan = fmt.Sprintf("baseline %s–%s (%s)", mr.Baseline.Start.UTC().Format("15:04:05"), end.UTC().Format("15:04:05"), kind)
+		}
+		incidentStart := math.NaN()
+		if mr.Incident != nil {
+			incidentStart = unixSeconds(mr.Incident.Start)
 		}
 		for j := range mr.Steps {
 			st := &mr.Steps[j]
 			sp := stepPage{Step: st}
 			for k := range st.Signals {
 				s := &st.Signals[k]
-				sp.Signals = append(sp.Signals, signalPage{SignalReport: s, Chart: drawChart(s, mr.RecentStart)})
+				sp.Signals = append(sp.Signals, signalPage{SignalReport: s, Chart: drawChart(s, mr, incidentStart)})
 			}
 			mp.Steps = append(mp.Steps, sp)
 		}
@@ -119,15 +162,50 @@ func pageData(r *Report) page {
 	return p
 }
 
+// sloState compares the recent percentiles with the targets.
+func sloState(slo *SLOReport, mr *ModelReport) string {
+	if slo == nil || len(mr.Steps) == 0 {
+		return ""
+	}
+	var held, missed []string
+	check := func(name string, target *float64, idx int) {
+		if target == nil {
+			return
+		}
+		for _, s := range mr.Steps[0].Signals {
+			if s.index != idx || s.Recent == nil {
+				continue
+			}
+			w := fmt.Sprintf("%s p90 %s s against the %s s target", name, formatNumber(s.Recent), formatNumber(target))
+			if *s.Recent <= *target {
+				held = append(held, w)
+			} else {
+				missed = append(missed, w)
+			}
+		}
+	}
+	check("time to first token", slo.TTFT, sTTFT)
+	check("inter-token latency", slo.TPOT, sITL)
+	switch {
+	case len(missed) > 0:
+		return "SLO missed: " + strings.Join(missed, "; ") + "."
+	case len(held) > 0:
+		return "SLOs hold: " + strings.Join(held, "; ") + "."
+	}
+	return ""
+}
+
 // Chart geometry, in SVG user units.
 const (
-	chartW, chartH = 360.0, 90.0
+	chartW, chartH = 360.0, 104.0
+	plotH          = 86.0 // above the time axis
 	chartPad       = 4.0
 )
 
-// chartSVG is one signal's chart, laid out: polylines of the signal's
-// values (broken where undefined), the recent window shaded, and the
-// baseline and recent values as dashed lines over their windows.
+// chartSVG is one signal's chart, laid out over the model's chart span:
+// polylines of the signal's values (broken where undefined), the recent
+// window shaded, the baseline and recent values as dashed lines, a time
+// axis, and the incident's start marked.
 type chartSVG struct {
 	Lines                  []string // points attributes
 	RecentX                float64
@@ -135,20 +213,48 @@ type chartSVG struct {
 	HasBaseline, HasRecent bool
 	Max                    string // top of the y axis, labelled
 	Empty                  bool
+	Ticks                  []tick
+	IncidentX              float64
+	HasIncident            bool
+	AxisY                  float64
 }
 
-func drawChart(s *SignalReport, recentStart float64) chartSVG {
-	c := chartSVG{Empty: true}
-	if len(s.Chart) < 2 {
-		return c
-	}
-	t0, t1 := s.Chart[0].T, s.Chart[len(s.Chart)-1].T
+type tick struct {
+	X     float64
+	Label string
+}
+
+// tickSteps are the time axis' candidate steps, seconds.
+var tickSteps = []float64{5, 10, 15, 30, 60, 120, 300, 600, 900, 1800, 3600, 7200}
+
+func drawChart(s *SignalReport, mr *ModelReport, incidentStart float64) chartSVG {
+	c := chartSVG{Empty: true, AxisY: plotH}
+	t0, t1 := mr.ChartStart, mr.ChartEnd
 	if !(t1 > t0) {
 		return c
 	}
+	x := func(t float64) float64 { return chartPad + (chartW-2*chartPad)*(t-t0)/(t1-t0) }
+	step := tickSteps[len(tickSteps)-1]
+	for _, st := range tickSteps {
+		if (t1-t0)/st <= 6 {
+			step = st
+			break
+		}
+	}
+	for t := math.Ceil(t0/step) * step; t <= t1; t += step {
+		layout := "15:04"
+		if step < 60 {
+			layout = "15:04:05"
+		}
+		c.Ticks = append(c.Ticks, tick{X: x(t), Label: time.Unix(int64(t), 0).UTC().Format(layout)})
+	}
+	if incidentStart >= t0 && incidentStart <= t1 {
+		c.HasIncident, c.IncidentX = true, x(incidentStart)
+	}
+	c.RecentX = x(math.Min(math.Max(mr.RecentStart, t0), t1))
 	top := 0.0
 	for _, p := range s.Chart {
-		if p.V != nil {
+		if p.V != nil && p.T >= t0 {
 			top = math.Max(top, *p.V)
 		}
 	}
@@ -161,8 +267,7 @@ func drawChart(s *SignalReport, recentStart float64) chartSVG {
 		top = 1
 	}
 	top *= 1.1
-	x := func(t float64) float64 { return chartPad + (chartW-2*chartPad)*(t-t0)/(t1-t0) }
-	y := func(v float64) float64 { return chartH - chartPad - (chartH-2*chartPad)*v/top }
+	y := func(v float64) float64 { return plotH - chartPad - (plotH-2*chartPad)*v/top }
 	var cur []string
 	flush := func() {
 		if len(cur) > 1 {
@@ -171,7 +276,7 @@ func drawChart(s *SignalReport, recentStart float64) chartSVG {
 		cur = cur[:0]
 	}
 	for _, p := range s.Chart {
-		if p.V == nil {
+		if p.V == nil || p.T < t0 {
 			flush()
 			continue
 		}
@@ -179,7 +284,6 @@ func drawChart(s *SignalReport, recentStart float64) chartSVG {
 	}
 	flush()
 	c.Empty = len(c.Lines) == 0
-	c.RecentX = x(math.Min(math.Max(recentStart, t0), t1))
 	if s.Baseline != nil {
 		c.HasBaseline, c.BaselineY = true, y(*s.Baseline)
 	}
@@ -214,4 +318,14 @@ func formatRatio(s *SignalReport) string {
 		return "up from 0"
 	}
 	return "–"
+}
+
+func formatP(v *float64) string {
+	if v == nil {
+		return "–"
+	}
+	if *v < 1e-4 {
+		return "p < 0.0001"
+	}
+	return "p = " + strconv.FormatFloat(*v, 'g', 2, 64)
 }

@@ -19,6 +19,9 @@ package diagnosis
 // histogram it does not expose has no bounds.
 type Observation struct {
 	Model string
+	// Server is the kind of server that printed the page (vllm, sglang,
+	// ...), for the page's title; empty when unknown.
+	Server string
 
 	Running float64 // requests in the running batch
 	Waiting float64 // requests waiting to be scheduled
@@ -37,6 +40,9 @@ type Observation struct {
 
 	TTFT Histogram // time to first token, seconds
 	ITL  Histogram // inter-token latency, seconds
+	// Per-request prompt and generation lengths, tokens: their spread
+	// bounds the noise of the mean lengths.
+	PromptLen, GenLen Histogram
 }
 
 // Histogram is a classic histogram's cumulative buckets: Counts[i]

@@ -13,16 +13,41 @@ type Report struct {
 	Baseline    string        `json:"baseline"`
 	MinChange   float64       `json:"min_change"`
 	MinRequests float64       `json:"min_requests"`
-	Models      []ModelReport `json:"models"`
+	// Significance is the level of each test, before its division by the
+	// number of signals; MaxIncident the longest incident.
+	Significance float64       `json:"significance"`
+	MaxIncident  string        `json:"max_incident"`
+	Models       []ModelReport `json:"models"`
+	// SLO holds the latency targets, in seconds, when set.
+	SLO *SLOReport `json:"slo,omitempty"`
+}
+
+// SLOReport is the targets the recent percentiles are compared with.
+type SLOReport struct {
+	TTFT *float64 `json:"ttft_seconds,omitempty"`
+	TPOT *float64 `json:"tpot_seconds,omitempty"`
 }
 
 // ModelReport is the diagnosis of one model.
 type ModelReport struct {
-	Model string `json:"model_name"`
-	// EnoughData is false until both windows hold enough history and
-	// requests; until then no symptom or cause is claimed, either way.
-	EnoughData  bool       `json:"enough_data"`
-	Note        string     `json:"note,omitempty"`
+	Model  string `json:"model_name"`
+	Server string `json:"server,omitempty"` // vllm, sglang, ...; empty when unknown
+	// EnoughData is Readiness.State == "ready": until then no symptom or
+	// cause is claimed, either way.
+	EnoughData bool      `json:"enough_data"`
+	Note       string    `json:"note,omitempty"` // Readiness.Message
+	Readiness  Readiness `json:"readiness"`
+	// Incident is the current incident, nil when none.
+	Incident *Incident `json:"incident"`
+	// Adopted says that an incident outlived --diagnosis.max-incident and
+	// its level became the baseline; nil otherwise.
+	Adopted *Adopted `json:"adopted,omitempty"`
+	// Recovered is when the last incident ended, while the frozen
+	// baseline is still the reference (the rolling one holds the incident).
+	Recovered *time.Time `json:"recovered,omitempty"`
+	// ChartStart and ChartEnd bound the charts (Unix seconds).
+	ChartStart float64 `json:"chart_start"`
+	ChartEnd   float64 `json:"chart_end"`
 	Recent      WindowInfo `json:"recent"`
 	Baseline    WindowInfo `json:"baseline"`
 	Symptoms    []Finding  `json:"symptoms"`
@@ -36,6 +61,50 @@ type WindowInfo struct {
 	Start    *time.Time `json:"start"`
 	Seconds  float64    `json:"seconds"`
 	Requests *float64   `json:"requests"` // finished requests
+	// Frozen is true for a baseline frozen at an incident's start.
+	Frozen bool `json:"frozen,omitempty"`
+}
+
+// Readiness states.
+const (
+	ReadyOK         = "ready"
+	ReadyWarmingUp  = "warming_up"
+	ReadyLowTraffic = "too_little_traffic"
+	ReadyNoInputs   = "no_inputs"
+)
+
+// Readiness says whether the diagnosis can judge the model, and why not.
+type Readiness struct {
+	State   string `json:"state"` // ready, warming_up, too_little_traffic, no_inputs
+	Message string `json:"message,omitempty"`
+	// SecondsLeft is how long until the windows are covered, warming up.
+	SecondsLeft *float64 `json:"seconds_left,omitempty"`
+	// Missing are the inputs without which nothing is judged; NotJudged
+	// the ones whose absence leaves some causes unjudged.
+	Missing   []string `json:"missing,omitempty"`
+	NotJudged []string `json:"not_judged,omitempty"`
+}
+
+// Incident is a change that holds against the frozen baseline.
+type Incident struct {
+	Start    time.Time `json:"start"`
+	Seconds  float64   `json:"seconds"`
+	Sentence string    `json:"sentence"`
+	Causes   []Action  `json:"causes"`
+}
+
+// Action is what a cause means and what to do about it.
+type Action struct {
+	Cause    string `json:"cause"`
+	Sentence string `json:"sentence"`
+	Action   string `json:"action"`
+}
+
+// Adopted is an incident that became the baseline.
+type Adopted struct {
+	Since   time.Time `json:"since"` // when the incident began
+	At      time.Time `json:"at"`    // when its level became the baseline
+	Message string    `json:"message"`
 }
 
 // Finding is one symptom or cause.
@@ -63,8 +132,13 @@ type SignalReport struct {
 	Baseline    *float64 `json:"baseline"`
 	// Ratio is recent/baseline; null when undefined or infinite (a rise
 	// from 0, which Change says).
-	Ratio  *float64     `json:"ratio"`
-	Change Change       `json:"change"`
+	Ratio  *float64 `json:"ratio"`
+	Change Change   `json:"change"` // up and down only when significant
+	// PValue is the test's p-value for the change the ratio points to
+	// (null within the minimum change); Bad is a significant change in the
+	// direction that hurts.
+	PValue *float64     `json:"p_value"`
+	Bad    bool         `json:"bad"`
 	Chart  []ChartPoint `json:"chart"`
 
 	index int
@@ -85,7 +159,7 @@ func finite(v float64) *float64 {
 	return &v
 }
 
-func windowInfo(start time.Time, sv spanValues) WindowInfo {
+func windowInfo(start time.Time, sv *stats) WindowInfo {
 	w := WindowInfo{Seconds: sv.seconds, Requests: finite(sv.requests)}
 	if !start.IsZero() {
 		w.Start = &start
@@ -112,23 +186,29 @@ var steps = []struct {
 		nil, nil, []int{kUnexplained}},
 }
 
-// fill writes the evaluation into the report.
-func (mr *ModelReport) fill(ev evaluation, recent, base spanValues) {
+// badUp says, per signal, whether a rise hurts (else a fall does).
+var badUp = [numSignals]bool{sTTFT: true, sITL: true, sGenTPS: false, sWaiting: true, sRunning: true,
+	sKV: true, sPreempt: true, sPromptMean: true, sGenMean: true, sHitRatio: false}
+
+// fill writes the evaluation and the incident's verdicts into the report.
+func (mr *ModelReport) fill(ready bool, ev *evaluation, sym [numSymptoms]bool, causes [numCauses]bool, recent, base *stats) {
 	mr.Symptoms, mr.Causes = []Finding{}, []Finding{}
 	for i, n := range symptomNames {
-		mr.Symptoms = append(mr.Symptoms, Finding{n, ev.enough && ev.symptoms[i]})
+		mr.Symptoms = append(mr.Symptoms, Finding{n, ready && sym[i]})
 	}
 	for i, n := range causeNames {
-		mr.Causes = append(mr.Causes, Finding{n, ev.enough && ev.causes[i]})
+		mr.Causes = append(mr.Causes, Finding{n, ready && causes[i]})
 	}
 	for n, st := range steps {
 		s := Step{Number: n + 1, Title: st.title, Question: st.question, Signals: []SignalReport{}, Findings: []Finding{}}
 		for _, i := range st.signals {
 			r := ev.ratio[i]
+			ch := ev.change[i]
+			bad := ready && (ch == ChangeUp && badUp[i] || ch == ChangeDown && !badUp[i])
 			s.Signals = append(s.Signals, SignalReport{
 				Signal: signalInfo[i].name, Description: signalInfo[i].what, Unit: signalInfo[i].unit,
-				Recent: finite(recent.v[i]), Baseline: finite(base.v[i]), Ratio: finite(r), Change: ev.change[i],
-				Chart: []ChartPoint{}, index: i, ratio: r,
+				Recent: finite(recent.v[i]), Baseline: finite(base.v[i]), Ratio: finite(r), Change: ch,
+				PValue: finite(ev.p[i]), Bad: bad, Chart: []ChartPoint{}, index: i, ratio: r,
 			})
 		}
 		var active []string
@@ -144,17 +224,17 @@ func (mr *ModelReport) fill(ev evaluation, recent, base spanValues) {
 				active = append(active, mr.Causes[k].Name)
 			}
 		}
-		s.Verdict = verdict(n, ev, active)
+		s.Verdict = verdict(n, ready, sym, active)
 		mr.Steps = append(mr.Steps, s)
 	}
 }
 
-func verdict(step int, ev evaluation, active []string) string {
-	if !ev.enough {
-		return "too little data"
+func verdict(step int, ready bool, sym [numSymptoms]bool, active []string) string {
+	if !ready {
+		return "not judged"
 	}
 	if step == 0 {
-		t, i := ev.symptoms[yTTFT], ev.symptoms[yITL]
+		t, i := sym[yTTFT], sym[yITL]
 		switch {
 		case t && i:
 			return "both sides slower: look at both prefill and decode causes"
@@ -162,20 +242,41 @@ func verdict(step int, ev evaluation, active []string) string {
 			return "prefill side: time to first token rose, inter-token latency did not"
 		case i:
 			return "decode side: inter-token latency rose, time to first token did not"
-		case ev.symptoms[yThroughput]:
+		case sym[yThroughput]:
 			return "throughput fell with as many requests running, latencies flat: look at both sides"
 		}
-		return "healthy: no latency or throughput regression against the baseline"
+		return "no change against the baseline: no latency or throughput regression"
 	}
 	if len(active) == 0 {
-		return "nothing here"
+		return "nothing changed here"
 	}
 	out := "found: "
 	for k, a := range active {
 		if k > 0 {
 			out += ", "
 		}
-		out += a
+		out += causeWords[a].short
 	}
 	return out
+}
+
+// causeWords say each cause in plain words, with what to do.
+var causeWords = map[string]struct{ short, sentence, action string }{
+	CauseQueueing: {"requests queueing", "Requests are queueing: inflow is above what the pod can serve.",
+		"Add replicas or shed load; check that the router spreads requests across pods."},
+	CauseLongPrompts: {"longer prompts", "Prompts got longer: each prefill does more work.",
+		"Find the client or feature that sends longer prompts; add prefill capacity or cap the prompt length."},
+	CausePrefixCacheMisses: {"prefix-cache misses", "The prefix cache hits less: prompt work it used to skip is recomputed.",
+		"Check the routing (prefix-aware routing, new or restarted pods) before touching the server."},
+	CauseBatchGrowth: {"a larger batch", "More requests run at once: every step takes longer.",
+		"Traffic grew within the batch limit: add replicas, or lower max_num_seqs to trade throughput for latency."},
+	CausePreemptions: {"preemptions", "Requests are being preempted: the KV cache is too small for the load, and each preemption redoes a prefill.",
+		"Free GPU memory for the KV cache (gpu_memory_utilization, another process on the GPU), lower max_num_seqs, or add replicas."},
+	CauseLongOutputs: {"longer outputs", "Outputs got longer: each request stays in the batch longer.",
+		"Check the clients' max_tokens; add decode capacity."},
+	CauseUnexplained: {"no cause in load, queue, memory or traffic", "Latency rose with no change in load, queue, memory or traffic.",
+		"Look at the configuration (tensor parallelism, max_num_batched_tokens) and the hardware (throttling, a failing GPU, a noisy neighbour)."},
+	SymptomTTFTUp:         {"time to first token up", "", ""},
+	SymptomITLUp:          {"inter-token latency up", "", ""},
+	SymptomThroughputDown: {"throughput down", "", ""},
 }

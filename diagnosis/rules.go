@@ -47,78 +47,236 @@ var causeNames = [numCauses]string{
 type Change string
 
 const (
-	ChangeUp      Change = "up"      // recent >= baseline * (1 + min change), or up from 0
-	ChangeDown    Change = "down"    // recent <= baseline * (1 - min change)
+	ChangeUp      Change = "up"      // recent >= baseline * (1 + min change), or up from 0, and significant
+	ChangeDown    Change = "down"    // recent <= baseline * (1 - min change), and significant
 	ChangeFlat    Change = "flat"    // neither
 	ChangeUnknown Change = "unknown" // a window lacks the signal
 )
 
-// evaluation is the outcome of the rules for one model.
+// evaluation is the outcome of the tests and rules for one model.
 type evaluation struct {
-	enough   bool // enough requests in both windows to claim anything
-	change   [numSignals]Change
-	ratio    [numSignals]float64 // recent/baseline; +Inf up from 0; NaN undefined
+	enough bool // enough requests in both windows to claim anything
+	change [numSignals]Change
+	ratio  [numSignals]float64 // recent/baseline; +Inf up from 0; NaN undefined
+	p      [numSignals]float64 // p-value of the change the ratio points to; NaN without
+	// beyond is true where the ratio alone is past the minimum change,
+	// significant or not (the incident's end waits for it to come back).
+	beyond   [numSignals]bool
 	symptoms [numSymptoms]bool
 	causes   [numCauses]bool
+	// excessPreemptions is the recent preemptions above what the
+	// baseline rate predicts, per request started.
+	excessPreemptions float64
 }
 
-// evaluate applies the rules to the recent and baseline values. Nothing is
-// claimed unless both windows saw at least minRequests finished requests.
-func evaluate(recent, baseline spanValues, minChange, minRequests float64) evaluation {
+// rules are the settings the tests need.
+type rules struct {
+	minChange, minRequests float64
+	alpha                  float64 // per signal, after the Bonferroni division
+	clearAlpha             float64 // for "still changed": the undivided level
+}
+
+// MinPreemptionShare is the smallest share of the recent window's requests
+// that preemptions above the baseline rate must reach to be a cause: a few
+// preemptions cannot explain a latency rise of thousands of requests.
+const MinPreemptionShare = 0.02
+
+// evaluate tests every signal, recent against base, and applies the
+// symptom rules.
+func (ru *rules) evaluate(recent, base *stats) evaluation {
 	var e evaluation
 	for i := range numSignals {
-		e.change[i], e.ratio[i] = compare(recent.v[i], baseline.v[i], minChange)
+		e.change[i], e.ratio[i] = compare(recent.v[i], base.v[i], ru.minChange)
+		e.p[i] = math.NaN()
+		e.beyond[i] = e.change[i] == ChangeUp || e.change[i] == ChangeDown
+		if e.beyond[i] {
+			dir := 1
+			if e.change[i] == ChangeDown {
+				dir = -1
+			}
+			e.p[i] = testSignal(i, recent, base, dir)
+			if !(e.p[i] <= ru.alpha) {
+				e.change[i] = ChangeFlat
+			}
+		}
 	}
-	e.enough = recent.requests >= minRequests && baseline.requests >= minRequests
+	e.enough = recent.requests >= ru.minRequests && base.requests >= ru.minRequests
+	if n := firstPositive(recent.started, recent.requests); n > 0 && recent.seconds > 0 && base.seconds > 0 {
+		e.excessPreemptions = (recent.c[cPreemptions] - base.c[cPreemptions]*recent.seconds/base.seconds) / n
+	}
 	if !e.enough {
 		return e
 	}
-	up := func(s int) bool { return e.change[s] == ChangeUp }
-	down := func(s int) bool { return e.change[s] == ChangeDown }
-
 	// Step 1: which side of the request got slower. Less output with
 	// fewer requests running is less traffic, not a slower server.
-	e.symptoms[yTTFT] = up(sTTFT)
-	e.symptoms[yITL] = up(sITL)
-	e.symptoms[yThroughput] = down(sGenTPS) && !down(sRunning)
+	e.symptoms[yTTFT] = e.change[sTTFT] == ChangeUp
+	e.symptoms[yITL] = e.change[sITL] == ChangeUp
+	e.symptoms[yThroughput] = e.change[sGenTPS] == ChangeDown && e.change[sRunning] != ChangeDown && !(e.ratio[sRunning] <= 1-ru.minChange)
+	return e
+}
 
+func firstPositive(vs ...float64) float64 {
+	for _, v := range vs {
+		if v > 0 {
+			return v
+		}
+	}
+	return math.NaN()
+}
+
+// causesFor applies the cause rules to e, given the symptoms that hold
+// (those of the incident, which outlive a noisy evaluation).
+func causesFor(e *evaluation, sym [numSymptoms]bool) [numCauses]bool {
+	var c [numCauses]bool
+	up := func(s int) bool { return e.change[s] == ChangeUp }
+	down := func(s int) bool { return e.change[s] == ChangeDown }
 	// Prefill and decode problems have no causes in common, so each side's
 	// causes are looked for only when that side got slower. When only
 	// throughput fell, the split says nothing and both sides are looked at.
-	split := e.symptoms[yTTFT] || e.symptoms[yITL]
-	prefill := e.symptoms[yTTFT] || (!split && e.symptoms[yThroughput])
-	decode := e.symptoms[yITL] || (!split && e.symptoms[yThroughput])
+	split := sym[yTTFT] || sym[yITL]
+	prefill := sym[yTTFT] || (!split && sym[yThroughput])
+	decode := sym[yITL] || (!split && sym[yThroughput])
 
 	// Step 3 first, since step 2 depends on it: a preemption recomputes a
 	// whole prefill (prefill work) and stalls a running request (decode),
-	// so it explains either side.
-	e.causes[kPreemptions] = (prefill || decode) && up(sPreempt)
+	// so it explains either side, if there are enough of them to.
+	c[kPreemptions] = (prefill || decode) && up(sPreempt) && e.excessPreemptions >= MinPreemptionShare
 	// Step 2. Preempted requests go back to the waiting queue, so a queue
 	// that grew with preemptions is memory, not inflow.
-	e.causes[kQueueing] = prefill && up(sWaiting) && !e.causes[kPreemptions]
+	c[kQueueing] = prefill && up(sWaiting) && !c[kPreemptions]
 	// More requests in the batch make every step slower, prefill steps
 	// included, so a grown batch explains either side; but a batch that
 	// grew while requests queued reached its limit (queueing), and one that
 	// grew with the prompts or the outputs holds each request longer (long
 	// prompts, long outputs): more requests at once is then the effect.
-	e.causes[kBatchGrowth] = (prefill || decode) && up(sRunning) && !up(sWaiting) && !up(sPromptMean) && !up(sGenMean)
+	c[kBatchGrowth] = (prefill || decode) && up(sRunning) && !up(sWaiting) && !up(sPromptMean) && !up(sGenMean)
 	// Step 4: the traffic changed.
-	e.causes[kLongPrompts] = prefill && up(sPromptMean)
-	e.causes[kPrefixMisses] = prefill && down(sHitRatio)
+	c[kLongPrompts] = prefill && up(sPromptMean)
+	c[kPrefixMisses] = prefill && down(sHitRatio)
 	// Longer outputs keep each request in the batch longer, so the batch
 	// grows and every step slows, prefill steps included: either side.
-	e.causes[kLongOutputs] = (prefill || decode) && up(sGenMean)
+	c[kLongOutputs] = (prefill || decode) && up(sGenMean)
 	// Step 5: a symptom none of the above explains.
 	any := false
-	for _, c := range e.causes[:kUnexplained] {
-		any = any || c
+	for _, x := range c[:kUnexplained] {
+		any = any || x
 	}
-	e.causes[kUnexplained] = (e.symptoms[yTTFT] || e.symptoms[yITL] || e.symptoms[yThroughput]) && !any
-	return e
+	c[kUnexplained] = (sym[yTTFT] || sym[yITL] || sym[yThroughput]) && !any
+	return c
 }
 
-// compare classifies recent against baseline. A baseline of 0 has no
-// ratio: any rise from it is up (ratio +Inf), staying at 0 is flat.
+// stillChanged reports whether signal i still differs from the baseline
+// in the direction dir: past the minimum change and significant at the
+// undivided level, more lenient than naming, so that an incident does not
+// end on one quiet evaluation.
+func (ru *rules) stillChanged(i int, recent, base *stats, dir int) bool {
+	ch, r := compare(recent.v[i], base.v[i], ru.minChange)
+	if ch == ChangeUnknown {
+		return false
+	}
+	if dir > 0 && ch != ChangeUp || dir < 0 && ch != ChangeDown {
+		return false
+	}
+	_ = r
+	return testSignal(i, recent, base, dir) <= ru.clearAlpha
+}
+
+// testSignal is the p-value of signal i having moved in direction dir, with
+// the test that fits the data behind it (docs/diagnosis.md, "The tests").
+func testSignal(i int, r, b *stats, dir int) float64 {
+	switch i {
+	case sTTFT, sITL:
+		w := hTTFT
+		if i == sITL {
+			w = hITL
+		}
+		q := b.v[i]
+		n1, n0 := total(r.h[w]), total(b.h[w])
+		k1, k0 := countAbove(r.bounds[w], r.h[w], q), countAbove(b.bounds[w], b.h[w], q)
+		if i == sITL {
+			// Inter-token latencies come many per request and a slow step
+			// slows every request in it: count requests, not tokens.
+			f1, f0 := perRequest(n1, r.started), perRequest(n0, b.started)
+			n1, k1, n0, k0 = n1*f1, k1*f1, n0*f0, k0*f0
+		}
+		return fisher(k1, n1, k0, n0, dir)
+	case sGenTPS:
+		// Tokens come in bursts of a request's length: a compound Poisson
+		// count, whose variance is the count times E[L²]/E[L].
+		disp := dispersion(b)
+		return poissonRates(r.c[cGenerationTokens]/disp, r.seconds, b.c[cGenerationTokens]/disp, b.seconds, dir)
+	case sPreempt:
+		return poissonRates(r.c[cPreemptions], r.seconds, b.c[cPreemptions], b.seconds, dir)
+	case sRunning, sWaiting, sKV:
+		g := map[int]int{sRunning: gRunning, sWaiting: gWaiting, sKV: gKVUsage}[i]
+		// Request counts are integers: a window of identical scrapes still
+		// carries their rounding.
+		floor := 1.0 / 12
+		if g == gKVUsage {
+			floor = 1e-4
+		}
+		return welch(r.gMean[g], r.gVar[g]+floor, r.gN[g], b.gMean[g], b.gVar[g]+floor, b.gN[g], dir)
+	case sPromptMean, sGenMean:
+		w := hPromptLen
+		if i == sGenMean {
+			w = hGenLen
+		}
+		v1, n1 := lengthVar(r, w, r.v[i]), firstPositive(r.started, r.c[cPromptLenCount])
+		v0, n0 := lengthVar(b, w, b.v[i]), firstPositive(b.started, b.c[cPromptLenCount])
+		return welch(r.v[i], v1, n1, b.v[i], v0, n0, dir)
+	case sHitRatio:
+		// A request's tokens hit or miss together: per request, the hit
+		// share varies at most as a proportion does.
+		p1, p0 := r.v[i], b.v[i]
+		n1, n0 := firstPositive(r.started, r.requests), firstPositive(b.started, b.requests)
+		if !(n1 > 0 && n0 > 0) {
+			return 1
+		}
+		return zTail(p1-p0, math.Sqrt(p1*(1-p1)/n1+p0*(1-p0)/n0+0.25/(n1*n1)), dir)
+	}
+	return 1
+}
+
+func total(h []float64) float64 {
+	if len(h) == 0 {
+		return math.NaN()
+	}
+	return h[len(h)-1]
+}
+
+// perRequest is the factor that turns a count of observations into one of
+// requests; 1 when requests are unknown or more.
+func perRequest(obs, requests float64) float64 {
+	if !(requests > 0) || !(obs > requests) {
+		return 1
+	}
+	return requests / obs
+}
+
+// dispersion is E[L²]/E[L] of the generation lengths, from the window's
+// length histogram, or twice the mean (a coefficient of variation of 1)
+// without it; at least 1.
+func dispersion(s *stats) float64 {
+	m := s.v[sGenMean]
+	v := lengthVar(s, hGenLen, m)
+	if !(m > 0) {
+		return 1
+	}
+	return math.Max((v+m*m)/m, 1)
+}
+
+// lengthVar is the per-request variance of a length, from its histogram,
+// else mean² (a coefficient of variation of 1, as for exponential lengths).
+func lengthVar(s *stats, w int, mean float64) float64 {
+	if _, v, ok := histMoments(s.bounds[w], s.h[w]); ok && v > 0 {
+		return v
+	}
+	return mean * mean
+}
+
+// compare classifies recent against baseline by the ratio alone. A
+// baseline of 0 has no ratio: any rise from it is up (ratio +Inf), staying
+// at 0 is flat.
 func compare(recent, baseline, minChange float64) (Change, float64) {
 	if math.IsNaN(recent) || math.IsNaN(baseline) {
 		return ChangeUnknown, math.NaN()

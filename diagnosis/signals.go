@@ -2,6 +2,7 @@ package diagnosis
 
 import (
 	"math"
+	"slices"
 
 	"github.com/fos-study/vllm-normalizer/quantile"
 )
@@ -53,50 +54,102 @@ var signalInfo = [numSignals]struct {
 	sHitRatio:   {SignalPrefixCacheHitRatio, "ratio", "prefix-cache hit ratio, in tokens"},
 }
 
-// spanValues are the signals between two points of a track.
-type spanValues struct {
+// stats are the signals between two points of a track, and what their
+// tests need: the counts, the bucket increases, the gauges' spread.
+type stats struct {
 	v        [numSignals]float64 // NaN where undefined
 	requests float64             // finished requests; NaN when unknown
+	started  float64             // requests started (TTFT observations); NaN when unknown
 	seconds  float64
+	c        [numCounters]float64 // increases; NaN when unknown
+	// h are the histograms' bucket increases (cumulative over bounds),
+	// nil when unknown; bounds are the track's at the time.
+	h      [numHists][]float64
+	bounds [numHists][]float64
+	// the gauges' mean, variance and number of observations
+	gMean, gVar, gN [numGauges]float64
+}
+
+// nanStats is a stats with nothing known.
+func nanStats() stats {
+	var s stats
+	for i := range s.v {
+		s.v[i] = math.NaN()
+	}
+	for i := range s.c {
+		s.c[i] = math.NaN()
+	}
+	s.requests, s.started = math.NaN(), math.NaN()
+	return s
+}
+
+// clone returns a copy sharing nothing that the track reuses.
+func (s *stats) clone() stats {
+	out := *s
+	for i := range s.h {
+		out.h[i] = slices.Clone(s.h[i])
+	}
+	return out
 }
 
 // between computes the signals from point a to the later point b.
-func between(tr *track, a, b *point, scratch []quantile.Bucket) (spanValues, []quantile.Bucket) {
-	var sv spanValues
-	for i := range sv.v {
-		sv.v[i] = math.NaN()
-	}
+func between(tr *track, a, b *point) stats {
+	sv := nanStats()
 	sv.seconds = float64(b.t-a.t) / nanosPerSecond
-	sv.requests = inc(a, b, cFinished)
-	if sv.seconds <= 0 {
-		return sv, scratch
+	for i := range sv.c {
+		sv.c[i] = inc(a, b, i)
 	}
-	sv.v[sTTFT], scratch = histQuantile(tr.ttftBounds, a.ttft, b.ttft, scratch)
-	sv.v[sITL], scratch = histQuantile(tr.itlBounds, a.itl, b.itl, scratch)
-	sv.v[sGenTPS] = inc(a, b, cGenerationTokens) / sv.seconds
-	sv.v[sPreempt] = inc(a, b, cPreemptions) / sv.seconds
+	sv.requests = sv.c[cFinished]
+	if sv.seconds <= 0 {
+		return sv
+	}
+	for w := range numHists {
+		bounds := tr.bounds[w]
+		ha, hb := a.h[w], b.h[w]
+		if ha == nil || hb == nil || len(ha) != len(bounds) || len(hb) != len(bounds) {
+			continue
+		}
+		d := make([]float64, len(bounds))
+		ok := true
+		for i := range bounds {
+			d[i] = hb[i] - ha[i]
+			ok = ok && d[i] >= 0
+		}
+		if ok {
+			sv.h[w], sv.bounds[w] = d, bounds
+		}
+	}
+	sv.v[sTTFT] = histQuantile(sv.bounds[hTTFT], sv.h[hTTFT], signalQuantile)
+	sv.v[sITL] = histQuantile(sv.bounds[hITL], sv.h[hITL], signalQuantile)
+	sv.v[sGenTPS] = sv.c[cGenerationTokens] / sv.seconds
+	sv.v[sPreempt] = sv.c[cPreemptions] / sv.seconds
 	// Lengths per request started (per first token), not per request
 	// finished: a request's prompt is processed when its first token
 	// comes, as its TTFT is observed, and its output starts growing the
 	// batch at once, while the per-request length histograms are only
 	// observed when the request ends, a request's duration later. Without
 	// a TTFT histogram, the finished requests' lengths are used.
-	started := math.NaN()
-	if n := len(tr.ttftBounds); n > 0 && a.ttft != nil && b.ttft != nil {
-		started = b.ttft[n-1] - a.ttft[n-1]
+	if h := sv.h[hTTFT]; h != nil {
+		sv.started = h[len(h)-1]
 	}
-	if started > 0 {
-		sv.v[sPromptMean] = ratio(inc(a, b, cPromptTokens), started)
-		sv.v[sGenMean] = ratio(inc(a, b, cGenerationTokens), started)
+	if sv.started > 0 {
+		sv.v[sPromptMean] = ratio(sv.c[cPromptTokens], sv.started)
+		sv.v[sGenMean] = ratio(sv.c[cGenerationTokens], sv.started)
 	} else {
-		sv.v[sPromptMean] = ratio(inc(a, b, cPromptLenSum), inc(a, b, cPromptLenCount))
-		sv.v[sGenMean] = ratio(inc(a, b, cGenLenSum), inc(a, b, cGenLenCount))
+		sv.v[sPromptMean] = ratio(sv.c[cPromptLenSum], sv.c[cPromptLenCount])
+		sv.v[sGenMean] = ratio(sv.c[cGenLenSum], sv.c[cGenLenCount])
 	}
-	sv.v[sHitRatio] = ratio(inc(a, b, cPrefixHits), inc(a, b, cPrefixQueries))
+	sv.v[sHitRatio] = ratio(sv.c[cPrefixHits], sv.c[cPrefixQueries])
 	for i, s := range [numGauges]int{gRunning: sRunning, gWaiting: sWaiting, gKVUsage: sKV} {
-		sv.v[s] = ratio(b.gsum[i]-a.gsum[i], b.gn[i]-a.gn[i])
+		n := b.gn[i] - a.gn[i]
+		sv.gN[i] = n
+		m := ratio(b.gsum[i]-a.gsum[i], n)
+		sv.gMean[i], sv.v[s] = m, m
+		if n > 1 {
+			sv.gVar[i] = math.Max(((b.gsq[i]-a.gsq[i])-n*m*m)/(n-1), 0)
+		}
 	}
-	return sv, scratch
+	return sv
 }
 
 // inc is a counter's increase from a to b; NaN when either lacks it. The
@@ -118,19 +171,64 @@ func ratio(num, den float64) float64 {
 	return num / den
 }
 
-// histQuantile is the 90th percentile of the observations between two
-// cumulative bucket snapshots, NaN without any.
-func histQuantile(bounds, a, b []float64, scratch []quantile.Bucket) (float64, []quantile.Bucket) {
-	if a == nil || b == nil || len(a) != len(bounds) || len(b) != len(bounds) {
-		return math.NaN(), scratch
+// histQuantile is the q-quantile of bucket increases, NaN without any.
+func histQuantile(bounds, h []float64, q float64) float64 {
+	if h == nil || len(h) != len(bounds) {
+		return math.NaN()
 	}
-	scratch = scratch[:0]
+	bs := make([]quantile.Bucket, len(bounds))
 	for i, le := range bounds {
-		d := b[i] - a[i]
-		if d < 0 {
-			return math.NaN(), scratch
-		}
-		scratch = append(scratch, quantile.Bucket{UpperBound: le, Count: d})
+		bs[i] = quantile.Bucket{UpperBound: le, Count: h[i]}
 	}
-	return quantile.Estimate(signalQuantile, scratch), scratch
+	return quantile.Estimate(q, bs)
+}
+
+// countAbove is how many of the observations in bucket increases h lie
+// above x, interpolating linearly inside the bucket that holds x, as
+// histogram_quantile does (the first bucket starts at 0). Above the last
+// finite bound everything counts as above.
+func countAbove(bounds, h []float64, x float64) float64 {
+	n := len(h)
+	if n == 0 || len(bounds) != n {
+		return math.NaN()
+	}
+	total := h[n-1]
+	lower, below := 0.0, 0.0
+	for i, le := range bounds {
+		if math.IsInf(le, 1) {
+			return total - below
+		}
+		if x < le {
+			frac := 0.0
+			if x > lower {
+				frac = (x - lower) / (le - lower)
+			}
+			return total - (below + frac*(h[i]-below))
+		}
+		lower, below = le, h[i]
+	}
+	return total - below
+}
+
+// histMoments are the mean and variance of the observations in bucket
+// increases h, each taken at its bucket's midpoint (the last finite bound
+// for the +Inf bucket); ok is false without observations.
+func histMoments(bounds, h []float64) (mean, variance float64, ok bool) {
+	n := len(h)
+	if n == 0 || len(bounds) != n || !(h[n-1] > 0) {
+		return 0, 0, false
+	}
+	lower, prev, s, s2 := 0.0, 0.0, 0.0, 0.0
+	for i, le := range bounds {
+		mid := (lower + le) / 2
+		if math.IsInf(le, 1) {
+			mid = lower
+		}
+		c := h[i] - prev
+		s += c * mid
+		s2 += c * mid * mid
+		lower, prev = le, h[i]
+	}
+	mean = s / h[n-1]
+	return mean, math.Max(s2/h[n-1]-mean*mean, 0), true
 }

@@ -1,0 +1,139 @@
+package diagnosis
+
+// HoldEvaluations is how many consecutive evaluations a symptom or cause
+// must hold before it is named, and fail to hold before it is cleared: one
+// noisy evaluation never flips a verdict.
+const HoldEvaluations = 3
+
+// hysteresis is a verdict that changes only after HoldEvaluations
+// consecutive evaluations disagree with it.
+type hysteresis struct {
+	on bool
+	n  int // consecutive evaluations disagreeing with on
+}
+
+func (h *hysteresis) step(raw bool) bool {
+	if raw == h.on {
+		h.n = 0
+		return h.on
+	}
+	h.n++
+	if h.n >= HoldEvaluations {
+		h.on, h.n = raw, 0
+	}
+	return h.on
+}
+
+// incidentState is one model's incident, if any: once a symptom shows, the
+// baseline it was judged against is frozen, so that the incident does not
+// slide into the baseline and vanish while it lasts.
+type incidentState struct {
+	open  bool  // a symptom showed; the baseline is frozen
+	named bool  // a symptom held long enough: the incident is reported
+	start int64 // when the first symptom showed
+	base  stats // the frozen baseline
+	// baseStart and baseEnd bound the frozen baseline.
+	baseStart, baseEnd int64
+	sym                [numSymptoms]hysteresis
+	cause              [numCauses]hysteresis
+	calm               int   // consecutive evaluations without a symptom, before naming
+	uncausedSince      int64 // -1: some cause is named, or no symptom
+	// After an incident, the rolling baseline still holds it for a
+	// while: the frozen one stays the reference until ended + window +
+	// baseline.
+	ended    bool
+	endedAt  int64
+	endStart int64 // the start of the incident that ended
+	// adopted is set when an incident outlived the maximum: its level
+	// became the baseline at adoptedAt.
+	adopted              bool
+	adoptedAt, adoptedOf int64
+}
+
+// anyOn reports whether any of the verdicts is on.
+func anyOn(hs []hysteresis) bool {
+	for _, h := range hs {
+		if h.on {
+			return true
+		}
+	}
+	return false
+}
+
+func anyTrue(bs []bool) bool {
+	for _, b := range bs {
+		if b {
+			return true
+		}
+	}
+	return false
+}
+
+// step advances the incident by one evaluation: ev is the strict
+// evaluation (naming), lenient the same data at the undivided level
+// (holding). t is the evaluation's time, w the recent window.
+func (in *incidentState) step(t, w int64, ev, lenient *evaluation, ref *stats, refStart, refEnd int64, maxIncident int64) {
+	if !in.open {
+		if !anyTrue(ev.symptoms[:]) {
+			return
+		}
+		*in = incidentState{open: true, start: t, base: ref.clone(), baseStart: refStart, baseEnd: refEnd,
+			uncausedSince: -1, adopted: in.adopted, adoptedAt: in.adoptedAt, adoptedOf: in.adoptedOf}
+	}
+	var sym [numSymptoms]bool
+	for y := range in.sym {
+		hold := ev.symptoms[y]
+		if in.sym[y].on {
+			hold = lenient.symptoms[y]
+		}
+		sym[y] = in.sym[y].step(hold)
+	}
+	if !in.named {
+		if anyTrue(sym[:]) {
+			in.named = true
+		} else {
+			if anyTrue(ev.symptoms[:]) {
+				in.calm = 0
+			} else if in.calm++; in.calm >= HoldEvaluations {
+				in.open = false // a flash: nothing held
+			}
+			return
+		}
+	}
+	// Causes are looked for on the incident's symptoms, which outlive a
+	// noisy evaluation, strict to name and lenient to hold.
+	strict, hold := causesFor(ev, sym), causesFor(lenient, sym)
+	named := false
+	for k := range kUnexplained {
+		raw := strict[k]
+		if in.cause[k].on {
+			raw = hold[k]
+		}
+		named = in.cause[k].step(raw) || named
+	}
+	// A latency percentile reacts to a shift as soon as a tenth of the
+	// window's requests are affected; the means that explain it move in
+	// proportion to the affected share. So a symptom is unexplained only
+	// once it has gone a whole recent window without any cause.
+	if anyTrue(sym[:]) && !named && !anyTrue(strict[:kUnexplained]) {
+		if in.uncausedSince < 0 {
+			in.uncausedSince = t
+		}
+		in.cause[kUnexplained].on = t-in.uncausedSince >= w
+	} else {
+		in.uncausedSince = -1
+		in.cause[kUnexplained].on = false
+	}
+	switch {
+	case !anyTrue(sym[:]):
+		// Every symptom is back within the minimum change of the frozen
+		// baseline (or no longer significantly beyond it).
+		*in = incidentState{ended: true, endedAt: t, endStart: in.start, base: in.base,
+			baseStart: in.baseStart, baseEnd: in.baseEnd, uncausedSince: -1,
+			adopted: in.adopted, adoptedAt: in.adoptedAt, adoptedOf: in.adoptedOf}
+	case t-in.start >= maxIncident:
+		// The new level has lasted too long to be an incident: it becomes
+		// the baseline.
+		*in = incidentState{adopted: true, adoptedAt: t, adoptedOf: in.start, uncausedSince: -1}
+	}
+}

@@ -1,0 +1,164 @@
+package diagnosis
+
+import (
+	"fmt"
+	"math"
+	"strings"
+	"time"
+
+	"github.com/prometheus/common/model"
+)
+
+// Inputs of the diagnosis, the keys of Options.InputNames.
+const (
+	InputFinished         = "finished"
+	InputTTFT             = "ttft"
+	InputITL              = "itl"
+	InputPreemptions      = "preemptions"
+	InputPrefixCache      = "prefix_cache"
+	InputPromptTokens     = "prompt_tokens"
+	InputGenerationTokens = "generation_tokens"
+	InputRunning          = "running"
+	InputWaiting          = "waiting"
+	InputKVUsage          = "kv_usage"
+)
+
+// inputWhat describes each input, for a page that does not name it.
+var inputWhat = map[string]string{
+	InputFinished:         "a finished-request counter",
+	InputTTFT:             "a time-to-first-token histogram",
+	InputITL:              "an inter-token latency histogram",
+	InputPreemptions:      "a preemption counter",
+	InputPrefixCache:      "prefix-cache query and hit counters",
+	InputPromptTokens:     "a prompt-token counter",
+	InputGenerationTokens: "a generation-token counter",
+	InputRunning:          "a running-requests gauge",
+	InputWaiting:          "a waiting-requests gauge",
+	InputKVUsage:          "a KV-cache usage gauge",
+}
+
+// requiredInputs are the inputs without which nothing is judged: the
+// request count each test's power rests on, and the prefill latency.
+var requiredInputs = []string{InputFinished, InputTTFT}
+
+// missingInputs lists the inputs o lacks, required ones first.
+func missingInputs(o *Observation) []string {
+	lacks := map[string]bool{
+		InputFinished:         math.IsNaN(o.Finished),
+		InputTTFT:             !validHistogram(o.TTFT),
+		InputITL:              !validHistogram(o.ITL),
+		InputPreemptions:      math.IsNaN(o.Preemptions),
+		InputPrefixCache:      math.IsNaN(o.PrefixQueries) || math.IsNaN(o.PrefixHits),
+		InputPromptTokens:     math.IsNaN(o.PromptTokens) && math.IsNaN(o.PromptLenSum),
+		InputGenerationTokens: math.IsNaN(o.GenerationTokens),
+		InputRunning:          math.IsNaN(o.Running),
+		InputWaiting:          math.IsNaN(o.Waiting),
+		InputKVUsage:          math.IsNaN(o.KVUsage),
+	}
+	var out []string
+	for _, k := range []string{InputFinished, InputTTFT, InputITL, InputPreemptions, InputPrefixCache,
+		InputPromptTokens, InputGenerationTokens, InputRunning, InputWaiting, InputKVUsage} {
+		if lacks[k] {
+			out = append(out, k)
+		}
+	}
+	return out
+}
+
+func (d *Diagnoser) inputName(k string) string {
+	if n := d.opts.InputNames[k]; n != "" {
+		return n
+	}
+	return inputWhat[k]
+}
+
+// readiness says whether the model can be judged now: covered is whether
+// the windows hold enough history.
+func (d *Diagnoser) readiness(tr *track, t int64, covered bool, recent, base *stats) Readiness {
+	var r Readiness
+	for _, k := range tr.missing {
+		required := false
+		for _, q := range requiredInputs {
+			required = required || q == k
+		}
+		if required {
+			r.Missing = append(r.Missing, d.inputName(k))
+		} else {
+			r.NotJudged = append(r.NotJudged, d.inputName(k))
+		}
+	}
+	switch {
+	case len(r.Missing) > 0:
+		r.State = ReadyNoInputs
+		r.Message = fmt.Sprintf("This server does not print %s: no diagnosis.", strings.Join(r.Missing, ", "))
+	case !covered:
+		r.State = ReadyWarmingUp
+		need := tr.since + int64(d.opts.Window) + int64(d.minBaseline())
+		left := math.Max(float64(need-t)/nanosPerSecond, 0)
+		r.SecondsLeft = &left
+		r.Message = fmt.Sprintf("Warming up: the recent window (%s) and a baseline of at least %s are covered in %s.",
+			model.Duration(d.opts.Window), model.Duration(d.minBaseline()), roundDuration(left))
+	case !(recent.requests >= d.opts.MinRequests && base.requests >= d.opts.MinRequests):
+		r.State = ReadyLowTraffic
+		r.Message = fmt.Sprintf("Too little traffic: the recent window holds %s finished requests and the baseline %s; each needs at least %v.",
+			formatNumber(finite(recent.requests)), formatNumber(finite(base.requests)), d.opts.MinRequests)
+	default:
+		r.State = ReadyOK
+	}
+	return r
+}
+
+func roundDuration(seconds float64) string {
+	d := time.Duration(math.Ceil(seconds)) * time.Second
+	if d == 0 {
+		return "a moment"
+	}
+	return model.Duration(d).String()
+}
+
+// incidentReport says the incident in words: one sentence of what
+// changed, and per cause what it means and what to do.
+func (d *Diagnoser) incidentReport(in *incidentState, t int64, mr *ModelReport) *Incident {
+	start := d.base.Add(time.Duration(in.start))
+	inc := &Incident{Start: start, Seconds: float64(t-in.start) / nanosPerSecond, Causes: []Action{}}
+	var parts []string
+	for _, st := range mr.Steps[:1] {
+		for _, s := range st.Signals {
+			if !s.Bad {
+				continue
+			}
+			parts = append(parts, fmt.Sprintf("%s is %s the baseline (%s %s against %s)",
+				signalInfo[s.index].what, ratioWords(&s), formatNumber(s.Recent), s.Unit, formatNumber(s.Baseline)))
+		}
+	}
+	for _, c := range mr.Causes {
+		if c.Active {
+			w := causeWords[c.Name]
+			inc.Causes = append(inc.Causes, Action{Cause: c.Name, Sentence: w.sentence, Action: w.action})
+		}
+	}
+	what := "latency or throughput changed against the baseline"
+	if len(parts) > 0 {
+		what = strings.Join(parts, "; ")
+	}
+	inc.Sentence = fmt.Sprintf("Since %s (%s): %s.", start.UTC().Format("15:04:05"),
+		roundDuration(inc.Seconds), upperFirst(what))
+	if len(inc.Causes) == 0 {
+		inc.Sentence += " No cause is named yet."
+	}
+	return inc
+}
+
+func ratioWords(s *SignalReport) string {
+	if s.Ratio != nil {
+		return fmt.Sprintf("%.2f×", *s.Ratio)
+	}
+	return "up from 0 against"
+}
+
+func upperFirst(s string) string {
+	if s == "" {
+		return s
+	}
+	return strings.ToUpper(s[:1]) + s[1:]
+}
