@@ -180,6 +180,9 @@ func New(cfg Config) (*Collector, error) {
 	}
 	m := newSelfMetrics()
 	roles := cfg.Mapper.Catalogue().Roles()
+	if cfg.Diagnosis != nil {
+		cfg.Diagnosis.SetInputNames(diagnosisInputNames(roles))
+	}
 	deriver, err := derive.New(roles).WithSLOs(cfg.SLOs)
 	if err != nil {
 		return nil, err

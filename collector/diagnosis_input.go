@@ -97,10 +97,6 @@ func diagnosisInputNames(roles *mapping.Roles) map[string]string {
 	return out
 }
 
-// DiagnosisInputNames is diagnosisInputNames for the catalogue's roles, for
-// diagnosis.Options.InputNames.
-func DiagnosisInputNames(roles *mapping.Roles) map[string]string { return diagnosisInputNames(roles) }
-
 // Gauges read from the routing view, which already collapses them the way
 // routers see them (running and waiting summed, KV usage by its rule).
 var diagnosisGauges = [...]mapping.Role{mapping.RoleRequestsRunning, mapping.RoleRequestsWaiting, mapping.RoleKVCacheUsage}

@@ -65,10 +65,6 @@ type Options struct {
 	// MaxIncident is how long an incident lasts at most; 0 means
 	// DefaultMaxIncident. It must exceed the two windows.
 	MaxIncident time.Duration
-	// InputNames names the inputs (Input* keys) as the page prints them,
-	// for "this server does not print ..."; missing keys use the input's
-	// description.
-	InputNames map[string]string
 	// SLO, when set, is compared with the recent percentiles.
 	SLO SLO
 }
@@ -96,6 +92,8 @@ type Diagnoser struct {
 	report  *Report
 	charted bool  // report's charts are filled in
 	lastT   int64 // of the latest observation
+	// inputNames are the inputs' names on the page (SetInputNames).
+	inputNames map[string]string
 }
 
 // New checks opts and returns a Diagnoser without history.
@@ -253,16 +251,16 @@ func (d *Diagnoser) emptyReport(now time.Time, status string) *Report {
 		}
 	}
 	return &Report{
-		SLO:         slo,
-		Time:        now,
-		Status:      status,
-		Window:      model.Duration(d.opts.Window).String(),
-		Baseline:    model.Duration(d.opts.Baseline).String(),
-		MinChange:   d.opts.MinChange,
-		MinRequests: d.opts.MinRequests,
+		SLO:          slo,
+		Time:         now,
+		Status:       status,
+		Window:       model.Duration(d.opts.Window).String(),
+		Baseline:     model.Duration(d.opts.Baseline).String(),
+		MinChange:    d.opts.MinChange,
+		MinRequests:  d.opts.MinRequests,
 		Significance: d.opts.Significance,
 		MaxIncident:  model.Duration(d.opts.MaxIncident).String(),
-		Models:      []ModelReport{},
+		Models:       []ModelReport{},
 	}
 }
 

@@ -65,8 +65,17 @@ func missingInputs(o *Observation) []string {
 	return out
 }
 
+// SetInputNames names the inputs (Input* keys) as the page prints them, for
+// "this server does not print ...": the adapter knows their names, the
+// diagnosis does not.
+func (d *Diagnoser) SetInputNames(names map[string]string) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.inputNames = names
+}
+
 func (d *Diagnoser) inputName(k string) string {
-	if n := d.opts.InputNames[k]; n != "" {
+	if n := d.inputNames[k]; n != "" {
 		return n
 	}
 	return inputWhat[k]

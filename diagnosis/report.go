@@ -7,12 +7,12 @@ import (
 
 // Report is the latest diagnosis, as /api/v1/diagnosis serves it.
 type Report struct {
-	Time        time.Time     `json:"time"`
-	Status      string        `json:"status"` // ok, no_scrape_yet, scrape_failed
-	Window      string        `json:"window"`
-	Baseline    string        `json:"baseline"`
-	MinChange   float64       `json:"min_change"`
-	MinRequests float64       `json:"min_requests"`
+	Time        time.Time `json:"time"`
+	Status      string    `json:"status"` // ok, no_scrape_yet, scrape_failed
+	Window      string    `json:"window"`
+	Baseline    string    `json:"baseline"`
+	MinChange   float64   `json:"min_change"`
+	MinRequests float64   `json:"min_requests"`
 	// Significance is the level of each test, before its division by the
 	// number of signals; MaxIncident the longest incident.
 	Significance float64       `json:"significance"`
@@ -46,8 +46,8 @@ type ModelReport struct {
 	// baseline is still the reference (the rolling one holds the incident).
 	Recovered *time.Time `json:"recovered,omitempty"`
 	// ChartStart and ChartEnd bound the charts (Unix seconds).
-	ChartStart float64 `json:"chart_start"`
-	ChartEnd   float64 `json:"chart_end"`
+	ChartStart  float64    `json:"chart_start"`
+	ChartEnd    float64    `json:"chart_end"`
 	Recent      WindowInfo `json:"recent"`
 	Baseline    WindowInfo `json:"baseline"`
 	Symptoms    []Finding  `json:"symptoms"`

@@ -61,46 +61,48 @@ func main() {
 
 // flags are the parsed command line.
 type flags struct {
-	scrapeURI      string
-	scrapeInterval time.Duration
-	timeout        time.Duration
-	maxBody        units.Base2Bytes
-	askGzip        bool
-	sampleLimit    int
-	labelLimits    exposition.LabelLimits
-	maxSeries      int
-	windows        []time.Duration
-	slos           derive.SLOTargets
-	legacyAliases  bool
-	nameStyle      string
-	configFile     string
-	profileFiles   []string
-	httpConfigFile string
-	configCheck    bool
-	telemetryPath  string
-	routingPath    string
-	disableExpMet  bool
-	enableLife     bool
-	enablePprof    bool
-	demo           bool
-	demoEngines    int
-	routingListen  string
-	proxyListen    string
-	proxyUpstream  string
-	writeTimeout   time.Duration
-	autoMemLimit   bool
-	memLimitRatio  float64
-	maxProcs       int
-	maxProcsSet    bool // given on the command line
-	maxConns       int
-	demoScenario   string
-	demoShiftAfter time.Duration
-	diagWindow     time.Duration
-	diagBaseline   time.Duration
-	diagMinChange  float64
-	genai          genai.Options
-	web            *web.FlagConfig
-	log            *promslog.Config
+	scrapeURI        string
+	scrapeInterval   time.Duration
+	timeout          time.Duration
+	maxBody          units.Base2Bytes
+	askGzip          bool
+	sampleLimit      int
+	labelLimits      exposition.LabelLimits
+	maxSeries        int
+	windows          []time.Duration
+	slos             derive.SLOTargets
+	legacyAliases    bool
+	nameStyle        string
+	configFile       string
+	profileFiles     []string
+	httpConfigFile   string
+	configCheck      bool
+	telemetryPath    string
+	routingPath      string
+	disableExpMet    bool
+	enableLife       bool
+	enablePprof      bool
+	demo             bool
+	demoEngines      int
+	routingListen    string
+	proxyListen      string
+	proxyUpstream    string
+	writeTimeout     time.Duration
+	autoMemLimit     bool
+	memLimitRatio    float64
+	maxProcs         int
+	maxProcsSet      bool // given on the command line
+	maxConns         int
+	demoScenario     string
+	demoShiftAfter   time.Duration
+	diagWindow       time.Duration
+	diagBaseline     time.Duration
+	diagMinChange    float64
+	diagSignificance float64
+	diagMaxIncident  time.Duration
+	genai            genai.Options
+	web              *web.FlagConfig
+	log              *promslog.Config
 }
 
 func parseFlags(args []string, stdout, stderr io.Writer) (*flags, error) {
@@ -170,6 +172,15 @@ func (f *flags) check() error {
 	return f.checkListeners()
 }
 
+// tightest is the smallest of the targets, 0 without: the diagnosis page
+// says whether the strictest one holds.
+func tightest(ds []time.Duration) time.Duration {
+	if len(ds) == 0 {
+		return 0
+	}
+	return slices.Min(ds)
+}
+
 // checkDiagnosis rejects diagnosis settings the diagnosis would refuse,
 // naming the flags.
 func (f *flags) checkDiagnosis() error {
@@ -183,6 +194,12 @@ func (f *flags) checkDiagnosis() error {
 	}
 	if !(f.diagMinChange > 0 && f.diagMinChange < 1) {
 		return fmt.Errorf("--diagnosis.min-change=%v must be above 0 and below 1 (0.25 means a change of 25 %%)", f.diagMinChange)
+	}
+	if !(f.diagSignificance > 0 && f.diagSignificance < 0.5) {
+		return fmt.Errorf("--diagnosis.significance=%v must be above 0 and below 0.5 (0.01 means a 1 %% chance of calling noise a change)", f.diagSignificance)
+	}
+	if f.diagMaxIncident <= f.diagWindow+f.diagBaseline {
+		return fmt.Errorf("--diagnosis.max-incident=%s must be longer than --diagnosis.window plus --diagnosis.baseline (%s): an incident must outlast its level filling the baseline; lengthen it", window.Format(f.diagMaxIncident), window.Format(f.diagWindow+f.diagBaseline))
 	}
 	return nil
 }
@@ -339,6 +356,10 @@ func newApp(f *flags, stdout, stderr io.Writer) *kingpin.Application {
 		Default("30m").DurationVar(&f.diagBaseline)
 	app.Flag("diagnosis.min-change", "Smallest relative change the diagnosis counts (0.25 = 25 %).").
 		Default("0.25").Float64Var(&f.diagMinChange)
+	app.Flag("diagnosis.significance", "Level at which a change must also be significant for the data each window holds (0.01 = 1 %).").
+		Default("0.01").Float64Var(&f.diagSignificance)
+	app.Flag("diagnosis.max-incident", "Longest an incident stays open against its frozen baseline; then the new level becomes the baseline.").
+		Default(model.Duration(diagnosis.DefaultMaxIncident).String()).DurationVar(&f.diagMaxIncident)
 
 	// Demo.
 	app.Flag("demo", "Scrape a simulated vLLM started in-process, for trying without a GPU.").
@@ -442,7 +463,9 @@ func run(args []string, stdout, stderr *os.File) int {
 		exp.MustRegister(collectors.NewProcessCollector(collectors.ProcessCollectorOpts{Namespace: "vllm_normalizer"}))
 		gatherers = append(gatherers, exp)
 	}
-	diag, err := diagnosis.New(diagnosis.Options{Window: f.diagWindow, Baseline: f.diagBaseline, MinChange: f.diagMinChange, Interval: f.scrapeInterval})
+	diag, err := diagnosis.New(diagnosis.Options{Window: f.diagWindow, Baseline: f.diagBaseline, MinChange: f.diagMinChange, Interval: f.scrapeInterval,
+		Significance: f.diagSignificance, MaxIncident: f.diagMaxIncident,
+		SLO: diagnosis.SLO{TTFT: tightest(f.slos.TTFT), TPOT: tightest(f.slos.TPOT)}})
 	if err != nil {
 		logger.Error("invalid settings", "err", err)
 		return 2
