@@ -10,7 +10,6 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"net/http/pprof"
 	"net/url"
 	"os"
 	"os/signal"
@@ -337,7 +336,7 @@ func newApp(f *flags, stdout, stderr io.Writer) *kingpin.Application {
 	app.Flag("web.disable-exporter-metrics", "Leave out the go_* and vllm_normalizer_process_* metrics.").
 		Default("false").BoolVar(&f.disableExpMet)
 	app.Flag("web.enable-lifecycle", "Enable POST /-/reload.").Default("false").BoolVar(&f.enableLife)
-	app.Flag("web.enable-pprof", "Serve Go profiling under /debug/pprof/.").Default("false").BoolVar(&f.enablePprof)
+	app.Flag("web.enable-pprof", "Serve Go profiling under /debug/pprof/; timed profiles shorter than --web.write-timeout, one at a time.").Default("false").BoolVar(&f.enablePprof)
 	app.Flag("web.write-timeout", "Longest time one response may take to write.").
 		Default("10s").DurationVar(&f.writeTimeout)
 	app.Flag("web.max-connections", "Most simultaneous connections per listen address.").
@@ -600,26 +599,27 @@ func newMux(f *flags, coll *collector.Collector, diag *diagnosis.Diagnoser, relo
 		_, _ = w.Write([]byte("configuration reloaded\n"))
 	})
 	if f.enablePprof {
-		mux.HandleFunc("/debug/pprof/", pprof.Index)
-		// No /debug/pprof/cmdline: the command line may hold the
-		// password of --vllm.scrape-uri.
-		mux.HandleFunc("/debug/pprof/cmdline", http.NotFound)
-		mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
-		mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
-		mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+		(&pprofGuard{bound: f.writeTimeout}).register(mux)
 	}
 	if f.telemetryPath != "/" && f.routingPath != "/" {
+		links := []web.LandingLinks{
+			{Address: f.telemetryPath, Text: "Metrics", Description: "vLLM's metrics under current names, derived gauges, statuses, sidecar health"},
+			{Address: f.routingPath, Text: "Routing view", Description: "one series per model for routers"},
+			{Address: genaiPath, Text: "GenAI view", Description: "OpenTelemetry gen_ai.server.* histograms per model, for panels beside a gateway's"},
+			{Address: diagnosisPagePath, Text: "Diagnosis", Description: "the five-step triage against the pod's own past, with charts"},
+			{Address: diagnosisAPIPath, Text: "Diagnosis API", Description: "the same as JSON"},
+		}
+		if f.enablePprof {
+			links = append(links, pprofLinks(f.writeTimeout)...)
+		}
 		landing, err := web.NewLandingPage(web.LandingConfig{
 			Name:        "vllm-normalizer",
 			Description: "Stable, router-ready metrics for vLLM",
 			Version:     versionText(),
-			Links: []web.LandingLinks{
-				{Address: f.telemetryPath, Text: "Metrics", Description: "vLLM's metrics under current names, derived gauges, statuses, sidecar health"},
-				{Address: f.routingPath, Text: "Routing view", Description: "one series per model for routers"},
-				{Address: genaiPath, Text: "GenAI view", Description: "OpenTelemetry gen_ai.server.* histograms per model, for panels beside a gateway's"},
-				{Address: diagnosisPagePath, Text: "Diagnosis", Description: "the five-step triage against the pod's own past, with charts"},
-				{Address: diagnosisAPIPath, Text: "Diagnosis API", Description: "the same as JSON"},
-			},
+			Links:       links,
+			// The toolkit's own profiling box links to an external upload
+			// site and to a 60 s profile; pprofLinks replaces it.
+			Profiling: "false",
 			ExtraHTML: f.listenersText(upstream),
 		})
 		if err != nil {
