@@ -366,8 +366,9 @@ func (c *Collector) scrape(ctx context.Context, sent time.Time) (*scrapeResult, 
 
 	// Derivations and the routing view read the canonical page: the
 	// families that play a role, under vLLM V1's names, whatever the server.
-	profile := mapper.Profiles().Detect(norm)
-	report.SetServer(profile, stats.OpenMetrics)
+	detection := mapper.Profiles().Detection(norm)
+	profile := detection.Profile
+	report.SetServer(detection, stats.OpenMetrics)
 	var canon []exposition.Family
 	if profile != nil {
 		var cst mapping.CanonicalStats

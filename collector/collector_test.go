@@ -1056,3 +1056,35 @@ func TestNaNRankLeftOut(t *testing.T) {
 		}
 	}
 }
+
+// One stray vllm: series on an SGLang page used to make the server
+// "unknown", and the routing view lost running, waiting and KV usage. The
+// page stays SGLang's by the weight of its evidence, and upstream_info's
+// evidence says what was odd.
+func TestStraySeriesKeepsTheServer(t *testing.T) {
+	raw, err := os.ReadFile("../testdata/fixtures/26-dynamo-worker+sglang-2026-01-complete-dynamo-docs-metrics-examples-sglang.prom")
+	if err != nil {
+		t.Fatal(err)
+	}
+	page := string(raw) + "# TYPE vllm:num_requests_running gauge\nvllm:num_requests_running{engine=\"0\",model_name=\"Qwen/Qwen3-0.6B\"} 7\n"
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "text/plain; version=0.0.4")
+		_, _ = io.WriteString(w, page)
+	}))
+	t.Cleanup(srv.Close)
+	c := newTestCollector(t, srv.URL+"/metrics", newFakeClock(), nil)
+	c.ScrapeOnce(context.Background())
+	got := samplesOf(t, get(t, c.RoutingHandler(), "/metrics", nil).Body.Bytes())
+	for _, name := range []string{"vllm:num_requests_running", "vllm:num_requests_waiting", "vllm:kv_cache_usage_perc"} {
+		k := labels.FromStrings(model.MetricNameLabel, name, "model_name", "Qwen/Qwen3-0.6B").String()
+		if v, ok := got[k]; !ok || v != 0 {
+			t.Errorf("routing view %s = %v (present %v), want SGLang's 0", name, v, ok)
+		}
+	}
+	full := get(t, c.MetricsHandler(), "/metrics", nil).Body.String()
+	const want = `vllm_normalizer_upstream_info{evidence="most families are sglang's; also 1 vllm: family (vllm:num_requests_running)",server="sglang"} 1`
+	if !strings.Contains(full, want) {
+		i := strings.Index(full, "vllm_normalizer_upstream_info{")
+		t.Errorf("upstream_info is not\n%s\nbut\n%s", want, full[i:i+strings.IndexByte(full[i:], '\n')])
+	}
+}

@@ -74,3 +74,22 @@ func TestNaNRankAgainstTheBinary(t *testing.T) {
 		t.Errorf("vllm_normalizer_collapse_nan_samples_total %v, want at least 1", s["vllm_normalizer_collapse_nan_samples_total"])
 	}
 }
+
+// TestStraySeriesAgainstTheBinary: an SGLang page with one vllm: series is
+// served as SGLang's (routing view with running, waiting and KV usage), and
+// upstream_info's evidence names the odd family.
+func TestStraySeriesAgainstTheBinary(t *testing.T) {
+	page := append(fixture(t, "26"), "# TYPE vllm:num_requests_running gauge\nvllm:num_requests_running{engine=\"0\",model_name=\"Qwen/Qwen3-0.6B\"} 7\n"...)
+	up := newSwitchable(static(page))
+	ln := listen(t, "127.0.0.1:0")
+	serveOn(t, ln, up)
+	p := testbin.Start(t, sidecarArgs("http://"+ln.Addr().String()+"/metrics", fastInterval, fastTimeout)...)
+	const info = `vllm_normalizer_upstream_info{evidence="most families are sglang's; also 1 vllm: family (vllm:num_requests_running)",server="sglang"}`
+	waitFor(t, 10*time.Second, "upstream_info", func() bool { s, _ := metrics(t, p); return s[info] == 1 })
+	r := mustParse(t, mustGet(t, p.URL+"/metrics/routing").body)
+	for _, name := range []string{"vllm:num_requests_running", "vllm:num_requests_waiting", "vllm:kv_cache_usage_perc"} {
+		if v, ok := r[name+`{model_name="Qwen/Qwen3-0.6B"}`]; !ok || v != 0 {
+			t.Errorf("routing view %s = %v (present %v), want SGLang's 0", name, v, ok)
+		}
+	}
+}

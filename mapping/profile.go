@@ -35,9 +35,12 @@ type Profile struct {
 	Version int    `yaml:"version"`
 	Server  string `yaml:"server"`
 	Detect  struct {
-		// Prefixes: the page is this server's when a family name starts
-		// with one of them.
+		// Prefixes: the families of this server start with one of them;
+		// the first names the server's families in odd-page evidence.
 		Prefixes []string `yaml:"prefixes"`
+		// Fingerprints are families (without prefix) that only this
+		// server prints: strong evidence, weighed above other families.
+		Fingerprints []string `yaml:"fingerprints"`
 	} `yaml:"detect"`
 	Labels struct {
 		Model   string   `yaml:"model"`
@@ -346,27 +349,151 @@ func (p *Profile) Source() string { return p.source }
 // All returns every profile, vLLM's first.
 func (ps *Profiles) All() []*Profile { return ps.list }
 
-// Detect returns the profile of the server that printed the page: the one
-// whose prefixes its families start with. It is nil when no profile
-// matches, and also when two do: reading one server's numbers under
-// another's roles would be wrong, and no real server prints both.
-func (ps *Profiles) Detect(fams []exposition.Family) *Profile {
-	var found *Profile
-	for _, p := range ps.list {
-		if p.matches(fams) {
-			if found != nil {
-				return nil
-			}
-			found = p
-		}
-	}
-	return found
+// Detect returns the profile of the server that printed the page, as
+// Detection decides; nil when none is found.
+func (ps *Profiles) Detect(fams []exposition.Family) *Profile { return ps.Detection(fams).Profile }
+
+// Detection is which server printed a page, and what on it was odd.
+type Detection struct {
+	// Profile is the server's; nil when no profile's prefix is on the page
+	// or two servers have the same weight of evidence.
+	Profile *Profile
+	// Odd says which families of other servers the page also holds, with
+	// their count and the least name ("" when none): a composite or mixed
+	// page, served as the majority server's.
+	Odd string
+	// Tie names the servers whose evidence weighed the same (Profile nil).
+	Tie string
 }
 
-func (p *Profile) matches(fams []exposition.Family) bool {
+// Weights of the evidence for a server: each family under its prefixes,
+// each role its families fill, each fingerprint (a family only that
+// server prints). One stray series cannot outweigh a page.
+const (
+	weightFamily      = 1
+	weightRole        = 2
+	weightFingerprint = 3
+)
+
+// Detection weighs the evidence for each profile: the page's families
+// under its prefixes, the roles they fill and its fingerprints. The
+// heaviest wins; families of the others are reported as odd. A page
+// without any profile's families, or with two servers of equal weight, has
+// no profile: reading one server's numbers under another's roles would be
+// wrong.
+func (ps *Profiles) Detection(fams []exposition.Family) Detection {
+	type evidence struct {
+		score, families int
+		least           string
+	}
+	ev := make([]evidence, len(ps.list))
+	names := make(map[string]bool, len(fams))
 	for i := range fams {
+		names[fams[i].Name] = true
+	}
+	has := func(name string) bool {
+		if names[name] {
+			return true
+		}
+		base, ok := strings.CutSuffix(name, "_total")
+		return ok && names[base]
+	}
+	for pi, p := range ps.list {
+		e := &ev[pi]
+		for i := range fams {
+			if p.hasPrefix(fams[i].Name) {
+				e.families++
+				if e.least == "" || fams[i].Name < e.least {
+					e.least = fams[i].Name
+				}
+			}
+		}
+		if e.families == 0 {
+			continue
+		}
+		roles := 0
+		for _, d := range ps.roles.All() {
+			if p.fills(d, has, ps.roles) {
+				roles++
+			}
+		}
+		prints := 0
+		for _, f := range p.Detect.Fingerprints {
+			for _, pre := range p.Detect.Prefixes {
+				if has(pre + f) {
+					prints++
+					break
+				}
+			}
+		}
+		e.score = e.families*weightFamily + roles*weightRole + prints*weightFingerprint
+	}
+	best := -1
+	for i := range ev {
+		if ev[i].score > 0 && (best < 0 || ev[i].score > ev[best].score) {
+			best = i
+		}
+	}
+	if best < 0 {
+		return Detection{}
+	}
+	var d Detection
+	var odd, tie []string
+	for i := range ev {
+		switch {
+		case i == best || ev[i].families == 0:
+		case ev[i].score == ev[best].score:
+			tie = append(tie, ps.list[i].Server)
+		default:
+			unit := "families"
+			if ev[i].families == 1 {
+				unit = "family"
+			}
+			odd = append(odd, fmt.Sprintf("%d %s %s (%s)", ev[i].families, ps.list[i].Detect.Prefixes[0], unit, ev[i].least))
+		}
+	}
+	if len(tie) > 0 {
+		d.Tie = strings.Join(append([]string{ps.list[best].Server}, tie...), " and ")
+		return d
+	}
+	d.Profile = ps.list[best]
+	d.Odd = strings.Join(odd, ", ")
+	return d
+}
+
+func (p *Profile) hasPrefix(name string) bool {
+	for _, pre := range p.Detect.Prefixes {
+		if strings.HasPrefix(name, pre) {
+			return true
+		}
+	}
+	return false
+}
+
+// fills says whether the page has a family that plays role d for p: for
+// vLLM the catalogue's family or one of its legacy names, for the others
+// a family the profile binds to it.
+func (p *Profile) fills(d RoleDef, has func(string) bool, roles *Roles) bool {
+	if d.Computed {
+		return false
+	}
+	if p.RolesFromCatalogue {
+		if has(d.Family) {
+			return true
+		}
+		for _, l := range roles.Legacy(d.Name) {
+			if has(l) {
+				return true
+			}
+		}
+		return false
+	}
+	for _, b := range p.Roles {
+		if b.Role != d.Name {
+			continue
+		}
 		for _, pre := range p.Detect.Prefixes {
-			if strings.HasPrefix(fams[i].Name, pre) {
+			if has(pre + b.Family) {
 				return true
 			}
 		}

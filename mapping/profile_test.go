@@ -141,3 +141,39 @@ func TestCanonicalLeavesCompanionSamplesOut(t *testing.T) {
 		t.Errorf("running %v, want 2", v)
 	}
 }
+
+// Detection weighs the evidence: a stray series of another server does not
+// turn a page into "unknown", it is reported as odd; the Rust frontend's
+// page (fixture 30, no cache_config_info) is vLLM's by its many families
+// and roles; two servers of equal weight are neither.
+func TestDetectionByWeight(t *testing.T) {
+	ps, _ := loadProfiles(t)
+	stray := func(prefix, extra string) []exposition.Family {
+		fams := fixtureFamilies(t, prefix)
+		more := parsePageText(t, extra)
+		return append(fams, more...)
+	}
+	for _, c := range []struct {
+		name   string
+		fams   []exposition.Family
+		server string
+		odd    string
+	}{
+		{"SGLang page, one vllm: series", stray("26-", "# TYPE vllm:num_requests_running gauge\nvllm:num_requests_running{model_name=\"x\"} 1\n"), "sglang", "1 vllm: family (vllm:num_requests_running)"},
+		{"SGLang page, a stray vllm:cache_config_info", stray("26-", "# TYPE vllm:cache_config_info gauge\nvllm:cache_config_info{block_size=\"16\"} 1\n"), "sglang", "1 vllm: family (vllm:cache_config_info)"},
+		{"vLLM page, two sglang: series", stray("13-", "# TYPE sglang:num_queue_reqs gauge\nsglang:num_queue_reqs 1\n# TYPE sglang:token_usage gauge\nsglang:token_usage 0.5\n"), "vllm", "2 sglang: families (sglang:num_queue_reqs)"},
+		{"Rust frontend", fixtureFamilies(t, "30-"), "vllm", ""},
+		{"TensorRT-LLM with iteration stats", fixtureFamilies(t, "31-"), "trtllm", ""},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			d := ps.Detection(c.fams)
+			if d.Profile == nil || d.Profile.Server != c.server || d.Odd != c.odd {
+				t.Errorf("detected %v, odd %q; want %s, odd %q", d.Profile, d.Odd, c.server, c.odd)
+			}
+		})
+	}
+	tie := parsePageText(t, "# TYPE vllm:a gauge\nvllm:a 1\n# TYPE sglang:b gauge\nsglang:b 1\n")
+	if d := ps.Detection(tie); d.Profile != nil || d.Tie != "vllm and sglang" {
+		t.Errorf("one unknown family of each: detected %v, tie %q; want none, tie \"vllm and sglang\"", d.Profile, d.Tie)
+	}
+}

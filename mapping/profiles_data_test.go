@@ -24,7 +24,8 @@ type profileDataV1 struct {
 	Version int    `yaml:"version"`
 	Server  string `yaml:"server"`
 	Detect  struct {
-		Prefixes []string `yaml:"prefixes"`
+		Prefixes     []string `yaml:"prefixes"`
+		Fingerprints []string `yaml:"fingerprints"`
 	} `yaml:"detect"`
 	Labels struct {
 		Model            *string  `yaml:"model"`

@@ -179,19 +179,37 @@ const (
 	FrontendRust   = "rust"
 )
 
-// SetServer records which profile's server printed the page (nil: none
-// matched) and, for vLLM, the frontend: the Rust frontend answers
-// OpenMetrics whatever the request asks for, while the Python one answers
-// the text format the sidecar asks for first.
-func (r *Report) SetServer(p *Profile, openMetrics bool) {
+// SetServer records which server printed the page, as Detection found it
+// (no profile: unknown) and, for vLLM, the frontend: the Rust frontend
+// answers OpenMetrics whatever the request asks for, while the Python one
+// answers the text format the sidecar asks for first. What was odd on the
+// page (families of another server, a tie) goes into the evidence label.
+func (r *Report) SetServer(d Detection, openMetrics bool) {
+	if r.Upstream.Labels == nil {
+		r.Upstream.Labels = map[string]string{}
+	}
+	p := d.Profile
 	if p == nil {
 		r.Upstream.Server = ServerUnknown
+		if d.Tie != "" {
+			r.Upstream.Labels["evidence"] = "as much evidence for " + d.Tie + "; read as neither"
+			delete(r.Upstream.Labels, "version_hint")
+		}
 		return
 	}
 	r.Upstream.Server = p.Server
 	if p.Server != ServerVLLM {
 		r.Upstream.Engine = ""
+		if d.Odd != "" {
+			// The vLLM engine evidence and release hint are about the
+			// stray families, not about this server.
+			r.Upstream.Labels["evidence"] = "most families are " + p.Server + "'s; also " + d.Odd
+			delete(r.Upstream.Labels, "version_hint")
+		}
 		return
+	}
+	if d.Odd != "" {
+		r.Upstream.Labels["evidence"] += "; also " + d.Odd
 	}
 	r.Upstream.Frontend = FrontendPython
 	if openMetrics {
