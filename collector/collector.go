@@ -75,6 +75,9 @@ type Config struct {
 	Diagnosis *diagnosis.Diagnoser
 	// GenAI sets the OpenTelemetry GenAI view's attributes and names.
 	GenAI genai.Options
+	// Role is the pod role: prefill, decode or both ("" means both). It
+	// labels the derived and routing series and the upstream info.
+	Role string
 }
 
 // Collector owns the scrape loop and the prepared output.
@@ -150,6 +153,11 @@ func New(cfg Config) (*Collector, error) {
 	if cfg.Mapper == nil {
 		return nil, errors.New("collector needs a mapping.Mapper")
 	}
+	role, err := mapping.ParsePodRole(cfg.Role)
+	if err != nil {
+		return nil, err
+	}
+	cfg.Role = role
 	if cfg.Registry == nil {
 		cfg.Registry = prometheus.NewRegistry()
 	}
@@ -300,6 +308,10 @@ type scrapeResult struct {
 	// asleep holds the sleep states when every engine sleeps; the routing
 	// view then answers 503.
 	asleep []string
+	// What the routing view of one engine is built from (engineViews).
+	canon, derived []exposition.Family
+	upstream       string
+	style          func(string) string
 }
 
 // AsleepName is the gauge that says every engine of the upstream sleeps.
@@ -369,6 +381,7 @@ func (c *Collector) scrape(ctx context.Context, sent time.Time) (*scrapeResult, 
 	detection := mapper.Profiles().Detection(norm)
 	profile := detection.Profile
 	report.SetServer(detection, stats.OpenMetrics)
+	report.Upstream.Role = c.cfg.Role
 	var canon []exposition.Family
 	if profile != nil {
 		var cst mapping.CanonicalStats
@@ -391,7 +404,7 @@ func (c *Collector) scrape(ctx context.Context, sent time.Time) (*scrapeResult, 
 	both := c.deriver.Groupings(c.history, now, []string{mapping.LabelModel, mapping.LabelEngine}, []string{mapping.LabelModel})
 	c.idle.Observe(now, canon)
 	// Both pages are sorted by family name when published (merge).
-	derived := slices.Concat(both[0], c.deriver.Capacity(canon, c.idle, now, true))
+	derived := withRole(slices.Concat(both[0], c.deriver.Capacity(canon, c.idle, now, true)), c.cfg.Role)
 	routingDerived := slices.Concat(both[1], c.deriver.Capacity(canon, c.idle, now, false))
 
 	// The page serves legacy families as the upstream printed them beside
@@ -404,7 +417,7 @@ func (c *Collector) scrape(ctx context.Context, sent time.Time) (*scrapeResult, 
 	c.metrics.add(c.metrics.dropped, "collision", float64(pstats.Collisions))
 	parts := [][]exposition.Family{page, derived, c.statusFamilies(report)}
 
-	view := c.viewer.View(canon, routingDerived, c.roles, report.Upstream.Engine, mapper.StyleName)
+	view := withRole(c.viewer.View(canon, routingDerived, c.roles, report.Upstream.Engine, mapper.StyleName), c.cfg.Role)
 	c.metrics.add(c.metrics.nanSkipped, "", float64(c.viewer.TakeNaN()))
 	asleep, states := routing.Asleep(canon, c.roles)
 	parts = append(parts, []exposition.Family{asleepFamily(asleep)})
@@ -419,7 +432,8 @@ func (c *Collector) scrape(ctx context.Context, sent time.Time) (*scrapeResult, 
 		server = profile.Server
 	}
 	gen := c.genai.View(canon, c.roles, server)
-	return &scrapeResult{page: parts, routing: routingParts, genai: gen, asleep: states}, nil
+	return &scrapeResult{page: parts, routing: routingParts, genai: gen, asleep: states,
+		canon: canon, derived: derived, upstream: report.Upstream.Engine, style: mapper.StyleName}, nil
 }
 
 func (c *Collector) logLegacy(names []string) {
@@ -447,5 +461,21 @@ func (c *Collector) statusFamilies(r mapping.Report) []exposition.Family {
 }
 
 func sameUpstream(a, b mapping.UpstreamInfo) bool {
-	return a.Server == b.Server && a.Engine == b.Engine && a.Frontend == b.Frontend && maps.Equal(a.Labels, b.Labels)
+	return a.Server == b.Server && a.Engine == b.Engine && a.Frontend == b.Frontend && a.Role == b.Role && maps.Equal(a.Labels, b.Labels)
+}
+
+// withRole labels every sample of fams with the pod role, in place (the
+// families are this scrape's own): a router or autoscaler that reads
+// several pods tells prefill from decode by it, as vLLM's page cannot.
+func withRole(fams []exposition.Family, role string) []exposition.Family {
+	var b labels.Builder
+	for i := range fams {
+		for j := range fams[i].Samples {
+			s := &fams[i].Samples[j]
+			b.Reset(s.Labels)
+			b.Set(mapping.LabelRole, role)
+			s.Labels = b.Labels()
+		}
+	}
+	return fams
 }

@@ -720,10 +720,10 @@ func TestRelabelAppliesToThePageOnly(t *testing.T) {
 	if _, ok := page[`{__name__="vllm:num_requests_running", engine="0", model_name="TinyLlama"}`]; ok {
 		t.Error("the relabel drop rule did not remove num_requests_running from the page")
 	}
-	if _, ok := routing[`{__name__="vllm:num_requests_running", model_name="TinyLlama"}`]; !ok {
+	if _, ok := routing[`{__name__="vllm:num_requests_running", model_name="TinyLlama", role="both"}`]; !ok {
 		t.Error("the routing view lost num_requests_running to a page relabel rule")
 	}
-	if _, ok := page[`{__name__="vllm_derived_prompt_tokens_per_second", engine="0", model_name="TinyLlama", window="1m"}`]; !ok {
+	if _, ok := page[`{__name__="vllm_derived_prompt_tokens_per_second", engine="0", model_name="TinyLlama", role="both", window="1m"}`]; !ok {
 		t.Error("a derived gauge lost its source to a page relabel rule")
 	}
 }
@@ -837,7 +837,7 @@ func TestCutBodyLeavesHistoryAlone(t *testing.T) {
 	}
 	// Truth: 1000 -> 1040 over the 2 s between the good scrapes.
 	const want = 40.0 / 2
-	k := `{__name__="vllm_derived_prompt_tokens_per_second", engine="0", model_name="m", window="1m"}`
+	k := `{__name__="vllm_derived_prompt_tokens_per_second", engine="0", model_name="m", role="both", window="1m"}`
 	if got, ok := out[k]; !ok || got != want {
 		t.Errorf("%s = %v (present %v), want %v", k, got, ok, want)
 	}
@@ -872,7 +872,7 @@ func TestPointsStampedWhenSent(t *testing.T) {
 		c.ScrapeOnce(context.Background())
 	}
 	out := samplesOf(t, get(t, c.MetricsHandler(), "/metrics", nil).Body.Bytes())
-	k := `{__name__="vllm_derived_prompt_tokens_per_second", engine="0", model_name="m", window="1m"}`
+	k := `{__name__="vllm_derived_prompt_tokens_per_second", engine="0", model_name="m", role="both", window="1m"}`
 	if got, ok := out[k]; !ok || math.Abs(got-10) > 1e-9 {
 		t.Errorf("%s = %v (present %v), want 10", k, got, ok)
 	}
@@ -909,7 +909,7 @@ func TestSlotMergeMovesNoValue(t *testing.T) {
 		out := samplesOf(t, get(t, c.MetricsHandler(), "/metrics", nil).Body.Bytes())
 		for _, w := range []string{"1m", "1h"} {
 			for engine, want := range map[string]float64{"0": 5, "1": 2} {
-				k := `{__name__="vllm_derived_prompt_tokens_per_second", engine="` + engine + `", model_name="m", window="` + w + `"}`
+				k := `{__name__="vllm_derived_prompt_tokens_per_second", engine="` + engine + `", model_name="m", role="both", window="` + w + `"}`
 				got, ok := out[k]
 				if ok && got != want {
 					t.Fatalf("at %d s %s = %v, want %v", sec, k, got, want)
@@ -935,7 +935,7 @@ func TestEachWindowItsOwnResolution(t *testing.T) {
 	}))
 	defer up.Close()
 	c := newTestCollector(t, up.URL+"/metrics", clock, func(cfg *Config) { cfg.Windows = []time.Duration{time.Minute, time.Hour} })
-	const k = `{__name__="vllm_derived_prompt_tokens_per_second", engine="0", model_name="m", window="1m"}`
+	const k = `{__name__="vllm_derived_prompt_tokens_per_second", engine="0", model_name="m", role="both", window="1m"}`
 	for sec := 0; sec <= 150; sec++ {
 		clock.Advance(t0.Add(time.Duration(sec) * time.Second).Sub(clock.Now()))
 		c.ScrapeOnce(context.Background())

@@ -28,6 +28,8 @@ type snapshot struct {
 	// failed ("" after a success or before the first scrape): the routing
 	// view answers 503 from that scrape on, not three intervals later.
 	failed string
+	// engines builds the routing view of one engine on demand.
+	engines *engineViews
 }
 
 // publish builds the snapshot served until the next scrape ends. res is nil
@@ -60,8 +62,10 @@ func (c *Collector) publish(res *scrapeResult, now time.Time) {
 	var gen []exposition.Family
 	var asleep []string
 	failed := ""
+	engines := newEngineViews(nil, nil, nil, c.roles, "", nil, c.cfg.Role)
 	if res != nil {
 		page, routing, gen, asleep = res.page, res.routing, res.genai, res.asleep
+		engines = newEngineViews(res.canon, res.derived, ownRouting, c.roles, res.upstream, res.style, c.cfg.Role)
 	} else if c.lastSuccess.Load() != 0 || c.lastReason != "" {
 		failed = cmp.Or(c.lastReason, "unknown")
 	}
@@ -73,9 +77,10 @@ func (c *Collector) publish(res *scrapeResult, now time.Time) {
 		routing: c.routingEnc.Prepare(merge(append(routing, ownRouting)...), nil),
 		// After a failed scrape the GenAI view is empty: its series are
 		// withdrawn, never served stale.
-		genai:  c.genaiEnc.Prepare(gen, nil),
-		asleep: asleep,
-		failed: failed,
+		genai:   c.genaiEnc.Prepare(gen, nil),
+		asleep:  asleep,
+		failed:  failed,
+		engines: engines,
 	}
 	// Both pages are encoded by their first reader, as their gzip already
 	// was: a view no router reads costs no encoding, and a router polling
@@ -170,33 +175,43 @@ func (c *Collector) GenAIHandler() http.Handler {
 // own staleness handling takes over instead of trusting old numbers.
 func (c *Collector) RoutingHandler() http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		age, ok := c.upstreamAge(c.cfg.Now())
-		if !ok || age > 3*c.cfg.Interval {
-			w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-			w.Header().Set("Retry-After", strconv.Itoa(max(1, int(c.cfg.Interval.Seconds()))))
-			w.WriteHeader(http.StatusServiceUnavailable)
-			if !ok {
-				_, _ = w.Write([]byte("vLLM has not been scraped successfully yet; see vllm_normalizer_scrape_failures_total on /metrics\n"))
-				return
-			}
-			_, _ = w.Write([]byte("the last successful scrape of vLLM is " + age.Truncate(time.Millisecond).String() + " old (more than three scrape intervals); see vllm_normalizer_scrape_failures_total on /metrics\n"))
+		if c.refuseRouting(w) {
 			return
 		}
-		snap := c.snap.Load()
-		if snap.failed != "" {
-			w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-			w.Header().Set("Retry-After", strconv.Itoa(max(1, int(c.cfg.Interval.Seconds()))))
-			w.WriteHeader(http.StatusServiceUnavailable)
-			_, _ = w.Write([]byte("the last scrape of vLLM failed (reason " + snap.failed + "); the last successful one is " + age.Truncate(time.Millisecond).String() + " old; see vllm_normalizer_scrape_failures_total on /metrics\n"))
-			return
-		}
-		if len(snap.asleep) > 0 {
-			w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-			w.Header().Set("Retry-After", strconv.Itoa(max(1, int(c.cfg.Interval.Seconds()))))
-			w.WriteHeader(http.StatusServiceUnavailable)
-			_, _ = w.Write([]byte("every engine of the upstream is asleep (sleep_state " + strings.Join(snap.asleep, ", ") + "): it reports no load but serves nothing; see " + AsleepName + " on /metrics\n"))
-			return
-		}
-		serve.Write(w, r, snap.routing)
+		serve.Write(w, r, c.snap.Load().routing)
 	})
+}
+
+// refuseRouting answers 503 when the routing view must not be served: no
+// successful scrape yet, the last one older than three intervals, or every
+// engine asleep. It reports whether it answered.
+func (c *Collector) refuseRouting(w http.ResponseWriter) bool {
+	age, ok := c.upstreamAge(c.cfg.Now())
+	if !ok || age > 3*c.cfg.Interval {
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		w.Header().Set("Retry-After", strconv.Itoa(max(1, int(c.cfg.Interval.Seconds()))))
+		w.WriteHeader(http.StatusServiceUnavailable)
+		if !ok {
+			_, _ = w.Write([]byte("vLLM has not been scraped successfully yet; see vllm_normalizer_scrape_failures_total on /metrics\n"))
+			return true
+		}
+		_, _ = w.Write([]byte("the last successful scrape of vLLM is " + age.Truncate(time.Millisecond).String() + " old (more than three scrape intervals); see vllm_normalizer_scrape_failures_total on /metrics\n"))
+		return true
+	}
+	snap := c.snap.Load()
+	if snap.failed != "" {
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		w.Header().Set("Retry-After", strconv.Itoa(max(1, int(c.cfg.Interval.Seconds()))))
+		w.WriteHeader(http.StatusServiceUnavailable)
+		_, _ = w.Write([]byte("the last scrape of vLLM failed (reason " + snap.failed + "); the last successful one is " + age.Truncate(time.Millisecond).String() + " old; see vllm_normalizer_scrape_failures_total on /metrics\n"))
+		return true
+	}
+	if len(snap.asleep) > 0 {
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		w.Header().Set("Retry-After", strconv.Itoa(max(1, int(c.cfg.Interval.Seconds()))))
+		w.WriteHeader(http.StatusServiceUnavailable)
+		_, _ = w.Write([]byte("every engine of the upstream is asleep (sleep_state " + strings.Join(snap.asleep, ", ") + "): it reports no load but serves nothing; see " + AsleepName + " on /metrics\n"))
+		return true
+	}
+	return false
 }

@@ -1033,6 +1033,18 @@ func TestKustomizeSidecarComponent(t *testing.T) {
 	if fmt.Sprint(get(c, "resources", "limits", "memory")) != "192Mi" || fmt.Sprint(get(c, "resources", "requests", "cpu")) != "10m" {
 		t.Errorf("resources = %v", get(c, "resources"))
 	}
+	// The pod role comes from the pod label llm-d.ai/role through the
+	// downward API: an env var the role flag expands.
+	roleVar := ""
+	envs, _ := c["env"].([]any)
+	for _, e := range envs {
+		if get(e, "valueFrom", "fieldRef", "fieldPath") == "metadata.labels['llm-d.ai/role']" {
+			roleVar, _ = get(e, "name").(string)
+		}
+	}
+	if roleVar == "" || !strings.Contains(args, "--upstream.role=$("+roleVar+")") {
+		t.Errorf("the sidecar must take --upstream.role from the pod label llm-d.ai/role (downward API env var): env %v, args %s", envs, args)
+	}
 }
 
 // TestSidecarComponentSelectsByLabel: only Deployments labelled

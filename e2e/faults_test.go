@@ -351,7 +351,7 @@ func checkDuplicateHeaders(t *testing.T, p *testbin.Process, s series, body []by
 	if r.status != http.StatusOK {
 		t.Fatalf("routing view answered %d", r.status)
 	}
-	if got := mustParse(t, r.body)[`vllm:num_requests_running{model_name="m"}`]; got != 7 {
+	if got := mustParse(t, r.body)[`vllm:num_requests_running{model_name="m",role="both"}`]; got != 7 {
 		t.Errorf("routing view running = %v, want 2+5 = 7", got)
 	}
 }
@@ -391,7 +391,7 @@ func checkHostileLabels(t *testing.T, p *testbin.Process, s series, body []byte)
 			return `vllm:num_requests_running{engine="0",model_name="` + v + `"}`
 		}},
 		{"/metrics/routing", nil, "vllm:num_requests_running", func(v string) string {
-			return `vllm:num_requests_running{model_name="` + v + `"}`
+			return `vllm:num_requests_running{model_name="` + v + `",role="both"}`
 		}},
 	} {
 		b := page.body

@@ -188,7 +188,7 @@ func routingCheck(t *testing.T, where string, body []byte, raw series) {
 		if n != 2 {
 			t.Fatalf("the raw page has %d %s series, want 2", n, name)
 		}
-		got, ok := s[name+`{model_name="TinyLlama"}`]
+		got, ok := s[name+`{model_name="TinyLlama",role="both"}`]
 		if !ok || got != want {
 			t.Errorf("%s: %s = %v (present %v), want the sum over engines %v", where, name, got, ok, want)
 		}

@@ -83,13 +83,13 @@ func TestEngineProfileFile(t *testing.T) {
 	const rate = `vllm_derived_prompt_tokens_per_second{model_name="m1",window="2s"}`
 	waitFor(t, 10*time.Second, "the made-up server's roles and rates on the routing view", func() bool {
 		s := routing()
-		return s[rate] > 0 && s[`vllm:kv_cache_usage_perc{model_name="m1"}`] > 0
+		return s[rate] > 0 && s[`vllm:kv_cache_usage_perc{model_name="m1",role="both"}`] > 0
 	})
 	s := routing()
 	for k, want := range map[string]float64{
 		`vllm:num_requests_running{model_name="m1"}`: 3,
 		`vllm:num_requests_waiting{model_name="m1"}`: 2,
-		`vllm:kv_cache_usage_perc{model_name="m1"}`:  0.4,
+		`vllm:kv_cache_usage_perc{model_name="m1",role="both"}`:  0.4,
 	} {
 		if got, ok := s[k]; !ok || got != want {
 			t.Errorf("routing view %s = %v (present %v), want %v", k, got, ok, want)
@@ -116,7 +116,7 @@ func TestEngineProfileFile(t *testing.T) {
 		t.Fatalf("POST /-/reload answered %d\n%s", r, p.Logs())
 	}
 	waitFor(t, 5*time.Second, "KV usage read with the reloaded profile's scale", func() bool {
-		return routing()[`vllm:kv_cache_usage_perc{model_name="m1"}`] == 0.8
+		return routing()[`vllm:kv_cache_usage_perc{model_name="m1",role="both"}`] == 0.8
 	})
 	// A broken edit is refused, naming the file and the rule; the last
 	// good profiles stay.
@@ -129,7 +129,7 @@ func TestEngineProfileFile(t *testing.T) {
 		t.Errorf("the log does not name the bad role:\n%s", p.Logs())
 	}
 	time.Sleep(3 * fastInterval)
-	if got := routing()[`vllm:kv_cache_usage_perc{model_name="m1"}`]; got != 0.8 {
+	if got := routing()[`vllm:kv_cache_usage_perc{model_name="m1",role="both"}`]; got != 0.8 {
 		t.Errorf("after a refused reload KV usage is %v, want 0.8 from the last good profile", got)
 	}
 }

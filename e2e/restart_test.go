@@ -41,7 +41,7 @@ func TestSidecarStartedBeforeVLLM(t *testing.T) {
 	})
 	t.Logf("recovered %s after vLLM started listening", time.Since(start).Round(time.Millisecond))
 	r := mustGet(t, p.URL+"/metrics/routing")
-	if got := mustParse(t, r.body)[`vllm:num_requests_running{model_name="m"}`]; got != 3 {
+	if got := mustParse(t, r.body)[`vllm:num_requests_running{model_name="m",role="both"}`]; got != 3 {
 		t.Errorf("routing view running = %v, want 3", got)
 	}
 }

@@ -95,6 +95,9 @@ type UpstreamInfo struct {
 	Engine string
 	// Frontend is python or rust for vLLM, empty for other servers.
 	Frontend string
+	// Role is the pod role (prefill, decode, both) the deployment gave;
+	// empty leaves the role label out.
+	Role string
 	// Labels holds the evidence: "evidence" always, and "version_hint"
 	// when the families on the page bound the vLLM release.
 	Labels map[string]string

@@ -160,13 +160,16 @@ func StatusFamilies(r Report) []exposition.Family {
 	if r.Upstream.Frontend != "" {
 		lm["frontend"] = r.Upstream.Frontend
 	}
+	if r.Upstream.Role != "" {
+		lm[LabelRole] = r.Upstream.Role
+	}
 	lm[model.MetricNameLabel] = UpstreamInfoName
 	up := exposition.Family{
 		Name: UpstreamInfoName,
 		Type: model.MetricTypeGauge,
 		Help: "Always 1. The server that printed the last scraped page (server: vllm, sglang, trtllm, llamacpp, or unknown);" +
 			" for vLLM the engine (v0, v1, or unknown when the page has no engine-specific evidence or evidence for both)" +
-			" and the frontend (python, or rust for the OpenMetrics-only Rust frontend), the evidence used, and, when the families" +
+			" and the frontend (python, or rust for the OpenMetrics-only Rust frontend), the pod role (role: prefill, decode or both, from --upstream.role), the evidence used, and, when the families" +
 			" on the page bound it, version_hint: the vLLM release range in which all of them existed.",
 		Samples: []exposition.Sample{{Labels: labels.FromMap(lm), Value: 1}},
 	}

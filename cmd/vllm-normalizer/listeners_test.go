@@ -109,7 +109,7 @@ func TestRoutingMux(t *testing.T) {
 		t.Errorf("/metrics before any scrape: %d %q, want 503", code, body)
 	}
 	coll.ScrapeOnce(context.Background())
-	if code, body := get(rmux, "/metrics"); code != 200 || !strings.Contains(body, `vllm:num_requests_running{model_name="m"} 7`) || strings.Contains(body, `engine="1"`) {
+	if code, body := get(rmux, "/metrics"); code != 200 || !strings.Contains(body, `vllm:num_requests_running{model_name="m",role="both"} 7`) || strings.Contains(body, `engine="1"`) {
 		t.Errorf("/metrics answered %d without the routing view:\n%s", code, body)
 	}
 	if code, _ := get(rmux, "/-/healthy"); code != 200 {

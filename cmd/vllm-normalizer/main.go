@@ -61,6 +61,7 @@ func main() {
 // flags are the parsed command line.
 type flags struct {
 	scrapeURI        string
+	upstreamRole     string
 	scrapeInterval   time.Duration
 	timeout          time.Duration
 	maxBody          units.Base2Bytes
@@ -131,6 +132,9 @@ func (f *flags) check() error {
 		if p.path == "/-/healthy" || p.path == "/-/ready" || p.path == "/-/reload" || p.path == diagnosisPagePath || p.path == diagnosisAPIPath || p.path == genaiPath || strings.HasPrefix(p.path, "/debug/pprof/") {
 			return fmt.Errorf("%s=%s is taken by one of the sidecar's own endpoints; choose another path", p.flag, p.path)
 		}
+	}
+	if _, err := mapping.ParsePodRole(f.upstreamRole); err != nil {
+		return fmt.Errorf("--upstream.role: %w", err)
 	}
 	if f.telemetryPath == f.routingPath {
 		return fmt.Errorf("--web.telemetry-path and --web.routing-path are both %s; the full page and the routing view need different paths", f.routingPath)
@@ -297,6 +301,8 @@ func newApp(f *flags, stdout, stderr io.Writer) *kingpin.Application {
 		Default("128").IntVar(&f.labelLimits.NameLength)
 	app.Flag("vllm.label-value-length-limit", "Longest label value in bytes; 0 means none.").
 		Default("4096").IntVar(&f.labelLimits.ValueLength)
+	app.Flag("upstream.role", "What the pod serves: prefill, decode or both (empty means both); labels derived and routing series.").
+		Default("both").StringVar(&f.upstreamRole)
 
 	// History and derived gauges.
 	app.Flag("history.max-series", "Most upstream series kept for the derived gauges; 0 means no limit.").
@@ -487,6 +493,7 @@ func run(args []string, stdout, stderr *os.File) int {
 		Registry:     reg,
 		Gatherer:     gatherers,
 		Logger:       logger,
+		Role:         f.upstreamRole,
 	})
 	if err != nil {
 		logger.Error("invalid settings", "err", err)
@@ -578,6 +585,9 @@ func newMux(f *flags, coll *collector.Collector, diag *diagnosis.Diagnoser, relo
 	mux.Handle(f.telemetryPath, coll.MetricsHandler())
 	mux.Handle(f.routingPath, coll.RoutingHandler())
 	mux.Handle(genaiPath, coll.GenAIHandler())
+	// One data-parallel engine's routing view, for routers that address
+	// ranks as endpoints.
+	mux.Handle(strings.TrimSuffix(f.routingPath, "/")+"/engines/{engine}", coll.EngineRoutingHandler())
 	mux.Handle(diagnosisAPIPath, diag.APIHandler())
 	mux.Handle(diagnosisPagePath, diag.PageHandler())
 	mux.HandleFunc("/-/healthy", okHandler)

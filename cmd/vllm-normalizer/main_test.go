@@ -197,7 +197,7 @@ func TestPathFlags(t *testing.T) {
 	if code, body := get("/full"); code != 200 || !strings.Contains(body, "\nvllm_up 1\n") || !strings.Contains(body, `vllm:num_requests_running{engine="1",model_name="m"} 4`) {
 		t.Errorf("/full answered %d without the full page:\n%s", code, body)
 	}
-	if code, body := get("/route"); code != 200 || !strings.Contains(body, `vllm:num_requests_running{model_name="m"} 7`) {
+	if code, body := get("/route"); code != 200 || !strings.Contains(body, `vllm:num_requests_running{model_name="m",role="both"} 7`) {
 		t.Errorf("/route answered %d without the routing view:\n%s", code, body)
 	}
 	for _, p := range []string{"/metrics", "/metrics/routing"} {

@@ -1,0 +1,126 @@
+package collector
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/fos-study/vllm-normalizer/mapping"
+	"github.com/fos-study/vllm-normalizer/scripts/topologypages/scenario"
+)
+
+// scenarioUpstream serves pod's page at start plus the seconds the clock
+// moved since the test began: counters grow at their scenario rates.
+func scenarioUpstream(t *testing.T, pod scenario.Pod, clock *fakeClock) *httptest.Server {
+	t.Helper()
+	t0 := clock.Now()
+	s := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
+		_, _ = w.Write([]byte(scenario.Page(pod, scenario.Times[0]+clock.Now().Sub(t0).Seconds())))
+	}))
+	t.Cleanup(s.Close)
+	return s
+}
+
+// scrapeScenario runs n scrapes one second apart of pod with the given pod
+// role and returns the collector.
+func scrapeScenario(t *testing.T, pod scenario.Pod, role string, n int) *Collector {
+	t.Helper()
+	clock := newFakeClock()
+	up := scenarioUpstream(t, pod, clock)
+	c := newTestCollector(t, up.URL, clock, func(cfg *Config) { cfg.Role = role })
+	for i := range n {
+		if i > 0 {
+			clock.Advance(time.Second)
+		}
+		c.ScrapeOnce(context.Background())
+	}
+	return c
+}
+
+// /metrics/routing/engines/{engine} is the routing view of that engine
+// alone: the queueing rank of the data-parallel page shows its own load,
+// which the whole server's view sums away.
+func TestEngineRoutingPage(t *testing.T) {
+	pod := scenario.DataParallel
+	c := scrapeScenario(t, pod, "", 3)
+	mux := http.NewServeMux()
+	mux.Handle("/metrics/routing/engines/{engine}", c.EngineRoutingHandler())
+	for i, e := range pod.Engines {
+		rec := get(t, mux, fmt.Sprintf("/metrics/routing/engines/%d", i), nil)
+		if rec.Code != 200 {
+			t.Fatalf("engine %d: %d %s", i, rec.Code, rec.Body)
+		}
+		checkValidPage(t, rec.Body.Bytes())
+		got := samplesOf(t, rec.Body.Bytes())
+		sel := fmt.Sprintf(`{model_name=%q, role="both"}`, pod.Model)
+		for name, want := range map[string]float64{
+			"vllm:num_requests_running":       e.Running,
+			"vllm:num_requests_waiting":       e.Waiting(),
+			"vllm:kv_cache_usage_perc":        e.KVUsage,
+			"vllm_derived_requests_in_flight": e.Running + e.Waiting(),
+		} {
+			k := `{__name__="` + name + `", ` + strings.TrimPrefix(sel, "{")
+			if v, ok := got[k]; !ok || v != want {
+				t.Errorf("engine %d: %s = %v (present %v), want %v\n%s", i, k, v, ok, want, rec.Body)
+			}
+		}
+		if strings.Contains(rec.Body.String(), `engine="`) {
+			t.Errorf("engine %d: the page names engines:\n%s", i, rec.Body)
+		}
+	}
+	rec := get(t, mux, "/metrics/routing/engines/7", nil)
+	if rec.Code != http.StatusNotFound || !strings.Contains(rec.Body.String(), "0, 1, 2, 3") {
+		t.Errorf("an engine the page lacks: %d %q, want 404 naming engines 0, 1, 2, 3", rec.Code, rec.Body)
+	}
+}
+
+// Before any scrape the engine page refuses as the routing view does.
+func TestEngineRoutingPageBeforeScrape(t *testing.T) {
+	var hits atomic.Int32
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { hits.Add(1); w.WriteHeader(500) }))
+	t.Cleanup(up.Close)
+	c := newTestCollector(t, up.URL, newFakeClock(), nil)
+	mux := http.NewServeMux()
+	mux.Handle("/metrics/routing/engines/{engine}", c.EngineRoutingHandler())
+	if rec := get(t, mux, "/metrics/routing/engines/0", nil); rec.Code != http.StatusServiceUnavailable {
+		t.Errorf("before a scrape: %d, want 503", rec.Code)
+	}
+}
+
+// --upstream.role labels derived and routing series and the upstream info;
+// a bad role is refused with the values it may take.
+func TestUpstreamRoleLabel(t *testing.T) {
+	c := scrapeScenario(t, scenario.PrefillDecode[0], "prefill", 3)
+	page := get(t, c.MetricsHandler(), "/metrics", nil).Body.String()
+	routing := get(t, c.RoutingHandler(), "/metrics/routing", nil).Body.String()
+	for _, l := range strings.Split(page, "\n") {
+		if strings.HasPrefix(l, "vllm_derived_") && !strings.Contains(l, `role="prefill"`) {
+			t.Errorf("derived series without role=\"prefill\": %s", l)
+		}
+		if strings.HasPrefix(l, "vllm_normalizer_upstream_info{") && !strings.Contains(l, `role="prefill"`) {
+			t.Errorf("upstream info without the role: %s", l)
+		}
+		if strings.HasPrefix(l, "vllm:num_requests_running{") && strings.Contains(l, "role=") {
+			t.Errorf("the upstream's own series got a role label: %s", l)
+		}
+	}
+	for _, l := range strings.Split(routing, "\n") {
+		if l == "" || strings.HasPrefix(l, "#") || strings.HasPrefix(l, "vllm_up") || strings.HasPrefix(l, "vllm_normalizer_") {
+			continue
+		}
+		if !strings.Contains(l, `role="prefill"`) {
+			t.Errorf("routing series without role=\"prefill\": %s", l)
+		}
+	}
+	_, err := New(Config{ScrapeURI: "http://127.0.0.1:1/metrics", Interval: time.Second, MaxBodyBytes: 1, Windows: []time.Duration{time.Minute},
+		Mapper: testMapper(t, mapping.Options{}), Role: "Prefill"})
+	if err == nil || !strings.Contains(err.Error(), `"Prefill"`) || !strings.Contains(err.Error(), "prefill, decode or both") {
+		t.Errorf("role Prefill: error %v, want one naming the value and prefill, decode or both", err)
+	}
+}
