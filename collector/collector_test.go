@@ -1028,7 +1028,7 @@ func TestNaNRankLeftOut(t *testing.T) {
 	full := samplesOf(t, get(t, c.MetricsHandler(), "/metrics", nil).Body.Bytes())
 	got := samplesOf(t, routing)
 	key := func(name string) string {
-		return labels.FromStrings(model.MetricNameLabel, name, "model_name", "Qwen/Qwen3-0.6B").String()
+		return labels.FromStrings(model.MetricNameLabel, name, "model_name", "Qwen/Qwen3-0.6B", "role", "both").String()
 	}
 	if v, ok := got[key("vllm:num_requests_running")]; !ok || v != 3 {
 		t.Errorf("routing view running %v (present %v), want 3\n%s", v, ok, routing)
