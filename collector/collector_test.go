@@ -1076,13 +1076,13 @@ func TestStraySeriesKeepsTheServer(t *testing.T) {
 	c.ScrapeOnce(context.Background())
 	got := samplesOf(t, get(t, c.RoutingHandler(), "/metrics", nil).Body.Bytes())
 	for _, name := range []string{"vllm:num_requests_running", "vllm:num_requests_waiting", "vllm:kv_cache_usage_perc"} {
-		k := labels.FromStrings(model.MetricNameLabel, name, "model_name", "Qwen/Qwen3-0.6B").String()
+		k := labels.FromStrings(model.MetricNameLabel, name, "model_name", "Qwen/Qwen3-0.6B", "role", "both").String()
 		if v, ok := got[k]; !ok || v != 0 {
 			t.Errorf("routing view %s = %v (present %v), want SGLang's 0", name, v, ok)
 		}
 	}
 	full := get(t, c.MetricsHandler(), "/metrics", nil).Body.String()
-	const want = `vllm_normalizer_upstream_info{evidence="most families are sglang's; also 1 vllm: family (vllm:num_requests_running)",server="sglang"} 1`
+	const want = `vllm_normalizer_upstream_info{evidence="most families are sglang's; also 1 vllm: family (vllm:num_requests_running)",role="both",server="sglang"} 1`
 	if !strings.Contains(full, want) {
 		i := strings.Index(full, "vllm_normalizer_upstream_info{")
 		t.Errorf("upstream_info is not\n%s\nbut\n%s", want, full[i:i+strings.IndexByte(full[i:], '\n')])
