@@ -261,33 +261,6 @@ func compareGolden(t *testing.T, path string, got []byte) {
 	}
 }
 
-// lineDiff lists lines only in want (-) or only in got (+), enough to see
-// what changed without a diff library.
-func lineDiff(want, got string) string {
-	w, g := map[string]int{}, map[string]int{}
-	for _, l := range strings.Split(want, "\n") {
-		w[l]++
-	}
-	for _, l := range strings.Split(got, "\n") {
-		g[l]++
-	}
-	var out []string
-	for _, l := range strings.Split(want, "\n") {
-		if g[l] == 0 {
-			out = append(out, "- "+l)
-		}
-	}
-	for _, l := range strings.Split(got, "\n") {
-		if w[l] == 0 {
-			out = append(out, "+ "+l)
-		}
-	}
-	if len(out) > 40 {
-		out = append(out[:40], "...")
-	}
-	return strings.Join(out, "\n")
-}
-
 func hasUpstreamSeries(out map[string]float64) bool {
 	for k := range out {
 		if strings.Contains(k, `"vllm:`) || strings.Contains(k, `"vllm_derived_`) || strings.Contains(k, "vllm_normalizer_metric_status") {
