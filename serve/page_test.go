@@ -1,0 +1,244 @@
+package serve_test
+
+import (
+	"bytes"
+	"compress/gzip"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+	"github.com/prometheus/prometheus/model/labels"
+
+	"github.com/fos-study/vllm-normalizer/exposition"
+	fixturepages "github.com/fos-study/vllm-normalizer/internal/fixtures"
+	"github.com/fos-study/vllm-normalizer/serve"
+)
+
+// page13 is a real vLLM V1 page (fixture 13) as the sidecar would serve it.
+func page13(t *testing.T) []exposition.Family {
+	t.Helper()
+	return fixturepages.Families(t, "13-")
+}
+
+func request(t *testing.T, p *serve.Page, header map[string]string) *httptest.ResponseRecorder {
+	t.Helper()
+	r := httptest.NewRequest(http.MethodGet, "/metrics", nil)
+	for k, v := range header {
+		r.Header.Set(k, v)
+	}
+	w := httptest.NewRecorder()
+	serve.Write(w, r, p)
+	return w
+}
+
+func gunzip(t *testing.T, b []byte) []byte {
+	t.Helper()
+	zr, err := gzip.NewReader(bytes.NewReader(b))
+	if err != nil {
+		t.Fatalf("not gzip: %v", err)
+	}
+	out, err := io.ReadAll(zr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// TestWriteNegotiates: text 0.0.4 unless OpenMetrics is asked for, gzip
+// when Accept-Encoding admits it, each with its Content-Type,
+// Content-Length, Content-Encoding and Vary; every variant holds the same
+// series as the families, as a consumer's parser reads them.
+func TestWriteNegotiates(t *testing.T) {
+	fams := page13(t)
+	var enc serve.Encoder
+	p := enc.Prepare(fams, nil)
+	text := exposition.AppendText(nil, fams)
+	for _, c := range []struct {
+		name        string
+		header      map[string]string
+		contentType string
+		gzipped     bool
+	}{
+		{"plain", nil, exposition.ContentTypeText, false},
+		{"prometheus accept", map[string]string{"Accept": "application/openmetrics-text;version=1.0.0;q=0.5,text/plain;version=0.0.4;q=0.4"}, exposition.ContentTypeOpenMetrics, false},
+		{"text preferred", map[string]string{"Accept": "text/plain;version=0.0.4;q=1,application/openmetrics-text;version=1.0.0;q=0.5"}, exposition.ContentTypeText, false},
+		{"gzip", map[string]string{"Accept-Encoding": "gzip, deflate"}, exposition.ContentTypeText, true},
+		{"GZIP with q", map[string]string{"Accept-Encoding": "br;q=1.0, GZIP;q=0.5"}, exposition.ContentTypeText, true},
+		{"gzip refused", map[string]string{"Accept-Encoding": "gzip;q=0, identity"}, exposition.ContentTypeText, false},
+		{"identity", map[string]string{"Accept-Encoding": "identity"}, exposition.ContentTypeText, false},
+		{"openmetrics gzip", map[string]string{"Accept": "application/openmetrics-text;version=1.0.0", "Accept-Encoding": "gzip"}, exposition.ContentTypeOpenMetrics, true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			w := request(t, p, c.header)
+			h := w.Result().Header
+			if w.Code != http.StatusOK || h.Get("Content-Type") != c.contentType {
+				t.Fatalf("status %d, Content-Type %q; want 200, %q", w.Code, h.Get("Content-Type"), c.contentType)
+			}
+			body := w.Body.Bytes()
+			if h.Get("Content-Length") != strconv.Itoa(len(body)) {
+				t.Errorf("Content-Length %q, body %d bytes", h.Get("Content-Length"), len(body))
+			}
+			if h.Get("Vary") != "Accept-Encoding" {
+				t.Errorf("Vary %q, want Accept-Encoding", h.Get("Vary"))
+			}
+			if got := h.Get("Content-Encoding") == "gzip"; got != c.gzipped {
+				t.Fatalf("Content-Encoding %q, want gzip %v", h.Get("Content-Encoding"), c.gzipped)
+			}
+			if c.gzipped {
+				body = gunzip(t, body)
+			}
+			if c.contentType == exposition.ContentTypeText {
+				if !bytes.Equal(body, text) {
+					t.Errorf("text body differs from the families' encoding (%d vs %d bytes)", len(body), len(text))
+				}
+			} else if !bytes.HasSuffix(body, []byte("# EOF\n")) {
+				t.Errorf("OpenMetrics body does not end with # EOF")
+			}
+			// A consumer's parser reads the same series either way.
+			back, _, err := exposition.Parse(body, c.contentType, exposition.ParseOptions{})
+			if err != nil {
+				t.Fatalf("the served page does not parse: %v", err)
+			}
+			if got, want := countSamples(back), countSamples(fams); got != want {
+				t.Errorf("%d samples served, %d prepared", got, want)
+			}
+		})
+	}
+}
+
+func countSamples(fams []exposition.Family) int {
+	n := 0
+	for _, f := range fams {
+		n += len(f.Samples)
+	}
+	return n
+}
+
+// TestWriteKeepsVary: a handler that already varies on something keeps it.
+func TestWriteKeepsVary(t *testing.T) {
+	var enc serve.Encoder
+	p := enc.Prepare(page13(t), nil)
+	w := httptest.NewRecorder()
+	w.Header().Set("Vary", "Origin")
+	serve.Write(w, httptest.NewRequest(http.MethodGet, "/metrics", nil), p)
+	if got := w.Result().Header.Values("Vary"); len(got) != 2 || got[0] != "Origin" || got[1] != "Accept-Encoding" {
+		t.Errorf("Vary %q, want Origin and Accept-Encoding", got)
+	}
+}
+
+// TestPageEncodesOnce: finish runs once, on first use, however many
+// readers come at once; a page nobody reads is never finished; every
+// reader gets the same bytes, and what finish added is on the page.
+func TestPageEncodesOnce(t *testing.T) {
+	fams := page13(t)
+	var calls atomic.Int32
+	finish := func(in []exposition.Family) []exposition.Family {
+		calls.Add(1)
+		return append(in[:len(in):len(in)], exposition.Family{Name: "read_at", Type: model.MetricTypeGauge, Help: "when the page was first read",
+			Samples: []exposition.Sample{{Labels: labels.FromStrings(model.MetricNameLabel, "read_at"), Value: 42}}})
+	}
+	var enc serve.Encoder
+	unread := enc.Prepare(fams, finish)
+	_ = unread
+	if calls.Load() != 0 {
+		t.Fatal("Prepare finished the page before anyone read it")
+	}
+	p := enc.Prepare(fams, finish)
+	var wg sync.WaitGroup
+	bodies := make([][]byte, 16)
+	for i := range bodies {
+		wg.Go(func() {
+			h := map[string]string{}
+			if i%2 == 1 {
+				h["Accept-Encoding"] = "gzip"
+			}
+			w := request(t, p, h)
+			b := w.Body.Bytes()
+			if i%2 == 1 {
+				b = gunzip(t, b)
+			}
+			bodies[i] = b
+		})
+	}
+	wg.Wait()
+	if n := calls.Load(); n != 1 {
+		t.Errorf("finish ran %d times for one page, want 1", n)
+	}
+	for i, b := range bodies {
+		if !bytes.Equal(b, bodies[0]) {
+			t.Fatalf("reader %d got other bytes than reader 0", i)
+		}
+	}
+	if !bytes.Contains(bodies[0], []byte("\nread_at 42\n")) {
+		t.Error("the family finish added is not on the page")
+	}
+	if got := p.Families(); len(got) != len(fams)+1 || got[len(got)-1].Name != "read_at" {
+		t.Errorf("Families has %d families, want the %d prepared plus read_at", len(got), len(fams))
+	}
+	if len(fams) > 0 && fams[len(fams)-1].Name == "read_at" {
+		t.Error("finish's result leaked into the prepared families")
+	}
+}
+
+// TestEncodeNow: Encode encodes the page at once, for a page that must be
+// ready before its first reader; later reads do not encode again.
+func TestEncodeNow(t *testing.T) {
+	var calls atomic.Int32
+	var enc serve.Encoder
+	p := enc.Prepare(page13(t), func(in []exposition.Family) []exposition.Family { calls.Add(1); return in })
+	p.Encode()
+	if calls.Load() != 1 {
+		t.Fatalf("Encode did not finish the page (calls %d)", calls.Load())
+	}
+	first := p.Text()
+	request(t, p, nil)
+	if calls.Load() != 1 || !bytes.Equal(first, p.Text()) {
+		t.Errorf("a read after Encode encoded again (calls %d)", calls.Load())
+	}
+}
+
+// TestPagesIndependent: an Encoder's next page does not write into the
+// bytes of the page before it, which a slow client may still be reading.
+func TestPagesIndependent(t *testing.T) {
+	fams := page13(t)
+	var enc serve.Encoder
+	a := enc.Prepare(fams, nil)
+	aText := bytes.Clone(a.Text())
+	aGz, _ := a.Gzipped()
+	aGz = bytes.Clone(aGz)
+	b := enc.Prepare(fams[:len(fams)/2], nil)
+	_ = b.Text()
+	_, _ = b.Gzipped()
+	if !bytes.Equal(a.Text(), aText) {
+		t.Error("encoding the next page changed the previous page's text")
+	}
+	if gz, _ := a.Gzipped(); !bytes.Equal(gz, aGz) {
+		t.Error("compressing the next page changed the previous page's gzip")
+	}
+	if bytes.Equal(a.Text(), b.Text()) {
+		t.Error("two different pages encoded alike")
+	}
+}
+
+// TestServedPageReadByRouterParser: the text page is what routers' expfmt
+// parser (legacy name validation) reads without error.
+func TestServedPageReadByRouterParser(t *testing.T) {
+	var enc serve.Encoder
+	p := enc.Prepare(page13(t), nil)
+	body := request(t, p, nil).Body.String()
+	tp := expfmt.NewTextParser(model.LegacyValidation)
+	mfs, err := tp.TextToMetricFamilies(strings.NewReader(body))
+	if err != nil {
+		t.Fatalf("expfmt rejects the page: %v", err)
+	}
+	if _, ok := mfs["vllm:num_requests_running"]; !ok {
+		t.Error("the page lost vllm:num_requests_running")
+	}
+}
