@@ -2,13 +2,22 @@ package main
 
 import (
 	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
 	"encoding/pem"
 	"errors"
+	"math/big"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -130,5 +139,103 @@ func TestUpstreamClientRejects(t *testing.T) {
 				t.Errorf("error shows the URI's password: %v", err)
 			}
 		})
+	}
+}
+
+// selfSigned writes a self-signed certificate and key for 127.0.0.1 to dir
+// and returns their paths and the certificate.
+func selfSigned(t *testing.T, dir, name string) (certFile, keyFile string, cert *x509.Certificate) {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: name},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
+		KeyUsage:    x509.KeyUsageDigitalSignature | x509.KeyUsageCertSign,
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth, x509.ExtKeyUsageServerAuth},
+		IPAddresses: []net.IP{net.ParseIP("127.0.0.1")}, IsCA: true, BasicConstraintsValid: true,
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cert, _ = x509.ParseCertificate(der)
+	kb, err := x509.MarshalECPrivateKey(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	certFile, keyFile = filepath.Join(dir, name+".crt"), filepath.Join(dir, name+".key")
+	if err := os.WriteFile(certFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(keyFile, pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kb}), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return certFile, keyFile, cert
+}
+
+// TestUpstreamClientCertificate: a vLLM that requires a client certificate
+// (--ssl-cert-reqs 2 with --ssl-ca-certs) is read with cert_file and
+// key_file, and refuses the scrape without them.
+func TestUpstreamClientCertificate(t *testing.T) {
+	dir := t.TempDir()
+	certFile, keyFile, clientCert := selfSigned(t, dir, "sidecar")
+	pool := x509.NewCertPool()
+	pool.AddCert(clientCert)
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte(tlsPage)) }))
+	srv.TLS = &tls.Config{ClientAuth: tls.RequireAndVerifyClientCert, ClientCAs: pool}
+	srv.StartTLS()
+	t.Cleanup(srv.Close)
+	ca := filepath.Join(dir, "server-ca.pem")
+	if err := os.WriteFile(ca, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw}), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	uri := srv.URL + "/metrics"
+	with, err := upstreamClient(writeConfig(t, "tls_config:\n  ca_file: "+ca+"\n  cert_file: "+certFile+"\n  key_file: "+keyFile+"\n"), uri)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if body, err := fetchWith(t, with, uri); err != nil || string(body) != tlsPage {
+		t.Fatalf("with the client certificate: %v, body %q", err, body)
+	}
+	without, err := upstreamClient(writeConfig(t, "tls_config:\n  ca_file: "+ca+"\n"), uri)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := fetchWith(t, without, uri); err == nil {
+		t.Fatal("the upstream that requires a client certificate was read without one")
+	}
+}
+
+// TestUpstreamClientProxy: proxy_url sends the scrape through the given
+// proxy; without it no proxy is used, not even one from the environment.
+func TestUpstreamClientProxy(t *testing.T) {
+	var via atomic.Int32
+	proxy := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Host != "vllm.invalid:8000" {
+			http.Error(w, "unexpected target "+r.URL.String(), http.StatusBadGateway)
+			return
+		}
+		via.Add(1)
+		_, _ = w.Write([]byte(tlsPage))
+	}))
+	t.Cleanup(proxy.Close)
+	const uri = "http://vllm.invalid:8000/metrics"
+	c, err := upstreamClient(writeConfig(t, "proxy_url: "+proxy.URL+"\n"), uri)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if body, err := fetchWith(t, c, uri); err != nil || string(body) != tlsPage || via.Load() != 1 {
+		t.Fatalf("through the proxy: %v, body %q, proxied %d", err, body, via.Load())
+	}
+	t.Setenv("HTTP_PROXY", proxy.URL)
+	c, err = upstreamClient(writeConfig(t, "follow_redirects: true\n"), uri)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := fetchWith(t, c, uri); err == nil || via.Load() != 1 {
+		t.Errorf("without proxy_url the scrape went through HTTP_PROXY (err %v, proxied %d)", err, via.Load())
 	}
 }
