@@ -3,7 +3,8 @@
 # on a fresh Debian machine (as root). Idempotent: tools already present are
 # left alone.
 #
-#   promtool  - `promtool check rules` / `promtool test rules`
+#   promtool  - `promtool check rules` / `promtool test rules`, and
+#               `promtool check metrics` on the GenAI view (genai)
 #               (Debian package "prometheus", which ships promtool)
 #   prometheus - the server of the same package; e2e/prometheus starts its
 #               own instances (temporary storage, loopback port). The

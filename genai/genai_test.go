@@ -204,6 +204,10 @@ func TestKnownTruthOnFixtures(t *testing.T) {
 		// SGLang 0.5: its TTFT bounds (0.1, 0.2, 0.4, ...) do not.
 		{"26-", "sglang", map[string]string{ttft: "sglang:time_to_first_token_seconds", dur: "sglang:e2e_request_latency_seconds"},
 			map[string]bool{}},
+		// Four data-parallel engines (a constructed page) with TTFT bounds
+		// that lack most advised ones: summed, the engine's bounds kept.
+		{"34-vllm-dp4-starved-rank-constructed-t615", "vllm", map[string]string{ttft: "vllm:time_to_first_token_seconds"},
+			map[string]bool{}},
 		// TensorRT-LLM: per-request TPOT, vLLM's bounds.
 		{"25-", "trtllm", map[string]string{ttft: "trtllm_time_to_first_token_seconds", tpot: "trtllm_time_per_output_token_seconds", dur: "trtllm_e2e_request_latency_seconds"},
 			map[string]bool{ttft: true, tpot: true}},
