@@ -15,7 +15,6 @@ require (
 	github.com/prometheus/prometheus v0.316.0
 	go.yaml.in/yaml/v2 v2.4.5
 	golang.org/x/crypto v0.58.0
-	golang.org/x/net v0.61.0
 )
 
 require (
@@ -35,6 +34,7 @@ require (
 	github.com/prometheus/procfs v0.22.0 // indirect
 	github.com/xhit/go-str2duration/v2 v2.1.0 // indirect
 	go.uber.org/atomic v1.12.0 // indirect
+	golang.org/x/net v0.61.0 // indirect
 	golang.org/x/oauth2 v0.37.0 // indirect
 	golang.org/x/sync v0.24.0 // indirect
 	golang.org/x/sys v0.49.0 // indirect

@@ -1,8 +1,14 @@
 package e2e
 
 import (
+	"bufio"
 	"bytes"
+	"io"
 	"math"
+	"net"
+	"net/http"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -92,4 +98,96 @@ func TestStraySeriesAgainstTheBinary(t *testing.T) {
 			t.Errorf("routing view %s = %v (present %v), want SGLang's 0", name, v, ok)
 		}
 	}
+}
+
+// TestIdleConnectionsDoNotKeepRoutersOut: 520 keep-alive connections that
+// took one answer each and went quiet fill the default cap of 512; a
+// router's new request is still answered within 1 s, because at the cap the
+// longest-idle connection is closed to make room. (It waited for the idle
+// timeout before.)
+func TestIdleConnectionsDoNotKeepRoutersOut(t *testing.T) {
+	up := newSwitchable(static(v1Page(1, 1)))
+	ln := listen(t, "127.0.0.1:0")
+	serveOn(t, ln, up)
+	p := testbin.Start(t, sidecarArgs("http://"+ln.Addr().String()+"/metrics", fastInterval, fastTimeout)...)
+	waitFor(t, 10*time.Second, "vllm_up 1", func() bool { q, _ := quick(t, p); return q["vllm_up"] == 1 })
+	const idle = 520
+	var wg sync.WaitGroup
+	var answered atomic.Int64
+	conns := make([]net.Conn, idle)
+	for i := range conns {
+		c, err := net.Dial("tcp", p.Addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		conns[i] = c
+		t.Cleanup(func() { _ = c.Close() })
+		wg.Go(func() {
+			_ = c.SetDeadline(time.Now().Add(60 * time.Second))
+			if _, err := io.WriteString(c, "GET /-/healthy HTTP/1.1\r\nHost: sidecar\r\n\r\n"); err != nil {
+				return
+			}
+			if resp, err := http.ReadResponse(bufio.NewReader(c), nil); err == nil {
+				_, _ = io.Copy(io.Discard, resp.Body)
+				_ = resp.Body.Close()
+				answered.Add(1)
+			}
+		})
+	}
+	wg.Wait()
+	t.Logf("%d of %d keep-alive clients answered, then left idle", answered.Load(), idle)
+	router := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{Proxy: nil, DisableKeepAlives: true}}
+	best := time.Duration(-1)
+	for range 3 {
+		start := time.Now()
+		r, err := get(router, p.URL+"/metrics/routing", nil)
+		took := time.Since(start)
+		if err != nil {
+			t.Fatalf("the router's request with %d idle connections open: %v", idle, err)
+		}
+		if r.status != http.StatusOK {
+			t.Fatalf("the router's request answered %d", r.status)
+		}
+		if best < 0 || took < best {
+			best = took
+		}
+	}
+	t.Logf("router answered in %v (best of 3) with %d idle connections open, cap 512", best, idle)
+	if best > time.Second {
+		t.Errorf("the router waited %v with %d idle connections open; want at most 1 s", best, idle)
+	}
+}
+
+// TestSlowReadersLetGo: 200 clients that ask for a page and then neither
+// read nor close leave the sidecar's goroutines at their baseline within
+// write timeout + idle timeout (the page fits in the kernel's send buffer,
+// so the write timeout alone never fires; the idle timeout is no longer
+// than the write timeout).
+func TestSlowReadersLetGo(t *testing.T) {
+	const write = 2 * time.Second
+	up := newSwitchable(static(v1Page(1, 1)))
+	ln := listen(t, "127.0.0.1:0")
+	serveOn(t, ln, up)
+	p := testbin.Start(t, sidecarArgs("http://"+ln.Addr().String()+"/metrics", fastInterval, fastTimeout, "--web.write-timeout="+write.String())...)
+	waitFor(t, 10*time.Second, "vllm_up 1", func() bool { q, _ := quick(t, p); return q["vllm_up"] == 1 })
+	goroutines := func() float64 { s, _ := metrics(t, p); return s["go_goroutines"] }
+	base := goroutines()
+	for range 200 {
+		c, err := net.Dial("tcp", p.Addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = c.Close() })
+		if _, err := io.WriteString(c, "GET /metrics HTTP/1.1\r\nHost: sidecar\r\nAccept-Encoding: identity\r\n\r\n"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	start := time.Now()
+	var peak float64
+	// go_goroutines is gathered when a page is published.
+	waitFor(t, 10*time.Second, "the slow readers' goroutines", func() bool { peak = goroutines(); return peak >= base+150 })
+	// Generous on a busy machine: three times the bound, plus 5 s.
+	bound := write + write
+	waitFor(t, 3*bound+5*time.Second, "goroutines back at their baseline", func() bool { return goroutines() <= base+5 })
+	t.Logf("goroutines %v -> %v with 200 slow readers, back to %v in %v (write timeout %v + idle timeout %v = %v)", base, peak, goroutines(), time.Since(start).Round(100*time.Millisecond), write, write, bound)
 }

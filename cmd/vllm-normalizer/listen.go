@@ -13,13 +13,13 @@ import (
 	"github.com/coreos/go-systemd/v22/activation"
 	"github.com/mdlayher/vsock"
 	"github.com/prometheus/exporter-toolkit/web"
-	"golang.org/x/net/netutil"
 )
 
 // listeners opens what exporter-toolkit's ListenAndServe would (every
 // --web.listen-address, tcp or vsock://, or the systemd-activated sockets)
 // and bounds each to maxConns simultaneous connections, so that slow or
-// idle clients cannot pile up goroutines and pinned pages without limit.
+// idle clients cannot pile up goroutines and pinned pages without limit;
+// at the cap the longest-idle connection makes room (see connLimiter).
 func listeners(f *web.FlagConfig, maxConns int, logger *slog.Logger) ([]net.Listener, error) {
 	var out []net.Listener
 	if f.WebSystemdSocket != nil && *f.WebSystemdSocket {
@@ -47,7 +47,7 @@ func listeners(f *web.FlagConfig, maxConns int, logger *slog.Logger) ([]net.List
 	}
 	if maxConns > 0 {
 		for i, l := range out {
-			out[i] = netutil.LimitListener(l, maxConns)
+			out[i] = newConnLimiter(maxConns).Listener(l)
 		}
 	}
 	return out, nil

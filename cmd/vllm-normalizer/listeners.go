@@ -128,7 +128,7 @@ func newServers(logger *slog.Logger) *servers {
 // serveWeb serves h through exporter-toolkit on flags' addresses, with TLS
 // and basic auth from flags' web config file.
 func (s *servers) serveWeb(name string, h http.Handler, flags *web.FlagConfig) {
-	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, WriteTimeout: s.writeTimeout, IdleTimeout: 2 * time.Minute}
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, WriteTimeout: s.writeTimeout, IdleTimeout: idleTimeout(s.writeTimeout), ConnState: trackIdle}
 	s.own = append(s.own, srv)
 	go func() {
 		logger := s.logger.With("listener", name)

@@ -343,9 +343,9 @@ func newApp(f *flags, stdout, stderr io.Writer) *kingpin.Application {
 		Default("false").BoolVar(&f.disableExpMet)
 	app.Flag("web.enable-lifecycle", "Enable POST /-/reload.").Default("false").BoolVar(&f.enableLife)
 	app.Flag("web.enable-pprof", "Serve Go profiling under /debug/pprof/; timed profiles shorter than --web.write-timeout, one at a time.").Default("false").BoolVar(&f.enablePprof)
-	app.Flag("web.write-timeout", "Longest time one response may take to write.").
+	app.Flag("web.write-timeout", "Longest time one response may take to write; also the longest a keep-alive connection stays idle.").
 		Default("10s").DurationVar(&f.writeTimeout)
-	app.Flag("web.max-connections", "Most simultaneous connections per listen address.").
+	app.Flag("web.max-connections", "Most simultaneous connections per listen address; at the cap the longest-idle one is closed.").
 		Default("512").IntVar(&f.maxConns)
 
 	// Inference-port proxy.
