@@ -114,11 +114,14 @@ func TestTLSAndBasicAuth(t *testing.T) {
 		r := do("/metrics", "router", "right-password")
 		return r.status == http.StatusOK && strings.Contains(string(r.body), "\nvllm_up 1\n")
 	})
-	for _, path := range []string{"/metrics", "/metrics/routing"} {
+	for _, path := range []string{"/metrics", "/metrics/routing", "/metrics/genai"} {
 		r := do(path, "router", "right-password")
 		switch {
 		case r.status == http.StatusOK:
 			mustParse(t, r.body)
+			if path == "/metrics/genai" && !strings.Contains(string(r.body), "gen_ai_server_time_to_first_token_seconds_count") {
+				t.Errorf("https %s with the right password served no GenAI histogram:\n%s", path, r.body)
+			}
 		case path == "/metrics/routing" && r.status == http.StatusServiceUnavailable:
 			// Authenticated, and the routing view's own staleness rule
 			// answered: a busy test machine can delay a scrape past three
@@ -131,7 +134,7 @@ func TestTLSAndBasicAuth(t *testing.T) {
 			if r.status != http.StatusUnauthorized {
 				t.Errorf("https %s as %q/%q answered %d, want 401", path, c.user, c.pass, r.status)
 			}
-			if strings.Contains(string(r.body), "vllm_up") {
+			if strings.Contains(string(r.body), "vllm_up") || strings.Contains(string(r.body), "gen_ai_") {
 				t.Errorf("https %s as %q/%q served metrics", path, c.user, c.pass)
 			}
 		}
@@ -162,7 +165,7 @@ func TestTargetParameterIgnored(t *testing.T) {
 	p := testbin.Start(t, sidecarArgs("http://"+ln.Addr().String()+"/metrics", fastInterval, fastTimeout)...)
 
 	target := "http://" + oln.Addr().String() + "/"
-	for _, path := range []string{"/metrics", "/metrics/routing", "/", "/probe", "/-/reload"} {
+	for _, path := range []string{"/metrics", "/metrics/routing", "/metrics/genai", "/", "/probe", "/-/reload"} {
 		for _, q := range []string{"?target=" + target, "?target=" + oln.Addr().String() + "&module=vllm", "?uri=" + target} {
 			_, _ = get(client, p.URL+path+q, nil)
 		}
@@ -202,7 +205,7 @@ func TestScrapeURIPasswordNeverShown(t *testing.T) {
 		if strings.Contains(p.Logs(), secret) {
 			t.Errorf("%s: the password is in the logs:\n%s", when, p.Logs())
 		}
-		for _, path := range []string{"/metrics", "/metrics/routing", "/"} {
+		for _, path := range []string{"/metrics", "/metrics/routing", "/metrics/genai", "/"} {
 			if r, err := get(client, p.URL+path, nil); err == nil && strings.Contains(string(r.body), secret) {
 				t.Errorf("%s: the password is on %s", when, path)
 			}
