@@ -52,6 +52,7 @@ type Config struct {
 	// set no limit.
 	LabelLimits exposition.LabelLimits
 	// MaxSeries bounds the series the history keeps; 0 means no bound.
+	// DefaultMaxSeries admits every page DefaultMaxBodyBytes admits.
 	MaxSeries int
 	Windows   []time.Duration
 	// SLOs are the latency targets of vllm_derived_slo_attainment_ratio;
@@ -79,6 +80,17 @@ type Config struct {
 	// labels the derived and routing series and the upstream info.
 	Role string
 }
+
+// DefaultMaxBodyBytes is the default page size limit (--vllm.max-body-bytes).
+const DefaultMaxBodyBytes = 4 << 20
+
+// DefaultMaxSeries is the default history series limit: one kept series per
+// 256 bytes of the largest page admitted. The densest pages measured have
+// 252 to 259 bytes per kept series (single-engine vLLM V0 and SGLang pages,
+// fixtures 02 and 04) and data-parallel vLLM V1 pages 407 to 445 (the demo
+// upstream, 88 kept series an engine, ~107 engines in 4 MiB), so a page
+// within the size limit is never cut by the series limit.
+const DefaultMaxSeries = DefaultMaxBodyBytes / 256
 
 // Collector owns the scrape loop and the prepared output.
 type Collector struct {
@@ -406,6 +418,10 @@ func (c *Collector) scrape(ctx context.Context, sent time.Time) (*scrapeResult, 
 	// Both pages are sorted by family name when published (merge).
 	derived := withRole(slices.Concat(both[0], c.deriver.Capacity(canon, c.idle, now, true)), c.cfg.Role)
 	routingDerived := slices.Concat(both[1], c.deriver.Capacity(canon, c.idle, now, false))
+	// A model the series cap bit has all its derived gauges or none.
+	limited := derive.LimitedBy(c.history, now)
+	derived, routingDerived = limited.Without(derived), limited.Without(routingDerived)
+	c.metrics.set(c.metrics.historyLimited, b2f(limited.Any()))
 
 	// The page serves legacy families as the upstream printed them beside
 	// their current names; windows, derived gauges and the routing view
@@ -478,4 +494,11 @@ func withRole(fams []exposition.Family, role string) []exposition.Family {
 		}
 	}
 	return fams
+}
+
+func b2f(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
 }

@@ -40,7 +40,7 @@ func (c *Collector) publish(res *scrapeResult, now time.Time) {
 	own := c.metrics.families()
 	var ownRouting []exposition.Family
 	for _, f := range own {
-		if f.Name == "vllm_up" {
+		if f.Name == "vllm_up" || f.Name == HistoryLimitedName {
 			ownRouting = append(ownRouting, f)
 		}
 	}

@@ -35,6 +35,7 @@ type selfMetrics struct {
 	fams []*ownFamily
 
 	up, duration, lastSuccess, bytes, samples, historySeries *ownFamily
+	historyLimited                                           *ownFamily
 	failures, dropped, disagreements                         *ownFamily
 	unwindowed, layoutChanges, restarts, jitter              *ownFamily
 	kvDisagreements, nanSkipped                              *ownFamily
@@ -167,6 +168,8 @@ func newSelfMetrics() *selfMetrics {
 		"NaN samples left out where the series of ranks, processes or engines are combined into one (as PromQL's max and min leave NaN out); where all are NaN there is no series, never a NaN.")
 	m.historySeries = gauge("vllm_normalizer_history_series",
 		"Upstream series the history keeps for the derived gauges.")
+	m.historyLimited = gauge(HistoryLimitedName,
+		"1 when the last scrape had samples the history could not keep (--history.max-series): the models they belong to have none of their derived gauges, so that none reads less load than there is. 0 otherwise.")
 	m.reloadOK = gauge("vllm_normalizer_config_last_reload_successful",
 		"1 if the last load of the configuration succeeded, 0 if it failed (the previous one is still in use).")
 	m.reloadOKTime = gauge("vllm_normalizer_config_last_reload_success_timestamp_seconds",
@@ -176,6 +179,10 @@ func newSelfMetrics() *selfMetrics {
 		"outcome", "success", "failure")
 	return m
 }
+
+// HistoryLimitedName is the gauge, on both pages, that says the series cap
+// bit.
+const HistoryLimitedName = "vllm_normalizer_history_limited"
 
 // The metadata label values of vllm_normalizer_metadata_jitter_total.
 const (

@@ -16,6 +16,7 @@ import (
 	"runtime"
 	"runtime/debug"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -305,8 +306,8 @@ func newApp(f *flags, stdout, stderr io.Writer) *kingpin.Application {
 		Default("both").StringVar(&f.upstreamRole)
 
 	// History and derived gauges.
-	app.Flag("history.max-series", "Most upstream series kept for the derived gauges; 0 means no limit.").
-		Default("5000").IntVar(&f.maxSeries)
+	app.Flag("history.max-series", "Most upstream series kept for the derived gauges; the default admits every page --vllm.max-body-bytes admits. 0 means no limit.").
+		Default(strconv.Itoa(collector.DefaultMaxSeries)).IntVar(&f.maxSeries)
 	app.Flag("derive.window", "Window of the derived gauges, repeatable; each gives a window label.").
 		Default("1m", "5m").DurationListVar(&f.windows)
 	for _, slo := range []struct {

@@ -1,0 +1,148 @@
+package collector
+
+import (
+	"context"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/fos-study/vllm-normalizer/demo"
+	"github.com/fos-study/vllm-normalizer/exposition"
+	"github.com/fos-study/vllm-normalizer/mapping"
+)
+
+// derivedByEngine parses a page and returns, per engine label value ("" for
+// the per-model gauges), the set of derived series, and the value of the
+// named single-series gauge.
+func derivedByEngine(t *testing.T, body []byte, gauge string) (map[string]map[string]bool, float64, bool) {
+	t.Helper()
+	fams, _, err := exposition.Parse(body, "text/plain", exposition.ParseOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]map[string]bool{}
+	v, found := 0.0, false
+	for _, f := range fams {
+		if f.Name == gauge && len(f.Samples) == 1 {
+			v, found = f.Samples[0].Value, true
+		}
+		if !strings.HasPrefix(f.Name, "vllm_derived_") {
+			continue
+		}
+		for _, s := range f.Samples {
+			e := s.Labels.Get(mapping.LabelEngine)
+			if out[e] == nil {
+				out[e] = map[string]bool{}
+			}
+			b := s.Labels.Copy()
+			// The engine's own label aside, every engine has the same series.
+			out[e][strings.Replace(b.String(), `engine="`+e+`"`, "", 1)] = true
+		}
+	}
+	return out, v, found
+}
+
+// scrapeDemo scrapes a demo upstream of n engines three times, a second
+// apart, with the given limits, and returns the full page and the routing
+// view.
+func scrapeDemo(t *testing.T, engines, maxSeries int, maxBody int64) (page, routing []byte, c *Collector) {
+	t.Helper()
+	clock := newFakeClock()
+	up, err := demo.New(demo.Options{Now: clock.Now, Seed: 3, Engines: engines})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(up)
+	t.Cleanup(srv.Close)
+	c = newTestCollector(t, srv.URL+"/metrics", clock, func(cfg *Config) {
+		cfg.MaxSeries, cfg.MaxBodyBytes = maxSeries, maxBody
+	})
+	for range 3 {
+		c.ScrapeOnce(context.Background())
+		clock.Advance(time.Second)
+	}
+	clock.Advance(-time.Second)
+	return get(t, c.MetricsHandler(), "/metrics", nil).Body.Bytes(), get(t, c.RoutingHandler(), "/metrics/routing", nil).Body.Bytes(), c
+}
+
+// TestDefaultSeriesCapAdmitsDefaultPages: the largest data-parallel vLLM V1
+// page the default body limit admits (the demo's, 88 kept series an
+// engine), and the 64-engine page of 2.5 MB, are kept whole by the default
+// series limit: every engine has the derived gauges it has without any
+// limit, the
+// model has its gauges on the routing view, and
+// vllm_normalizer_history_limited is 0 on both pages. With the old default
+// of 5000 the cap bit at 57 engines.
+func TestDefaultSeriesCapAdmitsDefaultPages(t *testing.T) {
+	size := func(engines int) int {
+		up, err := demo.New(demo.Options{Seed: 3, Engines: engines})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(up.Page())
+	}
+	// Pages grow by the same bytes an engine: start from that estimate.
+	one, two := size(1), size(2)
+	largest := 1 + (DefaultMaxBodyBytes-one)/(two-one)
+	for size(largest) > DefaultMaxBodyBytes {
+		largest--
+	}
+	for size(largest+1) <= DefaultMaxBodyBytes {
+		largest++
+	}
+	t.Logf("the largest demo page within %d bytes has %d engines", DefaultMaxBodyBytes, largest)
+	for _, engines := range []int{64, largest} {
+		page, routing, c := scrapeDemo(t, engines, DefaultMaxSeries, DefaultMaxBodyBytes)
+		if n := c.history.StoredSeries(); n != 88*engines {
+			t.Errorf("%d engines: the history keeps %d series, want 88 an engine (%d)", engines, n, 88*engines)
+		}
+		byEngine, limited, ok := derivedByEngine(t, page, HistoryLimitedName)
+		if !ok || limited != 0 {
+			t.Errorf("%d engines: %s on /metrics = %v (present %v), want 0", engines, HistoryLimitedName, limited, ok)
+		}
+		// The same series as with no limit at all.
+		unlimited, _, _ := scrapeDemo(t, engines, 0, DefaultMaxBodyBytes)
+		want, _, _ := derivedByEngine(t, unlimited, HistoryLimitedName)
+		if len(byEngine) != engines || len(want) != engines {
+			t.Errorf("%d engines: derived series on %d engines, %d without a limit", engines, len(byEngine), len(want))
+		}
+		for e, w := range want {
+			if got := byEngine[e]; len(got) != len(w) {
+				t.Errorf("%d engines: engine %s has %d derived series, %d without a limit", engines, e, len(got), len(w))
+			}
+		}
+		perModel, limited, ok := derivedByEngine(t, routing, HistoryLimitedName)
+		if !ok || limited != 0 {
+			t.Errorf("%d engines: %s on the routing view = %v (present %v), want 0", engines, HistoryLimitedName, limited, ok)
+		}
+		if len(perModel[""]) < 20 {
+			t.Errorf("%d engines: the routing view has %d derived series, want them all", engines, len(perModel[""]))
+		}
+	}
+}
+
+// TestSeriesCapAllOrNothing: when the series limit bites (64 engines, 5000
+// series: room for 56 of them), the model has none of its derived gauges on
+// either page, where it used to keep those of 56 engines on /metrics (a sum
+// over engines reading 12 % less load) and 3 on the routing view; and
+// vllm_normalizer_history_limited says so on both pages.
+func TestSeriesCapAllOrNothing(t *testing.T) {
+	page, routing, _ := scrapeDemo(t, 64, 5000, DefaultMaxBodyBytes)
+	for name, body := range map[string][]byte{"/metrics": page, "/metrics/routing": routing} {
+		byEngine, limited, ok := derivedByEngine(t, body, HistoryLimitedName)
+		if !ok || limited != 1 {
+			t.Errorf("%s: %s = %v (present %v), want 1", name, HistoryLimitedName, limited, ok)
+		}
+		n := 0
+		for _, s := range byEngine {
+			n += len(s)
+		}
+		if n != 0 {
+			t.Errorf("%s: %d derived series of a model the cap bit, on %d engines; want none", name, n, len(byEngine))
+		}
+	}
+	if _, n, _ := derivedByEngine(t, page, "vllm_normalizer_history_unwindowed_samples_total"); n == 0 {
+		t.Errorf("no unwindowed samples counted")
+	}
+}
