@@ -43,7 +43,7 @@ func derivedByEngine(t *testing.T, body []byte, gauge string) (map[string]map[st
 	return out, v, found
 }
 
-// scrapeDemo scrapes a demo upstream of n engines three times, a second
+// scrapeDemo scrapes a demo upstream of n engines three times, 15 s
 // apart, with the given limits, and returns the full page and the routing
 // view.
 func scrapeDemo(t *testing.T, engines, maxSeries int, maxBody int64) (page, routing []byte, c *Collector) {
@@ -57,12 +57,15 @@ func scrapeDemo(t *testing.T, engines, maxSeries int, maxBody int64) (page, rout
 	t.Cleanup(srv.Close)
 	c = newTestCollector(t, srv.URL+"/metrics", clock, func(cfg *Config) {
 		cfg.MaxSeries, cfg.MaxBodyBytes = maxSeries, maxBody
+		// A 4 MiB page may take seconds to read under -race on a busy
+		// machine: the fake interval leaves the real timeout room.
+		cfg.Interval, cfg.Timeout = 15*time.Second, 15*time.Second
 	})
 	for range 3 {
 		c.ScrapeOnce(context.Background())
-		clock.Advance(time.Second)
+		clock.Advance(15 * time.Second)
 	}
-	clock.Advance(-time.Second)
+	clock.Advance(-15 * time.Second)
 	return get(t, c.MetricsHandler(), "/metrics", nil).Body.Bytes(), get(t, c.RoutingHandler(), "/metrics/routing", nil).Body.Bytes(), c
 }
 
