@@ -400,9 +400,9 @@ func TestSLOTargetsValidate(t *testing.T) {
 		slos SLOTargets
 		want string
 	}{
-		{SLOTargets{TTFT: []time.Duration{0}}, "SLO target ttft=0s: a latency target must be a positive duration"},
-		{SLOTargets{TPOT: []time.Duration{time.Second, -time.Millisecond}}, "SLO target tpot=-1ms"},
-		{SLOTargets{E2E: []time.Duration{-time.Minute}}, "SLO target e2e=-1m0s"},
+		{SLOTargets{TTFT: []time.Duration{0}}, "derive.SLOTargets.TTFT=0s is not positive: a latency target must be a positive duration"},
+		{SLOTargets{TPOT: []time.Duration{time.Second, -time.Millisecond}}, "derive.SLOTargets.TPOT=-1ms"},
+		{SLOTargets{E2E: []time.Duration{-time.Minute}}, "derive.SLOTargets.E2E=-1m0s"},
 	} {
 		_, err := testDeriver.WithSLOs(c.slos)
 		if err == nil || !strings.Contains(err.Error(), c.want) {

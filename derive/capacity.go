@@ -215,19 +215,19 @@ func nowSamples(name string, vals map[groupKey]float64) []exposition.Sample {
 // idle tracker that observed it, per model_name and engine with byEngine,
 // else per model_name. Families are sorted by name.
 func (d *Deriver) Capacity(canon []exposition.Family, idle *IdleTracker, now time.Time, byEngine bool) []exposition.Family {
-	byName := make(map[string]*exposition.Family, len(canon))
+	c := currentCalc{d: d, byName: make(map[string]*exposition.Family, len(canon)), idle: idle, now: now, byEngine: byEngine}
 	for i := range canon {
-		byName[canon[i].Name] = &canon[i]
+		c.byName[canon[i].Name] = &canon[i]
 	}
-	fam := func(r mapping.Role) *exposition.Family { return byName[d.roles.Family(r)] }
 	var out []exposition.Family
-	add := func(name string, vals map[groupKey]float64) {
-		if smps := nowSamples(name, vals); len(smps) > 0 {
-			out = append(out, exposition.Family{Name: name, Type: model.MetricTypeGauge, Help: d.help[name], Samples: smps})
+	for _, s := range d.specs {
+		if s.current == nil {
+			continue
+		}
+		if smps := nowSamples(s.Name, s.current(&c)); len(smps) > 0 {
+			out = append(out, exposition.Family{Name: s.Name, Type: model.MetricTypeGauge, Help: s.Help, Samples: smps})
 		}
 	}
-	add(DerivedIdleSeconds, idle.idleSeconds(now, byEngine))
-	add(DerivedKVCacheFreeTokens, kvFreeTokens(fam(mapping.RoleKVCacheUsage), fam(mapping.RoleKVCacheCapacity), fam(mapping.RoleKVCacheFree), byEngine))
-	add(DerivedRequestsInFlight, inFlight(fam(mapping.RoleRequestsRunning), fam(mapping.RoleRequestsWaiting), byEngine))
-	return out // sorted by name
+	slices.SortFunc(out, func(a, b exposition.Family) int { return cmp.Compare(a.Name, b.Name) })
+	return out
 }

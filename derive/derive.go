@@ -4,7 +4,6 @@
 package derive
 
 import (
-	"math"
 	"slices"
 	"sort"
 	"time"
@@ -18,74 +17,48 @@ import (
 	"github.com/fos-study/vllm-normalizer/window"
 )
 
-// source says which upstream sample a history series is.
-type source = window.Key
+// Window keys: each counter input of mapping's table is kept under its
+// index plus one, and the gauges derivations average over a window after
+// them (0 is no input).
+func counterKey(c mapping.Counter) window.Key { return window.Key(c) + 1 }
+
+// windowGauge is a gauge that derivations read over a window.
+type windowGauge uint8
 
 const (
-	srcNone source = iota
-	srcPreemptions
-	srcPrefixHits
-	srcPrefixQueries
-	srcExtPrefixHits
-	srcExtPrefixQueries
-	srcPromptTokens
-	srcGenerationTokens
-	srcRequestSuccess
-	srcQueueSum
-	srcQueueCount
-	srcPrefillSum
-	srcPrefillCount
-	srcDecodeSum
-	srcDecodeCount
-	srcPromptLenSum
-	srcPromptLenCount
-	srcGenLenSum
-	srcGenLenCount
-	srcTTFTBucket
-	srcITLBucket
-	srcE2EBucket
-	srcV0PrefixHitRate // gauge, stored as observed
-	srcRunning         // gauge, stored as observed
-	srcTPOTBucket      // kept only with a TPOT SLO target (WithSLOs)
-	numSources
+	gaugePrefixHitRate windowGauge = iota // V0's hit-rate gauge
+	gaugeRunning
+	numWindowGauges
 )
 
-// sourceRoles says which role, and which part of its family, each source
-// reads.
-var sourceRoles = [numSources]struct {
-	role mapping.Role
-	part mapping.Part
-}{
-	srcPreemptions:      {mapping.RolePreemptions, mapping.PartValue},
-	srcPrefixHits:       {mapping.RolePrefixCacheHits, mapping.PartValue},
-	srcPrefixQueries:    {mapping.RolePrefixCacheQueries, mapping.PartValue},
-	srcExtPrefixHits:    {mapping.RoleExternalPrefixCacheHits, mapping.PartValue},
-	srcExtPrefixQueries: {mapping.RoleExternalPrefixCacheQueries, mapping.PartValue},
-	srcPromptTokens:     {mapping.RolePromptTokens, mapping.PartValue},
-	srcGenerationTokens: {mapping.RoleGenerationTokens, mapping.PartValue},
-	srcRequestSuccess:   {mapping.RoleRequestsFinished, mapping.PartValue},
-	srcQueueSum:         {mapping.RoleQueueTime, mapping.PartSum},
-	srcQueueCount:       {mapping.RoleQueueTime, mapping.PartCount},
-	srcPrefillSum:       {mapping.RolePrefillTime, mapping.PartSum},
-	srcPrefillCount:     {mapping.RolePrefillTime, mapping.PartCount},
-	srcDecodeSum:        {mapping.RoleDecodeTime, mapping.PartSum},
-	srcDecodeCount:      {mapping.RoleDecodeTime, mapping.PartCount},
-	srcPromptLenSum:     {mapping.RoleRequestPromptTokens, mapping.PartSum},
-	srcPromptLenCount:   {mapping.RoleRequestPromptTokens, mapping.PartCount},
-	srcGenLenSum:        {mapping.RoleRequestGenerationTokens, mapping.PartSum},
-	srcGenLenCount:      {mapping.RoleRequestGenerationTokens, mapping.PartCount},
-	srcTTFTBucket:       {mapping.RoleTTFT, mapping.PartBucket},
-	srcITLBucket:        {mapping.RoleInterTokenLatency, mapping.PartBucket},
-	srcE2EBucket:        {mapping.RoleE2ELatency, mapping.PartBucket},
-	srcV0PrefixHitRate:  {mapping.RolePrefixCacheHitRateGauge, mapping.PartValue},
-	srcRunning:          {mapping.RoleRequestsRunning, mapping.PartValue},
-	srcTPOTBucket:       {mapping.RoleTimePerOutputToken, mapping.PartBucket},
+// windowGaugeRoles are the roles of the window gauges.
+var windowGaugeRoles = [numWindowGauges]mapping.Role{
+	gaugePrefixHitRate: mapping.RolePrefixCacheHitRateGauge,
+	gaugeRunning:       mapping.RoleRequestsRunning,
+}
+
+func gaugeKey(g windowGauge) window.Key { return window.Key(mapping.NumCounters) + 1 + window.Key(g) }
+
+// keyCounter is the counter input a window key stands for, if it is one.
+func keyCounter(k window.Key) (mapping.Counter, bool) {
+	if k == 0 || k > window.Key(mapping.NumCounters) {
+		return 0, false
+	}
+	return mapping.Counter(k - 1), true
+}
+
+// splitBy names, for a counter input whose rate a derived gauge keeps per
+// value of one of its labels, that label.
+var splitBy = [mapping.NumCounters]string{
+	mapping.CounterRequestsFinished: finishedReasonLabel,
 }
 
 // Deriver computes the derived gauges over the canonical page (roles under
 // their canonical names, see mapping.Profile.Canonical). Immutable.
 type Deriver struct {
-	roles  *mapping.Roles
+	roles *mapping.Roles
+	// specs are the derived gauges, their texts expanded for roles.
+	specs  []Spec
 	inputs *window.Inputs
 	help   map[string]string
 	// slos are the attainment targets, ready to use (see WithSLOs).
@@ -96,31 +69,68 @@ type Deriver struct {
 // New returns the Deriver for the roles' canonical names, without SLO
 // targets.
 func New(roles *mapping.Roles) *Deriver {
-	d := &Deriver{roles: roles, inputs: buildInputs(roles, false), help: map[string]string{}, labels: &labelCache{}}
-	for _, s := range Specs(roles) {
+	return newDeriver(roles, specs)
+}
+
+// newDeriver returns the Deriver of a table of specs.
+func newDeriver(roles *mapping.Roles, table []Spec) *Deriver {
+	d := &Deriver{roles: roles, specs: expandSpecs(table, roles), help: map[string]string{}, labels: &labelCache{}}
+	for _, s := range d.specs {
 		d.help[s.Name] = s.Help
 	}
+	d.inputs = d.buildInputs(nil)
 	return d
 }
 
-// buildInputs lists the samples the sources read; the TPOT histogram only
-// with tpot, as nothing but its SLO attainment reads it.
-func buildInputs(roles *mapping.Roles, tpot bool) *window.Inputs {
-	by := make(map[string]window.Input, numSources)
-	for src := srcNone + 1; src < numSources; src++ {
-		if src == srcTPOTBucket && !tpot {
+// buildInputs lists the samples the specs read over a window: the counter
+// inputs and window gauges of their input roles. The SLO attainment reads
+// a histogram only for a latency with targets, so the TPOT histogram,
+// which nothing else reads, is kept only with a TPOT target.
+func (d *Deriver) buildInputs(slos []sloTarget) *window.Inputs {
+	var counters [mapping.NumCounters]bool
+	var gauges [numWindowGauges]bool
+	for _, s := range d.specs {
+		if s.window == nil || s.AnyInput {
 			continue
 		}
-		sr := sourceRoles[src]
-		def, _ := roles.Def(sr.role)
+		for _, r := range s.Inputs {
+			for c := range mapping.NumCounters {
+				if c.Role() == r {
+					counters[c] = true
+				}
+			}
+			for g, gr := range windowGaugeRoles {
+				if gr == r {
+					gauges[g] = true
+				}
+			}
+		}
+	}
+	for _, st := range slos {
+		counters[st.src] = true
+	}
+	by := make(map[string]window.Input, int(mapping.NumCounters)+int(numWindowGauges))
+	for c := range mapping.NumCounters {
+		name := d.roles.Sample(c.Role(), c.Part())
+		if !counters[c] || name == "" {
+			continue
+		}
+		def, _ := d.roles.Def(c.Role())
 		kind := window.Counter
 		switch {
-		case sr.part == mapping.PartBucket:
+		case c.Part() == mapping.PartBucket:
 			kind = window.Bucket
 		case def.Type == mapping.RoleTypeGauge:
 			kind = window.Gauge
 		}
-		by[roles.Sample(sr.role, sr.part)] = window.Input{Key: src, Kind: kind}
+		by[name] = window.Input{Key: counterKey(c), Kind: kind}
+	}
+	for g := range numWindowGauges {
+		name := d.roles.Sample(windowGaugeRoles[g], mapping.PartValue)
+		if !gauges[g] || name == "" {
+			continue
+		}
+		by[name] = window.Input{Key: gaugeKey(g), Kind: window.Gauge}
 	}
 	return window.NewInputs(by)
 }
@@ -129,93 +139,53 @@ func buildInputs(roles *mapping.Roles, tpot bool) *window.Inputs {
 // window.History must keep for Groupings.
 func (d *Deriver) Inputs() *window.Inputs { return d.inputs }
 
-// derivedQuantiles are the quantiles the latency gauges are computed at,
-// with their label values.
-var derivedQuantiles = []struct {
-	q     float64
-	label string
-}{{0.5, "0.5"}, {0.9, "0.9"}, {0.99, "0.99"}}
-
-// histSources are the histograms whose buckets derivations read; a
-// window's bucket increases are kept in this order.
-var histSources = [...]source{srcTTFTBucket, srcITLBucket, srcE2EBucket, srcTPOTBucket}
-
-// histIndex is src's position in histSources, or -1.
-func histIndex(src source) int {
-	for i, h := range histSources {
-		if h == src {
-			return i
-		}
-	}
-	return -1
-}
-
-// histograms whose bucket increases give quantiles.
-var quantileFamilies = [...]struct {
-	src  source
-	name string
-}{
-	{srcTTFTBucket, DerivedTTFTSeconds},
-	{srcITLBucket, DerivedInterTokenLatencySeconds},
-	{srcE2EBucket, DerivedE2ELatencySeconds},
-}
-
-// rateFamilies are plain rates of one counter.
-var rateFamilies = []struct {
-	src  source
-	name string
-}{
-	{srcPreemptions, DerivedPreemptionsPerSecond},
-	{srcPromptTokens, DerivedPromptTokensPerSecond},
-	{srcGenerationTokens, DerivedGenerationTokensPerSecond},
-}
-
-// ratioFamilies are increase(num)/increase(den).
-var ratioFamilies = []struct {
-	num, den source
-	name     string
-}{
-	{srcExtPrefixHits, srcExtPrefixQueries, DerivedExternalPrefixCacheHitRatio},
-	{srcQueueSum, srcQueueCount, DerivedQueueTimeMeanSeconds},
-	{srcPrefillSum, srcPrefillCount, DerivedPrefillTimeMeanSeconds},
-	{srcDecodeSum, srcDecodeCount, DerivedDecodeTimeMeanSeconds},
-	{srcPromptLenSum, srcPromptLenCount, DerivedPromptTokensMean},
-	{srcGenLenSum, srcGenLenCount, DerivedGenerationTokensMean},
-}
-
 // group is one set of grouping label values.
 type group struct {
 	lbls []labels.Label // the grouping labels the series have, non-empty
 	key  string         // the grouping labels' values, for the label cache
 	acc  groupAcc
+	// splitBuf is the split rates' first storage: finished_reason has a
+	// handful of values, so a group needs no allocation for them.
+	splitBuf [8]labelRate
 }
 
 // groupAcc accumulates one window's contributions of a group's series.
 type groupAcc struct {
-	// inc and rate are summed over the series of a source that have at
-	// least 2 points in the window; has says whether there was one.
-	inc  [numSources]float64
-	rate [numSources]float64
-	has  [numSources]bool
-	// inWindow says whether a series of the source had any point in the
+	// inc and rate are summed over the series of a counter input that
+	// have at least 2 points in the window; has says whether there was
+	// one.
+	inc  [mapping.NumCounters]float64
+	rate [mapping.NumCounters]float64
+	has  [mapping.NumCounters]bool
+	// inWindow says whether a series of the input had any point in the
 	// window.
-	inWindow [numSources]bool
-	buckets  [len(histSources)][]quantile.Bucket
-	// requests_running: the sum over series of their mean over the
-	// window's points, and whether some series had a point.
-	runMean float64
-	runHas  bool
-	// V0 hit-rate gauge: sum and number of non-negative values, and
-	// whether some series had 2 or more points.
-	gaugeSum    float64
-	gaugeN      int
-	gaugePoints bool
+	inWindow [mapping.NumCounters]bool
+	// buckets are the bucket increases of histogram inputs.
+	buckets [mapping.NumCounters][]quantile.Bucket
+	// split are the rates of split counters per label value, in the
+	// order first seen.
+	split  []labelRate
+	gauges [numWindowGauges]gaugeAcc
 }
 
-// reasonKey identifies a requests_per_second series: group and reason.
-type reasonKey struct {
-	group  int
-	reason string
+// gaugeAcc accumulates a window gauge's series over one window.
+type gaugeAcc struct {
+	// meanSum is the sum over series of their mean over the window's
+	// points; meanHas whether some series had a point.
+	meanSum float64
+	meanHas bool
+	// nonNegSum and nonNegN are the sum and number of non-negative values;
+	// points2 whether some series had 2 or more points.
+	nonNegSum float64
+	nonNegN   int
+	points2   bool
+}
+
+// labelRate is the rate of a split counter's series with one label value.
+type labelRate struct {
+	counter mapping.Counter
+	value   string
+	rate    float64
 }
 
 // Derive returns the derived gauge families, sorted by name, computed over
@@ -238,7 +208,6 @@ type grouping struct {
 	// out.
 	blocked []bool
 	groupOf []int // series index -> group
-	reasons map[reasonKey]float64
 	out     map[string][]exposition.Sample
 }
 
@@ -319,46 +288,24 @@ func (d *Deriver) derive(r *window.Reader, groupBys [][]string, res [][]expositi
 	d.labels.begin()
 	defer d.labels.end()
 	var b labels.ScratchBuilder
-	// extraKey names the extra labels (their values, or the SLO's key)
-	// for the label cache.
-	emit := func(out map[string][]exposition.Sample, name string, g *group, window string, extra []labels.Label, extraKey string, v float64) {
-		if math.IsNaN(v) || math.IsInf(v, 0) {
-			return
-		}
-		ls := d.labels.get(labelKey{name: name, group: g.key, window: window, extra: extraKey}, func() labels.Labels {
-			b.Reset()
-			b.Add(model.MetricNameLabel, name)
-			for _, l := range g.lbls {
-				b.Add(l.Name, l.Value)
-			}
-			for _, l := range extra {
-				if l.Value != "" {
-					b.Add(l.Name, l.Value)
-				}
-			}
-			b.Add(WindowLabel, window)
-			b.Sort()
-			return b.Labels()
-		})
-		out[name] = append(out[name], exposition.Sample{Labels: ls, Value: v})
-	}
-
-	var scratch []quantile.Bucket
+	c := windowCalc{d: d, b: &b}
 	for _, w := range r.Windows() {
 		rg, ok := r.Range(w)
 		if !ok {
 			continue // fewer than 2 points: nothing is defined
 		}
-		wl := window.Format(w)
+		c.window = window.Format(w)
 		for k := range gs {
 			for _, g := range gs[k].groups {
-				buckets := g.acc.buckets // keep the slices' storage for this window
-				g.acc = groupAcc{}
+				buckets, split := g.acc.buckets, g.acc.split // keep the slices' storage for this window
+				if split == nil {
+					split = g.splitBuf[:0]
+				}
+				g.acc = groupAcc{split: split[:0]}
 				for k := range buckets {
 					g.acc.buckets[k] = buckets[k][:0]
 				}
 			}
-			gs[k].reasons = map[reasonKey]float64{}
 		}
 		for i, s := range series {
 			if s.Kind() == window.Gauge {
@@ -368,6 +315,10 @@ func (d *Deriver) derive(r *window.Reader, groupBys [][]string, res [][]expositi
 				}
 				continue
 			}
+			cn, isCounter := keyCounter(s.Key())
+			if !isCounter {
+				continue
+			}
 			inc, secs, inWindow, ok := r.Increase(s, rg)
 			if !inWindow {
 				continue
@@ -375,65 +326,25 @@ func (d *Deriver) derive(r *window.Reader, groupBys [][]string, res [][]expositi
 			for k := range gs {
 				gi := gs[k].groupOf[i]
 				a := &gs[k].groups[gi].acc
-				a.inWindow[s.Key()] = true
+				a.inWindow[cn] = true
 				if ok {
-					a.add(s, inc, secs, gi, gs[k].reasons)
+					a.add(s, cn, inc, secs)
 				}
 			}
 		}
 		for k := range gs {
-			out := gs[k].out
+			c.out = gs[k].out
 			for gi, g := range gs[k].groups {
 				if gs[k].blocked[gi] {
 					continue
 				}
-				a := &g.acc
-				for _, rf := range rateFamilies {
-					if a.has[rf.src] {
-						emit(out, rf.name, g, wl, nil, "", a.rate[rf.src])
+				c.g, c.a = g, &g.acc
+				for si := range d.specs {
+					if compute := d.specs[si].window; compute != nil {
+						c.name = d.specs[si].Name
+						compute(&c)
 					}
 				}
-				for _, rf := range ratioFamilies {
-					if v, ok := a.ratio(rf.num, rf.den); ok {
-						emit(out, rf.name, g, wl, nil, "", v)
-					}
-				}
-				if v, ok := a.prefixHitRatio(); ok {
-					emit(out, DerivedPrefixCacheHitRatio, g, wl, nil, "", v)
-				}
-				qm, qok := a.ratio(srcQueueSum, srcQueueCount)
-				pm, pok := a.ratio(srcPrefillSum, srcPrefillCount)
-				if qok && pok && qm+pm != 0 {
-					emit(out, DerivedTTFTQueueRatio, g, wl, nil, "", qm/(qm+pm))
-				}
-				for _, qf := range quantileFamilies {
-					bs := a.buckets[histIndex(qf.src)]
-					if len(bs) == 0 {
-						continue
-					}
-					scratch = append(scratch[:0], bs...)
-					for _, dq := range derivedQuantiles {
-						copy(scratch, bs)
-						emit(out, qf.name, g, wl, []labels.Label{{Name: QuantileLabel, Value: dq.label}}, dq.label, quantile.Estimate(dq.q, scratch))
-					}
-				}
-				for _, st := range d.slos {
-					bs := a.buckets[histIndex(st.src)]
-					if len(bs) == 0 {
-						continue
-					}
-					scratch = append(scratch[:0], bs...)
-					emit(out, DerivedSLOAttainmentRatio, g, wl, st.lbls, st.key, quantile.FractionAtMost(st.seconds, scratch))
-				}
-				if a.has[srcGenerationTokens] && a.runHas && a.runMean > 0 {
-					emit(out, DerivedGenerationTokensPerSecondPerRequest, g, wl, nil, "", a.rate[srcGenerationTokens]/a.runMean)
-				}
-			}
-			for rk, v := range gs[k].reasons {
-				if gs[k].blocked[rk.group] {
-					continue
-				}
-				emit(out, DerivedRequestsPerSecond, gs[k].groups[rk.group], wl, []labels.Label{{Name: finishedReasonLabel, Value: rk.reason}}, rk.reason, v)
 			}
 		}
 	}
@@ -463,69 +374,47 @@ func (d *Deriver) derive(r *window.Reader, groupBys [][]string, res [][]expositi
 // accumulateGauge adds gauge series s's values in rg to a group's
 // accumulator.
 func accumulateGauge(r *window.Reader, s *window.Series, a *groupAcc, rg window.Range) {
-	if s.Key() == srcRunning {
-		sum, n := 0.0, 0
-		r.Values(s, rg, func(v float64) {
-			sum += v
-			n++
-		})
-		if n > 0 {
-			a.runMean += sum / float64(n)
-			a.runHas = true
-		}
+	k := s.Key() - gaugeKey(0)
+	if k >= window.Key(numWindowGauges) {
 		return
 	}
-	points := 0
+	ga := &a.gauges[k]
+	sum, n := 0.0, 0
 	r.Values(s, rg, func(v float64) {
-		points++
+		sum += v
+		n++
 		if v >= 0 {
-			a.gaugeSum += v
-			a.gaugeN++
+			ga.nonNegSum += v
+			ga.nonNegN++
 		}
 	})
-	if points > 0 {
-		a.inWindow[s.Key()] = true
+	if n > 0 {
+		ga.meanSum += sum / float64(n)
+		ga.meanHas = true
 	}
-	if points >= 2 {
-		a.gaugePoints = true
+	if n >= 2 {
+		ga.points2 = true
 	}
 }
 
-// add adds counter series s's increase inc over secs seconds to its
-// group's accumulator (group gi).
-func (a *groupAcc) add(s *window.Series, inc, secs float64, gi int, reasons map[reasonKey]float64) {
-	src := s.Key()
+// add adds counter input cn's series s's increase inc over secs seconds to
+// its group's accumulator.
+func (a *groupAcc) add(s *window.Series, cn mapping.Counter, inc, secs float64) {
 	switch {
 	case s.Kind() == window.Bucket:
-		if k := histIndex(src); k >= 0 {
-			a.buckets[k] = append(a.buckets[k], quantile.Bucket{UpperBound: s.UpperBound(), Count: inc})
+		a.buckets[cn] = append(a.buckets[cn], quantile.Bucket{UpperBound: s.UpperBound(), Count: inc})
+	case splitBy[cn] != "":
+		v := s.Labels().Get(splitBy[cn])
+		for i := range a.split {
+			if a.split[i].counter == cn && a.split[i].value == v {
+				a.split[i].rate += inc / secs
+				return
+			}
 		}
-	case src == srcRequestSuccess:
-		reasons[reasonKey{gi, s.Labels().Get(finishedReasonLabel)}] += inc / secs
+		a.split = append(a.split, labelRate{counter: cn, value: v, rate: inc / secs})
 	default:
-		a.inc[src] += inc
-		a.rate[src] += inc / secs
-		a.has[src] = true
+		a.inc[cn] += inc
+		a.rate[cn] += inc / secs
+		a.has[cn] = true
 	}
-}
-
-// ratio returns sum(increase(num)) / sum(increase(den)) when both have
-// contributions and the denominator is not 0.
-func (a *groupAcc) ratio(num, den source) (float64, bool) {
-	if !a.has[num] || !a.has[den] || a.inc[den] == 0 {
-		return 0, false
-	}
-	return a.inc[num] / a.inc[den], true
-}
-
-// prefixHitRatio is the counter ratio where prefix cache counters exist in
-// the window, otherwise the mean of the V0 gauge's non-negative values.
-func (a *groupAcc) prefixHitRatio() (float64, bool) {
-	if a.inWindow[srcPrefixQueries] || a.inWindow[srcPrefixHits] {
-		return a.ratio(srcPrefixHits, srcPrefixQueries)
-	}
-	if !a.gaugePoints || a.gaugeN == 0 {
-		return 0, false
-	}
-	return a.gaugeSum / float64(a.gaugeN), true
 }

@@ -1,12 +1,14 @@
 package derive
 
 import (
-	"fmt"
 	"slices"
 	"time"
 
 	"github.com/prometheus/common/model"
 	"github.com/prometheus/prometheus/model/labels"
+
+	"github.com/fos-study/vllm-normalizer/internal/setting"
+	"github.com/fos-study/vllm-normalizer/mapping"
 )
 
 // SLOTargets are the latency targets vllm_derived_slo_attainment_ratio is
@@ -19,21 +21,24 @@ type SLOTargets struct {
 // sloKinds ties each latency to its slo label value and histogram.
 var sloKinds = [...]struct {
 	label string
-	src   source
+	field string // in SLOTargets
+	src   mapping.Counter
 	get   func(*SLOTargets) []time.Duration
 }{
-	{"ttft", srcTTFTBucket, func(s *SLOTargets) []time.Duration { return s.TTFT }},
-	{"tpot", srcTPOTBucket, func(s *SLOTargets) []time.Duration { return s.TPOT }},
-	{"e2e", srcE2EBucket, func(s *SLOTargets) []time.Duration { return s.E2E }},
+	{"ttft", "TTFT", mapping.CounterTTFTBuckets, func(s *SLOTargets) []time.Duration { return s.TTFT }},
+	{"tpot", "TPOT", mapping.CounterTimePerOutputTokenBuckets, func(s *SLOTargets) []time.Duration { return s.TPOT }},
+	{"e2e", "E2E", mapping.CounterE2ELatencyBuckets, func(s *SLOTargets) []time.Duration { return s.E2E }},
 }
 
 // Validate rejects targets that are not positive: no request takes at most
-// 0 s, so such a target would always read 0.
+// 0 s, so such a target would always read 0. The error is a
+// *setting.Error naming the field (derive.SLOTargets.TTFT).
 func (s SLOTargets) Validate() error {
 	for _, k := range sloKinds {
 		for _, d := range k.get(&s) {
 			if d <= 0 {
-				return fmt.Errorf("SLO target %s=%s: a latency target must be a positive duration, such as 500ms or 2s", k.label, d)
+				return &setting.Error{Setting: "derive.SLOTargets." + k.field, Value: d.String(),
+					Rule: "is not positive: a latency target must be a positive duration", Fix: "give one such as 500ms or 2s"}
 			}
 		}
 	}
@@ -50,7 +55,7 @@ func FormatSLOTarget(d time.Duration) string {
 // sloTarget is one target ready for derive: its histogram, its value in
 // seconds and its slo and le labels.
 type sloTarget struct {
-	src     source
+	src     mapping.Counter
 	seconds float64
 	lbls    []labels.Label
 	key     string // lbls' values, for the label cache
@@ -75,6 +80,6 @@ func (d *Deriver) WithSLOs(slos SLOTargets) (*Deriver, error) {
 			}, key: k.label + "\xff" + FormatSLOTarget(t)})
 		}
 	}
-	out.inputs = buildInputs(d.roles, len(slos.TPOT) > 0)
+	out.inputs = out.buildInputs(out.slos)
 	return &out, nil
 }

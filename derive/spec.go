@@ -6,11 +6,13 @@ import (
 	"github.com/fos-study/vllm-normalizer/mapping"
 )
 
-// Spec is everything about one derived gauge, in one place: the code
-// computes from it (name, HELP), and the README's table, docs/derived.md
-// and the recording rules in deploy/prometheus are checked against it by
-// tests. In Help and PromQL, {role} stands for the canonical family that
-// plays the role (mapping.Roles.Family), so no metric name is written here.
+// Spec is everything about one derived gauge, in one place: its name,
+// HELP, input roles and the computation itself (Deriver iterates the
+// table; adding a gauge is adding an entry), and the texts the README's
+// table, docs/derived.md and the recording rules in deploy/prometheus are
+// checked against by tests. In Help and PromQL, {role} stands for the
+// canonical family that plays the role (mapping.Roles.Family), so no
+// metric name is written here.
 type Spec struct {
 	// Name is the family name, a public contract.
 	Name string
@@ -18,7 +20,9 @@ type Spec struct {
 	Help string
 	// Unit of the value.
 	Unit string
-	// Inputs are the roles it reads.
+	// Inputs are the roles it reads: a windowed computation finds the
+	// counter inputs (mapping.Counter) and window gauges of these roles
+	// in the window, and nothing else.
 	Inputs []mapping.Role
 	// PromQL is what Prometheus computes for it over the window [w],
 	// for one grouping (the README's table shows it).
@@ -40,6 +44,11 @@ type Spec struct {
 	// role families (PromQL says why): its recording rule aggregates the
 	// sidecar's own gauge across pods instead.
 	RuleAggregatesGauge bool
+
+	// window computes the gauge for one group over one window; current
+	// from the current scrape (Now). Exactly one is set.
+	window  func(*windowCalc)
+	current func(*currentCalc) map[groupKey]float64
 }
 
 // Shared tails of the HELP texts.
@@ -97,6 +106,7 @@ var specs = []Spec{
 		Help:     "Preemptions per second: rate of {preemptions}." + helpRate + helpCounter,
 		PromQL:   "rate({preemptions}[w])",
 		Decision: "memory pressure: avoid instances that preempt",
+		window:   rateOf(mapping.CounterPreemptions),
 	},
 	{
 		Name: DerivedPrefixCacheHitRatio, Unit: "ratio", Record: "ratio",
@@ -105,6 +115,7 @@ var specs = []Spec{
 			" Where those counters are absent (V0), the mean of the {prefix_cache_hit_rate_gauge} gauge over the window's points, ignoring negative values." + helpRatio + helpCounter,
 		PromQL:   "increase({prefix_cache_hits}[w]) / increase({prefix_cache_queries}[w])",
 		Decision: "cache affinity actually paying off",
+		window:   prefixHitRatio,
 	},
 	{
 		Name: DerivedExternalPrefixCacheHitRatio, Unit: "ratio", Record: "ratio",
@@ -112,10 +123,11 @@ var specs = []Spec{
 		Help:     "External (KV connector) prefix cache hit ratio in tokens: increase({external_prefix_cache_hits}) / increase({external_prefix_cache_queries})." + helpRatio + helpCounter,
 		PromQL:   "increase({external_prefix_cache_hits}[w]) / increase({external_prefix_cache_queries}[w])",
 		Decision: "KV-connector (P/D) cache effectiveness",
+		window:   ratioOf(mapping.CounterExternalPrefixCacheHits, mapping.CounterExternalPrefixCacheQueries),
 	},
-	meanSpec(DerivedQueueTimeMeanSeconds, "Mean queue time per request", mapping.RoleQueueTime, "s", "saturation"),
-	meanSpec(DerivedPrefillTimeMeanSeconds, "Mean prefill time per request", mapping.RolePrefillTime, "s", "prompt-heavy traffic"),
-	meanSpec(DerivedDecodeTimeMeanSeconds, "Mean decode time per request", mapping.RoleDecodeTime, "s", "decode-bound load"),
+	meanSpec(DerivedQueueTimeMeanSeconds, "Mean queue time per request", mapping.CounterQueueTimeSum, mapping.CounterQueueTimeCount, "s", "saturation"),
+	meanSpec(DerivedPrefillTimeMeanSeconds, "Mean prefill time per request", mapping.CounterPrefillTimeSum, mapping.CounterPrefillTimeCount, "s", "prompt-heavy traffic"),
+	meanSpec(DerivedDecodeTimeMeanSeconds, "Mean decode time per request", mapping.CounterDecodeTimeSum, mapping.CounterDecodeTimeCount, "s", "decode-bound load"),
 	{
 		Name: DerivedTTFTQueueRatio, Unit: "ratio", Record: "ratio",
 		Inputs: []mapping.Role{mapping.RoleQueueTime, mapping.RolePrefillTime},
@@ -123,16 +135,18 @@ var specs = []Spec{
 			" same labels; absent if either is absent or their sum is 0.",
 		PromQL:   "queue mean / (queue mean + prefill mean)",
 		Decision: "saturated (high) vs long prompts (low)",
+		window:   ttftQueueRatio,
 	},
-	quantileSpec(DerivedTTFTSeconds, "Time to first token", mapping.RoleTTFT, "latency SLOs"),
-	quantileSpec(DerivedInterTokenLatencySeconds, "Inter-token latency", mapping.RoleInterTokenLatency, "decode speed"),
-	quantileSpec(DerivedE2ELatencySeconds, "End-to-end request latency", mapping.RoleE2ELatency, "end-to-end SLOs"),
+	quantileSpec(DerivedTTFTSeconds, "Time to first token", mapping.CounterTTFTBuckets, "latency SLOs"),
+	quantileSpec(DerivedInterTokenLatencySeconds, "Inter-token latency", mapping.CounterInterTokenLatencyBuckets, "decode speed"),
+	quantileSpec(DerivedE2ELatencySeconds, "End-to-end request latency", mapping.CounterE2ELatencyBuckets, "end-to-end SLOs"),
 	{
 		Name: DerivedPromptTokensPerSecond, Unit: "tokens/s", Record: "rate",
 		Inputs:   []mapping.Role{mapping.RolePromptTokens},
 		Help:     "Prompt tokens per second: rate of {prompt_tokens}." + helpRate + helpCounter,
 		PromQL:   "rate({prompt_tokens}[w])",
 		Decision: "prefill throughput",
+		window:   rateOf(mapping.CounterPromptTokens),
 	},
 	{
 		Name: DerivedGenerationTokensPerSecond, Unit: "tokens/s", Record: "rate",
@@ -140,6 +154,7 @@ var specs = []Spec{
 		Help:     "Generated tokens per second: rate of {generation_tokens}." + helpRate + helpCounter,
 		PromQL:   "rate({generation_tokens}[w])",
 		Decision: "decode throughput",
+		window:   rateOf(mapping.CounterGenerationTokens),
 	},
 	{
 		Name: DerivedRequestsPerSecond, Unit: "1/s", Record: "rate", Labels: []string{finishedReasonLabel},
@@ -147,9 +162,10 @@ var specs = []Spec{
 		Help:     "Finished requests per second by finished_reason: rate of {requests_finished}." + helpRate + helpCounter,
 		PromQL:   "rate({requests_finished}[w])",
 		Decision: "load and abort/length share",
+		window:   ratesBy(mapping.CounterRequestsFinished),
 	},
-	meanSpec(DerivedPromptTokensMean, "Mean prompt length in tokens", mapping.RoleRequestPromptTokens, "tokens", "did the traffic change?"),
-	meanSpec(DerivedGenerationTokensMean, "Mean generated tokens per request", mapping.RoleRequestGenerationTokens, "tokens", "did the traffic change?"),
+	meanSpec(DerivedPromptTokensMean, "Mean prompt length in tokens", mapping.CounterRequestPromptTokensSum, mapping.CounterRequestPromptTokensCount, "tokens", "did the traffic change?"),
+	meanSpec(DerivedGenerationTokensMean, "Mean generated tokens per request", mapping.CounterRequestGenerationTokensSum, mapping.CounterRequestGenerationTokensCount, "tokens", "did the traffic change?"),
 	{
 		Name: DerivedRequestsInFlight, Unit: "requests", Record: "sum", Now: true,
 		Inputs: []mapping.Role{mapping.RoleRequestsRunning, mapping.RoleRequestsWaiting},
@@ -157,6 +173,7 @@ var specs = []Spec{
 			" Absent where either gauge is missing.",
 		PromQL:   "{requests_running} + {requests_waiting} (now)",
 		Decision: "scale on load: rises as batches fill, before requests queue",
+		current:  requestsInFlight,
 	},
 	{
 		Name: DerivedKVCacheFreeTokens, Unit: "tokens", Record: "sum", Now: true, RuleAggregatesGauge: true,
@@ -167,6 +184,7 @@ var specs = []Spec{
 			" Absent where the usage or the size is missing, or usage is outside 0..1.",
 		PromQL:   "(1 - {kv_cache_usage}) × KV size in tokens (now; PromQL cannot read label values as numbers)",
 		Decision: "headroom for long prompts; place or admit by free memory",
+		current:  kvCacheFreeTokens,
 	},
 	{
 		Name: DerivedSLOAttainmentRatio, Unit: "ratio", Record: "ratio", Labels: []string{SLOLabel, "le"}, AnyInput: true,
@@ -178,6 +196,7 @@ var specs = []Spec{
 			" Counters are read at the points scraped in the window (no extrapolation); absent without observations in the window.",
 		PromQL:   "increase(H_bucket{le=\"t\"}[w]) / increase(H_bucket{le=\"+Inf\"}[w]), H = {ttft}, {time_per_output_token}, {e2e_latency}; interpolated between bounds",
 		Decision: "latency SLOs: scale or shed when the share falls",
+		window:   sloAttainment,
 	},
 	{
 		Name: DerivedIdleSeconds, Unit: "s", Record: "min", Now: true, RuleAggregatesGauge: true,
@@ -187,6 +206,7 @@ var specs = []Spec{
 			" Absent without both in-flight gauges. Resolution: one scrape interval.",
 		PromQL:   "time since {requests_running} + {requests_waiting} > 0 or {requests_finished}, {prompt_tokens}, {generation_tokens} last increased (now; state PromQL does not keep)",
 		Decision: "scale to zero after a quiet period",
+		current:  idleSeconds,
 	},
 	{
 		Name: DerivedGenerationTokensPerSecondPerRequest, Unit: "tokens/s", Record: "ratio",
@@ -195,23 +215,28 @@ var specs = []Spec{
 			" both summed over all but the grouping labels: the decode speed one request sees, which falls as batches grow." + helpCounter,
 		PromQL:   "rate({generation_tokens}[w]) / avg_over_time({requests_running}[w])",
 		Decision: "latency-first routing picks high; throughput-first fills batches",
+		window:   tokensPerSecondPerRequest,
 	},
 }
 
-func meanSpec(name, what string, role mapping.Role, unit, decision string) Spec {
+// meanSpec is the mean of a histogram input: increase(sum) / increase(count).
+func meanSpec(name, what string, sum, count mapping.Counter, unit, decision string) Spec {
+	role := sum.Role()
 	r := "{" + string(role) + "}"
 	return Spec{
-		Name: name, Unit: unit, Record: "mean", Inputs: []mapping.Role{role},
+		Name: name, Unit: unit, Record: "mean", Inputs: []mapping.Role{role}, window: ratioOf(sum, count),
 		Help:     what + ": increase(" + r + "_sum) / increase(" + r + "_count)." + helpRatio + helpCounter,
 		PromQL:   "increase(" + r + "_sum[w]) / increase(" + r + "_count[w])",
 		Decision: decision,
 	}
 }
 
-func quantileSpec(name, what string, role mapping.Role, decision string) Spec {
+// quantileSpec is the latency quantiles of a histogram input's buckets.
+func quantileSpec(name, what string, buckets mapping.Counter, decision string) Spec {
+	role := buckets.Role()
 	r := "{" + string(role) + "}"
 	return Spec{
-		Name: name, Unit: "s", Record: "histogram_quantile", Inputs: []mapping.Role{role}, Labels: []string{QuantileLabel},
+		Name: name, Unit: "s", Record: "histogram_quantile", Inputs: []mapping.Role{role}, Labels: []string{QuantileLabel}, window: quantilesOf(buckets),
 		Help:     what + " quantile from " + r + "." + helpQuantile,
 		PromQL:   "histogram_quantile(q, sum by (le) (increase(" + r + "_bucket[w]))), q = 0.5, 0.9, 0.99",
 		Decision: decision,
@@ -220,9 +245,11 @@ func quantileSpec(name, what string, role mapping.Role, decision string) Spec {
 
 // Specs returns the derived gauges' table with every {role} replaced by
 // the family that plays it.
-func Specs(roles *mapping.Roles) []Spec {
-	out := make([]Spec, len(specs))
-	for i, s := range specs {
+func Specs(roles *mapping.Roles) []Spec { return expandSpecs(specs, roles) }
+
+func expandSpecs(table []Spec, roles *mapping.Roles) []Spec {
+	out := make([]Spec, len(table))
+	for i, s := range table {
 		s.Help = expandRoles(s.Help, roles)
 		s.PromQL = expandRoles(s.PromQL, roles)
 		s.Inputs = append([]mapping.Role(nil), s.Inputs...)

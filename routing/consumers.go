@@ -12,6 +12,7 @@ import (
 	"github.com/prometheus/common/model"
 	"github.com/prometheus/prometheus/model/labels"
 
+	"github.com/fos-study/vllm-normalizer/derive"
 	"github.com/fos-study/vllm-normalizer/exposition"
 	"github.com/fos-study/vllm-normalizer/mapping"
 )
@@ -41,36 +42,38 @@ import (
 //
 // No metric name is spelled here: the current families are read by role,
 // and the legacy names are the catalogue's renames into a role's family
-// (Roles.Legacy), which is exactly the name older vLLM printed.
-const famDerivedHitRatio = "vllm_derived_prefix_cache_hit_ratio"
+// (Roles.Legacy), which is exactly the name older vLLM printed; the
+// derived hit ratio is named by its spec (derive).
+const famDerivedHitRatio = derive.DerivedPrefixCacheHitRatio
 
-// summed lists the counters and histograms served summed per model: the
-// role read from the canonical page, served under its canonical name and,
-// when legacy is set, under each of its legacy names too.
-var summed = []struct {
-	role         mapping.Role
+// summed says, for the counter inputs (mapping.Counter) whose families
+// the routing view serves summed per model, who reads them: served under
+// the canonical name and, when legacy is set, under each of its legacy
+// names too. They are served in the counter table's order
+// (mapping.CounterRoles); a counter input without an entry is not served.
+var summed = map[mapping.Role]struct {
 	legacy       bool
 	help         string // what it is; the rule is added
 	reader       string // who reads it, and who its legacy name
 	legacyReader string
 }{
-	{mapping.RoleTTFT, false, "Time to first token", "kthena, AIBrix", ""},
-	{mapping.RoleInterTokenLatency, true, "Inter-token latency", "kthena, AIBrix", "AIBrix TPOT"},
-	{mapping.RolePrefixCacheHits, true, "Prefix-cache hits in tokens", "AIBrix", "production-stack"},
-	{mapping.RolePrefixCacheQueries, true, "Prefix-cache queries in tokens", "AIBrix", "production-stack"},
+	mapping.RoleTTFT:               {false, "Time to first token", "kthena, AIBrix", ""},
+	mapping.RoleInterTokenLatency:  {true, "Inter-token latency", "kthena, AIBrix", "AIBrix TPOT"},
+	mapping.RolePrefixCacheHits:    {true, "Prefix-cache hits in tokens", "AIBrix", "production-stack"},
+	mapping.RolePrefixCacheQueries: {true, "Prefix-cache queries in tokens", "AIBrix", "production-stack"},
 	// The rest of what AIBrix's gateway fetches (least-latency, throughput,
 	// PD routing), so that its metric-port can point at the routing view.
-	{mapping.RoleExternalPrefixCacheHits, false, "External prefix-cache hits in tokens", "AIBrix", ""},
-	{mapping.RoleExternalPrefixCacheQueries, false, "External prefix-cache queries in tokens", "AIBrix", ""},
-	{mapping.RoleQueueTime, false, "Queue time per request", "AIBrix least-latency, kthena", ""},
-	{mapping.RolePrefillTime, false, "Prefill time per request", "AIBrix least-latency, kthena", ""},
-	{mapping.RoleDecodeTime, false, "Decode time per request", "AIBrix least-latency, kthena", ""},
-	{mapping.RoleE2ELatency, false, "End-to-end latency per request", "AIBrix, kthena", ""},
-	{mapping.RoleTimePerOutputToken, false, "Mean time per output token of each request", "AIBrix, kthena", ""},
-	{mapping.RolePromptTokens, false, "Prompt tokens", "AIBrix throughput", ""},
-	{mapping.RoleGenerationTokens, false, "Generated tokens", "AIBrix throughput", ""},
-	{mapping.RoleRequestPromptTokens, false, "Prompt length per request", "AIBrix", ""},
-	{mapping.RoleRequestGenerationTokens, false, "Generated tokens per request", "AIBrix", ""},
+	mapping.RoleExternalPrefixCacheHits:    {false, "External prefix-cache hits in tokens", "AIBrix", ""},
+	mapping.RoleExternalPrefixCacheQueries: {false, "External prefix-cache queries in tokens", "AIBrix", ""},
+	mapping.RoleQueueTime:                  {false, "Queue time per request", "AIBrix least-latency, kthena", ""},
+	mapping.RolePrefillTime:                {false, "Prefill time per request", "AIBrix least-latency, kthena", ""},
+	mapping.RoleDecodeTime:                 {false, "Decode time per request", "AIBrix least-latency, kthena", ""},
+	mapping.RoleE2ELatency:                 {false, "End-to-end latency per request", "AIBrix, kthena", ""},
+	mapping.RoleTimePerOutputToken:         {false, "Mean time per output token of each request", "AIBrix, kthena", ""},
+	mapping.RolePromptTokens:               {false, "Prompt tokens", "AIBrix throughput", ""},
+	mapping.RoleGenerationTokens:           {false, "Generated tokens", "AIBrix throughput", ""},
+	mapping.RoleRequestPromptTokens:        {false, "Prompt length per request", "AIBrix", ""},
+	mapping.RoleRequestGenerationTokens:    {false, "Generated tokens per request", "AIBrix", ""},
 }
 
 // consumerFamilies returns the table's families for the canonical page
@@ -119,9 +122,10 @@ func (v *Viewer) consumerFamilies(byName map[string]*exposition.Family, roles *m
 			roles.Family(mapping.RolePrefixCacheHits), window, roles.Family(mapping.RolePrefixCacheQueries), window, style(famDerivedHitRatio)), samples)
 	}
 
-	for _, s := range summed {
-		f := role(s.role)
-		if f == nil || len(f.Samples) == 0 {
+	for _, r := range mapping.CounterRoles() {
+		s, ok := summed[r]
+		f := role(r)
+		if !ok || f == nil || len(f.Samples) == 0 {
 			continue
 		}
 		rule := " summed over data-parallel engines and API-server processes"
@@ -130,7 +134,7 @@ func (v *Viewer) consumerFamilies(byName map[string]*exposition.Family, roles *m
 		}
 		names := []string{f.Name}
 		if s.legacy {
-			names = append(names, roles.Legacy(s.role)...)
+			names = append(names, roles.Legacy(r)...)
 		}
 		for i, n := range names {
 			help := s.help + "," + rule + ". Read by " + s.reader + "."
