@@ -18,6 +18,7 @@ import (
 	"maps"
 	"net/http"
 	"slices"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -30,6 +31,7 @@ import (
 	"github.com/fos-study/vllm-normalizer/diagnosis"
 	"github.com/fos-study/vllm-normalizer/exposition"
 	"github.com/fos-study/vllm-normalizer/genai"
+	"github.com/fos-study/vllm-normalizer/internal/setting"
 	"github.com/fos-study/vllm-normalizer/mapping"
 	"github.com/fos-study/vllm-normalizer/routing"
 	"github.com/fos-study/vllm-normalizer/scrape"
@@ -130,37 +132,56 @@ type Collector struct {
 	diagIn         diagnosisInput
 }
 
+// Validate checks the settings New checks, without building anything: a
+// rejected setting is a *setting.Error naming the Config field.
+func (cfg Config) Validate() error {
+	bad := func(field, value, rule, fix string) error {
+		return &setting.Error{Setting: "collector.Config." + field, Value: value, Rule: rule, Fix: fix}
+	}
+	if cfg.Interval <= 0 {
+		return bad("Interval", cfg.Interval.String(), "is not positive", "give the time between scrapes, e.g. 1s")
+	}
+	if cfg.Timeout < 0 {
+		return bad("Timeout", cfg.Timeout.String(), "is negative", "give 0 (90% of the interval) or a positive duration")
+	}
+	if cfg.Timeout > cfg.Interval {
+		return bad("Timeout", cfg.Timeout.String(), fmt.Sprintf("is longer than the scrape interval (%s): scrapes never overlap, so a slow upstream would delay every later scrape", cfg.Interval),
+			"give at most the interval (0 means 90% of it) or lengthen the interval")
+	}
+	if cfg.MaxBodyBytes <= 0 {
+		return bad("MaxBodyBytes", strconv.FormatInt(cfg.MaxBodyBytes, 10), "is not positive", "give the largest page to accept, e.g. 4MiB")
+	}
+	for _, n := range []struct {
+		field string
+		v     int
+	}{{"SampleLimit", cfg.SampleLimit}, {"LabelLimits.Labels", cfg.LabelLimits.Labels}, {"LabelLimits.NameLength", cfg.LabelLimits.NameLength}, {"LabelLimits.ValueLength", cfg.LabelLimits.ValueLength}, {"MaxSeries", cfg.MaxSeries}} {
+		if n.v < 0 {
+			return bad(n.field, strconv.Itoa(n.v), "is negative", "give 0 (no limit) or a positive number")
+		}
+	}
+	if len(cfg.Windows) == 0 {
+		return bad("Windows", "", "is empty", "give at least one derivation window, e.g. 1m")
+	}
+	for _, w := range cfg.Windows {
+		if err := setting.TwoIntervals("collector.Config.Windows", w, cfg.Interval); err != nil {
+			return err
+		}
+	}
+	if err := cfg.SLOs.Validate(); err != nil {
+		return err
+	}
+	_, err := setting.ScrapeURL("collector.Config.ScrapeURI", cfg.ScrapeURI)
+	return err
+}
+
 // New validates cfg and prepares a collector whose page, until the first
 // scrape ends, says vllm_up 0.
 func New(cfg Config) (*Collector, error) {
-	if cfg.Interval <= 0 {
-		return nil, fmt.Errorf("the scrape interval must be positive, got %s", cfg.Interval)
+	if err := cfg.Validate(); err != nil {
+		return nil, err
 	}
-	if cfg.Timeout <= 0 {
+	if cfg.Timeout == 0 {
 		cfg.Timeout = cfg.Interval * 9 / 10
-	}
-	if cfg.Timeout > cfg.Interval {
-		return nil, fmt.Errorf("the scrape timeout %s is longer than the scrape interval %s: scrapes never overlap, so a slow upstream would delay every later scrape; give a timeout of at most the interval (0 means 90%% of it) or lengthen the interval", cfg.Timeout, cfg.Interval)
-	}
-	if cfg.MaxBodyBytes <= 0 {
-		return nil, fmt.Errorf("the body size limit must be positive, got %d", cfg.MaxBodyBytes)
-	}
-	if cfg.SampleLimit < 0 {
-		return nil, fmt.Errorf("the sample limit must be 0 (no limit) or positive, got %d", cfg.SampleLimit)
-	}
-	if l := cfg.LabelLimits; l.Labels < 0 || l.NameLength < 0 || l.ValueLength < 0 {
-		return nil, fmt.Errorf("label limits must be 0 (no limit) or positive, got %+v", l)
-	}
-	if cfg.MaxSeries < 0 {
-		return nil, fmt.Errorf("the history series limit must be 0 (no limit) or positive, got %d", cfg.MaxSeries)
-	}
-	if len(cfg.Windows) == 0 {
-		return nil, errors.New("at least one derivation window is needed")
-	}
-	for _, w := range cfg.Windows {
-		if w < 2*cfg.Interval {
-			return nil, fmt.Errorf("the window %s is shorter than two scrape intervals (%s): a rate needs two scrapes inside the window", window.Format(w), 2*cfg.Interval)
-		}
 	}
 	if cfg.Mapper == nil {
 		return nil, errors.New("collector needs a mapping.Mapper")

@@ -30,6 +30,7 @@ import (
 
 	"github.com/fos-study/vllm-normalizer/exposition"
 	"github.com/fos-study/vllm-normalizer/internal/pagetest"
+	"github.com/fos-study/vllm-normalizer/internal/setting"
 	"github.com/fos-study/vllm-normalizer/mapping"
 	"github.com/fos-study/vllm-normalizer/scrape"
 )
@@ -564,12 +565,12 @@ func TestNewRejectsBadSettings(t *testing.T) {
 	}{
 		{"scheme", func(c *Config) { c.ScrapeURI = "ftp://x/metrics" }, "scheme must be http or https"},
 		{"no host", func(c *Config) { c.ScrapeURI = "http:///metrics" }, "has no host"},
-		{"short window", func(c *Config) { c.Windows = []time.Duration{time.Second} }, "the window 1s is shorter than two scrape intervals"},
-		{"interval", func(c *Config) { c.Interval = 0 }, "the scrape interval must be positive"},
-		{"body", func(c *Config) { c.MaxBodyBytes = 0 }, "the body size limit must be positive"},
+		{"short window", func(c *Config) { c.Windows = []time.Duration{time.Second} }, "collector.Config.Windows=1s is shorter than two scrape intervals (2s)"},
+		{"interval", func(c *Config) { c.Interval = 0 }, "collector.Config.Interval=0s is not positive"},
+		{"body", func(c *Config) { c.MaxBodyBytes = 0 }, "collector.Config.MaxBodyBytes=0 is not positive"},
 		{"password not echoed", func(c *Config) { c.ScrapeURI = "ftp://user:s3cret@host/metrics" }, "user:xxxxx@host"},
-		{"password not echoed by a parse error", func(c *Config) { c.ScrapeURI = "http://user:s3cret@host:port/metrics" }, "scrape URI is not a URL"},
-		{"timeout longer than interval", func(c *Config) { c.Timeout = 2 * time.Second }, "the scrape timeout 2s is longer than the scrape interval 1s"},
+		{"password not echoed by a parse error", func(c *Config) { c.ScrapeURI = "http://user:s3cret@host:port/metrics" }, "collector.Config.ScrapeURI is not a URL"},
+		{"timeout longer than interval", func(c *Config) { c.Timeout = 2 * time.Second }, "collector.Config.Timeout=2s is longer than the scrape interval (1s)"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -578,6 +579,10 @@ func TestNewRejectsBadSettings(t *testing.T) {
 			_, err := New(cfg)
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("error = %v, want it to contain %q", err, tc.want)
+			}
+			var se *setting.Error
+			if !errors.As(err, &se) || !strings.HasPrefix(se.Setting, "collector.Config.") {
+				t.Errorf("error %v is no *setting.Error naming a Config field, which cmd/ could not map to a flag", err)
 			}
 			if strings.Contains(err.Error(), "s3cret") {
 				t.Fatalf("error leaks the password: %v", err)

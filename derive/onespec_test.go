@@ -89,7 +89,7 @@ func TestOneSpecEntryIsServed(t *testing.T) {
 	}
 	samples := pagetest.Samples(t, body, "text/plain")
 	series := func(name string) string {
-		return labels.FromStrings("__name__", name, "engine", "0", "model_name", "TinyLlama", "window", "1m").String()
+		return labels.FromStrings("__name__", name, "engine", "0", "model_name", "TinyLlama", "role", "both", "window", "1m").String()
 	}
 	key := series(derive.DerivedPrefixCacheMissRatio)
 	v, ok := samples[key]

@@ -15,6 +15,8 @@ import (
 	"net/url"
 	"strings"
 	"syscall"
+
+	"github.com/fos-study/vllm-normalizer/internal/setting"
 )
 
 // Reasons a scrape fails, the values of
@@ -73,22 +75,12 @@ type Fetcher struct {
 // readChunk is the size of the Fetcher's read buffers.
 const readChunk = 256 << 10
 
+// NewFetcher returns a Fetcher of uri (http or https, with a host: see
+// setting.ScrapeURL) that accepts pages up to maxBody bytes.
 func NewFetcher(client *http.Client, uri string, maxBody int64) (*Fetcher, error) {
-	u, err := url.Parse(uri)
+	u, err := setting.ScrapeURL("scrape.NewFetcher.uri", uri)
 	if err != nil {
-		// url.Parse's error quotes the whole URL, password included: keep
-		// only its cause.
-		var ue *url.Error
-		if errors.As(err, &ue) {
-			err = ue.Err
-		}
-		return nil, fmt.Errorf("scrape URI is not a URL (%v); give one like http://127.0.0.1:8000/metrics", err)
-	}
-	if u.Scheme != "http" && u.Scheme != "https" {
-		return nil, fmt.Errorf("scrape URI %q: scheme must be http or https, e.g. http://127.0.0.1:8000/metrics", u.Redacted())
-	}
-	if u.Host == "" {
-		return nil, fmt.Errorf("scrape URI %q has no host, e.g. http://127.0.0.1:8000/metrics", u.Redacted())
+		return nil, err
 	}
 	return &Fetcher{client: client, uri: uri, redacted: u.Redacted(), maxBody: maxBody}, nil
 }

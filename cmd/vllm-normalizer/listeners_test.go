@@ -64,10 +64,16 @@ func TestProxyUpstreamDefault(t *testing.T) {
 			t.Errorf("%v: upstream %q, %v; want %q", tc.args, got, err, tc.want)
 		}
 	}
-	f, err := parseFlags([]string{"--proxy.listen-address=:8001", "--vllm.scrape-uri=unix:///run/vllm.sock"}, io.Discard, io.Discard)
+	// The flags refuse such a scrape URI (the collector could not scrape
+	// it); the proxy's own check is what stands behind that.
+	if _, err := parseFlags([]string{"--proxy.listen-address=:8001", "--vllm.scrape-uri=unix:///run/vllm.sock"}, io.Discard, io.Discard); err == nil || !strings.Contains(err.Error(), "--vllm.scrape-uri=unix:///run/vllm.sock is not http(s)") {
+		t.Errorf("a unix scrape URI: %v, want it refused naming --vllm.scrape-uri", err)
+	}
+	f, err := parseFlags([]string{"--proxy.listen-address=:8001"}, io.Discard, io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}
+	f.scrapeURI = "unix:///run/vllm.sock"
 	if _, err := f.proxyUpstreamURL(); err == nil || !strings.Contains(err.Error(), "set --proxy.upstream") {
 		t.Errorf("a scrape URI the proxy cannot use: %v, want a hint to set --proxy.upstream", err)
 	}

@@ -10,7 +10,6 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"net/url"
 	"os"
 	"os/signal"
 	"runtime"
@@ -39,6 +38,7 @@ import (
 	"github.com/fos-study/vllm-normalizer/diagnosis"
 	"github.com/fos-study/vllm-normalizer/exposition"
 	"github.com/fos-study/vllm-normalizer/genai"
+	"github.com/fos-study/vllm-normalizer/internal/setting"
 	"github.com/fos-study/vllm-normalizer/mapping"
 	"github.com/fos-study/vllm-normalizer/window"
 )
@@ -143,9 +143,6 @@ func (f *flags) check() error {
 	if err := f.checkScrape(); err != nil {
 		return err
 	}
-	if f.maxSeries < 0 {
-		return fmt.Errorf("--history.max-series must be 0 (no limit) or positive, got %d", f.maxSeries)
-	}
 	if f.maxProcs < 0 {
 		return fmt.Errorf("--runtime.gomaxprocs=%d must be 0 (Go's own choice) or positive, e.g. 1", f.maxProcs)
 	}
@@ -185,15 +182,40 @@ func tightest(ds []time.Duration) time.Duration {
 	return slices.Min(ds)
 }
 
+// settingFlags maps the libraries' setting names (setting.Error) to the
+// flags that give them: the rules and their texts live in the libraries.
+var settingFlags = map[string]string{
+	"collector.Config.ScrapeURI":               "--vllm.scrape-uri",
+	"collector.Config.Interval":                "--vllm.scrape-interval",
+	"collector.Config.Timeout":                 "--vllm.timeout",
+	"collector.Config.MaxBodyBytes":            "--vllm.max-body-bytes",
+	"collector.Config.SampleLimit":             "--vllm.sample-limit",
+	"collector.Config.LabelLimits.Labels":      "--vllm.label-limit",
+	"collector.Config.LabelLimits.NameLength":  "--vllm.label-name-length-limit",
+	"collector.Config.LabelLimits.ValueLength": "--vllm.label-value-length-limit",
+	"collector.Config.MaxSeries":               "--history.max-series",
+	"collector.Config.Windows":                 "--derive.window",
+	"derive.SLOTargets.TTFT":                   "--slo.ttft",
+	"derive.SLOTargets.TPOT":                   "--slo.tpot",
+	"derive.SLOTargets.E2E":                    "--slo.e2e",
+	"diagnosis.Options.Window":                 "--diagnosis.window",
+	"diagnosis.Options.Baseline":               "--diagnosis.baseline",
+}
+
+// flagged names a library's rejected setting by its flag.
+func flagged(err error) error {
+	return setting.For(err, func(s string) string { return settingFlags[s] })
+}
+
 // checkDiagnosis rejects diagnosis settings the diagnosis would refuse,
 // naming the flags.
 func (f *flags) checkDiagnosis() error {
 	for _, d := range []struct {
-		flag string
-		v    time.Duration
-	}{{"--diagnosis.window", f.diagWindow}, {"--diagnosis.baseline", f.diagBaseline}} {
-		if d.v < 2*f.scrapeInterval {
-			return fmt.Errorf("%s=%s is shorter than two scrape intervals (%s): a change needs two scrapes inside each window; lengthen it or shorten --vllm.scrape-interval", d.flag, window.Format(d.v), 2*f.scrapeInterval)
+		setting string
+		v       time.Duration
+	}{{"diagnosis.Options.Window", f.diagWindow}, {"diagnosis.Options.Baseline", f.diagBaseline}} {
+		if err := setting.TwoIntervals(d.setting, d.v, f.scrapeInterval); err != nil {
+			return flagged(err)
 		}
 	}
 	if !(f.diagMinChange > 0 && f.diagMinChange < 1) {
@@ -220,58 +242,32 @@ func (f *flags) checkGenAI() error {
 	return nil
 }
 
+// collectorConfig is the collector's configuration the flags give, without
+// what run wires in (mapper, registries, diagnosis, logger).
+func (f *flags) collectorConfig() collector.Config {
+	return collector.Config{
+		ScrapeURI:    f.scrapeURI,
+		Interval:     f.scrapeInterval,
+		Timeout:      f.timeout,
+		MaxBodyBytes: int64(f.maxBody),
+		AskGzip:      f.askGzip,
+		SampleLimit:  f.sampleLimit,
+		LabelLimits:  f.labelLimits,
+		MaxSeries:    f.maxSeries,
+		Windows:      uniqueWindows(f.windows),
+		SLOs:         f.slos,
+		Role:         f.upstreamRole,
+	}
+}
+
 // checkScrape rejects scrape settings the collector would refuse, naming
-// the flags (library packages speak of settings, not of flags).
+// the flags.
 func (f *flags) checkScrape() error {
-	if f.scrapeInterval <= 0 {
-		return fmt.Errorf("--vllm.scrape-interval must be positive, got %s", f.scrapeInterval)
+	cfg := f.collectorConfig()
+	if f.demo {
+		cfg.ScrapeURI = "http://127.0.0.1/metrics" // the demo's, known only once it listens
 	}
-	if f.timeout < 0 {
-		return fmt.Errorf("--vllm.timeout must be 0 (90%% of the interval) or positive, got %s", f.timeout)
-	}
-	if f.timeout > f.scrapeInterval {
-		return fmt.Errorf("--vllm.timeout=%s is longer than --vllm.scrape-interval=%s: scrapes never overlap, so a slow upstream would delay every later scrape; set --vllm.timeout to at most the interval (0 means 90%% of it) or lengthen the interval", f.timeout, f.scrapeInterval)
-	}
-	if f.maxBody <= 0 {
-		return fmt.Errorf("--vllm.max-body-bytes must be positive, got %d", f.maxBody)
-	}
-	if f.sampleLimit < 0 {
-		return fmt.Errorf("--vllm.sample-limit must be 0 (no limit) or positive, got %d", f.sampleLimit)
-	}
-	for _, l := range []struct {
-		flag string
-		v    int
-	}{{"--vllm.label-limit", f.labelLimits.Labels}, {"--vllm.label-name-length-limit", f.labelLimits.NameLength}, {"--vllm.label-value-length-limit", f.labelLimits.ValueLength}} {
-		if l.v < 0 {
-			return fmt.Errorf("%s must be 0 (no limit) or positive, got %d", l.flag, l.v)
-		}
-	}
-	for _, w := range f.windows {
-		if w < 2*f.scrapeInterval {
-			return fmt.Errorf("--derive.window=%s is shorter than two scrape intervals (%s): a rate needs two scrapes inside the window; lengthen the window or shorten --vllm.scrape-interval", window.Format(w), 2*f.scrapeInterval)
-		}
-	}
-	for _, s := range []struct {
-		flag string
-		ds   []time.Duration
-	}{{"--slo.ttft", f.slos.TTFT}, {"--slo.tpot", f.slos.TPOT}, {"--slo.e2e", f.slos.E2E}} {
-		for _, d := range s.ds {
-			if d <= 0 {
-				return fmt.Errorf("%s=%s: a latency target must be a positive duration, such as --slo.ttft=500ms or --slo.e2e=10s", s.flag, d)
-			}
-		}
-	}
-	if !f.demo {
-		if _, err := url.Parse(f.scrapeURI); err != nil {
-			// url.Parse's error quotes the whole URL, password included.
-			var ue *url.Error
-			if errors.As(err, &ue) {
-				err = ue.Err
-			}
-			return fmt.Errorf("--vllm.scrape-uri is not a URL (%v); give one like http://127.0.0.1:8000/metrics", err)
-		}
-	}
-	return nil
+	return flagged(cfg.Validate())
 }
 
 // newApp declares every flag, filling f when the application parses.
@@ -473,31 +469,14 @@ func run(args []string, stdout, stderr *os.File) int {
 		Significance: f.diagSignificance, MaxIncident: f.diagMaxIncident,
 		SLO: diagnosis.SLO{TTFT: tightest(f.slos.TTFT), TPOT: tightest(f.slos.TPOT)}})
 	if err != nil {
-		logger.Error("invalid settings", "err", err)
+		logger.Error("invalid settings", "err", flagged(err))
 		return 2
 	}
-	coll, err := collector.New(collector.Config{
-		Diagnosis:    diag,
-		GenAI:        f.genai,
-		ScrapeURI:    f.scrapeURI,
-		Interval:     f.scrapeInterval,
-		Timeout:      f.timeout,
-		MaxBodyBytes: int64(f.maxBody),
-		AskGzip:      f.askGzip,
-		SampleLimit:  f.sampleLimit,
-		LabelLimits:  f.labelLimits,
-		MaxSeries:    f.maxSeries,
-		Windows:      uniqueWindows(f.windows),
-		SLOs:         f.slos,
-		Mapper:       mapper,
-		Client:       client,
-		Registry:     reg,
-		Gatherer:     gatherers,
-		Logger:       logger,
-		Role:         f.upstreamRole,
-	})
+	cfg := f.collectorConfig()
+	cfg.Diagnosis, cfg.GenAI, cfg.Mapper, cfg.Client, cfg.Registry, cfg.Gatherer, cfg.Logger = diag, f.genai, mapper, client, reg, gatherers, logger
+	coll, err := collector.New(cfg)
 	if err != nil {
-		logger.Error("invalid settings", "err", err)
+		logger.Error("invalid settings", "err", flagged(err))
 		return 2
 	}
 
