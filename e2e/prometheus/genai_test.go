@@ -76,24 +76,38 @@ func vllmBound(v float64) string {
 }
 
 // genaiUpstream serves the histograms above for engines "0" and "1". On
-// its restartAt-th request engine 1 restarts: its counts start again from
-// zero at the time of the previous request (so nothing observed is lost to
-// a reader that counts a drop as a restart), engine 0 counts on.
+// its first request after restart, engine 1 restarts: its counts start
+// again from zero at the time of the previous request (so nothing observed
+// is lost to a reader that counts a drop as a restart), engine 0 counts on.
 type genaiUpstream struct {
-	mu        sync.Mutex
-	start     time.Time
-	restartAt int
-	requests  int
-	last      float64
-	origin    [2]float64
+	mu       sync.Mutex
+	start    time.Time
+	pending  bool // restart engine 1 on the next request
+	restarts int
+	last     float64
+	origin   [2]float64
+}
+
+// restart restarts engine 1 on the next request.
+func (u *genaiUpstream) restart() {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	u.pending = true
+}
+
+func (u *genaiUpstream) restarted() int {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	return u.restarts
 }
 
 func (u *genaiUpstream) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	u.mu.Lock()
 	now := time.Since(u.start).Seconds()
-	u.requests++
-	if u.requests == u.restartAt {
+	if u.pending && u.last > 0 {
 		u.origin[1] = u.last
+		u.pending = false
+		u.restarts++
 	}
 	u.last = now
 	elapsed := [2]float64{now - u.origin[0], now - u.origin[1]}
@@ -162,7 +176,7 @@ func TestGenAIAgreesWithPrometheus(t *testing.T) {
 	promBin := needPrometheus(t)
 	t.Parallel()
 
-	up := &genaiUpstream{start: time.Now(), restartAt: 15}
+	up := &genaiUpstream{start: time.Now()}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -186,9 +200,14 @@ func TestGenAIAgreesWithPrometheus(t *testing.T) {
 	prom.waitFor(t, `gen_ai_server_time_to_first_token_seconds_count{job="genai"}`, 20*time.Second)
 	first := time.Now()
 	// The 30s range must lie inside Prometheus's own samples and hold
-	// engine 1's restart (its 15th scrape, ~15 s after the sidecar started).
+	// engine 1's restart.
+	time.Sleep(8 * time.Second)
+	up.restart()
 	if d := time.Until(first.Add(32 * time.Second)); d > 0 {
 		time.Sleep(d)
+	}
+	if n := up.restarted(); n != 1 {
+		t.Fatalf("engine 1 restarted %d times, want 1 (the sidecar scraped too slowly?)", n)
 	}
 	at := time.Now().Add(-500 * time.Millisecond).Truncate(time.Second)
 	const w = "30s"
