@@ -58,6 +58,11 @@ type Profile struct {
 		// are left out, so that nothing is counted twice.
 		Parts []string `yaml:"parts"`
 	} `yaml:"labels"`
+	// FillsGaps marks families printed beside another server's (Dynamo's
+	// runtime around an engine): on such a page the engine is the server
+	// and they are not reported as odd; a page of them alone (Dynamo's
+	// frontend) is this profile's.
+	FillsGaps bool `yaml:"fills_gaps"`
 	// RolesFromCatalogue: the families are vLLM's own, whose roles the
 	// catalogue gives (vLLM only).
 	RolesFromCatalogue bool      `yaml:"roles_from_catalogue"`
@@ -428,8 +433,17 @@ func (ps *Profiles) Detection(fams []exposition.Family) Detection {
 		}
 		e.score = e.families*weightFamily + roles*weightRole + prints*weightFingerprint
 	}
+	// A gap-filling profile (Dynamo's families, printed beside an
+	// engine's) is the server only of a page no other profile matches.
+	others := false
+	for i := range ev {
+		others = others || ev[i].families > 0 && !ps.list[i].FillsGaps
+	}
 	best := -1
 	for i := range ev {
+		if others && ps.list[i].FillsGaps {
+			continue
+		}
 		if ev[i].score > 0 && (best < 0 || ev[i].score > ev[best].score) {
 			best = i
 		}
@@ -442,6 +456,8 @@ func (ps *Profiles) Detection(fams []exposition.Family) Detection {
 	for i := range ev {
 		switch {
 		case i == best || ev[i].families == 0:
+		case ps.list[i].FillsGaps:
+			// Printed beside the engine's by design: not odd.
 		case ev[i].score == ev[best].score:
 			tie = append(tie, ps.list[i].Server)
 		default:

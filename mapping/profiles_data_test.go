@@ -35,6 +35,7 @@ type profileDataV1 struct {
 		Parts            []string `yaml:"parts"`
 	} `yaml:"labels"`
 	RolesFromCatalogue bool `yaml:"roles_from_catalogue"`
+	FillsGaps          bool `yaml:"fills_gaps"`
 	Roles              []struct {
 		Role      string   `yaml:"role"`
 		Family    string   `yaml:"family"`
@@ -230,11 +231,11 @@ func TestEnginesDocMatchesProfiles(t *testing.T) {
 		t.Fatal(err)
 	}
 	doc := string(b)
-	start := strings.Index(doc, "| role | unit | vLLM (V1 name) | SGLang | TensorRT-LLM | llama.cpp |")
+	start := strings.Index(doc, "| role | unit | vLLM (V1 name) | SGLang | TensorRT-LLM | llama.cpp | Dynamo |")
 	if start < 0 {
 		t.Fatal("docs/engines.md has no roles-per-server table")
 	}
-	columns := []string{"sglang", "trtllm", "llamacpp"}
+	columns := []string{"sglang", "trtllm", "llamacpp", "dynamo"}
 	rows := 0
 	documented := map[string]bool{}
 	for _, line := range strings.Split(doc[start:], "\n")[2:] {
@@ -242,8 +243,8 @@ func TestEnginesDocMatchesProfiles(t *testing.T) {
 			break
 		}
 		cells := strings.Split(strings.Trim(line, "|"), "|")
-		if len(cells) != 6 {
-			t.Fatalf("row %q has %d cells, want 6", line, len(cells))
+		if len(cells) != 7 {
+			t.Fatalf("row %q has %d cells, want 7", line, len(cells))
 		}
 		for i := range cells {
 			cells[i] = strings.TrimSpace(cells[i])

@@ -167,7 +167,7 @@ func StatusFamilies(r Report) []exposition.Family {
 	up := exposition.Family{
 		Name: UpstreamInfoName,
 		Type: model.MetricTypeGauge,
-		Help: "Always 1. The server that printed the last scraped page (server: vllm, sglang, trtllm, llamacpp, or unknown);" +
+		Help: "Always 1. The server that printed the last scraped page (server: vllm, sglang, trtllm, llamacpp, dynamo, or unknown);" +
 			" for vLLM the engine (v0, v1, or unknown when the page has no engine-specific evidence or evidence for both)" +
 			" and the frontend (python, or rust for the OpenMetrics-only Rust frontend), the pod role (role: prefill, decode or both, from --upstream.role), the evidence used, and, when the families" +
 			" on the page bound it, version_hint: the vLLM release range in which all of them existed.",

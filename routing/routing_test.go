@@ -272,6 +272,10 @@ func TestRoutingViewFixtures(t *testing.T) {
 		{"26-dynamo-worker+sglang-2026-01-complete-dynamo-docs-metrics-examples-sglang.prom", "sglang", "Qwen/Qwen3-0.6B", map[string]string{
 			"sglang:num_running_reqs": "vllm:num_requests_running", "sglang:num_queue_reqs": "vllm:num_requests_waiting", "sglang:token_usage": "vllm:kv_cache_usage_perc"},
 			map[string]float64{"vllm:num_requests_running": 0, "vllm:num_requests_waiting": 0, "vllm:kv_cache_usage_perc": 0}},
+		// Dynamo's frontend: waiting only (its inflight counts the queued too).
+		{"24-dynamo-frontend-2026-01-complete-dynamo-docs-metrics-examples-fe.prom", "dynamo", "qwen/qwen3-0.6b", map[string]string{
+			"dynamo_frontend_queued_requests": "vllm:num_requests_waiting"},
+			map[string]float64{"vllm:num_requests_waiting": 0}},
 		{"31-trtllm-iteration-stats-constructed-from-25.prom", "trtllm", "Qwen/Qwen3-0.6B", map[string]string{
 			"trtllm_num_requests_running": "vllm:num_requests_running", "trtllm_num_requests_waiting": "vllm:num_requests_waiting", "trtllm_kv_cache_utilization": "vllm:kv_cache_usage_perc"},
 			map[string]float64{"vllm:num_requests_running": 3, "vllm:num_requests_waiting": 2, "vllm:kv_cache_usage_perc": 0.125}},
