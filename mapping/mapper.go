@@ -332,8 +332,10 @@ func (m *Mapper) Normalize(in []exposition.Family) ([]exposition.Family, Report)
 		kept = append(kept, *f)
 		if r.split == nil {
 			if cur := twin(r.to); cur != nil {
-				if r.compare && differs(f.Samples, cur, func(l labels.Labels) labels.Labels { return renamedLabels(f, l, r.to, "") }) {
-					disagree = append(disagree, r.current[r.to])
+				if r.compare {
+					if differs(f.Samples, cur, func(l labels.Labels) labels.Labels { return renamedLabels(f, l, r.to, "") }) {
+						disagree = append(disagree, r.current[r.to])
+					}
 					keepOnlyLegacy(r.to, f.Rename(r.to).Samples, cur)
 				}
 				continue
@@ -368,8 +370,10 @@ func (m *Mapper) Normalize(in []exposition.Family) ([]exposition.Family, Report)
 				continue // nothing observed for this value
 			}
 			if cur := twin(to); cur != nil {
-				if r.compare && differs(samples, cur, func(l labels.Labels) labels.Labels { return l }) {
-					disagree = append(disagree, r.current[to])
+				if r.compare {
+					if differs(samples, cur, func(l labels.Labels) labels.Labels { return l }) {
+						disagree = append(disagree, r.current[to])
+					}
 					keepOnlyLegacy(to, samples, cur)
 				}
 				continue
@@ -455,8 +459,13 @@ func renamedLabels(f *exposition.Family, l labels.Labels, to, drop string) label
 }
 
 // differs reports whether any legacy sample, once renamed, is missing from
-// cur or has another value there.
+// cur or has another value there. A current family declared without samples
+// (vLLM's KV-offload families beside their legacy transfer_type twins)
+// disagrees with nothing: the twin's series are served under its name.
 func differs(legacy []exposition.Sample, cur *exposition.Family, rename func(labels.Labels) labels.Labels) bool {
+	if len(cur.Samples) == 0 {
+		return false
+	}
 	byHash := make(map[uint64][]int, len(cur.Samples))
 	for i := range cur.Samples {
 		h := cur.Samples[i].Labels.Hash()

@@ -561,3 +561,73 @@ vllm:time_per_output_token_seconds_count{engine="1",model_name="m"} 4
 		t.Errorf("the input's current family now has %d samples", n)
 	}
 }
+
+// kvOffloadPage is how vLLM 0.26 prints KV offloading with the CPU
+// offloading spec: the transfer_type families with their samples, and the
+// load_*/store_* families that replace them declared, HELP and TYPE, without
+// a sample.
+const kvOffloadPage = `# HELP vllm:kv_offload_total_bytes_total Number of bytes offloaded by KV connector
+# TYPE vllm:kv_offload_total_bytes_total counter
+vllm:kv_offload_total_bytes_total{engine="0",model_name="m",transfer_type="CPU_to_GPU"} 4.5e+08
+vllm:kv_offload_total_bytes_total{engine="0",model_name="m",transfer_type="GPU_to_CPU"} 9e+08
+# HELP vllm:kv_offload_total_time_total Total time measured by all KV offloading operations
+# TYPE vllm:kv_offload_total_time_total counter
+vllm:kv_offload_total_time_total{engine="0",model_name="m",transfer_type="CPU_to_GPU"} 0.75
+vllm:kv_offload_total_time_total{engine="0",model_name="m",transfer_type="GPU_to_CPU"} 1.5
+# HELP vllm:kv_offload_size Histogram of KV offload transfer size, in bytes.
+# TYPE vllm:kv_offload_size histogram
+vllm:kv_offload_size_bucket{engine="0",le="1e+08",model_name="m",transfer_type="CPU_to_GPU"} 5
+vllm:kv_offload_size_bucket{engine="0",le="+Inf",model_name="m",transfer_type="CPU_to_GPU"} 6
+vllm:kv_offload_size_count{engine="0",model_name="m",transfer_type="CPU_to_GPU"} 6
+vllm:kv_offload_size_sum{engine="0",model_name="m",transfer_type="CPU_to_GPU"} 4.5e+08
+vllm:kv_offload_size_bucket{engine="0",le="1e+08",model_name="m",transfer_type="GPU_to_CPU"} 10
+vllm:kv_offload_size_bucket{engine="0",le="+Inf",model_name="m",transfer_type="GPU_to_CPU"} 12
+vllm:kv_offload_size_count{engine="0",model_name="m",transfer_type="GPU_to_CPU"} 12
+vllm:kv_offload_size_sum{engine="0",model_name="m",transfer_type="GPU_to_CPU"} 9e+08
+# HELP vllm:kv_offload_load_bytes_total Number of bytes loaded from the offloading medium
+# TYPE vllm:kv_offload_load_bytes_total counter
+# HELP vllm:kv_offload_load_time_total Total time of loads
+# TYPE vllm:kv_offload_load_time_total counter
+# HELP vllm:kv_offload_load_size Histogram of load sizes, in bytes.
+# TYPE vllm:kv_offload_load_size histogram
+# HELP vllm:kv_offload_store_bytes_total Number of bytes stored to the offloading medium
+# TYPE vllm:kv_offload_store_bytes_total counter
+# HELP vllm:kv_offload_store_time_total Total time of stores
+# TYPE vllm:kv_offload_store_time_total counter
+# HELP vllm:kv_offload_store_size Histogram of store sizes, in bytes.
+# TYPE vllm:kv_offload_store_size histogram
+`
+
+// TestDeclaredEmptyCurrentFamilyDisagreesWithNothing: on a vLLM 0.26
+// KV-offload page the six current families are declared without samples
+// beside their legacy transfer_type twins. They disagree with nothing (the
+// old rule counted six disagreements a scrape), and each is served with the
+// twin's series of its transfer_type.
+func TestDeclaredEmptyCurrentFamilyDisagreesWithNothing(t *testing.T) {
+	m := mustMapper(t, Options{})
+	in := parsePage(t, kvOffloadPage)
+	if f := family(in, "vllm:kv_offload_load_bytes_total"); f == nil || len(f.Samples) != 0 {
+		t.Fatalf("the page should hold vllm:kv_offload_load_bytes_total declared without samples, got %v", f)
+	}
+	out, rep := m.Normalize(in)
+	if len(rep.Disagreements) != 0 {
+		t.Errorf("disagreements %v, want none: a family without samples has no value to disagree with", rep.Disagreements)
+	}
+	for name, want := range map[string]map[string]float64{
+		"vllm:kv_offload_load_bytes_total":  {`{__name__="vllm:kv_offload_load_bytes_total", engine="0", model_name="m"}`: 4.5e8},
+		"vllm:kv_offload_store_bytes_total": {`{__name__="vllm:kv_offload_store_bytes_total", engine="0", model_name="m"}`: 9e8},
+		"vllm:kv_offload_store_time_total":  {`{__name__="vllm:kv_offload_store_time_total", engine="0", model_name="m"}`: 1.5},
+	} {
+		f := family(out, name)
+		if f == nil {
+			t.Errorf("%s not served", name)
+			continue
+		}
+		if got := series(*f); fmt.Sprint(got) != fmt.Sprint(want) {
+			t.Errorf("%s:\n got %v\nwant %v", name, got, want)
+		}
+	}
+	if f := family(out, "vllm:kv_offload_load_size"); f == nil || len(f.Samples) != 4 {
+		t.Errorf("vllm:kv_offload_load_size: %v, want the CPU_to_GPU child's 2 buckets, count and sum", f)
+	}
+}
