@@ -410,6 +410,11 @@ func promtool(t *testing.T) string {
 	return p
 }
 
+// shippedMemory is the sidecar's memory limit in both manifests: three
+// quarters of it covers the peak RSS that e2e's TestDefaultsFitTheContainer
+// measures under the worst the default flags admit (docs/operating.md).
+const shippedMemory = "288Mi"
+
 func run(t *testing.T, name string, args ...string) string {
 	t.Helper()
 	cmd := exec.Command(name, args...)
@@ -573,7 +578,7 @@ func TestKustomizeBuild(t *testing.T) {
 			t.Errorf("sidecar image = %s", img)
 		}
 		args := fmt.Sprint(c["args"])
-		for _, a := range []string{"--web.listen-address=:9400", "--vllm.scrape-uri=http://127.0.0.1:8000/metrics"} {
+		for _, a := range []string{"--web.listen-address=:9400", "--vllm.scrape-uri=http://127.0.0.1:8000/metrics", "--auto-gomemlimit"} {
 			if !strings.Contains(args, a) {
 				t.Errorf("sidecar args %s lack %s", args, a)
 			}
@@ -598,7 +603,7 @@ func TestKustomizeBuild(t *testing.T) {
 		}
 		res := map[string]string{
 			"requests.cpu": "10m", "requests.memory": "32Mi",
-			"limits.cpu": "200m", "limits.memory": "192Mi",
+			"limits.cpu": "200m", "limits.memory": shippedMemory,
 		}
 		for k, v := range res {
 			parts := strings.Split(k, ".")
@@ -1030,8 +1035,11 @@ func TestKustomizeSidecarComponent(t *testing.T) {
 			t.Errorf("securityContext.%s = %v, want %v", k, got, v)
 		}
 	}
-	if fmt.Sprint(get(c, "resources", "limits", "memory")) != "192Mi" || fmt.Sprint(get(c, "resources", "requests", "cpu")) != "10m" {
-		t.Errorf("resources = %v", get(c, "resources"))
+	if fmt.Sprint(get(c, "resources", "limits", "memory")) != shippedMemory || fmt.Sprint(get(c, "resources", "requests", "cpu")) != "10m" {
+		t.Errorf("resources = %v, want the memory limit %s", get(c, "resources"), shippedMemory)
+	}
+	if args := fmt.Sprint(c["args"]); !strings.Contains(args, "--auto-gomemlimit") {
+		t.Errorf("the component's sidecar args %s lack --auto-gomemlimit", args)
 	}
 	// The pod role comes from the pod label llm-d.ai/role through the
 	// downward API: an env var the role flag expands.

@@ -7,20 +7,58 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"go.yaml.in/yaml/v2"
+
 	"github.com/fos-study/vllm-normalizer/internal/testbin"
 )
 
-// The shipped container's memory limit (deploy/kubernetes), and the peak
-// RSS the worst page the default flags accept may cost: a quarter of the
-// limit is left as margin.
-const (
-	containerLimit = 192 * mib
-	memoryBudget   = containerLimit * 3 / 4
-)
+// shippedMemoryLimit is the sidecar container's memory limit in the shipped
+// manifest (deploy/kubernetes/deployment.yaml), in bytes; deploy's tests
+// check that the kustomize component ships the same. The peak RSS the worst
+// page the default flags accept may cost is three quarters of it: a
+// quarter is left as margin.
+func shippedMemoryLimit(t *testing.T) int64 {
+	t.Helper()
+	b, err := os.ReadFile(repoRoot() + "/deploy/kubernetes/deployment.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var d struct {
+		Spec struct {
+			Template struct {
+				Spec struct {
+					Containers []struct {
+						Name      string `yaml:"name"`
+						Resources struct {
+							Limits map[string]string `yaml:"limits"`
+						} `yaml:"resources"`
+					} `yaml:"containers"`
+				} `yaml:"spec"`
+			} `yaml:"template"`
+		} `yaml:"spec"`
+	}
+	if err := yaml.Unmarshal(b, &d); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range d.Spec.Template.Spec.Containers {
+		if c.Name != "vllm-normalizer" {
+			continue
+		}
+		v, ok := strings.CutSuffix(c.Resources.Limits["memory"], "Mi")
+		n, err := strconv.ParseInt(v, 10, 64)
+		if !ok || err != nil {
+			t.Fatalf("the sidecar's memory limit %q is not a number of Mi", c.Resources.Limits["memory"])
+		}
+		return n * mib
+	}
+	t.Fatal("deploy/kubernetes/deployment.yaml has no vllm-normalizer container")
+	return 0
+}
 
 // readmeDefault is a flag's default as docs/flags.md's table states it;
 // the test reads the table to stay in step with it (TestFlagTable
@@ -114,6 +152,8 @@ func TestDefaultsFitTheContainer(t *testing.T) {
 		valueLen  = defaultLimit(t, "vllm.label-value-length-limit")
 		maxSeries = defaultLimit(t, "history.max-series")
 	)
+	containerLimit := shippedMemoryLimit(t)
+	memoryBudget := containerLimit * 3 / 4
 	// Outside a container --auto-gomemlimit finds no limit; give the
 	// binary the soft limit it would set in the shipped one.
 	ratio, err := strconv.ParseFloat(readmeDefault(t, "auto-gomemlimit.ratio"), 64)
@@ -158,6 +198,23 @@ func TestDefaultsFitTheContainer(t *testing.T) {
 		t.Fatalf("history holds %v series, want %d", got, maxSeries)
 	}
 	t.Logf("peak RSS %.1f MiB with the history full, before the worst page", float64(procStatus(t, p.Cmd.Process.Pid, "VmHWM"))/mib)
+	// Readers polling every page while the worst one is served: the full
+	// page as text and gzipped, the routing view, the GenAI view.
+	stop := make(chan struct{})
+	var readers sync.WaitGroup
+	t.Cleanup(func() { close(stop); readers.Wait() })
+	for _, r := range []struct{ path, enc string }{{"/metrics", "identity"}, {"/metrics", "gzip"}, {"/metrics/routing", "identity"}, {"/metrics/genai", "gzip"}} {
+		readers.Go(func() {
+			for {
+				select {
+				case <-stop:
+					return
+				case <-time.After(50 * time.Millisecond):
+				}
+				_, _ = get(client, p.URL+r.path, map[string]string{"Accept-Encoding": r.enc})
+			}
+		})
+	}
 	big.Store(true)
 	before := s.failures("timeout")
 	// Three scrapes of the worst page, each one accepted.
@@ -176,7 +233,7 @@ func TestDefaultsFitTheContainer(t *testing.T) {
 		t.Fatalf("the worst page was not accepted: vllm_up %v, %v samples (want %d)\n%s", s["vllm_up"], s["vllm_normalizer_upstream_samples"], samples, p.Logs())
 	}
 	hwm := procStatus(t, p.Cmd.Process.Pid, "VmHWM")
-	t.Logf("peak RSS %.1f MiB on a %.1f MiB page of %d samples, %d series windowed (budget %d MiB of the container's %d MiB); timeouts %v",
+	t.Logf("peak RSS %.1f MiB on a %.1f MiB page of %d samples, %d series windowed, 4 readers polling (budget %d MiB of the container's %d MiB); timeouts %v",
 		float64(hwm)/mib, float64(len(bigPage))/mib, samples, maxSeries, memoryBudget/mib, containerLimit/mib, s.failures("timeout")-before)
 	if hwm > memoryBudget {
 		t.Errorf("peak RSS %.1f MiB with the default limits, want <= %d MiB (3/4 of the container's %d MiB)", float64(hwm)/mib, memoryBudget/mib, containerLimit/mib)
