@@ -25,7 +25,7 @@ func TestKVFreeTokensFromThePage(t *testing.T) {
 	ln := listen(t, "127.0.0.1:0")
 	serveOn(t, ln, up)
 	p := testbin.Start(t, sidecarArgs("http://"+ln.Addr().String()+"/metrics", fastInterval, fastTimeout)...)
-	const v4 = `vllm_derived_kv_cache_free_tokens{engine="0",model_name="deepseek-v4-flash-vision-exp-ablit-dual"}`
+	const v4 = `vllm_derived_kv_cache_free_tokens{engine="0",model_name="deepseek-v4-flash-vision-exp-ablit-dual",role="both"}`
 	var s series
 	waitFor(t, 10*time.Second, "free tokens of fixture 20", func() bool { s, _ = metrics(t, p); _, ok := s[v4]; return ok })
 	if s[v4] != 1428520 {
@@ -36,10 +36,17 @@ func TestKVFreeTokensFromThePage(t *testing.T) {
 	}
 
 	up.set(static(fixture(t, "26")))
-	const sg = `vllm_derived_kv_cache_free_tokens{model_name="Qwen/Qwen3-0.6B"}`
+	const sg = `vllm_derived_kv_cache_free_tokens{model_name="Qwen/Qwen3-0.6B",role="both"}`
 	waitFor(t, 10*time.Second, "free tokens of fixture 26", func() bool { s, _ = metrics(t, p); _, ok := s[sg]; return ok })
 	if s[sg] != 92962 {
 		t.Errorf("%s = %v, want 92962 (max_total_num_tokens)", sg, s[sg])
+	}
+
+	// Fixture 31 (TensorRT-LLM): 3,584 free blocks × 32 tokens.
+	up.set(static(fixture(t, "31")))
+	waitFor(t, 10*time.Second, "free tokens of fixture 31", func() bool { s, _ = metrics(t, p); return s[sg] != 92962 })
+	if s[sg] != 114688 {
+		t.Errorf("%s = %v, want 114688 (kv_cache_free_blocks × kv_cache_tokens_per_block)", sg, s[sg])
 	}
 }
 
@@ -56,8 +63,8 @@ func TestNaNRankAgainstTheBinary(t *testing.T) {
 	ln := listen(t, "127.0.0.1:0")
 	serveOn(t, ln, up)
 	p := testbin.Start(t, sidecarArgs("http://"+ln.Addr().String()+"/metrics", fastInterval, fastTimeout)...)
-	const running = `vllm:num_requests_running{model_name="Qwen/Qwen3-0.6B"}`
-	const inFlight = `vllm_derived_requests_in_flight{model_name="Qwen/Qwen3-0.6B"}`
+	const running = `vllm:num_requests_running{model_name="Qwen/Qwen3-0.6B",role="both"}`
+	const inFlight = `vllm_derived_requests_in_flight{model_name="Qwen/Qwen3-0.6B",role="both"}`
 	var r series
 	waitFor(t, 10*time.Second, "the routing view", func() bool {
 		res := mustGet(t, p.URL+"/metrics/routing")
@@ -90,11 +97,11 @@ func TestStraySeriesAgainstTheBinary(t *testing.T) {
 	ln := listen(t, "127.0.0.1:0")
 	serveOn(t, ln, up)
 	p := testbin.Start(t, sidecarArgs("http://"+ln.Addr().String()+"/metrics", fastInterval, fastTimeout)...)
-	const info = `vllm_normalizer_upstream_info{evidence="most families are sglang's; also 1 vllm: family (vllm:num_requests_running)",server="sglang"}`
+	const info = `vllm_normalizer_upstream_info{evidence="most families are sglang's; also 1 vllm: family (vllm:num_requests_running)",role="both",server="sglang"}`
 	waitFor(t, 10*time.Second, "upstream_info", func() bool { s, _ := metrics(t, p); return s[info] == 1 })
 	r := mustParse(t, mustGet(t, p.URL+"/metrics/routing").body)
 	for _, name := range []string{"vllm:num_requests_running", "vllm:num_requests_waiting", "vllm:kv_cache_usage_perc"} {
-		if v, ok := r[name+`{model_name="Qwen/Qwen3-0.6B"}`]; !ok || v != 0 {
+		if v, ok := r[name+`{model_name="Qwen/Qwen3-0.6B",role="both"}`]; !ok || v != 0 {
 			t.Errorf("routing view %s = %v (present %v), want SGLang's 0", name, v, ok)
 		}
 	}
