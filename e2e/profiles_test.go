@@ -87,9 +87,9 @@ func TestEngineProfileFile(t *testing.T) {
 	})
 	s := routing()
 	for k, want := range map[string]float64{
-		`vllm:num_requests_running{model_name="m1"}`: 3,
-		`vllm:num_requests_waiting{model_name="m1"}`: 2,
-		`vllm:kv_cache_usage_perc{model_name="m1",role="both"}`:  0.4,
+		`vllm:num_requests_running{model_name="m1"}`:            3,
+		`vllm:num_requests_waiting{model_name="m1"}`:            2,
+		`vllm:kv_cache_usage_perc{model_name="m1",role="both"}`: 0.4,
 	} {
 		if got, ok := s[k]; !ok || got != want {
 			t.Errorf("routing view %s = %v (present %v), want %v", k, got, ok, want)
