@@ -80,16 +80,16 @@ func TestEngineProfileFile(t *testing.T) {
 		}
 		return mustParse(t, r.body)
 	}
-	const rate = `vllm_derived_prompt_tokens_per_second{model_name="m1",window="2s"}`
+	const rate = `vllm_derived_prompt_tokens_per_second{model_name="m1",role="both",window="2s"}`
 	waitFor(t, 10*time.Second, "the made-up server's roles and rates on the routing view", func() bool {
 		s := routing()
 		return s[rate] > 0 && s[`vllm:kv_cache_usage_perc{model_name="m1",role="both"}`] > 0
 	})
 	s := routing()
 	for k, want := range map[string]float64{
-		`vllm:num_requests_running{model_name="m1"}`:            3,
-		`vllm:num_requests_waiting{model_name="m1"}`:            2,
-		`vllm:kv_cache_usage_perc{model_name="m1",role="both"}`: 0.4,
+		`vllm:num_requests_running{model_name="m1",role="both"}`: 3,
+		`vllm:num_requests_waiting{model_name="m1",role="both"}`: 2,
+		`vllm:kv_cache_usage_perc{model_name="m1",role="both"}`:  0.4,
 	} {
 		if got, ok := s[k]; !ok || got != want {
 			t.Errorf("routing view %s = %v (present %v), want %v", k, got, ok, want)
@@ -97,7 +97,7 @@ func TestEngineProfileFile(t *testing.T) {
 	}
 	// 100 prompt tokens every 200 ms scrape, 50 generated: 500/s and 250/s
 	// (the upstream is asked once per scrape).
-	gen := `vllm_derived_generation_tokens_per_second{model_name="m1",window="2s"}`
+	gen := `vllm_derived_generation_tokens_per_second{model_name="m1",role="both",window="2s"}`
 	if r, g := s[rate], s[gen]; r < 250 || r > 1000 || g < 125 || g > 500 || r != 2*g {
 		t.Errorf("derived rates prompt %v, generation %v; want about 500/s and 250/s, prompt twice generation", r, g)
 	}
