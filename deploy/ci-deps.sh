@@ -15,6 +15,8 @@
 #               production-stack's router does (for the system python3).
 #   chromium  - the headless browser of e2e's diagnosis page test
 #               (Debian package "chromium"; run with --headless --no-sandbox)
+#   make      - e2e's version test runs the Makefile's build command
+#               (Debian package "make")
 #   kubectl   - `kubectl kustomize deploy/kubernetes` (needs embedded kustomize
 #               v4 or v5, i.e. kubectl >= 1.21; the Go machine image ships one).
 #               Debian 12's "kubernetes-client" is 1.20 with kustomize v2,
@@ -32,6 +34,7 @@ need_apt=()
 { command -v promtool && command -v prometheus; } >/dev/null 2>&1 || need_apt+=(prometheus)
 /usr/bin/python3 -c 'import prometheus_client.parser' >/dev/null 2>&1 || need_apt+=(python3-prometheus-client)
 { command -v chromium || command -v chromium-browser; } >/dev/null 2>&1 || need_apt+=(chromium)
+command -v make >/dev/null 2>&1 || need_apt+=(make)
 need_kubectl=false
 command -v kubectl >/dev/null 2>&1 || need_kubectl=true
 
