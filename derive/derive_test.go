@@ -2,6 +2,7 @@ package derive
 
 import (
 	"fmt"
+	"math"
 	"slices"
 	"strings"
 	"sync"
@@ -733,25 +734,57 @@ func TestFormatWindow(t *testing.T) {
 	}
 }
 
-// Observe and Derive may run concurrently (run with -race).
+// TestHistoryConcurrent: Observe and Derive run concurrently (run with
+// -race). The prompt-token counter grows by exactly 3 per 100 ms step;
+// every Derive, at any point of the observations, reads a rate of exactly
+// 30/s or none yet, and the last one reads 30/s.
 func TestHistoryConcurrent(t *testing.T) {
 	h := NewHistory([]time.Duration{time.Minute}, 100*time.Millisecond)
-	fams := parsePage(t, page{lbls: `model_name="m",engine="0"`}.text())
-	var wg sync.WaitGroup
+	pages := make([][]exposition.Family, 200)
+	for i := range pages {
+		pages[i] = parsePage(t, page{lbls: `model_name="m",engine="0"`, promptTok: 3 * float64(i)}.text())
+	}
+	var (
+		wg     sync.WaitGroup
+		done   = make(chan struct{})
+		bad    []float64
+		rates  int
+		readMu sync.Mutex
+	)
 	wg.Add(2)
 	go func() {
 		defer wg.Done()
-		for i := 0; i < 200; i++ {
-			h.Observe(at(float64(i)/10), fams)
+		defer close(done)
+		for i := range pages {
+			h.Observe(at(float64(i)/10), pages[i])
 		}
 	}()
 	go func() {
 		defer wg.Done()
-		for i := 0; i < 200; i++ {
-			_ = h.Derive(at(float64(i)/10), byModelEngine)
+		for {
+			select {
+			case <-done:
+				return
+			default:
+			}
+			got, ok := promptRate(t, h, 20, "1m", "0")
+			readMu.Lock()
+			if ok {
+				rates++
+				if math.Abs(got-30) > 1e-9 {
+					bad = append(bad, got)
+				}
+			}
+			readMu.Unlock()
 		}
 	}()
 	wg.Wait()
+	if len(bad) > 0 {
+		t.Errorf("%d of %d concurrent reads gave another rate than 30/s: %v", len(bad), rates, bad[:min(5, len(bad))])
+	}
+	if got, ok := promptRate(t, h, 19.9, "1m", "0"); !ok || math.Abs(got-30) > 1e-9 {
+		t.Errorf("after the observations: rate %v (present %v), want 30/s", got, ok)
+	}
 }
 
 func findSample(tb testing.TB, fams []exposition.Family, name string) *exposition.Sample {
