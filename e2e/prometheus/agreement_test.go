@@ -382,11 +382,16 @@ func TestAgreementWithPrometheus(t *testing.T) {
 	srv.Start()
 	t.Cleanup(srv.Close)
 
+	// The sidecar starts between launched and ready: the origin of
+	// idle-model's idle seconds (checkNowGauges).
+	testbin.Build(t)
+	launched := time.Now()
 	side := testbin.Start(t, append([]string{
 		"--vllm.scrape-uri=" + srv.URL + "/metrics",
 		"--vllm.scrape-interval=1s",
 		"--derive.window=30s", "--derive.window=1m",
 	}, sloFlags...)...)
+	ready := time.Now()
 	t.Cleanup(func() {
 		if t.Failed() {
 			t.Logf("sidecar log:\n%s", side.Logs())
@@ -572,7 +577,7 @@ func TestAgreementWithPrometheus(t *testing.T) {
 	for _, c := range agreementChecks() {
 		checked[c.family] = true
 	}
-	for _, name := range checkNowGauges(t, prom, at) {
+	for _, name := range checkNowGauges(t, prom, at, launched, ready) {
 		checked[name] = true
 	}
 	for name := range checked {
@@ -621,7 +626,7 @@ func TestAgreementWithPrometheus(t *testing.T) {
 //     12000, 16000, 28000 (truthKV);
 //   - idle seconds: truth-model always runs requests, so 0 at every scrape;
 //     idle-model never did, so the seconds since the sidecar started.
-func checkNowGauges(t *testing.T, prom *promServer, at time.Time) []string {
+func checkNowGauges(t *testing.T, prom *promServer, at, launched, ready time.Time) []string {
 	t.Helper()
 	const model = `model_name="truth-model"`
 	exact := func(what string, got, want float64) {
@@ -678,16 +683,33 @@ func checkNowGauges(t *testing.T, prom *promServer, at time.Time) []string {
 	if busy := prom.mustQuery(t, `min_over_time(vllm:num_requests_running{job="sidecar",`+model+`}[40s]) > 0`, at); len(busy) != 2 {
 		t.Errorf("Prometheus's raw series do not show both truth-model engines running for the last 40 s: %v", busy)
 	}
-	idle := prom.mustQuery(t, `vllm_derived_idle_seconds{job="sidecar",model_name="idle-model"}`, at)
-	// The sidecar's process start time (client_golang's process
-	// collector) is the truth's origin. The page Prometheus read at at was
-	// prepared up to one sidecar interval earlier and stored up to one
-	// Prometheus interval earlier: up to 2 s, plus scrape latency.
-	started := byKey(t, "process start", prom.mustQuery(t, `vllm_normalizer_process_start_time_seconds{job="sidecar"}`, at), "")
-	since := float64(at.UnixNano())/1e9 - started[""]
-	if len(idle) != 1 || idle[0].Value > since+0.5 || idle[0].Value < since-2.5 {
-		t.Errorf("idle-model: vllm_derived_idle_seconds %v, want %.1f s (since the sidecar started) minus at most 2.5 s", idle, since)
+	// Idle since the sidecar started, as of the scrape that computed it:
+	// the seconds from its start, between launched and ready, to the
+	// moment that scrape's request went out, which the same page gives as
+	// its end (vllm_normalizer_last_scrape_success_timestamp_seconds) less
+	// its duration. Prometheus stores the page's series at one timestamp,
+	// so one query time reads them from one page. (The process start time
+	// is no origin: client_golang derives it from the kernel's boot time in
+	// whole seconds, up to 1 s early; nor is the query time, up to two
+	// intervals after the scrape.)
+	one := func(q string) float64 {
+		t.Helper()
+		res := prom.mustQuery(t, q, at)
+		if len(res) != 1 {
+			t.Fatalf("%s: %v, want one series", q, res)
+		}
+		return res[0].Value
 	}
+	idle := one(`vllm_derived_idle_seconds{job="sidecar",model_name="idle-model"}`)
+	sent := one(`vllm_normalizer_last_scrape_success_timestamp_seconds{job="sidecar"}`) - one(`vllm_normalizer_scrape_duration_seconds{job="sidecar"}`)
+	unix := func(x time.Time) float64 { return float64(x.UnixNano()) / 1e9 }
+	// 1 ms for the printed values' rounding.
+	if lo, hi := sent-unix(ready), sent-unix(launched); idle < lo-1e-3 || idle > hi+1e-3 {
+		t.Errorf("idle-model: vllm_derived_idle_seconds = %.3f, want between %.3f and %.3f (from the sidecar's start, between launch and ready, to its scrape)", idle, lo, hi)
+	}
+	procStart := one(`vllm_normalizer_process_start_time_seconds{job="sidecar"}`)
+	t.Logf("idle-model: %.3f s idle; since launch to the scrape %.3f s; since the process start time to the query time %.3f s (the old check's truth)",
+		idle, sent-unix(launched), unix(at)-procStart)
 	// It grows one second per second.
 	if d := prom.mustQuery(t, `deriv(vllm_derived_idle_seconds{job="sidecar",model_name="idle-model"}[30s])`, at); len(d) != 1 || math.Abs(d[0].Value-1) > 0.05 {
 		t.Errorf("idle-model: deriv(vllm_derived_idle_seconds[30s]) = %v, want 1", d)
