@@ -411,7 +411,7 @@ func (c *Collector) scrape(ctx context.Context, sent time.Time) (*scrapeResult, 
 
 	// Derivations and the routing view read the canonical page: the
 	// families that play a role, under vLLM V1's names, whatever the server.
-	detection := mapper.Profiles().Detection(norm)
+	detection := mapper.Profiles().DetectionOf(norm, stats.OpenMetrics)
 	profile := detection.Profile
 	report.SetServer(detection, stats.OpenMetrics)
 	report.Upstream.Role = c.cfg.Role

@@ -41,6 +41,10 @@ type Profile struct {
 		// Fingerprints are families (without prefix) that only this
 		// server prints: strong evidence, weighed above other families.
 		Fingerprints []string `yaml:"fingerprints"`
+		// OpenMetricsFrontend: a frontend of this server answers
+		// OpenMetrics whatever the request asks for; such an answer to the
+		// sidecar's text-first request counts as a fingerprint.
+		OpenMetricsFrontend bool `yaml:"openmetrics_frontend"`
 	} `yaml:"detect"`
 	Labels struct {
 		Model   string   `yaml:"model"`
@@ -387,6 +391,14 @@ const (
 // no profile: reading one server's numbers under another's roles would be
 // wrong.
 func (ps *Profiles) Detection(fams []exposition.Family) Detection {
+	return ps.DetectionOf(fams, false)
+}
+
+// DetectionOf is Detection for a page that came as OpenMetrics or not:
+// a profile with detect.openmetrics_frontend (vLLM's Rust frontend answers
+// OpenMetrics whatever the request asks, the sidecar asking for text
+// first) counts an OpenMetrics answer as one more fingerprint.
+func (ps *Profiles) DetectionOf(fams []exposition.Family, openMetrics bool) Detection {
 	type evidence struct {
 		score, families int
 		least           string
@@ -430,6 +442,9 @@ func (ps *Profiles) Detection(fams []exposition.Family) Detection {
 					break
 				}
 			}
+		}
+		if openMetrics && p.Detect.OpenMetricsFrontend {
+			prints++
 		}
 		e.score = e.families*weightFamily + roles*weightRole + prints*weightFingerprint
 	}

@@ -176,4 +176,8 @@ func TestDetectionByWeight(t *testing.T) {
 	if d := ps.Detection(tie); d.Profile != nil || d.Tie != "vllm and sglang" {
 		t.Errorf("one unknown family of each: detected %v, tie %q; want none, tie \"vllm and sglang\"", d.Profile, d.Tie)
 	}
+	// Answered as OpenMetrics to a text-first request: vLLM's Rust frontend.
+	if d := ps.DetectionOf(tie, true); d.Profile == nil || d.Profile.Server != "vllm" || d.Odd != "1 sglang: family (sglang:b)" {
+		t.Errorf("the same page as OpenMetrics: detected %v, odd %q; want vllm, odd \"1 sglang: family (sglang:b)\"", d.Profile, d.Odd)
+	}
 }

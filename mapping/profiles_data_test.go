@@ -24,8 +24,9 @@ type profileDataV1 struct {
 	Version int    `yaml:"version"`
 	Server  string `yaml:"server"`
 	Detect  struct {
-		Prefixes     []string `yaml:"prefixes"`
-		Fingerprints []string `yaml:"fingerprints"`
+		Prefixes            []string `yaml:"prefixes"`
+		Fingerprints        []string `yaml:"fingerprints"`
+		OpenMetricsFrontend bool     `yaml:"openmetrics_frontend"`
 	} `yaml:"detect"`
 	Labels struct {
 		Model            *string  `yaml:"model"`
