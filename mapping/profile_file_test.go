@@ -1,6 +1,8 @@
 package mapping
 
 import (
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -185,5 +187,34 @@ func TestMapperCarriesProfiles(t *testing.T) {
 	}
 	if _, err := New(other, Options{Profiles: ext}); err == nil {
 		t.Error("New accepted profiles checked against another catalogue's roles")
+	}
+}
+
+// The built-in profiles are in the operator's format: each file, given as
+// an operator file, replaces itself and reads its fixtures as before.
+func TestBuiltInProfilesAreOperatorFiles(t *testing.T) {
+	ps, _ := loadProfiles(t)
+	fixtureOf := map[string]string{"vllm": "13-", "sglang": "04-", "trtllm": "25-", "llamacpp": "08-", "dynamo": "24-"}
+	for _, p := range ps.All() {
+		b, err := os.ReadFile(filepath.Join("profiles", p.Server+".yaml"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		ext, err := ps.With([]ProfileSource{{Name: "operator-" + p.Server + ".yaml", Data: b}})
+		if err != nil {
+			t.Fatalf("%s.yaml as an operator file: %v", p.Server, err)
+		}
+		if len(ext.All()) != len(ps.All()) {
+			t.Errorf("%s.yaml as an operator file added a profile instead of replacing its own", p.Server)
+		}
+		prefix, ok := fixtureOf[p.Server]
+		if !ok {
+			t.Errorf("no fixture named for server %s; add one to fixtureOf", p.Server)
+			continue
+		}
+		got := ext.Detect(fixtureFamilies(t, prefix))
+		if got == nil || got.Server != p.Server || got.Source() != "operator-"+p.Server+".yaml" {
+			t.Errorf("fixture %s read by %v, want the operator's %s profile", prefix, got, p.Server)
+		}
 	}
 }
