@@ -185,9 +185,9 @@ var derivedGauges = []string{
 
 // nowGauges are the derived gauges of the current scrape: one rule each,
 // without window.
-var nowGauges = []string{"requests_in_flight", "kv_cache_free_tokens", "idle_seconds"}
+var nowGauges = []string{"requests_in_flight", "kv_cache_free_tokens", "idle_seconds", "engine_imbalance_ratio", "kv_cache_usage_spread", "requests_waiting_deferred_ratio"}
 
-var quantileGauges = map[string]bool{"ttft_seconds": true, "inter_token_latency_seconds": true, "e2e_latency_seconds": true}
+var quantileGauges = map[string]bool{"ttft_seconds": true, "inter_token_latency_seconds": true, "e2e_latency_seconds": true, "kv_transfer_seconds": true}
 
 // sloRules are the slo/le pairs the attainment rules are recorded for, in
 // each window: the targets the autoscaling overlays set.

@@ -28,6 +28,7 @@ type windowGauge uint8
 const (
 	gaugePrefixHitRate windowGauge = iota // V0's hit-rate gauge
 	gaugeRunning
+	gaugeWaiting
 	numWindowGauges
 )
 
@@ -35,6 +36,7 @@ const (
 var windowGaugeRoles = [numWindowGauges]mapping.Role{
 	gaugePrefixHitRate: mapping.RolePrefixCacheHitRateGauge,
 	gaugeRunning:       mapping.RoleRequestsRunning,
+	gaugeWaiting:       mapping.RoleRequestsWaiting,
 }
 
 func gaugeKey(g windowGauge) window.Key { return window.Key(mapping.NumCounters) + 1 + window.Key(g) }
@@ -50,7 +52,8 @@ func keyCounter(k window.Key) (mapping.Counter, bool) {
 // splitBy names, for a counter input whose rate a derived gauge keeps per
 // value of one of its labels, that label.
 var splitBy = [mapping.NumCounters]string{
-	mapping.CounterRequestsFinished: finishedReasonLabel,
+	mapping.CounterRequestsFinished:     finishedReasonLabel,
+	mapping.CounterPromptTokensBySource: sourceLabel,
 }
 
 // Deriver computes the derived gauges over the canonical page (roles under

@@ -106,7 +106,18 @@ func TestDeriveFixture13(t *testing.T) {
 	wantValue(t, out, 0.5, DerivedSLOAttainmentRatio, append(l, "slo", "tpot", "le", "0.005")...)
 	wantValue(t, out, 0.25, DerivedSLOAttainmentRatio, append(l, "slo", "e2e", "le", "0.075")...)
 	wantValue(t, out, 0.2, DerivedGenerationTokensPerSecondPerRequest, l...)
-	if want := windowedFamilies(); len(out) != want {
+	// Fixture 13 runs NIXL and splits prompt tokens by source: the prefill
+	// rate is local_compute's 1/s; the backlog waiting's mean 5 times the
+	// mean prompt 1 over 1/s; transfers fail 10 of 10 + 10; the bandwidth
+	// bytes over seconds 10/10; transfer time like the other quantiles, in
+	// its lowest bucket (0, 0.005]. No offload families: no offload rates.
+	wantValue(t, out, 1, DerivedPrefillTokensPerSecond, l...)
+	wantValue(t, out, 5, DerivedPrefillBacklogSeconds, l...)
+	wantValue(t, out, 0.5, DerivedKVTransferFailureRatio, l...)
+	wantValue(t, out, 1, DerivedKVTransferBytesPerSecond, append(l, "per", "tp_rank")...)
+	wantValue(t, out, 0.0025, DerivedKVTransferSeconds, append(l, "quantile", "0.5")...)
+	wantValue(t, out, 0.00495, DerivedKVTransferSeconds, append(l, "quantile", "0.99")...)
+	if want := windowedFamilies() + 5; len(out) != want {
 		t.Errorf("%d families, want %d", len(out), want)
 	}
 }

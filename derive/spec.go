@@ -87,6 +87,19 @@ const (
 	DerivedIdleSeconds                         = "vllm_derived_idle_seconds"
 	DerivedGenerationTokensPerSecondPerRequest = "vllm_derived_generation_tokens_per_second_per_request"
 
+	// Data-parallel ranks, prefill/decode and KV transfer; see
+	// docs/derived.md and docs/autoscaling.md.
+	DerivedEngineImbalanceRatio      = "vllm_derived_engine_imbalance_ratio"
+	DerivedKVCacheUsageSpread        = "vllm_derived_kv_cache_usage_spread"
+	DerivedPrefillTokensPerSecond    = "vllm_derived_prefill_tokens_per_second"
+	DerivedPrefillBacklogSeconds     = "vllm_derived_prefill_backlog_seconds"
+	DerivedRequestsWaitingDeferred   = "vllm_derived_requests_waiting_deferred_ratio"
+	DerivedKVTransferFailureRatio    = "vllm_derived_kv_transfer_failure_ratio"
+	DerivedKVTransferSeconds         = "vllm_derived_kv_transfer_seconds"
+	DerivedKVTransferBytesPerSecond  = "vllm_derived_kv_transfer_bytes_per_second"
+	DerivedKVOffloadLoadBytesPerSec  = "vllm_derived_kv_offload_load_bytes_per_second"
+	DerivedKVOffloadStoreBytesPerSec = "vllm_derived_kv_offload_store_bytes_per_second"
+
 	// WindowLabel names the window a derived value covers ("1m").
 	WindowLabel = "window"
 	// QuantileLabel names the quantile of the latency gauges ("0.9").
@@ -216,6 +229,89 @@ var specs = []Spec{
 		PromQL:   "rate({generation_tokens}[w]) / avg_over_time({requests_running}[w])",
 		Decision: "latency-first routing picks high; throughput-first fills batches",
 		window:   tokensPerSecondPerRequest,
+	},
+	{
+		Name: DerivedEngineImbalanceRatio, Unit: "ratio", Record: "ratio", Now: true,
+		Inputs: []mapping.Role{mapping.RoleRequestsRunning, mapping.RoleRequestsWaiting},
+		Help: "Load imbalance over the model's data-parallel engines now: the highest engine's {requests_running} + {requests_waiting} divided by the engines' mean." +
+			" 1 is balanced, the number of engines means one engine holds all the load (one rank queueing while the others idle); 1 when every engine is idle." +
+			" Per model_name on both pages; absent with one engine, or where an engine lacks either gauge or prints NaN.",
+		PromQL:   "max(E) / avg(E) over engines, E = {requests_running} + {requests_waiting} per engine (now); 1 when all E are 0",
+		Decision: "data-parallel balance: route to the rank, or fix the pinning",
+		current:  engineImbalance,
+	},
+	{
+		Name: DerivedKVCacheUsageSpread, Unit: "ratio", Record: "spread", Now: true,
+		Inputs: []mapping.Role{mapping.RoleKVCacheUsage},
+		Help: "Spread of KV-cache usage over the model's data-parallel engines now: the highest engine's {kv_cache_usage} minus the lowest's, each the highest over API-server processes, 0 to 1." +
+			" Per model_name on both pages; absent with one engine or where an engine prints NaN.",
+		PromQL:   "max({kv_cache_usage}) - min({kv_cache_usage}) over engines (now)",
+		Decision: "a rank near full while others have room",
+		current:  kvUsageSpread,
+	},
+	{
+		Name: DerivedPrefillTokensPerSecond, Unit: "tokens/s", Record: "rate",
+		Inputs: []mapping.Role{mapping.RolePromptTokensBySource},
+		Help: "Prompt tokens computed per second (prefill work, cached and transferred tokens left out): rate of {prompt_tokens_by_source} with source=\"local_compute\"." +
+			" Absent where the server does not split prompt tokens by source." + helpRate + helpCounter,
+		PromQL:   "rate({prompt_tokens_by_source}{source=\"local_compute\"}[w])",
+		Decision: "prefill throughput; the denominator of the prefill backlog",
+		window:   prefillTokensPerSecond,
+	},
+	{
+		Name: DerivedPrefillBacklogSeconds, Unit: "s", Record: "ratio",
+		Inputs: []mapping.Role{mapping.RolePromptTokensBySource, mapping.RoleRequestsWaiting, mapping.RoleRequestPromptTokens},
+		Help: "Seconds of prefill queued, an estimate: no server prints its waiting prompt tokens, so the mean of {requests_waiting} over the window's points times the window's mean prompt length" +
+			" (increase({request_prompt_tokens}_sum) / increase({request_prompt_tokens}_count)), divided by " + DerivedPrefillTokensPerSecond + "." +
+			" Cached prompt tokens count as work, so on a cache-friendly load it overstates. 0 when nothing waits;" +
+			" absent without computed-token counts, without a finished request in the window while requests wait, or when no prompt token was computed." + helpCounter,
+		PromQL:   "avg_over_time({requests_waiting}[w]) × increase({request_prompt_tokens}_sum[w]) / increase({request_prompt_tokens}_count[w]) / rate({prompt_tokens_by_source}{source=\"local_compute\"}[w])",
+		Decision: "scale the prefill pool on seconds of queue, not requests",
+		window:   prefillBacklog,
+	},
+	{
+		Name: DerivedRequestsWaitingDeferred, Unit: "ratio", Record: "ratio", Now: true,
+		Inputs: []mapping.Role{mapping.RoleRequestsWaitingByReason},
+		Help: "Share of the waiting requests that are deferred now (waiting on remote KV, in a P/D decode pool, or on other transient constraints): {requests_waiting_by_reason} with reason=\"deferred\" over all reasons," +
+			" summed over API-server processes (and engines where they are collapsed). Absent when nothing waits or the server does not split waiting by reason.",
+		PromQL:   "{requests_waiting_by_reason}{reason=\"deferred\"} / sum over reasons (now)",
+		Decision: "decode pool waiting on KV transfer, not on capacity",
+		current:  deferredShare,
+	},
+	{
+		Name: DerivedKVTransferFailureRatio, Unit: "ratio", Record: "ratio",
+		Inputs: []mapping.Role{mapping.RoleKVTransferFailures, mapping.RoleKVTransferTime},
+		Help: "Share of KV-cache transfers between instances that failed: increase({kv_transfer_failures}) / (increase({kv_transfer_failures}) + increase({kv_transfer_time}_count))," +
+			" the completed transfers being the transfer-time observations." + helpRatio + helpCounter,
+		PromQL:   "increase({kv_transfer_failures}[w]) / (increase({kv_transfer_failures}[w]) + increase({kv_transfer_time}_count[w]))",
+		Decision: "P/D transfers failing: route around the pair",
+		window:   kvTransferFailureRatio,
+	},
+	quantileSpec(DerivedKVTransferSeconds, "Duration of one KV-cache transfer between instances (vLLM pools every TP rank's observations)", mapping.CounterKVTransferTimeBuckets, "decode slow to pull KV"),
+	{
+		Name: DerivedKVTransferBytesPerSecond, Unit: "bytes/s", Record: "ratio", Labels: []string{PerLabel},
+		Inputs: []mapping.Role{mapping.RoleKVTransferBytes, mapping.RoleKVTransferTime},
+		Help: "Effective KV-transfer bandwidth: increase({kv_transfer_bytes}_sum) / increase({kv_transfer_time}_sum), bytes over the seconds spent transferring them." +
+			" per=\"tp_rank\": vLLM pools the observations of every TP rank of an engine, each one rank's share of a transfer, so this is one rank's bandwidth; ranks transfer side by side." + helpRatio + helpCounter,
+		PromQL:   "increase({kv_transfer_bytes}_sum[w]) / increase({kv_transfer_time}_sum[w])",
+		Decision: "interconnect health of a P/D pair",
+		window:   kvTransferBandwidth,
+	},
+	{
+		Name: DerivedKVOffloadLoadBytesPerSec, Unit: "bytes/s", Record: "rate",
+		Inputs:   []mapping.Role{mapping.RoleKVOffloadLoadBytes},
+		Help:     "KV-cache bytes loaded from the offload tier (CPU) into GPU memory per second: rate of {kv_offload_load_bytes}." + helpRate + helpCounter,
+		PromQL:   "rate({kv_offload_load_bytes}[w])",
+		Decision: "offload tier paying off (loads) or thrashing",
+		window:   rateOf(mapping.CounterKVOffloadLoadBytes),
+	},
+	{
+		Name: DerivedKVOffloadStoreBytesPerSec, Unit: "bytes/s", Record: "rate",
+		Inputs:   []mapping.Role{mapping.RoleKVOffloadStoreBytes},
+		Help:     "KV-cache bytes stored from GPU memory into the offload tier (CPU) per second: rate of {kv_offload_store_bytes}." + helpRate + helpCounter,
+		PromQL:   "rate({kv_offload_store_bytes}[w])",
+		Decision: "offload write load",
+		window:   rateOf(mapping.CounterKVOffloadStoreBytes),
 	},
 }
 

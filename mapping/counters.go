@@ -34,6 +34,14 @@ const (
 	CounterRequestGenerationTokensCount
 	CounterPreemptions
 	CounterRequestsFinished
+	CounterPromptTokensBySource
+	CounterKVTransferTimeSum
+	CounterKVTransferTimeCount
+	CounterKVTransferTimeBuckets
+	CounterKVTransferBytesSum
+	CounterKVTransferFailures
+	CounterKVOffloadLoadBytes
+	CounterKVOffloadStoreBytes
 	// NumCounters is the number of counter inputs, to size arrays by.
 	NumCounters
 )
@@ -65,6 +73,14 @@ var counterInputs = [NumCounters]struct {
 	CounterInterTokenLatencyBuckets:     {RoleInterTokenLatency, PartBucket},
 	CounterE2ELatencyBuckets:            {RoleE2ELatency, PartBucket},
 	CounterTimePerOutputTokenBuckets:    {RoleTimePerOutputToken, PartBucket},
+	CounterPromptTokensBySource:         {RolePromptTokensBySource, PartValue},
+	CounterKVTransferTimeSum:            {RoleKVTransferTime, PartSum},
+	CounterKVTransferTimeCount:          {RoleKVTransferTime, PartCount},
+	CounterKVTransferTimeBuckets:        {RoleKVTransferTime, PartBucket},
+	CounterKVTransferBytesSum:           {RoleKVTransferBytes, PartSum},
+	CounterKVTransferFailures:           {RoleKVTransferFailures, PartValue},
+	CounterKVOffloadLoadBytes:           {RoleKVOffloadLoadBytes, PartValue},
+	CounterKVOffloadStoreBytes:          {RoleKVOffloadStoreBytes, PartValue},
 }
 
 // Role is the role whose family the input is read from.
