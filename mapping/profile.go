@@ -283,8 +283,8 @@ type ProfileSource struct {
 // already described replaces that profile, any other adds one. ps is not
 // changed. Each source is checked as the built-in files are, and also
 // against the others: two sources for one server, or a prefix that another
-// profile's prefix starts with (a page would match both and be read by
-// neither), are errors that name the file, the value and the fix.
+// profile's prefix starts with (a family would be evidence for both), are
+// errors that name the file, the value and the fix.
 func (ps *Profiles) With(srcs []ProfileSource) (*Profiles, error) {
 	if len(srcs) == 0 {
 		return ps, nil
@@ -318,7 +318,7 @@ func (ps *Profiles) With(srcs []ProfileSource) (*Profiles, error) {
 	for _, p := range extra {
 		for _, q := range out.list {
 			if pre, qpre, ok := overlap(p, q); ok {
-				errs = append(errs, fmt.Errorf("profile %s: detect.prefixes %q overlaps %q of server %q%s: a page would match both and be read as neither; choose a prefix only %s prints, or set server: %s to replace that profile",
+				errs = append(errs, fmt.Errorf("profile %s: detect.prefixes %q overlaps %q of server %q%s: each family would count as both servers', and a page could be read under the wrong one's roles; choose a prefix only %s prints, or set server: %s to replace that profile",
 					p.source, pre, qpre, q.Server, q.from(), p.Server, q.Server))
 			}
 		}
