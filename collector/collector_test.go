@@ -1061,3 +1061,52 @@ func TestStraySeriesKeepsTheServer(t *testing.T) {
 		t.Errorf("upstream_info is not\n%s\nbut\n%s", want, full[i:i+strings.IndexByte(full[i:], '\n')])
 	}
 }
+
+// With data-parallel SGLang ranks, NaN on one tensor-parallel rank is left
+// out of its engine's maximum, but an engine whose every rank is NaN is
+// unknown: the model's sum over engines is withdrawn rather than served
+// without it (less load than there is) or as NaN.
+func TestNaNDataParallelRank(t *testing.T) {
+	page := func(dp1 string) string {
+		return "# TYPE sglang:num_running_reqs gauge\n" +
+			`sglang:num_running_reqs{dp_rank="0",model_name="m",tp_rank="0"} 3` + "\n" +
+			`sglang:num_running_reqs{dp_rank="0",model_name="m",tp_rank="1"} NaN` + "\n" +
+			`sglang:num_running_reqs{dp_rank="1",model_name="m",tp_rank="0"} ` + dp1 + "\n" +
+			"# TYPE sglang:num_queue_reqs gauge\n" +
+			`sglang:num_queue_reqs{dp_rank="0",model_name="m",tp_rank="0"} 1` + "\n" +
+			`sglang:num_queue_reqs{dp_rank="1",model_name="m",tp_rank="0"} 0` + "\n"
+	}
+	var body atomic.Value
+	body.Store(page("2"))
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "text/plain; version=0.0.4")
+		_, _ = io.WriteString(w, body.Load().(string))
+	}))
+	t.Cleanup(srv.Close)
+	c := newTestCollector(t, srv.URL+"/metrics", newFakeClock(), nil)
+	key := func(name string) string {
+		return labels.FromStrings(model.MetricNameLabel, name, "model_name", "m", "role", "both").String()
+	}
+	c.ScrapeOnce(context.Background())
+	got := samplesOf(t, get(t, c.RoutingHandler(), "/metrics", nil).Body.Bytes())
+	if v := got[key("vllm:num_requests_running")]; v != 5 {
+		t.Errorf("running %v, want 3 (dp 0, its NaN rank left out) + 2 (dp 1) = 5", v)
+	}
+	if v := got[key("vllm_derived_requests_in_flight")]; v != 6 {
+		t.Errorf("in flight %v, want 6", v)
+	}
+
+	body.Store(page("NaN"))
+	c.ScrapeOnce(context.Background())
+	got = samplesOf(t, get(t, c.RoutingHandler(), "/metrics", nil).Body.Bytes())
+	for _, name := range []string{"vllm:num_requests_running", "vllm_derived_requests_in_flight"} {
+		if v, ok := got[key(name)]; ok {
+			t.Errorf("dp rank 1 all NaN: %s served as %v, want no series", name, v)
+		}
+	}
+	for k, v := range got {
+		if math.IsNaN(v) {
+			t.Errorf("the routing view serves NaN: %s", k)
+		}
+	}
+}

@@ -691,23 +691,25 @@ func totalsOnly(samples []exposition.Sample, label string) []exposition.Sample {
 // maxOverLabels drops the given labels and keeps, for each remaining label
 // set, the highest value, in first-seen order. NaN samples are left out and
 // counted, as PromQL's max leaves them out: one bad rank must not spoil the
-// others' value; a label set of NaN only gives no sample.
+// others' value. A label set of NaN only stays NaN, so that whatever sums
+// it downstream withdraws its sum rather than read less load.
 func maxOverLabels(samples []exposition.Sample, drop []string) ([]exposition.Sample, int) {
 	out := samples[:0:0]
 	at := map[string]int{}
 	nan := 0
 	var lb labels.Builder
 	for _, s := range samples {
-		if math.IsNaN(s.Value) {
-			nan++
-			continue
-		}
 		lb.Reset(s.Labels)
 		lb.Del(drop...)
 		l := lb.Labels()
 		key := l.String()
+		if math.IsNaN(s.Value) {
+			nan++
+		}
 		if i, ok := at[key]; ok {
-			out[i].Value = max(out[i].Value, s.Value)
+			if cur := out[i].Value; math.IsNaN(cur) || s.Value > cur {
+				out[i].Value = s.Value
+			}
 			continue
 		}
 		at[key] = len(out)

@@ -87,7 +87,32 @@ func (v *Viewer) View(canon, derived []exposition.Family, roles *mapping.Roles, 
 		add(f, "LoRA adapters (value: Unix time of the update): only the newest series, the one routers must read.", []exposition.Sample{{Labels: newest.Labels, Value: newest.Value}})
 	}
 	out = append(out, v.consumerFamilies(byName, roles, kv, derived, upstream, style)...)
-	return append(out, derived...)
+	return v.withoutNaN(append(out, derived...))
+}
+
+// withoutNaN leaves out, and counts, any NaN sample still in the view (a
+// gauge passed through as printed): a router is never served NaN, and a
+// family left without samples is left out.
+func (v *Viewer) withoutNaN(fams []exposition.Family) []exposition.Family {
+	out := fams[:0]
+	for _, f := range fams {
+		if slices.ContainsFunc(f.Samples, func(s exposition.Sample) bool { return math.IsNaN(s.Value) }) {
+			kept := make([]exposition.Sample, 0, len(f.Samples))
+			for _, s := range f.Samples {
+				if math.IsNaN(s.Value) {
+					v.nan++
+					continue
+				}
+				kept = append(kept, s)
+			}
+			if len(kept) == 0 {
+				continue
+			}
+			f.Samples = kept
+		}
+		out = append(out, f)
+	}
+	return out
 }
 
 // withName returns l named name. Labels with empty values stay, as the

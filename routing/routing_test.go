@@ -407,3 +407,25 @@ vllm:cache_config_info{block_size="16",engine="1",kv_offloading_backend="",num_g
 		`{__name__="vllm:cache_config_info", block_size="16", kv_offloading_backend="", num_gpu_blocks="400"}`:   1,
 	})
 }
+
+// A gauge the view passes through as printed (V0's prefix-cache hit rate)
+// is never served as NaN: the series is left out and counted.
+func TestRoutingViewServesNoNaN(t *testing.T) {
+	page := "# TYPE vllm:gpu_prefix_cache_hit_rate gauge\nvllm:gpu_prefix_cache_hit_rate{model_name=\"m\"} NaN\n" +
+		"# TYPE vllm:num_requests_running gauge\nvllm:num_requests_running{model_name=\"m\"} 2\n"
+	var v Viewer
+	fams := v.View(parsePage(t, page), nil, testRoles, "v0", func(s string) string { return s })
+	for _, f := range fams {
+		for _, s := range f.Samples {
+			if math.IsNaN(s.Value) {
+				t.Errorf("NaN served: %s", s.Labels)
+			}
+		}
+	}
+	if n := v.TakeNaN(); n != 1 {
+		t.Errorf("TakeNaN %d, want 1", n)
+	}
+	if got := routingSamples(t, fams)[`{__name__="vllm:num_requests_running", model_name="m"}`]; got != 2 {
+		t.Errorf("running %v, want 2", got)
+	}
+}
