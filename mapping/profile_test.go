@@ -181,3 +181,58 @@ func TestDetectionByWeight(t *testing.T) {
 		t.Errorf("the same page as OpenMetrics: detected %v, odd %q; want vllm, odd \"1 sglang: family (sglang:b)\"", d.Profile, d.Odd)
 	}
 }
+
+// Every kv source form, read through the profiles' data: SGLang 0.5.16's
+// num_pages × page_size gauges and 0.5.9's cache_config_info labels,
+// vLLM's kv_cache_size_tokens beside a product that differs (counted once
+// per engine, however many processes print it), and the product where the
+// tokens label is "None".
+func TestKVCapacitySources(t *testing.T) {
+	ps, roles := loadProfiles(t)
+	capacity := func(page string) (map[string]float64, CanonicalStats) {
+		t.Helper()
+		fams := parsePageText(t, page)
+		p := ps.Detect(fams)
+		if p == nil {
+			t.Fatalf("no profile for %q", page)
+		}
+		canon, st := p.CanonicalStats(fams, roles)
+		out := map[string]float64{}
+		for _, f := range canon {
+			if f.Name == roles.Family(RoleKVCacheCapacity) {
+				for _, s := range f.Samples {
+					out[s.Labels.String()] = s.Value
+				}
+			}
+		}
+		return out, st
+	}
+	const running = "# TYPE sglang:num_running_reqs gauge\nsglang:num_running_reqs{model_name=\"m\"} 1\n"
+	name := roles.Family(RoleKVCacheCapacity)
+	m := `{__name__="` + name + `", model_name="m"}`
+	for _, c := range []struct {
+		what, page string
+		want       map[string]float64
+		disagree   int
+	}{
+		{"SGLang gauges", running + "# TYPE sglang:num_pages gauge\nsglang:num_pages{model_name=\"m\",tp_rank=\"0\"} 1000\nsglang:num_pages{model_name=\"m\",tp_rank=\"1\"} 1000\n# TYPE sglang:page_size gauge\nsglang:page_size{model_name=\"m\",tp_rank=\"0\"} 16\nsglang:page_size{model_name=\"m\",tp_rank=\"1\"} 16\n",
+			map[string]float64{m: 16000}, 0},
+		{"SGLang info labels", running + "# TYPE sglang:cache_config_info gauge\nsglang:cache_config_info{model_name=\"m\",num_pages=\"500\",page_size=\"64\"} 1\n",
+			map[string]float64{m: 32000}, 0},
+		{"SGLang tokens first", running + "# TYPE sglang:max_total_num_tokens gauge\nsglang:max_total_num_tokens{model_name=\"m\"} 92962\n# TYPE sglang:cache_config_info gauge\nsglang:cache_config_info{model_name=\"m\",num_pages=\"500\",page_size=\"64\"} 1\n",
+			map[string]float64{m: 92962}, 0},
+		{"vLLM hybrid, two processes", "# TYPE vllm:cache_config_info gauge\nvllm:cache_config_info{block_size=\"4\",engine=\"0\",kv_cache_size_tokens=\"1428520\",num_gpu_blocks=\"15998\",pid=\"1\"} 1\nvllm:cache_config_info{block_size=\"4\",engine=\"0\",kv_cache_size_tokens=\"1428520\",num_gpu_blocks=\"15998\",pid=\"2\"} 1\nvllm:cache_config_info{block_size=\"16\",engine=\"1\",kv_cache_size_tokens=\"None\",num_gpu_blocks=\"1000\"} 1\n",
+			map[string]float64{`{__name__="` + name + `", engine="0"}`: 1428520, `{__name__="` + name + `", engine="1"}`: 16000}, 1},
+	} {
+		got, st := capacity(c.page)
+		if len(got) != len(c.want) || st.KVCapacityDisagreements != c.disagree {
+			t.Errorf("%s: capacity %v, %d disagreements; want %v, %d", c.what, got, st.KVCapacityDisagreements, c.want, c.disagree)
+			continue
+		}
+		for k, w := range c.want {
+			if got[k] != w {
+				t.Errorf("%s: %s = %v, want %v", c.what, k, got[k], w)
+			}
+		}
+	}
+}
