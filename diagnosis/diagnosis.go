@@ -131,11 +131,12 @@ func New(opts Options) (*Diagnoser, error) {
 		coarseRes: max(int64(opts.Baseline/coarseSlots), 1),
 		tracks:    map[string]*track{},
 		chartSpan: int64(max(ChartSpan, opts.Window+opts.Baseline)),
-		rules:     rules{minChange: opts.MinChange, minRequests: opts.MinRequests, alpha: opts.Significance / numSignals, clearAlpha: opts.Significance},
+		rules: rules{minChange: opts.MinChange, minRequests: opts.MinRequests, alpha: opts.Significance / numSignals,
+			clearAlpha: opts.Significance, preemptionShare: MinPreemptionShare},
 	}
 	d.chartRes = d.chartSpan / chartSlots
 	d.lenient = d.rules
-	d.lenient.alpha = d.rules.clearAlpha
+	d.lenient.alpha, d.lenient.preemptionShare = d.rules.clearAlpha, MinPreemptionShare/4
 	d.report, d.charted = d.emptyReport(time.Time{}, StatusNoScrape), true
 	return d, nil
 }
@@ -343,7 +344,13 @@ func (d *Diagnoser) diagnose(m string, tr *track, t int64) ModelReport {
 	mr.Readiness = d.readiness(tr, t, a != nil && (ok || frozen), &recent, ref)
 	ready := mr.Readiness.State == ReadyOK
 	if ready {
-		in.step(t, w, &ev, &lenient, ref, refStart, refEnd, int64(d.opts.MaxIncident))
+		var long *evaluation
+		if p := tr.coarse.atOrBefore(t - HoldWindows*w); p != nil && p.t > refEnd && now != nil {
+			ls := between(tr, p, now)
+			e := d.lenient.evaluate(&ls, ref)
+			long = &e
+		}
+		in.step(t, w, &ev, &lenient, long, ref, refStart, refEnd, int64(d.opts.MaxIncident))
 	}
 	if in.adopted && t-in.adoptedAt > w+b {
 		in.adopted = false // the page said so for a baseline's length

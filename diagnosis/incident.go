@@ -5,6 +5,10 @@ package diagnosis
 // noisy evaluation never flips a verdict.
 const HoldEvaluations = 3
 
+// HoldWindows is how many recent windows a named cause may also be held
+// on, together.
+const HoldWindows = 3
+
 // hysteresis is a verdict that changes only after HoldEvaluations
 // consecutive evaluations disagree with it.
 type hysteresis struct {
@@ -71,8 +75,9 @@ func anyTrue(bs []bool) bool {
 
 // step advances the incident by one evaluation: ev is the strict
 // evaluation (naming), lenient the same data at the undivided level
-// (holding). t is the evaluation's time, w the recent window.
-func (in *incidentState) step(t, w int64, ev, lenient *evaluation, ref *stats, refStart, refEnd int64, maxIncident int64) {
+// (holding), long the lenient one over HoldWindows recent windows (nil
+// without the history). t is the evaluation's time, w the recent window.
+func (in *incidentState) step(t, w int64, ev, lenient, long *evaluation, ref *stats, refStart, refEnd int64, maxIncident int64) {
 	if !in.open {
 		if !anyTrue(ev.symptoms[:]) {
 			return
@@ -102,7 +107,19 @@ func (in *incidentState) step(t, w int64, ev, lenient *evaluation, ref *stats, r
 	}
 	// Causes are looked for on the incident's symptoms, which outlive a
 	// noisy evaluation, strict to name and lenient to hold.
-	strict, hold := causesFor(ev, sym), causesFor(lenient, sym)
+	var prev [numCauses]bool
+	for k := range prev {
+		prev[k] = in.cause[k].on
+	}
+	strict, hold := causesFor(ev, sym, prev), causesFor(lenient, sym, prev)
+	if long != nil {
+		// A named cause also holds on the last few windows together: a
+		// rate of a few events per window is significant over several.
+		lh := causesFor(long, sym, prev)
+		for k := range hold {
+			hold[k] = hold[k] || lh[k]
+		}
+	}
 	named := false
 	for k := range kUnexplained {
 		raw := strict[k]

@@ -67,6 +67,7 @@ type evaluation struct {
 	// excessPreemptions is the recent preemptions above what the
 	// baseline rate predicts, per request started.
 	excessPreemptions float64
+	preemptionShare   float64 // the share they must reach
 }
 
 // rules are the settings the tests need.
@@ -74,6 +75,7 @@ type rules struct {
 	minChange, minRequests float64
 	alpha                  float64 // per signal, after the Bonferroni division
 	clearAlpha             float64 // for "still changed": the undivided level
+	preemptionShare        float64 // MinPreemptionShare to name, a quarter of it to hold
 }
 
 // MinPreemptionShare is the smallest share of the recent window's requests
@@ -101,6 +103,7 @@ func (ru *rules) evaluate(recent, base *stats) evaluation {
 		}
 	}
 	e.enough = recent.requests >= ru.minRequests && base.requests >= ru.minRequests
+	e.preemptionShare = ru.preemptionShare
 	if n := firstPositive(recent.started, recent.requests); n > 0 && recent.seconds > 0 && base.seconds > 0 {
 		e.excessPreemptions = (recent.c[cPreemptions] - base.c[cPreemptions]*recent.seconds/base.seconds) / n
 	}
@@ -125,8 +128,9 @@ func firstPositive(vs ...float64) float64 {
 }
 
 // causesFor applies the cause rules to e, given the symptoms that hold
-// (those of the incident, which outlive a noisy evaluation).
-func causesFor(e *evaluation, sym [numSymptoms]bool) [numCauses]bool {
+// (those of the incident, which outlive a noisy evaluation) and the causes
+// already named, which keep excluding the causes they explain.
+func causesFor(e *evaluation, sym [numSymptoms]bool, named [numCauses]bool) [numCauses]bool {
 	var c [numCauses]bool
 	up := func(s int) bool { return e.change[s] == ChangeUp }
 	down := func(s int) bool { return e.change[s] == ChangeDown }
@@ -140,16 +144,18 @@ func causesFor(e *evaluation, sym [numSymptoms]bool) [numCauses]bool {
 	// Step 3 first, since step 2 depends on it: a preemption recomputes a
 	// whole prefill (prefill work) and stalls a running request (decode),
 	// so it explains either side, if there are enough of them to.
-	c[kPreemptions] = (prefill || decode) && up(sPreempt) && e.excessPreemptions >= MinPreemptionShare
+	c[kPreemptions] = (prefill || decode) && up(sPreempt) && e.excessPreemptions >= e.preemptionShare
 	// Step 2. Preempted requests go back to the waiting queue, so a queue
 	// that grew with preemptions is memory, not inflow.
-	c[kQueueing] = prefill && up(sWaiting) && !c[kPreemptions]
+	c[kQueueing] = prefill && up(sWaiting) && !c[kPreemptions] && !named[kPreemptions]
 	// More requests in the batch make every step slower, prefill steps
 	// included, so a grown batch explains either side; but a batch that
 	// grew while requests queued reached its limit (queueing), and one that
-	// grew with the prompts or the outputs holds each request longer (long
-	// prompts, long outputs): more requests at once is then the effect.
-	c[kBatchGrowth] = (prefill || decode) && up(sRunning) && !up(sWaiting) && !up(sPromptMean) && !up(sGenMean)
+	// grew with the work per request (longer prompts or outputs, fewer
+	// prefix-cache hits) holds each request longer: more requests at once
+	// is then the effect.
+	c[kBatchGrowth] = (prefill || decode) && up(sRunning) && !up(sWaiting) && !up(sPromptMean) && !up(sGenMean) && !down(sHitRatio) &&
+		!named[kQueueing] && !named[kLongPrompts] && !named[kLongOutputs] && !named[kPrefixMisses]
 	// Step 4: the traffic changed.
 	c[kLongPrompts] = prefill && up(sPromptMean)
 	c[kPrefixMisses] = prefill && down(sHitRatio)

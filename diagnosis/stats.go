@@ -29,8 +29,8 @@ func tailSum(logpmf func(int) float64, lo, hi, k, dir int, mode float64) float64
 	for x := k; x >= lo && x <= hi; x += dir {
 		t := math.Exp(logpmf(x))
 		sum += t
-		if t < sum*1e-15 {
-			break
+		if t < sum*1e-15 || t < 1e-300 {
+			break // the terms only fall from here
 		}
 	}
 	return clamp01(sum)

@@ -1,0 +1,399 @@
+package diagnosis
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"os"
+	"slices"
+	"strings"
+	"time"
+)
+
+// A seeded, noisy simulation of a continuous-batching engine, in virtual
+// time, for measuring the diagnosis as an on-call engineer meets it:
+// Poisson arrivals, random per-request lengths and per-step latencies, rare
+// background preemptions, engine restarts and failed scrapes. Each engine
+// runs step by step: admit from the waiting queue while the batch and the
+// KV cache allow, compute a chunk of each admitted prompt, decode one
+// token of each started request. Nothing here sleeps.
+
+// Histogram bounds as vLLM prints them.
+var (
+	simTTFTBounds = []float64{0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1, 2.5, 5, 7.5, 10, 20, 40, 80, 160, 640, 2560, math.Inf(1)}
+	simITLBounds  = []float64{0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1, 2.5, 5, 7.5, 10, 20, 40, 80, math.Inf(1)}
+	simLenBounds  = []float64{1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000, 10000, 20000, math.Inf(1)}
+)
+
+// simLoad is the traffic and engine shape of one phase.
+type simLoad struct {
+	rate         float64 // Poisson arrivals per second per engine
+	promptMedian float64 // tokens, lognormal
+	outputMedian float64
+	hit          float64 // prefix-cache hit fraction
+	maxRunning   int
+	kvCapacity   float64 // tokens
+}
+
+// Engine timing: a step costs a fixed part, a part per running request
+// beyond the knee, and a part per prompt token computed; each request
+// computes at most simChunk prompt tokens a step, all together at most
+// simBudget.
+const (
+	simStepBase     = 0.02
+	simKnee         = 16
+	simStepPerSeq   = 0.00005
+	simStepPerTok   = 0.00002
+	simChunk        = 128
+	simBudget       = 4096
+	simMaxWaiting   = 150  // beyond, arrivals are turned away (client timeouts)
+	simBackgroundPr = 0.02 // background preemptions per second per engine
+)
+
+var simSteady = simLoad{rate: 20, promptMedian: 350, outputMedian: 90, hit: 0.45, maxRunning: 256, kvCapacity: 400000}
+
+// simScenario returns the load before and during a scenario's incident.
+func simScenario(name string) (before, during simLoad) {
+	before, during = simSteady, simSteady
+	switch name {
+	case "steady_low":
+		before.rate, during.rate = 1, 1
+	case CauseQueueing:
+		before.maxRunning, during.maxRunning = 96, 96
+		during.rate *= 2
+	case CauseLongPrompts:
+		during.promptMedian *= 3
+	case CausePrefixCacheMisses:
+		during.hit = 0
+	case CauseBatchGrowth:
+		during.rate *= 2.5
+	case CausePreemptions:
+		during.kvCapacity /= 30
+	case CauseLongOutputs:
+		during.outputMedian *= 3
+	}
+	return before, during
+}
+
+type simRequest struct {
+	arrival              float64
+	prompt, output       int
+	pending              int // prompt tokens still to compute
+	generated            int
+	started, preemptable bool
+}
+
+type simEngine struct {
+	rng     *rand.Rand
+	t       float64
+	next    float64 // next arrival
+	waiting []*simRequest
+	running []*simRequest
+	// cumulative counters, as a reset-correcting caller would keep them
+	finished, preempt, promptTok, genTok, hitTok, queryTok float64
+	ttft, itl, promptLen, genLen                           []float64 // per-bucket (not cumulative) counts
+	nextBackground                                         float64
+}
+
+func newSimEngine(seed uint64, i int) *simEngine {
+	e := &simEngine{rng: rand.New(rand.NewPCG(seed, uint64(i)+1))}
+	e.ttft = make([]float64, len(simTTFTBounds))
+	e.itl = make([]float64, len(simITLBounds))
+	e.promptLen = make([]float64, len(simLenBounds))
+	e.genLen = make([]float64, len(simLenBounds))
+	e.next = e.rng.ExpFloat64() / simSteady.rate
+	e.nextBackground = e.rng.ExpFloat64() / simBackgroundPr
+	return e
+}
+
+func bucketOf(bounds []float64, v float64) int {
+	i, _ := slices.BinarySearch(bounds, v)
+	return min(i, len(bounds)-1)
+}
+
+func (e *simEngine) lognormal(median float64) int {
+	return max(1, int(median*math.Exp(0.5*e.rng.NormFloat64())))
+}
+
+func (e *simEngine) kvUsed() float64 {
+	u := 0.0
+	for _, r := range e.running {
+		u += float64(r.prompt - r.pending + r.generated)
+	}
+	return u
+}
+
+// restart drops every request in flight, as a restarted engine does.
+func (e *simEngine) restart() {
+	e.waiting, e.running = nil, nil
+}
+
+// run advances the engine to until under load l.
+func (e *simEngine) run(until float64, l *simLoad) {
+	for e.t < until {
+		for e.next <= e.t {
+			if len(e.waiting) < simMaxWaiting {
+				r := &simRequest{arrival: e.next, prompt: e.lognormal(l.promptMedian), output: e.lognormal(l.outputMedian)}
+				r.pending = int(float64(r.prompt) * (1 - l.hit))
+				e.hitTok += float64(r.prompt - r.pending)
+				e.queryTok += float64(r.prompt)
+				e.waiting = append(e.waiting, r)
+			}
+			e.next += e.rng.ExpFloat64() / l.rate
+		}
+		used := e.kvUsed()
+		for len(e.waiting) > 0 && len(e.running) < l.maxRunning {
+			r := e.waiting[0]
+			if used+float64(r.prompt) > 0.97*l.kvCapacity && len(e.running) > 0 {
+				break
+			}
+			e.waiting = e.waiting[1:]
+			used += float64(r.prompt)
+			e.running = append(e.running, r)
+		}
+		if len(e.running) == 0 {
+			e.t = math.Min(until, math.Max(e.next, e.t+0.001))
+			continue
+		}
+		budget, prefill, decoding := simBudget, 0, 0
+		for _, r := range e.running {
+			if r.pending > 0 {
+				c := min(r.pending, simChunk, budget)
+				budget -= c
+				prefill += c
+			} else {
+				decoding++
+			}
+		}
+		step := (simStepBase + simStepPerSeq*float64(max(len(e.running)-simKnee, 0)) + simStepPerTok*float64(prefill)) *
+			math.Exp(0.1*e.rng.NormFloat64())
+		e.t += step
+		if decoding > 0 {
+			e.itl[bucketOf(simITLBounds, step)] += float64(decoding)
+		}
+		budget = simBudget
+		kept := e.running[:0]
+		for _, r := range e.running {
+			if r.pending > 0 {
+				c := min(r.pending, simChunk, budget)
+				budget -= c
+				r.pending -= c
+				if r.pending == 0 && !r.started {
+					r.started = true
+					e.ttft[bucketOf(simTTFTBounds, e.t-r.arrival)]++
+					e.promptTok += float64(r.prompt) // vLLM counts the whole prompt, cached or not, at the first token
+					r.generated = 1
+					e.genTok++
+				}
+			} else if r.generated < r.output {
+				r.generated++
+				e.genTok++
+			}
+			if r.started && r.generated >= r.output {
+				e.finished++
+				e.promptLen[bucketOf(simLenBounds, float64(r.prompt))]++
+				e.genLen[bucketOf(simLenBounds, float64(r.generated))]++
+				continue
+			}
+			kept = append(kept, r)
+		}
+		e.running = kept
+		// The KV cache overflows: preempt the newest request; it
+		// recomputes its whole prompt and what it generated.
+		for len(e.running) > 1 && e.kvUsed() > l.kvCapacity {
+			e.preemptNewest()
+		}
+		for e.nextBackground <= e.t {
+			// A rare preemption that has nothing to do with the load.
+			if len(e.running) > 0 {
+				e.preemptNewest()
+			}
+			e.nextBackground += e.rng.ExpFloat64() / simBackgroundPr
+		}
+	}
+}
+
+func (e *simEngine) preemptNewest() {
+	r := e.running[len(e.running)-1]
+	e.running = e.running[:len(e.running)-1]
+	r.pending = r.prompt
+	e.preempt++
+	e.waiting = append([]*simRequest{r}, e.waiting...)
+}
+
+// simPod is the engines of one model, observed as the adapter would.
+type simPod struct {
+	engines []*simEngine
+}
+
+func cumulate(bounds []float64, engines []*simEngine, get func(*simEngine) []float64) Histogram {
+	h := Histogram{Bounds: bounds, Counts: make([]float64, len(bounds))}
+	for _, e := range engines {
+		c := 0.0
+		for i, v := range get(e) {
+			c += v
+			h.Counts[i] += c
+		}
+	}
+	return h
+}
+
+func (p *simPod) observe() Observation {
+	o := Observation{Model: "sim", Server: "vllm"}
+	for _, e := range p.engines {
+		o.Running += float64(len(e.running))
+		o.Waiting += float64(len(e.waiting))
+		o.Finished += e.finished
+		o.Preemptions += e.preempt
+		o.PromptTokens += e.promptTok
+		o.GenerationTokens += e.genTok
+		o.PrefixHits += e.hitTok
+		o.PrefixQueries += e.queryTok
+	}
+	kv := 0.0
+	for _, e := range p.engines {
+		kv += e.kvUsed() / simSteady.kvCapacity
+	}
+	o.KVUsage = kv / float64(len(p.engines))
+	o.TTFT = cumulate(simTTFTBounds, p.engines, func(e *simEngine) []float64 { return e.ttft })
+	o.ITL = cumulate(simITLBounds, p.engines, func(e *simEngine) []float64 { return e.itl })
+	o.PromptLen = cumulate(simLenBounds, p.engines, func(e *simEngine) []float64 { return e.promptLen })
+	o.GenLen = cumulate(simLenBounds, p.engines, func(e *simEngine) []float64 { return e.genLen })
+	o.PromptLenSum, o.PromptLenCount = math.NaN(), math.NaN()
+	o.GenLenSum, o.GenLenCount = math.NaN(), math.NaN()
+	return o
+}
+
+// simRun is one scenario's run and what the diagnosis said along it.
+type simRun struct {
+	scenario                  string
+	window, baseline          time.Duration
+	shift, back, end          time.Duration // incident from shift to back
+	polls                     []simPoll
+	steadyPolls, steadyClaims int // before the shift (all of steady), once ready
+}
+
+type simPoll struct {
+	at     time.Duration
+	causes []string
+}
+
+// simulate runs a scenario: steady until shift, the scenario's load until
+// back, steady again until end; one scrape a second, failing now and then;
+// engine 1 restarts once during the incident and once before it.
+func simulate(scenario string, seed uint64, window, baseline time.Duration, shift, back, end time.Duration) simRun {
+	d, err := New(Options{Window: window, Baseline: baseline, MinChange: 0.25, Interval: time.Second})
+	if err != nil {
+		panic(err)
+	}
+	before, during := simScenario(scenario)
+	pod := &simPod{engines: []*simEngine{newSimEngine(seed, 0), newSimEngine(seed, 1)}}
+	rng := rand.New(rand.NewPCG(seed, 99))
+	run := simRun{scenario: scenario, window: window, baseline: baseline, shift: shift, back: back, end: end}
+	restarts := []time.Duration{shift / 2, shift + (back-shift)/2}
+	var causes []string
+	ready := false
+	for at := time.Second; at <= end; at += time.Second {
+		l := &before
+		if !strings.HasPrefix(scenario, "steady") && at > shift && at <= back {
+			l = &during
+		}
+		for _, e := range pod.engines {
+			e.run(at.Seconds(), l)
+		}
+		down := false
+		for _, r := range restarts {
+			if at == r {
+				pod.engines[1].restart()
+			}
+			// the restarting engine's process answers no scrape for 3 s
+			down = down || at >= r && at < r+3*time.Second
+		}
+		now := t0.Add(at)
+		if down || rng.Float64() < 0.01 {
+			// The report keeps the last verdict, marked; the poll reads it.
+			d.Fail(now)
+		} else {
+			fams := d.Observe(now, []Observation{pod.observe()})
+			causes = causes[:0:0]
+			for k, v := range values(fams, FamilyCause, "cause") {
+				if v == 1 {
+					causes = append(causes, k)
+				}
+			}
+			slices.Sort(causes)
+			ready = values(fams, FamilyReady, "")[""] == 1
+		}
+		if simTrace {
+			rep := d.Report()
+			var b strings.Builder
+			for _, st := range rep.Models[0].Steps {
+				for _, s := range st.Signals {
+					fmt.Fprintf(&b, " %s=%s/%s(%s,%s)", s.Signal, formatNumber(s.Recent), formatNumber(s.Baseline), formatRatio(&s), formatP(s.PValue))
+				}
+			}
+			fmt.Println(at, causes, rep.Models[0].Readiness.State, b.String())
+		}
+		run.polls = append(run.polls, simPoll{at: at, causes: causes})
+		if ready && (strings.HasPrefix(scenario, "steady") || at <= shift) {
+			run.steadyPolls++
+			if len(causes) > 0 {
+				run.steadyClaims++
+			}
+		}
+	}
+	return run
+}
+
+// simResult is what the docs' table shows for one run.
+type simResult struct {
+	wrongShare       float64       // during the incident, from window + 15 s after the shift: polls without exactly the cause
+	falseShare       float64       // steady polls naming anything
+	firstNamed       time.Duration // after the shift; -1 never
+	cleared          time.Duration // after the load returned, from when nothing is named to the end; -1 never
+	preemptionBlamed int           // polls naming preemptions where there are only background ones
+}
+
+func (r *simRun) result() simResult {
+	res := simResult{firstNamed: -1, cleared: -1}
+	if r.steadyPolls > 0 {
+		res.falseShare = float64(r.steadyClaims) / float64(r.steadyPolls)
+	}
+	grace := r.shift + r.window + 15*time.Second
+	wrong, n := 0, 0
+	lastNamed := time.Duration(-1)
+	for _, p := range r.polls {
+		if r.scenario != CausePreemptions && slices.Contains(p.causes, CausePreemptions) {
+			res.preemptionBlamed++
+		}
+		if strings.HasPrefix(r.scenario, "steady") {
+			continue
+		}
+		if p.at > r.shift && p.at <= r.back && res.firstNamed < 0 && slices.Contains(p.causes, r.scenario) {
+			res.firstNamed = p.at - r.shift
+		}
+		if p.at > grace && p.at <= r.back {
+			n++
+			if !slices.Equal(p.causes, []string{r.scenario}) {
+				wrong++
+			}
+		}
+		if p.at > r.back && len(p.causes) > 0 {
+			lastNamed = p.at
+		}
+	}
+	if n > 0 {
+		res.wrongShare = float64(wrong) / float64(n)
+	}
+	if !strings.HasPrefix(r.scenario, "steady") {
+		switch {
+		case lastNamed < 0:
+			res.cleared = 0
+		case lastNamed < r.end:
+			res.cleared = lastNamed + time.Second - r.back
+		}
+	}
+	return res
+}
+
+var simTrace = os.Getenv("DIAGNOSIS_TRACE") == "2"
