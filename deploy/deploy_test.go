@@ -868,6 +868,47 @@ func TestKustomizeKEDA(t *testing.T) {
 	}
 }
 
+// The prefill/decode example scales two pools apart, each on its own
+// role's gauge: prefill on seconds of queued prefill, decode on requests in
+// flight.
+func TestKustomizeKEDAPrefillDecode(t *testing.T) {
+	docs := kustomize(t, "autoscaling/keda-pd")
+	sos := byKind(docs)["ScaledObject"]
+	if len(sos) != 2 || len(docs) != 2 {
+		t.Fatalf("want two ScaledObjects and nothing else, got %d documents", len(docs))
+	}
+	want := map[string]struct{ role, gauge string }{
+		"vllm-prefill": {"prefill", "vllm_derived_prefill_backlog_seconds"},
+		"vllm-decode":  {"decode", "vllm_derived_requests_in_flight"},
+	}
+	for _, so := range sos {
+		target := fmt.Sprint(get(so, "spec", "scaleTargetRef", "name"))
+		w, ok := want[target]
+		if !ok {
+			t.Errorf("a ScaledObject scales %s, want vllm-prefill or vllm-decode", target)
+			continue
+		}
+		delete(want, target)
+		triggers, _ := get(so, "spec", "triggers").([]any)
+		if len(triggers) == 0 {
+			t.Errorf("%s has no trigger", target)
+		}
+		for i, tr := range triggers {
+			q := fmt.Sprint(get(tr, "metadata", "query"))
+			parseQuery(t, fmt.Sprintf("%s trigger %d", target, i), q)
+			if get(tr, "type") != "prometheus" || get(tr, "metadata", "serverAddress") == nil || get(tr, "metadata", "threshold") == nil {
+				t.Errorf("%s trigger %d: want a prometheus trigger with serverAddress and threshold: %v", target, i, tr)
+			}
+			if !strings.Contains(q, w.gauge) || !strings.Contains(q, `role="`+w.role+`"`) {
+				t.Errorf("%s trigger %d: %q must read %s of role=%q only", target, i, q, w.gauge, w.role)
+			}
+		}
+	}
+	if len(want) > 0 {
+		t.Errorf("no ScaledObject for %v", want)
+	}
+}
+
 func TestKustomizeHPA(t *testing.T) {
 	docs := kustomize(t, "autoscaling/hpa")
 	kinds := byKind(docs)

@@ -261,6 +261,54 @@ func agreementChecks() []check {
 		},
 		rule:  "vllm:derived_generation_tokens_per_second_per_request:ratio1m",
 		truth: [3]float64{37.5, 20, 250.0 / 9}})
+	// Prefill, KV transfer and offload (docs/derived.md).
+	local := `,source="local_compute"`
+	cs = append(cs,
+		check{family: "vllm_derived_prefill_tokens_per_second", kind: kindRate,
+			promql: rateQ("vllm:prompt_tokens_by_source_total", local), rule: "vllm:derived_prefill_tokens_per_second:rate1m",
+			truth: [3]float64{200, 400, 600}},
+		// Waiting 0 and 1 × the mean prompt (100; 500/1.5) ÷ the computed
+		// rate (200, 400); the model 1 × 800/4.5 ÷ 600.
+		check{family: "vllm_derived_prefill_backlog_seconds", kind: kindRate,
+			promql: func(by, w string) string {
+				return fmt.Sprintf(`sum by (%s) (avg_over_time(vllm:num_requests_waiting{%s}[%s])) * (%s) / (%s)`,
+					by, rawJob, w, meanQ("vllm:request_prompt_tokens")(by, w), rateQ("vllm:prompt_tokens_by_source_total", local)(by, w))
+			},
+			rule: "vllm:derived_prefill_backlog_seconds:ratio1m", truth: [3]float64{0, 500 / 1.5 / 400, 800 / 4.5 / 600}},
+		// 0.5/(0.5+8), 1/(1+4), 1.5/(1.5+12).
+		check{family: "vllm_derived_kv_transfer_failure_ratio", kind: kindRatio,
+			promql: func(by, w string) string {
+				f := fmt.Sprintf(`sum by (%s) (increase(vllm:nixl_num_failed_transfers_total{%s}[%s]))`, by, rawJob, w)
+				n := fmt.Sprintf(`sum by (%s) (increase(vllm:nixl_xfer_time_seconds_count{%s}[%s]))`, by, rawJob, w)
+				return fmt.Sprintf(`%s / (%s + %s)`, f, f, n)
+			},
+			rule: "vllm:derived_kv_transfer_failure_ratio:ratio1m", truth: [3]float64{0.5 / 8.5, 0.2, 1.5 / 13.5}},
+		// 3.2e7/0.28, 2e7/0.21, 5.2e7/0.49 bytes a second, per TP rank.
+		check{family: "vllm_derived_kv_transfer_bytes_per_second", sel: `per="tp_rank"`, kind: kindRatio,
+			promql: ratioQ("vllm:nixl_bytes_transferred_sum", "vllm:nixl_xfer_time_seconds_sum"), rule: "vllm:derived_kv_transfer_bytes_per_second:ratio1m",
+			truth: [3]float64{3.2e7 / 0.28, 2e7 / 0.21, 5.2e7 / 0.49}},
+		check{family: "vllm_derived_kv_offload_load_bytes_per_second", kind: kindRate,
+			promql: rateQ("vllm:kv_offload_load_bytes_total", ""), rule: "vllm:derived_kv_offload_load_bytes_per_second:rate1m",
+			truth: [3]float64{1e6, 2e6, 3e6}},
+		check{family: "vllm_derived_kv_offload_store_bytes_per_second", kind: kindRate,
+			promql: rateQ("vllm:kv_offload_store_bytes_total", ""), rule: "vllm:derived_kv_offload_store_bytes_per_second:rate1m",
+			truth: [3]float64{3e6, 1e6, 4e6}},
+	)
+	// Transfer time: e0 cum 2,6,8,8,8: q.5 rank 4: 0.01+0.04*2/4 = 0.03;
+	// q.9 rank 7.2: 0.05+0.05*1.2/2 = 0.08; q.99 rank 7.92: 0.098.
+	// e1 cum 0,2,4,4,4: q.5 rank 2: 0.01+0.04*2/2 = 0.05; q.9 rank 3.6:
+	// 0.05+0.05*1.6/2 = 0.09; q.99 rank 3.96: 0.099. Model cum 2,8,12,12,12:
+	// q.5 rank 6: 0.01+0.04*4/6; q.9 rank 10.8: 0.05+0.05*2.8/4 = 0.085;
+	// q.99 rank 11.88: 0.05+0.05*3.88/4 = 0.0985.
+	xfer := [3][3]float64{{0.03, 0.08, 0.098}, {0.05, 0.09, 0.099}, {0.01 + 0.04*4.0/6, 0.085, 0.0985}}
+	for qi, q := range []string{"0.5", "0.9", "0.99"} {
+		cs = append(cs, check{
+			family: "vllm_derived_kv_transfer_seconds", sel: fmt.Sprintf(`quantile=%q`, q), kind: kindQuantile,
+			les: histLes("vllm:nixl_xfer_time_seconds"), promql: quantileQ("vllm:nixl_xfer_time_seconds", q),
+			rule:  "vllm:derived_kv_transfer_seconds:histogram_quantile1m",
+			truth: [3]float64{xfer[0][qi], xfer[1][qi], xfer[2][qi]},
+		})
+	}
 	// SLO attainment (sidecar flags: sloFlags), by hand from the
 	// per-second cumulative bucket rates of truthHists, the model's being
 	// their sums. On a bound: count(le)/count(+Inf). Inside (a, b]:
@@ -717,5 +765,33 @@ func checkNowGauges(t *testing.T, prom *promServer, at, launched, ready time.Tim
 	if worked := prom.mustQuery(t, `max_over_time(vllm:num_requests_running{job="sidecar",model_name="idle-model"}[2m]) > 0`, at); len(worked) != 0 {
 		t.Errorf("Prometheus saw idle-model running requests: %v", worked)
 	}
-	return []string{"vllm_derived_requests_in_flight", "vllm_derived_kv_cache_free_tokens", "vllm_derived_idle_seconds"}
+
+	// Ranks, per model on both pages: in flight 4 and 6, the busiest over
+	// the mean 6/5; KV usage 0.5 - 0.25. idle-model has one engine: none.
+	for _, job := range []string{"sidecar", "routing"} {
+		imb := byKey(t, "imbalance "+job, prom.mustQuery(t, fmt.Sprintf(`vllm_derived_engine_imbalance_ratio{job=%q}`, job), at), "model_name")
+		exact("vllm_derived_engine_imbalance_ratio "+job, imb[truthModel], 1.2)
+		spread := byKey(t, "spread "+job, prom.mustQuery(t, fmt.Sprintf(`vllm_derived_kv_cache_usage_spread{job=%q}`, job), at), "model_name")
+		exact("vllm_derived_kv_cache_usage_spread "+job, spread[truthModel], 0.25)
+		if len(imb) != 1 || len(spread) != 1 {
+			t.Errorf("%s: imbalance %v, spread %v; want truth-model only (idle-model has one engine)", job, imb, spread)
+		}
+	}
+	ruleImb := byKey(t, "imbalance rule", prom.mustQuery(t, `vllm:derived_engine_imbalance_ratio:ratio`, at), "model_name")
+	exact("vllm:derived_engine_imbalance_ratio:ratio", ruleImb[truthModel], 1.2)
+	ruleSpread := byKey(t, "spread rule", prom.mustQuery(t, `vllm:derived_kv_cache_usage_spread:spread`, at), "model_name")
+	exact("vllm:derived_kv_cache_usage_spread:spread", ruleSpread[truthModel], 0.25)
+	// Deferred share: engine 1's one waiting request is deferred; engine 0
+	// has none waiting (absent); the model 1/1.
+	def := byKey(t, "deferred", prom.mustQuery(t, `vllm_derived_requests_waiting_deferred_ratio{job="sidecar",`+model+`}`, at), "engine")
+	if len(def) != 1 {
+		t.Errorf("deferred share per engine %v, want engine 1 only", def)
+	}
+	exact("vllm_derived_requests_waiting_deferred_ratio engine=1", def["1"], 1)
+	defRule := byKey(t, "deferred rule", prom.mustQuery(t, `vllm:derived_requests_waiting_deferred_ratio:ratio{`+model+`}`, at), "engine")
+	exact("vllm:derived_requests_waiting_deferred_ratio:ratio engine=1", defRule["1"], 1)
+	defModel := byKey(t, "deferred routing", prom.mustQuery(t, `vllm_derived_requests_waiting_deferred_ratio{job="routing",`+model+`}`, at), "")
+	exact("vllm_derived_requests_waiting_deferred_ratio per model", defModel[""], 1)
+	return []string{"vllm_derived_requests_in_flight", "vllm_derived_kv_cache_free_tokens", "vllm_derived_idle_seconds",
+		"vllm_derived_engine_imbalance_ratio", "vllm_derived_kv_cache_usage_spread", "vllm_derived_requests_waiting_deferred_ratio"}
 }

@@ -50,6 +50,13 @@ var truthCounters = []counterSpec{
 	{"vllm:prefix_cache_hits_total", "", [2]float64{120, 300}},
 	{"vllm:external_prefix_cache_queries_total", "", [2]float64{100, 200}},
 	{"vllm:external_prefix_cache_hits_total", "", [2]float64{25, 20}},
+	// Prompt tokens by source: 200 and 400 computed a second.
+	{"vllm:prompt_tokens_by_source_total", `source="local_compute"`, [2]float64{200, 400}},
+	{"vllm:prompt_tokens_by_source_total", `source="local_cache_hit"`, [2]float64{100, 100}},
+	// NIXL failures beside the transfers of vllm:nixl_xfer_time_seconds.
+	{"vllm:nixl_num_failed_transfers_total", "", [2]float64{0.5, 1}},
+	{"vllm:kv_offload_load_bytes_total", "", [2]float64{1e6, 2e6}},
+	{"vllm:kv_offload_store_bytes_total", "", [2]float64{3e6, 1e6}},
 }
 
 var inf = math.Inf(1)
@@ -78,6 +85,13 @@ var truthHists = []histSpec{
 		[2][]float64{{40, 100, 140, 150, 150}, {0, 10, 60, 92, 100}}, [2]float64{3.75, 5}},
 	{"vllm:e2e_request_latency_seconds", []float64{1, 2.5, 5, 10, inf},
 		[2][]float64{{0.6, 1.2, 2.4, 3, 3}, {0.15, 0.45, 0.8, 1.2, 1.5}}, [2]float64{7.2, 7.5}},
+	// NIXL transfers: 8/s of 0.005, 0.03 (4) and 0.075 s (2), 0.28 s a
+	// second; 4/s of 0.03 and 0.075 s (2 each), 0.21 s.
+	{"vllm:nixl_xfer_time_seconds", []float64{0.01, 0.05, 0.1, 0.5, inf},
+		[2][]float64{{2, 6, 8, 8, 8}, {0, 2, 4, 4, 4}}, [2]float64{0.28, 0.21}},
+	// Their bytes: 4 MB and 5 MB each.
+	{"vllm:nixl_bytes_transferred", []float64{1e6, 1e8, inf},
+		[2][]float64{{0, 8, 8}, {0, 4, 4}}, [2]float64{3.2e7, 2e7}},
 	// Mean time per output token of each request (SLO attainment, slo="tpot").
 	{"vllm:request_time_per_output_token_seconds", []float64{0.025, 0.05, 0.1, inf},
 		[2][]float64{{1, 2, 3, 3}, {0, 0.5, 1, 1.5}}, [2]float64{0.12, 0.15}},
@@ -165,6 +179,12 @@ func truthPage(elapsed float64) string {
 		fmt.Fprintf(&b, "vllm:num_requests_waiting%s %d\n", lbl(e, ""), e)
 	}
 	fmt.Fprintf(&b, "vllm:num_requests_waiting{engine=\"0\",model_name=%q} 0\n", idleModel)
+	// Engine 1's waiting request is deferred (on remote KV).
+	b.WriteString("# HELP vllm:num_requests_waiting_by_reason Waiting requests by reason.\n# TYPE vllm:num_requests_waiting_by_reason gauge\n")
+	for e := range truthEngines {
+		fmt.Fprintf(&b, "vllm:num_requests_waiting_by_reason%s 0\n", lbl(e, `reason="capacity"`))
+		fmt.Fprintf(&b, "vllm:num_requests_waiting_by_reason%s %d\n", lbl(e, `reason="deferred"`), e)
+	}
 	b.WriteString("# HELP vllm:kv_cache_usage_perc KV-cache usage. 1 means 100 percent usage.\n# TYPE vllm:kv_cache_usage_perc gauge\n")
 	for e := range truthEngines {
 		fmt.Fprintf(&b, "vllm:kv_cache_usage_perc%s %s\n", lbl(e, ""), f(truthKV[e].usage))
