@@ -98,6 +98,7 @@ const DefaultMaxSeries = DefaultMaxBodyBytes / 256
 type Collector struct {
 	cfg     Config
 	roles   *mapping.Roles
+	readers *routing.Readers // which names routers read of each server
 	deriver *derive.Deriver
 	idle    *derive.IdleTracker // owned by the scrape loop
 	fetch   *scrape.Fetcher
@@ -118,7 +119,7 @@ type Collector struct {
 
 	snap atomic.Pointer[snapshot]
 	// Reused by publish for the full page and the two views.
-	pageEnc, routingEnc, genaiEnc serve.Encoder
+	pageEnc, routingEnc, compatEnc, genaiEnc serve.Encoder
 
 	reloadMu    sync.Mutex // serialises Reload
 	mu          sync.Mutex // serialises scrapes (the loop, and tests calling ScrapeOnce)
@@ -221,6 +222,10 @@ func New(cfg Config) (*Collector, error) {
 	}
 	m := newSelfMetrics()
 	roles := cfg.Mapper.Catalogue().Roles()
+	readers, err := routing.LoadReaders()
+	if err != nil {
+		return nil, err
+	}
 	if cfg.Diagnosis != nil {
 		cfg.Diagnosis.SetInputNames(diagnosisInputNames(roles))
 	}
@@ -235,6 +240,7 @@ func New(cfg Config) (*Collector, error) {
 	c := &Collector{
 		cfg:     cfg,
 		roles:   roles,
+		readers: readers,
 		deriver: deriver,
 		genai:   gv,
 		fetch:   f,
@@ -336,6 +342,9 @@ type scrapeResult struct {
 	// presented upstream families, derived gauges and statuses; the
 	// routing view and the diagnosis.
 	page, routing [][]exposition.Family
+	// compat is the compatibility page of the routing listener and the
+	// proxy: the routing view and what the other routers read.
+	compat [][]exposition.Family
 	// genai is the OpenTelemetry GenAI view.
 	genai []exposition.Family
 	// asleep holds the sleep states when every engine sleeps; the routing
@@ -454,22 +463,30 @@ func (c *Collector) scrape(ctx context.Context, sent time.Time) (*scrapeResult, 
 	c.metrics.add(c.metrics.dropped, "collision", float64(pstats.Collisions))
 	parts := [][]exposition.Family{page, derived, c.statusFamilies(report)}
 
-	view := withRole(c.viewer.View(canon, routingDerived, c.roles, report.Upstream.Engine, mapper.StyleName), c.cfg.Role)
-	c.metrics.add(c.metrics.nanSkipped, "", float64(c.viewer.TakeNaN()))
-	asleep, states := routing.Asleep(canon, c.roles)
-	parts = append(parts, []exposition.Family{asleepFamily(asleep)})
-	routingParts := [][]exposition.Family{view}
-	if d := c.cfg.Diagnosis; d != nil {
-		dfams := d.Observe(now, c.diagIn.observations(canon, view, c.roles, mapper.StyleName, report.Upstream.Server))
-		parts = append(parts, dfams)
-		routingParts = append(routingParts, dfams)
-	}
 	server := ""
 	if profile != nil {
 		server = profile.Server
 	}
+	in := routing.Input{Canon: canon, Derived: routingDerived, Roles: c.roles, Upstream: report.Upstream.Engine,
+		Server: server, Readers: c.readers, Style: mapper.StyleName}
+	if profile != nil {
+		in.BlockSize, _ = profile.KVBlockSize(norm)
+	}
+	// view starts with epp's families, sharing their samples: labelling
+	// view labels both.
+	epp, view := c.viewer.Views(in)
+	view = withRole(view, c.cfg.Role)
+	c.metrics.add(c.metrics.nanSkipped, "", float64(c.viewer.TakeNaN()))
+	asleep, states := routing.Asleep(canon, c.roles)
+	parts = append(parts, []exposition.Family{asleepFamily(asleep)})
+	compatParts := [][]exposition.Family{view}
+	if d := c.cfg.Diagnosis; d != nil {
+		dfams := d.Observe(now, c.diagIn.observations(canon, view, c.roles, mapper.StyleName, report.Upstream.Server))
+		parts = append(parts, dfams)
+		compatParts = append(compatParts, dfams)
+	}
 	gen := c.genai.View(canon, c.roles, server)
-	return &scrapeResult{page: parts, routing: routingParts, genai: gen, asleep: states,
+	return &scrapeResult{page: parts, routing: [][]exposition.Family{epp}, compat: compatParts, genai: gen, asleep: states,
 		canon: canon, derived: derived, upstream: report.Upstream.Engine, style: mapper.StyleName}, nil
 }
 
@@ -504,13 +521,27 @@ func sameUpstream(a, b mapping.UpstreamInfo) bool {
 // withRole labels every sample of fams with the pod role, in place (the
 // families are this scrape's own): a router or autoscaler that reads
 // several pods tells prefill from decode by it, as vLLM's page cannot.
+// Labels with empty values stay as printed (labels.Builder would drop
+// them: AIBrix reads the LoRA series' empty adapter lists as "").
 func withRole(fams []exposition.Family, role string) []exposition.Family {
-	var b labels.Builder
+	if role == "" {
+		return fams
+	}
+	var b labels.ScratchBuilder
 	for i := range fams {
 		for j := range fams[i].Samples {
 			s := &fams[i].Samples[j]
-			b.Reset(s.Labels)
-			b.Set(mapping.LabelRole, role)
+			if s.Labels.Get(mapping.LabelRole) == role {
+				continue
+			}
+			b.Reset()
+			s.Labels.Range(func(l labels.Label) {
+				if l.Name != mapping.LabelRole {
+					b.Add(l.Name, l.Value)
+				}
+			})
+			b.Add(mapping.LabelRole, role)
+			b.Sort()
 			s.Labels = b.Labels()
 		}
 	}

@@ -997,7 +997,7 @@ func TestNaNRankLeftOut(t *testing.T) {
 	t.Cleanup(srv.Close)
 	c := newTestCollector(t, srv.URL+"/metrics", newFakeClock(), nil)
 	c.ScrapeOnce(context.Background())
-	routing := get(t, c.RoutingHandler(), "/metrics", nil).Body.Bytes()
+	routing := get(t, c.CompatHandler(), "/metrics", nil).Body.Bytes()
 	full := samplesOf(t, get(t, c.MetricsHandler(), "/metrics", nil).Body.Bytes())
 	got := samplesOf(t, routing)
 	key := func(name string) string {
@@ -1088,7 +1088,7 @@ func TestNaNDataParallelRank(t *testing.T) {
 		return labels.FromStrings(model.MetricNameLabel, name, "model_name", "m", "role", "both").String()
 	}
 	c.ScrapeOnce(context.Background())
-	got := samplesOf(t, get(t, c.RoutingHandler(), "/metrics", nil).Body.Bytes())
+	got := samplesOf(t, get(t, c.CompatHandler(), "/metrics", nil).Body.Bytes())
 	if v := got[key("vllm:num_requests_running")]; v != 5 {
 		t.Errorf("running %v, want 3 (dp 0, its NaN rank left out) + 2 (dp 1) = 5", v)
 	}
@@ -1098,7 +1098,7 @@ func TestNaNDataParallelRank(t *testing.T) {
 
 	body.Store(page("NaN"))
 	c.ScrapeOnce(context.Background())
-	got = samplesOf(t, get(t, c.RoutingHandler(), "/metrics", nil).Body.Bytes())
+	got = samplesOf(t, get(t, c.CompatHandler(), "/metrics", nil).Body.Bytes())
 	for _, name := range []string{"vllm:num_requests_running", "vllm_derived_requests_in_flight"} {
 		if v, ok := got[key(name)]; ok {
 			t.Errorf("dp rank 1 all NaN: %s served as %v, want no series", name, v)

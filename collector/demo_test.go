@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/common/model"
+
 	"github.com/fos-study/vllm-normalizer/demo"
 	"github.com/fos-study/vllm-normalizer/derive"
 	"github.com/fos-study/vllm-normalizer/diagnosis"
@@ -140,43 +142,68 @@ func TestDemoGolden(t *testing.T) {
 		}
 	}
 
-	rec := get(t, c.RoutingHandler(), "/metrics/routing", nil)
-	if rec.Code != 200 {
-		t.Fatalf("routing view answered %d", rec.Code)
-	}
-	routing := rec.Body.Bytes()
-	checkValidPage(t, routing)
-	rfams, _, _ := exposition.Parse(routing, "text/plain", exposition.ParseOptions{})
-	rnames := map[string]bool{}
-	for _, f := range rfams {
-		rnames[f.Name] = true
-	}
+	compat := checkRouterPage(t, "compatibility page", get(t, c.CompatHandler(), "/metrics", nil))
+	cnames := familyNames(t, compat)
 	for _, name := range []string{diagnosis.FamilyChangeRatio, diagnosis.FamilySymptom, diagnosis.FamilyCause} {
-		if !rnames[name] {
-			t.Errorf("routing view: %s is missing", name)
+		if !cnames[name] {
+			t.Errorf("compatibility page: %s is missing", name)
 		}
 	}
+	// The endpoint pickers' page: gauges only, within 4 KB.
+	routing := checkRouterPage(t, "routing view", get(t, c.RoutingHandler(), "/metrics/routing", nil))
+	rfams, _, _ := exposition.Parse(routing, "text/plain", exposition.ParseOptions{})
 	for _, f := range rfams {
+		if f.Type != model.MetricTypeGauge {
+			t.Errorf("routing view: %s is a %s; the endpoint pickers' page holds gauges only", f.Name, f.Type)
+		}
+	}
+	if len(routing) > 4096 {
+		t.Errorf("routing view of a one-model pod is %d bytes, want at most 4096", len(routing))
+	}
+	compareGolden(t, filepath.Join("..", "testdata", "golden", "sidecar-demo.metrics"), page)
+	compareGolden(t, filepath.Join("..", "testdata", "golden", "sidecar-demo-routing.metrics"), routing)
+	compareGolden(t, filepath.Join("..", "testdata", "golden", "sidecar-demo-compat.metrics"), compat)
+}
+
+// checkRouterPage checks a router-facing page: 200, valid, one series per
+// model of every vllm: family (per sample name and bucket bound for a
+// histogram), no engine label. It returns the body.
+func checkRouterPage(t *testing.T, what string, rec *httptest.ResponseRecorder) []byte {
+	t.Helper()
+	if rec.Code != 200 {
+		t.Fatalf("%s answered %d", what, rec.Code)
+	}
+	body := rec.Body.Bytes()
+	checkValidPage(t, body)
+	fams, _, _ := exposition.Parse(body, "text/plain", exposition.ParseOptions{})
+	for _, f := range fams {
 		if !strings.HasPrefix(f.Name, "vllm:") {
 			continue
 		}
-		// One series per model: for a histogram, one per sample name and
-		// bucket bound.
 		perSeries := map[string]int{}
 		for _, s := range f.Samples {
 			perSeries[s.Name()+"/"+s.Labels.Get("le")]++
 		}
 		for series, n := range perSeries {
 			if n != 1 {
-				t.Errorf("routing view: %s has %d series of %s, want one per model", f.Name, n, series)
+				t.Errorf("%s: %s has %d series of %s, want one per model", what, f.Name, n, series)
 			}
 		}
 		for _, s := range f.Samples {
 			if s.Labels.Has("engine") {
-				t.Errorf("routing view: %s keeps the engine label", s.Labels)
+				t.Errorf("%s: %s keeps the engine label", what, s.Labels)
 			}
 		}
 	}
-	compareGolden(t, filepath.Join("..", "testdata", "golden", "sidecar-demo.metrics"), page)
-	compareGolden(t, filepath.Join("..", "testdata", "golden", "sidecar-demo-routing.metrics"), routing)
+	return body
+}
+
+func familyNames(t *testing.T, page []byte) map[string]bool {
+	t.Helper()
+	fams, _, _ := exposition.Parse(page, "text/plain", exposition.ParseOptions{})
+	out := map[string]bool{}
+	for _, f := range fams {
+		out[f.Name] = true
+	}
+	return out
 }

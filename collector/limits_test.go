@@ -66,7 +66,7 @@ func scrapeDemo(t *testing.T, engines, maxSeries int, maxBody int64) (page, rout
 		clock.Advance(15 * time.Second)
 	}
 	clock.Advance(-15 * time.Second)
-	return get(t, c.MetricsHandler(), "/metrics", nil).Body.Bytes(), get(t, c.RoutingHandler(), "/metrics/routing", nil).Body.Bytes(), c
+	return get(t, c.MetricsHandler(), "/metrics", nil).Body.Bytes(), get(t, c.CompatHandler(), "/metrics", nil).Body.Bytes(), c
 }
 
 // TestDefaultSeriesCapAdmitsDefaultPages: the largest data-parallel vLLM V1

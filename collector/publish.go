@@ -19,7 +19,8 @@ import (
 // snapshot is what the handlers serve until the next scrape ends.
 type snapshot struct {
 	page    *serve.Page
-	routing *serve.Page
+	routing *serve.Page // what endpoint pickers read (/metrics/routing)
+	compat  *serve.Page // the routing listener's and the proxy's page
 	genai   *serve.Page
 	// asleep: every engine sleeps, in these states; the routing view
 	// answers 503.
@@ -58,13 +59,13 @@ func (c *Collector) publish(res *scrapeResult, now time.Time) {
 		ownRouting = append(ownRouting, f)
 	}
 
-	var page, routing [][]exposition.Family
+	var page, routing, compat [][]exposition.Family
 	var gen []exposition.Family
 	var asleep []string
 	failed := ""
 	engines := newEngineViews(nil, nil, nil, c.roles, "", nil, c.cfg.Role)
 	if res != nil {
-		page, routing, gen, asleep = res.page, res.routing, res.genai, res.asleep
+		page, routing, compat, gen, asleep = res.page, res.routing, res.compat, res.genai, res.asleep
 		engines = newEngineViews(res.canon, res.derived, ownRouting, c.roles, res.upstream, res.style, c.cfg.Role)
 	} else if c.lastSuccess.Load() != 0 || c.lastReason != "" {
 		failed = cmp.Or(c.lastReason, "unknown")
@@ -75,6 +76,7 @@ func (c *Collector) publish(res *scrapeResult, now time.Time) {
 		// runtimeFamilies).
 		page:    c.pageEnc.Prepare(merge(append(page, own)...), c.withRuntimeFamilies),
 		routing: c.routingEnc.Prepare(merge(append(routing, ownRouting)...), nil),
+		compat:  c.compatEnc.Prepare(merge(append(compat, ownRouting)...), nil),
 		// After a failed scrape the GenAI view is empty: its series are
 		// withdrawn, never served stale.
 		genai:   c.genaiEnc.Prepare(gen, nil),
@@ -181,6 +183,23 @@ func (c *Collector) RoutingHandler() http.Handler {
 		serve.Write(w, r, c.snap.Load().routing)
 	})
 }
+
+// CompatHandler serves the compatibility page: the routing view and
+// everything else the routers that read a fixed path read (legacy gauges,
+// summed counters and histograms, derived gauges), for the routing
+// listener and the proxy's /metrics. 503 as RoutingHandler.
+func (c *Collector) CompatHandler() http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if c.refuseRouting(w) {
+			return
+		}
+		serve.Write(w, r, c.snap.Load().compat)
+	})
+}
+
+// RouterPaths are the paths other than /metrics that routers ask of the
+// routing listener (AIBrix asks TensorRT-LLM pods for /prometheus/metrics).
+func (c *Collector) RouterPaths() []string { return c.readers.Paths() }
 
 // refuseRouting answers 503 when the routing view must not be served: no
 // successful scrape yet, the last one older than three intervals, or every

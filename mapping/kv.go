@@ -166,3 +166,31 @@ func withoutName(l labels.Labels) string {
 	b.Del(model.MetricNameLabel)
 	return b.Labels().String()
 }
+
+// KVBlockSize returns the KV block (page) size in tokens that the page
+// prints for the profile's KV capacity (kv.capacity's block_size_family or
+// block_size_label, the first source the page has), for routers that read
+// a block size and a block count; ok is false when the page prints none.
+func (p *Profile) KVBlockSize(fams []exposition.Family) (int, bool) {
+	byName := make(map[string]*exposition.Family, len(fams))
+	for i := range fams {
+		byName[fams[i].Name] = &fams[i]
+	}
+	for _, k := range p.KV.Capacity {
+		switch {
+		case k.BlockSizeFamily != "":
+			if f := p.nativeFamily(k.BlockSizeFamily, byName); f != nil && len(f.Samples) > 0 {
+				if v := f.Samples[0].Value; v > 0 && v == math.Trunc(v) && v < 1<<31 {
+					return int(v), true
+				}
+			}
+		case k.BlockSizeLabel != "":
+			if f := p.nativeFamily(k.Family, byName); f != nil && len(f.Samples) > 0 {
+				if v, ok := countLabel(f.Samples[0].Labels, k.BlockSizeLabel); ok && v > 0 && v < 1<<31 {
+					return int(v), true
+				}
+			}
+		}
+	}
+	return 0, false
+}

@@ -95,9 +95,6 @@ func (v *Viewer) consumerFamilies(byName map[string]*exposition.Family, roles *m
 	}
 
 	kvName := roles.Family(mapping.RoleKVCacheUsage)
-	for _, legacy := range roles.Legacy(mapping.RoleKVCacheUsage) {
-		gauge(legacy, "Legacy name of "+kvName+", with its value (same rule over engines and processes), for routers that still read it (GIE up to 1.2, AIBrix, production-stack).", slices.Clone(kv))
-	}
 
 	cpuName := roles.Family(mapping.RoleCPUCacheUsage)
 	switch f := role(mapping.RoleCPUCacheUsage); {

@@ -49,45 +49,146 @@ func (v *Viewer) TakeNaN() int {
 	return n
 }
 
-// View is the package's View, reusing what v remembers.
+// View is the package's View, reusing what v remembers: the
+// compatibility page of Views, without a server's own names.
 func (v *Viewer) View(canon, derived []exposition.Family, roles *mapping.Roles, upstream string, style func(string) string) []exposition.Family {
+	_, compat := v.Views(Input{Canon: canon, Derived: derived, Roles: roles, Upstream: upstream, Style: style})
+	return compat
+}
+
+// Input is what one scrape's routing views are built from.
+type Input struct {
+	Canon, Derived []exposition.Family // the canonical page; routing derived gauges
+	Roles          *mapping.Roles
+	// Upstream is the vLLM engine mapping detected (v0, v1, unknown), empty
+	// for other servers; Server the profile's server (vllm, sglang, ...).
+	Upstream, Server string
+	// BlockSize is the KV block size in tokens the server prints (0: none),
+	// for the cache information of servers other than vLLM.
+	BlockSize int
+	// Readers says which names routers read of Server (nil: none).
+	Readers *Readers
+	Style   func(string) string
+}
+
+// Views builds the two router-facing pages. epp holds only what endpoint
+// pickers read: the running, waiting, KV-usage, cache and LoRA gauges under
+// vLLM's current names, the legacy KV name, and the names the Readers table
+// lists for the server. compat holds epp and everything the other routers
+// and autoscalers read (legacy gauges, summed counters and histograms,
+// routing derived gauges).
+func (v *Viewer) Views(in Input) (epp, compat []exposition.Family) {
+	canon, roles, style := in.Canon, in.Roles, in.Style
 	byName := make(map[string]*exposition.Family, len(canon))
 	for i := range canon {
 		byName[canon[i].Name] = &canon[i]
 	}
 	role := func(r mapping.Role) *exposition.Family { return byName[roles.Family(r)] }
 	var out []exposition.Family
-	add := func(f *exposition.Family, help string, samples []exposition.Sample) {
+	add := func(name, help string, samples []exposition.Sample) {
 		if len(samples) == 0 {
 			return
 		}
-		name := style(f.Name)
+		name = style(name)
 		for i := range samples {
 			samples[i].Labels = withName(samples[i].Labels, name)
 		}
 		out = append(out, exposition.Family{Name: name, Type: model.MetricTypeGauge, Help: help, Samples: samples})
 	}
+	natives := in.Readers.For(in.Server)
+	if in.Server == mapping.ServerVLLM {
+		natives = Natives{} // vLLM's own names are the current ones
+	}
 	blocks := blocksPerEngine(role(mapping.RoleCacheConfig))
+	var running, waiting, kv []exposition.Sample
 	if f := role(mapping.RoleRequestsRunning); f != nil {
-		add(f, "Requests in the running batch, summed over data-parallel engines and API-server processes.", v.sumByModel(f))
+		running = v.sumByModel(f)
+		add(f.Name, "Requests in the running batch, summed over data-parallel engines and API-server processes.", slices.Clone(running))
 	}
 	if f := role(mapping.RoleRequestsWaiting); f != nil {
-		add(f, "Requests waiting to be scheduled, summed over data-parallel engines and API-server processes.", v.sumByModel(f))
+		waiting = v.sumByModel(f)
+		add(f.Name, "Requests waiting to be scheduled, summed over data-parallel engines and API-server processes.", slices.Clone(waiting))
 	}
-	var kv []exposition.Sample
 	if f := role(mapping.RoleKVCacheUsage); f != nil {
 		kv = v.kvByModel(f, blocks)
-		add(f, "KV-cache usage, 0..1: per engine the highest value over API-server processes (idle processes report 0), then the mean over engines weighted by each engine's num_gpu_blocks (plain mean when unknown).", kv)
+		add(f.Name, "KV-cache usage, 0..1: per engine the highest value over API-server processes (idle processes report 0), then the mean over engines weighted by each engine's num_gpu_blocks (plain mean when unknown).", slices.Clone(kv))
+		for _, legacy := range roles.Legacy(mapping.RoleKVCacheUsage) {
+			add(legacy, "Legacy name of "+f.Name+", same value, for routers that still read it (GIE up to 1.2, AIBrix, production-stack).", slices.Clone(kv))
+		}
 	}
 	if f := role(mapping.RoleCacheConfig); f != nil {
-		add(f, "vLLM cache configuration (value 1): labels of the lowest engine, engine and pid labels dropped, num_gpu_blocks and num_cpu_blocks summed over engines.", cacheConfig(f))
+		add(f.Name, "vLLM cache configuration (value 1): labels of the lowest engine, engine and pid labels dropped, num_gpu_blocks and num_cpu_blocks summed over engines.", cacheConfig(f))
+	} else if in.Server != mapping.ServerVLLM {
+		out = append(out, nativeCacheInfo(roles, role(mapping.RoleKVCacheCapacity), in.BlockSize, natives, style)...)
 	}
 	if f := role(mapping.RoleLoRAInfo); f != nil && len(f.Samples) > 0 {
 		newest := slices.MaxFunc(f.Samples, func(a, b exposition.Sample) int { return cmp.Compare(a.Value, b.Value) })
-		add(f, "LoRA adapters (value: Unix time of the update): only the newest series, the one routers must read.", []exposition.Sample{{Labels: newest.Labels, Value: newest.Value}})
+		add(f.Name, "LoRA adapters (value: Unix time of the update): only the newest series, the one routers must read.", []exposition.Sample{{Labels: newest.Labels, Value: newest.Value}})
 	}
-	out = append(out, v.consumerFamilies(byName, roles, kv, derived, upstream, style)...)
-	return v.withoutNaN(append(out, derived...))
+	for _, n := range []struct {
+		names   []string
+		what    string
+		samples []exposition.Sample
+	}{
+		{natives.Running, roles.Family(mapping.RoleRequestsRunning), running},
+		{natives.Waiting, roles.Family(mapping.RoleRequestsWaiting), waiting},
+		{natives.KVUsage, roles.Family(mapping.RoleKVCacheUsage), kv},
+	} {
+		for _, name := range n.names {
+			add(name, "The server's own name for "+style(n.what)+", same value, for routers that read it by engine label.", slices.Clone(n.samples))
+		}
+	}
+	epp = v.withoutNaN(out)
+	// The rest is checked on its own: epp's NaN samples are counted once.
+	rest := v.withoutNaN(append(v.consumerFamilies(byName, roles, kv, in.Derived, in.Upstream, style), in.Derived...))
+	return epp, append(slices.Clone(epp), rest...)
+}
+
+// nativeCacheInfo builds, for a server other than vLLM, the cache
+// information routers read as block size and block count: vLLM's
+// cache_config_info{block_size,num_gpu_blocks} and the server's own forms
+// the Readers table lists, from the KV capacity in tokens (summed over
+// engines) and the block size the server prints. Nothing without a block
+// size, or with more than one model (the families have no model label).
+func nativeCacheInfo(roles *mapping.Roles, capacity *exposition.Family, blockSize int, n Natives, style func(string) string) []exposition.Family {
+	if capacity == nil || blockSize <= 0 {
+		return nil
+	}
+	tokens, model0 := 0.0, ""
+	for i, s := range capacity.Samples {
+		if m := s.Labels.Get(mapping.LabelModel); i == 0 {
+			model0 = m
+		} else if m != model0 {
+			return nil
+		}
+		tokens += s.Value
+	}
+	if tokens <= 0 || math.IsNaN(tokens) || math.IsInf(tokens, 0) {
+		return nil
+	}
+	bs, nb := strconv.Itoa(blockSize), strconv.FormatFloat(math.Floor(tokens/float64(blockSize)), 'f', 0, 64)
+	help := "KV cache as blocks (value 1): block_size the server's block size in tokens, num_gpu_blocks its KV capacity summed over engines, in blocks."
+	info := func(name, bsLabel, nbLabel, help string) exposition.Family {
+		name = style(name)
+		return exposition.Family{Name: name, Type: model.MetricTypeGauge, Help: help, Samples: []exposition.Sample{{
+			Labels: labels.FromStrings(model.MetricNameLabel, name, bsLabel, bs, nbLabel, nb), Value: 1}}}
+	}
+	out := []exposition.Family{info(roles.Family(mapping.RoleCacheConfig), "block_size", "num_gpu_blocks", help)}
+	for _, ci := range n.CacheInfo {
+		out = append(out, info(ci.Family, ci.BlockSizeLabel, ci.NumBlocksLabel, "The server's cache information (value 1) as routers read it by engine label: the block size and the KV capacity in blocks, summed over engines."))
+	}
+	gauge := func(name, help string, v float64) exposition.Family {
+		name = style(name)
+		return exposition.Family{Name: name, Type: model.MetricTypeGauge, Help: help, Samples: []exposition.Sample{{
+			Labels: labels.FromStrings(model.MetricNameLabel, name), Value: v}}}
+	}
+	for _, g := range n.CacheGauges {
+		nbv, _ := strconv.ParseFloat(nb, 64)
+		out = append(out,
+			gauge(g[0], "KV block size in tokens, as the server prints it.", float64(blockSize)),
+			gauge(g[1], "KV capacity in blocks, summed over engines.", nbv))
+	}
+	return out
 }
 
 // withoutNaN leaves out, and counts, any NaN sample still in the view (a

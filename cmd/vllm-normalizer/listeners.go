@@ -76,7 +76,10 @@ func (f *flags) proxyUpstreamURL() (string, error) {
 // health endpoint, and a landing page.
 func newRoutingMux(coll *collector.Collector) (*http.ServeMux, error) {
 	mux := http.NewServeMux()
-	mux.Handle("/metrics", coll.RoutingHandler())
+	mux.Handle("/metrics", coll.CompatHandler())
+	for _, path := range coll.RouterPaths() {
+		mux.Handle(path, coll.CompatHandler()) // a router's own path for its engine (AIBrix trtllm)
+	}
 	mux.HandleFunc("/-/healthy", okHandler)
 	landing, err := web.NewLandingPage(web.LandingConfig{
 		Name:        "vllm-normalizer routing listener",
@@ -84,7 +87,7 @@ func newRoutingMux(coll *collector.Collector) (*http.ServeMux, error) {
 		Version:     versionText(),
 		Profiling:   "false",
 		Links: []web.LandingLinks{
-			{Address: "/metrics", Text: "Routing view", Description: "one series per model for routers; 503 while vLLM data is stale"},
+			{Address: "/metrics", Text: "Routing view", Description: "the compatibility page: one series per model of what routers read; 503 from the first failed scrape"},
 			{Address: "/-/healthy", Text: "Health"},
 		},
 	})

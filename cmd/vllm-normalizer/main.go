@@ -535,7 +535,7 @@ func run(args []string, stdout, stderr *os.File) int {
 		})
 	}
 	if f.proxyListen != "" {
-		if err := srv.serveProxy(f.proxyListen, upstream, coll.RoutingHandler(), reg); err != nil {
+		if err := srv.serveProxy(f.proxyListen, upstream, coll.CompatHandler(), reg); err != nil {
 			logger.Error("cannot start the inference-port proxy", "err", err)
 			srv.shutdown()
 			return 1
