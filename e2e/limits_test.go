@@ -38,14 +38,17 @@ func TestSeriesCapOnManyEngines(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
-			p := testbin.Start(t, append(args[:len(args):len(args)], c.extra...)...)
+			// The derived gauges are on the compatibility page (the routing
+			// listener's /metrics), not on the endpoint pickers' /metrics/routing.
+			routingAddr := testbin.FreeAddr(t)
+			p := testbin.Start(t, append(args[:len(args):len(args)], append(c.extra, "--web.routing-listen-address="+routingAddr)...)...)
 			waitFor(t, 30*time.Second, "a first scrape", func() bool {
 				page, _ := metrics(t, p)
 				return page["vllm_normalizer_history_series"] > 0
 			})
 			time.Sleep(5 * time.Second) // two more scrapes: rates in the window
 			page, _ := metrics(t, p)
-			routing := mustParse(t, mustGet(t, p.URL+"/metrics/routing").body)
+			routing := mustParse(t, mustGet(t, "http://"+routingAddr+"/metrics").body)
 			// Per engine, its windowed derived gauges.
 			perEngine := map[string]int{}
 			for k := range page.with("vllm_derived_") {
@@ -54,7 +57,7 @@ func TestSeriesCapOnManyEngines(t *testing.T) {
 				}
 			}
 			derivedRouting := len(routing.with("vllm_derived_"))
-			for name, s := range map[string]series{"/metrics": page, "/metrics/routing": routing} {
+			for name, s := range map[string]series{"/metrics": page, "routing listener /metrics": routing} {
 				if got, ok := s["vllm_normalizer_history_limited"]; !ok || got != c.limited {
 					t.Errorf("%s: vllm_normalizer_history_limited = %v (present %v), want %v", name, got, ok, c.limited)
 				}

@@ -72,9 +72,12 @@ func TestEngineProfileFile(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "acme.yaml")
 	writeFile(t, path, fmt.Sprintf(acmeProfile, "0.01"))
 
-	p := testbin.Start(t, sidecarArgs(uri, fastInterval, fastTimeout, "--engine.profile-file="+path, "--web.enable-lifecycle")...)
+	// The derived gauges are on the compatibility page (the routing
+	// listener's /metrics), not on the endpoint pickers' /metrics/routing.
+	routingAddr := testbin.FreeAddr(t)
+	p := testbin.Start(t, sidecarArgs(uri, fastInterval, fastTimeout, "--engine.profile-file="+path, "--web.enable-lifecycle", "--web.routing-listen-address="+routingAddr)...)
 	routing := func() series {
-		r := mustGet(t, p.URL+"/metrics/routing")
+		r := mustGet(t, "http://"+routingAddr+"/metrics")
 		if r.status != http.StatusOK {
 			return nil
 		}

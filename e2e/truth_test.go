@@ -62,12 +62,15 @@ func TestNaNRankAgainstTheBinary(t *testing.T) {
 	up := newSwitchable(static(page))
 	ln := listen(t, "127.0.0.1:0")
 	serveOn(t, ln, up)
-	p := testbin.Start(t, sidecarArgs("http://"+ln.Addr().String()+"/metrics", fastInterval, fastTimeout)...)
+	// The derived gauges are on the compatibility page (the routing
+	// listener's /metrics), not on the endpoint pickers' /metrics/routing.
+	routingAddr := testbin.FreeAddr(t)
+	p := testbin.Start(t, sidecarArgs("http://"+ln.Addr().String()+"/metrics", fastInterval, fastTimeout, "--web.routing-listen-address="+routingAddr)...)
 	const running = `vllm:num_requests_running{model_name="Qwen/Qwen3-0.6B",role="both"}`
 	const inFlight = `vllm_derived_requests_in_flight{model_name="Qwen/Qwen3-0.6B",role="both"}`
 	var r series
 	waitFor(t, 10*time.Second, "the routing view", func() bool {
-		res := mustGet(t, p.URL+"/metrics/routing")
+		res := mustGet(t, "http://"+routingAddr+"/metrics")
 		if res.status != 200 {
 			return false
 		}

@@ -164,6 +164,10 @@ func Status(url string) (int, []byte, error) {
 type Sidecar struct {
 	URL  string // base URL
 	Host string
+	// The routing listener's and the inference-port proxy's base URLs
+	// (both serve the compatibility page at /metrics) and hosts.
+	RoutingURL, ProxyURL   string
+	RoutingHost, ProxyHost string
 	logs *bytes.Buffer
 	mu   *sync.Mutex
 }
@@ -184,7 +188,7 @@ func (w lockedWriter) Write(p []byte) (int, error) {
 const Interval = 500 * time.Millisecond
 
 // StartSidecar runs the binary against upstream (its /metrics) with the
-// default configuration plus extra flags, and returns once it has served a
+// default configuration, the routing listener and the proxy on, plus extra flags, and returns once it has served a
 // page with vllm_up 1.
 func StartSidecar(t testing.TB, upstream *Upstream, extra ...string) *Sidecar {
 	t.Helper()
@@ -195,14 +199,18 @@ func StartSidecar(t testing.TB, upstream *Upstream, extra ...string) *Sidecar {
 	}
 	addr := ln.Addr().String()
 	ln.Close()
+	routingAddr, proxyAddr := FreeAddr(t), FreeAddr(t)
 	args := append([]string{
 		"--web.listen-address=" + addr,
+		"--web.routing-listen-address=" + routingAddr,
+		"--proxy.listen-address=" + proxyAddr,
 		"--vllm.scrape-uri=" + upstream.URL + "/metrics",
 		"--vllm.scrape-interval=" + Interval.String(),
 		"--derive.window=30s",
 		"--log.level=warn",
 	}, extra...)
-	s := &Sidecar{URL: "http://" + addr, Host: addr, logs: &bytes.Buffer{}, mu: &sync.Mutex{}}
+	s := &Sidecar{URL: "http://" + addr, Host: addr, logs: &bytes.Buffer{}, mu: &sync.Mutex{},
+		RoutingURL: "http://" + routingAddr, ProxyURL: "http://" + proxyAddr, RoutingHost: routingAddr, ProxyHost: proxyAddr}
 	cmd := exec.Command(filepath.Join(dir, "vllm-normalizer"), args...)
 	cmd.Stdout = lockedWriter{s.mu, s.logs}
 	cmd.Stderr = cmd.Stdout
@@ -239,6 +247,9 @@ func (s *Sidecar) Logs() string {
 }
 
 func (s *Sidecar) get(path string) (int, []byte, error) {
+	if strings.HasPrefix(path, "http://") {
+		return Status(path)
+	}
 	resp, err := http.Get(s.URL + path)
 	if err != nil {
 		return 0, nil, err
@@ -248,7 +259,8 @@ func (s *Sidecar) get(path string) (int, []byte, error) {
 	return resp.StatusCode, b, err
 }
 
-// Get returns the body of path, failing the test on anything but 200.
+// Get returns the body of path (or of a full http:// URL, such as the
+// proxy's), failing the test on anything but 200.
 func (s *Sidecar) Get(t testing.TB, path string) []byte {
 	t.Helper()
 	status, b, err := s.get(path)
@@ -258,7 +270,7 @@ func (s *Sidecar) Get(t testing.TB, path string) []byte {
 	return b
 }
 
-// WaitFor polls path until ok accepts its body (at most 10 s), and returns
+// WaitFor polls path (or a full http:// URL) until ok accepts its body (at most 10 s), and returns
 // that body.
 func (s *Sidecar) WaitFor(t testing.TB, path string, ok func(body []byte) bool) []byte {
 	t.Helper()

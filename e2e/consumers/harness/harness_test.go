@@ -80,9 +80,8 @@ func equalTruth(a, b Truth) bool {
 // answering 200 with vllm_up 0; all come back with the next good scrape.
 func TestRouterFacing503FromFirstFailure(t *testing.T) {
 	up := NewUpstream(t, Fixture(t, "13"))
-	routingAddr, proxyAddr := FreeAddr(t), FreeAddr(t)
-	side := StartSidecar(t, up, "--web.routing-listen-address="+routingAddr, "--proxy.listen-address="+proxyAddr)
-	pages := []string{side.URL + "/metrics/routing", "http://" + routingAddr + "/metrics", "http://" + proxyAddr + "/metrics"}
+	side := StartSidecar(t, up)
+	pages := []string{side.URL + "/metrics/routing", side.RoutingURL + "/metrics", side.ProxyURL + "/metrics"}
 	for _, u := range pages {
 		if code, b, err := Status(u); code != http.StatusOK {
 			t.Fatalf("%s before the failure: %d %v %s", u, code, err, b)

@@ -85,7 +85,9 @@ func check(t *testing.T, where string, truth harness.Truth, hitRate float64, has
 		{"gpu_prefix_cache_hit_rate", hasHitRate, hitRate, raw.HitRate, side.HitRate},
 	} {
 		if !c.has {
-			if c.side != c.raw && c.side != 0 {
+			// -1 is the hit-rate gauge's own "no data" (V0's meaning).
+			noData := c.side == 0 || c.field == "gpu_prefix_cache_hit_rate" && c.side == -1
+			if c.side != c.raw && !noData {
 				t.Errorf("%s: %s = %v from the sidecar where the raw page has no data (raw %v)", where, c.field, c.side, c.raw)
 			}
 			continue
@@ -106,10 +108,11 @@ func TestNeverWorseThanRaw(t *testing.T) {
 		t.Logf("truth %+v\nraw %+v", truth, raw)
 		// A single page has no window: the hit rate's truth is unknown
 		// (a V0 server prints its own gauge, -1 when it has no data).
-		for _, path := range []string{"/metrics", "/metrics/routing"} {
+		// production-stack reads <inference URL>/metrics: the proxy's.
+		for _, path := range []string{side.URL + "/metrics", side.ProxyURL + "/metrics"} {
 			got := read(t, py, side.Get(t, path))
 			t.Logf("%s %+v", path, got)
-			check(t, "sidecar "+path, truth, 0, false, raw, got, p.DataParallel && path == "/metrics/routing")
+			check(t, "sidecar "+path, truth, 0, false, raw, got, p.DataParallel && path == side.ProxyURL+"/metrics")
 		}
 		if p.DataParallel && harness.Equal(raw.Running, truth.Running) {
 			t.Errorf("raw already reads the summed running count %v; this page does not test data parallelism", raw.Running)
@@ -149,7 +152,7 @@ func TestPrefixHitRate(t *testing.T) {
 	time.Sleep(3 * harness.Interval)
 	up.Set(second)
 	// Wait for a scrape of the second page with the hit rate computed.
-	body := side.WaitFor(t, "/metrics/routing", func(b []byte) bool {
+	body := side.WaitFor(t, side.ProxyURL+"/metrics", func(b []byte) bool {
 		samples, err := harness.Samples(b)
 		if err != nil {
 			t.Fatal(err)
@@ -161,8 +164,8 @@ func TestPrefixHitRate(t *testing.T) {
 	raw := read(t, py, second)
 	got := read(t, py, body)
 	t.Logf("raw %+v\nrouting %+v", raw, got)
-	check(t, "sidecar /metrics/routing", truth, want, true, raw, got, true)
+	check(t, "sidecar proxy /metrics", truth, want, true, raw, got, true)
 	if !slices.Contains(got.Seen, "gpu_prefix_cache_hit_rate") {
-		t.Errorf("the routing view has no vllm:gpu_prefix_cache_hit_rate")
+		t.Errorf("the proxy's /metrics has no vllm:gpu_prefix_cache_hit_rate")
 	}
 }
