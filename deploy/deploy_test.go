@@ -189,6 +189,10 @@ var nowGauges = []string{"requests_in_flight", "kv_cache_free_tokens", "idle_sec
 
 var quantileGauges = map[string]bool{"ttft_seconds": true, "inter_token_latency_seconds": true, "e2e_latency_seconds": true, "kv_transfer_seconds": true}
 
+// fleetSignalNames are the signal label values of the fleet comparison
+// (docs/diagnosis.md#compare-instances).
+var fleetSignalNames = []string{"ttft_p90", "itl_p90", "preemptions_per_second", "ttft_queue_ratio", "kv_cache_usage"}
+
 // sloRules are the slo/le pairs the attainment rules are recorded for, in
 // each window: the targets the autoscaling overlays set.
 var sloRules = map[string]string{"ttft": "0.5", "tpot": "0.05", "e2e": "10.0"}
@@ -198,6 +202,9 @@ var sloRules = map[string]string{"ttft": "0.5", "tpot": "0.05", "e2e": "10.0"}
 func TestRulesParse(t *testing.T) {
 	p := parser.NewParser(parser.Options{})
 	recorded := map[string][]map[string]string{}
+	fleetRe := regexp.MustCompile(`^vllm:fleet_(value|pods|median|ratio|outlier):(pod|model)5m$`)
+	signalSel := regexp.MustCompile(`signal="([a-z0-9_]+)"`)
+	fleetSignals := map[string]map[string]bool{} // record -> signals with a rule of their own
 	alerts := 0
 	for _, path := range ruleFiles {
 		rf := readRules(t, path)
@@ -221,6 +228,28 @@ func TestRulesParse(t *testing.T) {
 				}
 				if r.Record != "" {
 					recorded[r.Record] = append(recorded[r.Record], r.Labels)
+				}
+				if fleetRe.MatchString(r.Record) {
+					// A value rule names its signal as a label; an
+					// outlier rule selects one signal throughout.
+					sig := r.Labels["signal"]
+					if r.Labels["signal"] == "" {
+						sigs := map[string]bool{}
+						for _, m := range signalSel.FindAllStringSubmatch(r.Expr, -1) {
+							sigs[m[1]] = true
+						}
+						if len(sigs) == 1 {
+							for k := range sigs {
+								sig = k
+							}
+						} else if len(sigs) > 1 {
+							t.Errorf("%s: rule %s mixes signals %v", path, r.Record, sigs)
+						}
+					}
+					if fleetSignals[r.Record] == nil {
+						fleetSignals[r.Record] = map[string]bool{}
+					}
+					fleetSignals[r.Record][sig] = true
 				}
 			}
 		}
@@ -247,8 +276,28 @@ func TestRulesParse(t *testing.T) {
 			diag[m[1]]++
 			continue
 		}
+		if fleetRe.MatchString(name) {
+			continue
+		}
 		if !recRe.MatchString(name) {
-			t.Errorf("recording rule %s does not follow vllm:derived_<gauge>:<op><window> or vllm:diagnosis_<signal>:recent1m|baseline30m", name)
+			t.Errorf("recording rule %s does not follow vllm:derived_<gauge>:<op><window>, vllm:diagnosis_<signal>:recent1m|baseline30m or vllm:fleet_<what>:pod5m|model5m", name)
+		}
+	}
+	// Every signal of the fleet comparison has its value and its outlier
+	// rule; the median, count and ratio are one rule over all signals.
+	for _, rec := range []string{"vllm:fleet_value:pod5m", "vllm:fleet_outlier:pod5m"} {
+		for _, sig := range fleetSignalNames {
+			if !fleetSignals[rec][sig] {
+				t.Errorf("fleet signal %s has no %s rule", sig, rec)
+			}
+		}
+		if len(fleetSignals[rec]) != len(fleetSignalNames) {
+			t.Errorf("%s has rules for signals %v, want %v", rec, fleetSignals[rec], fleetSignalNames)
+		}
+	}
+	for _, rec := range []string{"vllm:fleet_pods:model5m", "vllm:fleet_median:model5m", "vllm:fleet_ratio:pod5m"} {
+		if len(recorded[rec]) != 1 {
+			t.Errorf("%s: %d rules, want one over all signals", rec, len(recorded[rec]))
 		}
 	}
 	// Every signal of the diagnosis, and its request count, in both windows.
@@ -349,7 +398,7 @@ func TestEveryAlertHasFiringAndQuietTests(t *testing.T) {
 			}
 		}
 	}
-	for _, want := range []string{"VLLMUpstreamDown", "VLLMNormalizerScrapesFailing", "VLLMLegacyMetricNamesInUse", "VLLMSustainedPreemptions", "VLLMInstanceQueueingAbovePeers"} {
+	for _, want := range []string{"VLLMUpstreamDown", "VLLMNormalizerScrapesFailing", "VLLMLegacyMetricNamesInUse", "VLLMSustainedPreemptions", "VLLMInstanceQueueingAbovePeers", "VLLMInstanceOutlierInFleet"} {
 		if !firing[want] {
 			t.Errorf("required alert %s is missing or untested", want)
 		}
@@ -380,21 +429,40 @@ func TestAlertMetricsInSidecarContract(t *testing.T) {
 			known[strings.SplitN(fs[0], "{", 2)[0]] = true
 		}
 	}
+	// The fleet rules read the sidecar's output only (Prometheus adds the
+	// pod labels); an alert may read what they record.
 	p := parser.NewParser(parser.Options{})
+	var checked []string
+	check := func(what, expr string) {
+		ast, err := p.ParseExpr(expr)
+		if err != nil {
+			return // reported by TestRulesParse
+		}
+		for _, vs := range parser.ExtractSelectors(ast) {
+			for _, m := range vs {
+				if m.Name == "__name__" && !known[m.Value] {
+					t.Errorf("%s reads %s, which the sidecar does not serve (%s)", what, m.Value, golden)
+				}
+			}
+		}
+		checked = append(checked, what)
+	}
+	for _, g := range readRules(t, "prometheus/recording.yml").Groups {
+		if g.Name != "vllm-fleet" {
+			continue
+		}
+		for _, r := range g.Rules {
+			check("fleet rule "+r.Record, r.Expr)
+			known[r.Record] = true // the rules of a group run in order
+		}
+	}
+	if len(checked) == 0 {
+		t.Error("no vllm-fleet recording rules found in prometheus/recording.yml")
+	}
 	rf := readRules(t, "prometheus/alerts.yml")
 	for _, g := range rf.Groups {
 		for _, r := range g.Rules {
-			ast, err := p.ParseExpr(r.Expr)
-			if err != nil {
-				continue // reported by TestRulesParse
-			}
-			for _, vs := range parser.ExtractSelectors(ast) {
-				for _, m := range vs {
-					if m.Name == "__name__" && !known[m.Value] {
-						t.Errorf("alert %s reads %s, which the sidecar does not serve (%s)", r.Alert, m.Value, golden)
-					}
-				}
-			}
+			check("alert "+r.Alert, r.Expr)
 		}
 	}
 }
