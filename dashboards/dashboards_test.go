@@ -14,6 +14,7 @@ import (
 	"testing"
 
 	"github.com/prometheus/prometheus/promql/parser"
+	yaml "go.yaml.in/yaml/v2"
 )
 
 var update = flag.Bool("update", false, "rewrite the dashboard JSON files from the Go definitions")
@@ -310,6 +311,7 @@ func TestRequiredQueries(t *testing.T) {
 			"vllm:num_requests_waiting", "vllm:num_requests_running", "vllm:kv_cache_usage_perc",
 			"vllm_derived_preemptions_per_second", "vllm_derived_ttft_queue_ratio", "vllm_derived_prefix_cache_hit_ratio",
 			"group_left",
+			"vllm:fleet_ratio:pod5m", "vllm:fleet_value:pod5m", "vllm:fleet_median:model5m", "vllm:fleet_outlier:pod5m",
 		},
 		"vllm-diagnosis.json": {
 			"vllm_derived_ttft_seconds", "vllm_derived_inter_token_latency_seconds",
@@ -447,6 +449,11 @@ func TestMetricNamesInSidecarContract(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The fleet row reads the vllm-fleet recording rules, which compute
+	// from the sidecar's output alone (deploy's tests check that).
+	for _, r := range fleetRecords(t) {
+		known[r] = true
+	}
 	for _, file := range dashboardFiles(t) {
 		data, err := os.ReadFile(file)
 		if err != nil {
@@ -492,4 +499,38 @@ func TestPanelsDocumented(t *testing.T) {
 			}
 		}
 	}
+}
+
+// fleetRecords are the names the vllm-fleet group of
+// deploy/prometheus/recording.yml records.
+func fleetRecords(t *testing.T) []string {
+	t.Helper()
+	raw, err := os.ReadFile("../deploy/prometheus/recording.yml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var file struct {
+		Groups []struct {
+			Name  string `yaml:"name"`
+			Rules []struct {
+				Record string `yaml:"record"`
+			} `yaml:"rules"`
+		} `yaml:"groups"`
+	}
+	if err := yaml.Unmarshal(raw, &file); err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, g := range file.Groups {
+		if g.Name != "vllm-fleet" {
+			continue
+		}
+		for _, r := range g.Rules {
+			out = append(out, r.Record)
+		}
+	}
+	if len(out) == 0 {
+		t.Fatal("no vllm-fleet group in deploy/prometheus/recording.yml")
+	}
+	return out
 }

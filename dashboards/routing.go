@@ -73,7 +73,68 @@ func routing() Dashboard {
 			q(relativeToPeers(s.expr), "{{pod}} {{model_name}}")), 8, 8)
 	}
 
+	fleetRow(l)
+
 	return newDashboard("vllm-normalizer-routing", "vLLM / Routing view",
 		"The gauges routers use, for every vLLM instance side by side and relative to its peers. Data from the vllm-normalizer sidecar.",
 		[]string{"routing"}, standardVars(windowVar()), l.panels)
+}
+
+// fleetSignal is one signal of the vllm-fleet recording rules
+// (deploy/prometheus/recording.yml), by its signal label.
+type fleetSignal struct {
+	signal, title, unit string
+}
+
+func fleetSignals() []fleetSignal {
+	return []fleetSignal{
+		{"ttft_p90", "TTFT p90", "s"},
+		{"itl_p90", "ITL p90", "s"},
+		{"preemptions_per_second", "Preemptions per second", "short"},
+		{"ttft_queue_ratio", "TTFT queue share", "percentunit"},
+		{"kv_cache_usage", "KV-cache usage", "percentunit"},
+	}
+}
+
+// The fleet is every pod of the model, so its selector leaves out $pod.
+const (
+	selFleet = `namespace=~"$namespace", model_name=~"$model_name"`
+	fleetKey = "namespace, model_name, role, signal"
+	podKey   = "cluster, namespace, pod, model_name, role, signal"
+)
+
+// fleetRow ranks the pods of each model against the model's fleet median,
+// from the recording rules the VLLMInstanceOutlierInFleet alert reads.
+func fleetRow(l *layout) {
+	l.row("Fleet: each pod against the median of the pods serving the same model")
+	l.add(stat("Fleet outliers now",
+		"How many pods are out of line with their model's fleet right now? Pods and signals where vllm:fleet_outlier:pod5m holds: at least the signal's ratio times the fleet median and its minimum difference above it, in fleets of 3 pods or more. VLLMInstanceOutlierInFleet fires when one stays so for 10 minutes.",
+		"short", nil,
+		[]any{map[string]any{"color": "green", "value": nil}, map[string]any{"color": "red", "value": 1}},
+		q(fmt.Sprintf(`count(vllm:fleet_outlier:pod5m{%s}) or vector(0)`, selFleet), "outliers")), 4, 8)
+	ranked := table("Pods ranked against their fleet median",
+		"Which pod is the odd one out? Every pod and signal with its 5m value, its model's fleet median (3 pods or more, same role) and the ratio of the two, largest ratio first; Outlier is 1 where the pod passes the signal's ratio and minimum difference. The ratio is empty where the median is 0 (preemptions on a healthy fleet): read the value then.",
+		[]string{"__name__"}, map[string]string{
+			"Value #A": "Ratio to median", "Value #B": "Value", "Value #C": "Fleet median", "Value #D": "Outlier",
+		},
+		instant(fmt.Sprintf(`vllm:fleet_ratio:pod5m{%s}`, selFleet)),
+		instant(fmt.Sprintf(`vllm:fleet_value:pod5m{%s}`, selFleet)),
+		instant(fmt.Sprintf("vllm:fleet_median:model5m{%s}\n+ on (%s) group_right ()\n(0 * vllm:fleet_value:pod5m{%s})", selFleet, fleetKey, selFleet)),
+		instant(fmt.Sprintf(`max by (%s) (vllm:fleet_outlier:pod5m{%s}) * 0 + 1`, podKey, selFleet)))
+	ranked.Options["sortBy"] = []any{map[string]any{"displayName": "Ratio to median", "desc": true}}
+	l.add(ranked, 20, 8)
+	for _, s := range fleetSignals() {
+		o := tsOpt{unit: s.unit, min: f(0), overrides: []map[string]any{{
+			"matcher": map[string]any{"id": "byRegexp", "options": "fleet median.*"},
+			"properties": []any{
+				map[string]any{"id": "custom.lineStyle", "value": map[string]any{"fill": "dash", "dash": []int{10, 10}}},
+				map[string]any{"id": "custom.lineWidth", "value": 2},
+			},
+		}}}
+		l.add(timeseries(s.title+" per pod against the fleet median",
+			"Does one pod leave the others serving its model? Each pod's 5m value (slowest engine for latencies, summed over engines for preemptions, busiest process per engine for KV usage) and, dashed, the fleet median of its model and role (3 pods or more). Latencies count only for pods that finished 0.1 requests/s or more.",
+			o,
+			q(fmt.Sprintf(`vllm:fleet_value:pod5m{%s, signal=%q}`, selFleet, s.signal), "{{pod}} {{model_name}}"),
+			q(fmt.Sprintf(`vllm:fleet_median:model5m{%s, signal=%q}`, selFleet, s.signal), "fleet median {{model_name}} {{role}}")), 8, 8)
+	}
 }
