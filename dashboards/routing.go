@@ -114,12 +114,14 @@ func fleetRow(l *layout) {
 		q(fmt.Sprintf(`count(vllm:fleet_outlier:pod5m{%s}) or vector(0)`, selFleet), "outliers")), 4, 8)
 	ranked := table("Pods ranked against their fleet median",
 		"Which pod is the odd one out? Every pod and signal with its 5m value, its model's fleet median (3 pods or more, same role) and the ratio of the two, largest ratio first; Outlier is 1 where the pod passes the signal's ratio and minimum difference. The ratio is empty where the median is 0 (preemptions on a healthy fleet): read the value then.",
-		[]string{"__name__"}, map[string]string{
+		nil, map[string]string{
 			"Value #A": "Ratio to median", "Value #B": "Value", "Value #C": "Fleet median", "Value #D": "Outlier",
 		},
-		instant(fmt.Sprintf(`vllm:fleet_ratio:pod5m{%s}`, selFleet)),
-		instant(fmt.Sprintf(`vllm:fleet_value:pod5m{%s}`, selFleet)),
-		instant(fmt.Sprintf("vllm:fleet_median:model5m{%s}\n+ on (%s) group_right ()\n(0 * vllm:fleet_value:pod5m{%s})", selFleet, fleetKey, selFleet)),
+		// The same label set in every query (no __name__), so the merge
+		// puts one pod and signal on one row.
+		instant(fmt.Sprintf(`max by (%s) (vllm:fleet_ratio:pod5m{%s})`, podKey, selFleet)),
+		instant(fmt.Sprintf(`max by (%s) (vllm:fleet_value:pod5m{%s})`, podKey, selFleet)),
+		instant(fmt.Sprintf("max by (%s) (\n  vllm:fleet_median:model5m{%s}\n  + on (%s) group_right ()\n  (0 * vllm:fleet_value:pod5m{%s})\n)", podKey, selFleet, fleetKey, selFleet)),
 		instant(fmt.Sprintf(`max by (%s) (vllm:fleet_outlier:pod5m{%s}) * 0 + 1`, podKey, selFleet)))
 	ranked.Options["sortBy"] = []any{map[string]any{"displayName": "Ratio to median", "desc": true}}
 	l.add(ranked, 20, 8)

@@ -1,6 +1,7 @@
 package prometheus_test
 
 import (
+	"encoding/json"
 	"fmt"
 	"math"
 	"net/http"
@@ -244,5 +245,62 @@ func TestFleetOutlier(t *testing.T) {
 		firing[0].Metric["model_name"] != fleetModel || firing[0].Metric["alertstate"] != "firing" {
 		t.Errorf("alerts %v, want one firing for vllm-3 on ttft_p90", firing)
 	}
+	checkFleetRow(t, prom, root)
 	t.Logf("fleet medians %v; vllm-3 %v; alert firing after %s", median, value, time.Since(start).Round(time.Second))
+}
+
+// checkFleetRow runs the routing dashboard's fleet row on the four pods
+// (the one-pod demo of TestDashboardsAndRulesReturnData cannot fill it):
+// every query returns data, and the ranking's largest ratio is vllm-3's
+// TTFT p90, five times the median.
+func checkFleetRow(t *testing.T, prom *promServer, root string) {
+	t.Helper()
+	raw, err := os.ReadFile(filepath.Join(root, "dashboards", "vllm-routing.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var d dashboard
+	if err := json.Unmarshal(raw, &d); err != nil {
+		t.Fatal(err)
+	}
+	vals := map[string][]string{"namespace": {"fleet"}, "model_name": {fleetModel}, "pod": {".*"}, "window": {"10s"}}
+	inRow, queried := false, 0
+	for _, p := range d.Panels {
+		if p.Type == "row" {
+			inRow = strings.HasPrefix(p.Title, "Fleet:")
+			continue
+		}
+		if !inRow {
+			continue
+		}
+		for _, tg := range p.Targets {
+			expr, err := substitute(tg.Expr, vals)
+			if err != nil {
+				t.Fatalf("panel %q: %v", p.Title, err)
+			}
+			res := prom.mustQuery(t, expr, time.Time{})
+			queried++
+			if len(res) == 0 {
+				t.Errorf("panel %q target %s returns no data on four pods:\n  %s", p.Title, tg.RefID, expr)
+				continue
+			}
+			if p.Title == "Pods ranked against their fleet median" && tg.RefID == "A" {
+				top := res[0]
+				for _, s := range res {
+					if s.Value > top.Value {
+						top = s
+					}
+				}
+				if top.Metric["pod"] != "vllm-3" || top.Metric["signal"] != "ttft_p90" || math.Abs(top.Value-5) > 0.25 {
+					t.Errorf("the ranking's top is %v, want vllm-3 ttft_p90 at 5", top)
+				}
+			}
+			if p.Title == "Fleet outliers now" && res[0].Value != 1 {
+				t.Errorf("Fleet outliers now = %g, want 1", res[0].Value)
+			}
+		}
+	}
+	if queried < 10 {
+		t.Errorf("only %d queries in the routing dashboard's fleet row", queried)
+	}
 }
