@@ -481,7 +481,7 @@ func (c *Collector) scrape(ctx context.Context, sent time.Time) (*scrapeResult, 
 	parts = append(parts, []exposition.Family{asleepFamily(asleep)})
 	compatParts := [][]exposition.Family{view}
 	if d := c.cfg.Diagnosis; d != nil {
-		dfams := d.Observe(now, c.diagIn.observations(canon, view, c.roles, mapper.StyleName, report.Upstream.Server))
+		dfams := d.Observe(now, c.diagIn.observations(canon, c.viewer.Gauges(), c.roles, server))
 		parts = append(parts, dfams)
 		compatParts = append(compatParts, dfams)
 	}

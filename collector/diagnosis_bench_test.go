@@ -9,7 +9,6 @@ import (
 	"github.com/fos-study/vllm-normalizer/diagnosis"
 	"github.com/fos-study/vllm-normalizer/exposition"
 	"github.com/fos-study/vllm-normalizer/mapping"
-	"github.com/fos-study/vllm-normalizer/routing"
 )
 
 // BenchmarkDiagnosisMemory measures what the diagnosis keeps between
@@ -40,7 +39,7 @@ func BenchmarkDiagnosisMemory(b *testing.B) {
 			}
 			norm, _ := mapper.Normalize(exposition.DropCreated(fams))
 			roles := mapper.Catalogue().Roles()
-			obs := in.observations(norm, routing.View(norm, nil, roles, "v1", mapper.StyleName), roles, mapper.StyleName, "vllm")
+			obs := in.observations(norm, viewGauges(norm, roles, mapper.StyleName), roles, "vllm")
 			models = len(obs)
 			d.Observe(clock.Now(), obs)
 		}

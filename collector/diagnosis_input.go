@@ -11,6 +11,7 @@ import (
 	"github.com/fos-study/vllm-normalizer/diagnosis"
 	"github.com/fos-study/vllm-normalizer/exposition"
 	"github.com/fos-study/vllm-normalizer/mapping"
+	"github.com/fos-study/vllm-normalizer/routing"
 	"github.com/fos-study/vllm-normalizer/window"
 )
 
@@ -26,47 +27,34 @@ import (
 // for the first time adds nothing, so that an engine appearing with a long
 // history is no sudden burst.
 
-// Diagnosis inputs, by the role and part that carries them.
-const (
-	dcPreemptions = iota
-	dcPrefixQueries
-	dcPrefixHits
-	dcPromptTokens
-	dcGenerationTokens
-	dcPromptLenSum
-	dcPromptLenCount
-	dcGenLenSum
-	dcGenLenCount
-	dcFinished
-	dcTTFTBucket
-	dcITLBucket
-	dcPromptLenBucket
-	dcGenLenBucket
-	numDiagnosisInputs
-)
-
-var diagnosisRoles = [numDiagnosisInputs]struct {
-	role mapping.Role
-	part mapping.Part
+// diagnosisCounters are the counter inputs the diagnosis reads, taken
+// from the one table of them (mapping.Counter), each with the Observation
+// field it fills. The buckets fill the histograms.
+var diagnosisCounters = []struct {
+	c   mapping.Counter
+	set func(o *diagnosis.Observation, v float64)
 }{
-	dcPreemptions:      {mapping.RolePreemptions, mapping.PartValue},
-	dcPrefixQueries:    {mapping.RolePrefixCacheQueries, mapping.PartValue},
-	dcPrefixHits:       {mapping.RolePrefixCacheHits, mapping.PartValue},
-	dcPromptTokens:     {mapping.RolePromptTokens, mapping.PartValue},
-	dcGenerationTokens: {mapping.RoleGenerationTokens, mapping.PartValue},
-	dcPromptLenSum:     {mapping.RoleRequestPromptTokens, mapping.PartSum},
-	dcPromptLenCount:   {mapping.RoleRequestPromptTokens, mapping.PartCount},
-	dcGenLenSum:        {mapping.RoleRequestGenerationTokens, mapping.PartSum},
-	dcGenLenCount:      {mapping.RoleRequestGenerationTokens, mapping.PartCount},
-	dcFinished:         {mapping.RoleRequestsFinished, mapping.PartValue},
-	dcTTFTBucket:       {mapping.RoleTTFT, mapping.PartBucket},
-	dcITLBucket:        {mapping.RoleInterTokenLatency, mapping.PartBucket},
-	dcPromptLenBucket:  {mapping.RoleRequestPromptTokens, mapping.PartBucket},
-	dcGenLenBucket:     {mapping.RoleRequestGenerationTokens, mapping.PartBucket},
+	{mapping.CounterPreemptions, func(o *diagnosis.Observation, v float64) { o.Preemptions = v }},
+	{mapping.CounterPrefixCacheQueries, func(o *diagnosis.Observation, v float64) { o.PrefixQueries = v }},
+	{mapping.CounterPrefixCacheHits, func(o *diagnosis.Observation, v float64) { o.PrefixHits = v }},
+	{mapping.CounterPromptTokens, func(o *diagnosis.Observation, v float64) { o.PromptTokens = v }},
+	{mapping.CounterGenerationTokens, func(o *diagnosis.Observation, v float64) { o.GenerationTokens = v }},
+	{mapping.CounterRequestPromptTokensSum, func(o *diagnosis.Observation, v float64) { o.PromptLenSum = v }},
+	{mapping.CounterRequestPromptTokensCount, func(o *diagnosis.Observation, v float64) { o.PromptLenCount = v }},
+	{mapping.CounterRequestGenerationTokensSum, func(o *diagnosis.Observation, v float64) { o.GenLenSum = v }},
+	{mapping.CounterRequestGenerationTokensCount, func(o *diagnosis.Observation, v float64) { o.GenLenCount = v }},
+	{mapping.CounterRequestsFinished, func(o *diagnosis.Observation, v float64) { o.Finished = v }},
 }
 
-// numBucketInputs is how many inputs are histogram buckets, the last ones.
-const numBucketInputs = numDiagnosisInputs - dcTTFTBucket
+// diagnosisBuckets are the histogram inputs, with the Observation field
+// each fills.
+var diagnosisBuckets = []struct {
+	c   mapping.Counter
+	get func(o *diagnosis.Observation) *diagnosis.Histogram
+}{
+	{mapping.CounterTTFTBuckets, func(o *diagnosis.Observation) *diagnosis.Histogram { return &o.TTFT }},
+	{mapping.CounterInterTokenLatencyBuckets, func(o *diagnosis.Observation) *diagnosis.Histogram { return &o.ITL }},
+}
 
 // diagnosisInputNames names each diagnosis input by the canonical family
 // that carries it, for the page's "this server does not print ...".
@@ -97,19 +85,22 @@ func diagnosisInputNames(roles *mapping.Roles) map[string]string {
 	return out
 }
 
-// Gauges read from the routing view, which already collapses them the way
-// routers see them (running and waiting summed, KV usage by its rule).
-var diagnosisGauges = [...]mapping.Role{mapping.RoleRequestsRunning, mapping.RoleRequestsWaiting, mapping.RoleKVCacheUsage}
 
 // diagnosisNames are the canonical sample names of the inputs, keyed by
-// input; window.Inputs works out every family name they may come in.
+// their mapping.Counter; window.Inputs works out every family name they
+// may come in.
 func diagnosisNames(roles *mapping.Roles) *window.Inputs {
 	by := map[string]window.Input{}
-	for kind, r := range diagnosisRoles {
-		if roles.Family(r.role) == "" {
-			continue
+	add := func(c mapping.Counter) {
+		if roles.Family(c.Role()) != "" {
+			by[roles.Sample(c.Role(), c.Part())] = window.Input{Key: window.Key(c)}
 		}
-		by[roles.Sample(r.role, r.part)] = window.Input{Key: window.Key(kind)}
+	}
+	for _, d := range diagnosisCounters {
+		add(d.c)
+	}
+	for _, d := range diagnosisBuckets {
+		add(d.c)
 	}
 	return window.NewInputs(by)
 }
@@ -122,10 +113,11 @@ type diagnosisInput struct {
 	models map[string]*modelTotals
 }
 
-// modelTotals are a model's reset-corrected running totals.
+// modelTotals are a model's reset-corrected running totals, by counter
+// input (buckets per bound).
 type modelTotals struct {
-	c [dcTTFTBucket]float64
-	h [numBucketInputs]map[float64]float64 // per bucket bound
+	c [mapping.NumCounters]float64
+	h map[mapping.Counter]map[float64]float64
 }
 
 // forgetAfter is how many scrapes a vanished series' state is kept, so
@@ -133,23 +125,23 @@ type modelTotals struct {
 const forgetAfter = 64
 
 // observations returns one Observation per model on the canonical page.
-// view is the routing view of the same page; style is the name style it
-// was written in.
-func (in *diagnosisInput) observations(canon, view []exposition.Family, roles *mapping.Roles, style func(string) string, server string) []diagnosis.Observation {
+// gauges are the routing view's collapsed running, waiting and KV usage
+// per model, as values; server is the kind of server that printed the page.
+func (in *diagnosisInput) observations(canon []exposition.Family, gauges map[string]routing.ModelGauges, roles *mapping.Roles, server string) []diagnosis.Observation {
 	if in.series == nil {
 		in.series, in.models = window.NewIncreases(forgetAfter), map[string]*modelTotals{}
 		in.names = diagnosisNames(roles)
 	}
 	in.series.Next()
 	type present struct {
-		c [dcTTFTBucket]bool
-		h [numBucketInputs][]float64 // bounds seen this round
+		c [mapping.NumCounters]bool
+		h map[mapping.Counter][]float64 // bounds seen this round
 	}
 	seen := map[string]*present{}
 	get := func(m string) *present {
 		p := seen[m]
 		if p == nil {
-			p = &present{}
+			p = &present{h: map[mapping.Counter][]float64{}}
 			seen[m] = p
 		}
 		return p
@@ -162,13 +154,13 @@ func (in *diagnosisInput) observations(canon, view []exposition.Family, roles *m
 		for si := range f.Samples {
 			s := &f.Samples[si]
 			input, ok := in.names.Sample(s.Name())
-			kind := int(input.Key)
+			c := mapping.Counter(input.Key)
 			v := s.Value
 			if !ok || math.IsNaN(v) || math.IsInf(v, 0) {
 				continue
 			}
 			le := 0.0
-			if kind >= dcTTFTBucket {
+			if c.Part() == mapping.PartBucket {
 				b, err := strconv.ParseFloat(s.Labels.Get(model.BucketLabel), 64)
 				if err != nil || math.IsNaN(b) {
 					continue
@@ -179,66 +171,44 @@ func (in *diagnosisInput) observations(canon, view []exposition.Family, roles *m
 			m := s.Labels.Get(mapping.LabelModel)
 			tot := in.models[m]
 			if tot == nil {
-				tot = &modelTotals{}
-				for i := range tot.h {
-					tot.h[i] = map[float64]float64{}
-				}
+				tot = &modelTotals{h: map[mapping.Counter]map[float64]float64{}}
 				in.models[m] = tot
 			}
 			p := get(m)
-			switch {
-			case kind >= dcTTFTBucket:
-				tot.h[kind-dcTTFTBucket][le] += d
-				p.h[kind-dcTTFTBucket] = appendBound(p.h[kind-dcTTFTBucket], le)
-			default:
-				tot.c[kind] += d
-				p.c[kind] = true
+			if c.Part() == mapping.PartBucket {
+				if tot.h[c] == nil {
+					tot.h[c] = map[float64]float64{}
+				}
+				tot.h[c][le] += d
+				p.h[c] = appendBound(p.h[c], le)
+			} else {
+				tot.c[c] += d
+				p.c[c] = true
 			}
 		}
 	}
-	gauges := map[string]*[3]float64{}
-	for gi, role := range diagnosisGauges {
-		styled := style(roles.Family(role))
-		for fi := range view {
-			if view[fi].Name != styled {
-				continue
-			}
-			for _, s := range view[fi].Samples {
-				m := s.Labels.Get(mapping.LabelModel)
-				g := gauges[m]
-				if g == nil {
-					g = &[3]float64{math.NaN(), math.NaN(), math.NaN()}
-					gauges[m] = g
-				}
-				g[gi] = s.Value
-				get(m)
-			}
-		}
+	for m := range gauges {
+		get(m)
 	}
 
 	out := make([]diagnosis.Observation, 0, len(seen))
 	for m, p := range seen {
 		o := diagnosis.Observation{Model: m, Server: server, Running: math.NaN(), Waiting: math.NaN(), KVUsage: math.NaN()}
-		if g := gauges[m]; g != nil {
-			o.Running, o.Waiting, o.KVUsage = g[0], g[1], g[2]
+		if g, ok := gauges[m]; ok {
+			o.Running, o.Waiting, o.KVUsage = g.Running, g.Waiting, g.KVUsage
 		}
 		tot := in.models[m]
-		val := func(k int) float64 {
-			if tot == nil || !p.c[k] {
-				return math.NaN()
+		for _, dc := range diagnosisCounters {
+			v := math.NaN()
+			if tot != nil && p.c[dc.c] {
+				v = tot.c[dc.c]
 			}
-			return tot.c[k]
+			dc.set(&o, v)
 		}
-		o.Preemptions, o.PrefixQueries, o.PrefixHits = val(dcPreemptions), val(dcPrefixQueries), val(dcPrefixHits)
-		o.PromptTokens, o.GenerationTokens = val(dcPromptTokens), val(dcGenerationTokens)
-		o.PromptLenSum, o.PromptLenCount = val(dcPromptLenSum), val(dcPromptLenCount)
-		o.GenLenSum, o.GenLenCount = val(dcGenLenSum), val(dcGenLenCount)
-		o.Finished = val(dcFinished)
 		if tot != nil {
-			o.TTFT = histogramOf(p.h[dcTTFTBucket-dcTTFTBucket], tot.h[dcTTFTBucket-dcTTFTBucket])
-			o.ITL = histogramOf(p.h[dcITLBucket-dcTTFTBucket], tot.h[dcITLBucket-dcTTFTBucket])
-			o.PromptLen = histogramOf(p.h[dcPromptLenBucket-dcTTFTBucket], tot.h[dcPromptLenBucket-dcTTFTBucket])
-			o.GenLen = histogramOf(p.h[dcGenLenBucket-dcTTFTBucket], tot.h[dcGenLenBucket-dcTTFTBucket])
+			for _, db := range diagnosisBuckets {
+				*db.get(&o) = histogramOf(p.h[db.c], tot.h[db.c])
+			}
 		}
 		out = append(out, o)
 	}

@@ -1,7 +1,6 @@
 package diagnosis
 
 import (
-	"errors"
 	"fmt"
 	"math"
 	"slices"
@@ -12,6 +11,7 @@ import (
 	"github.com/prometheus/prometheus/model/labels"
 
 	"github.com/fos-study/vllm-normalizer/exposition"
+	"github.com/fos-study/vllm-normalizer/internal/setting"
 )
 
 // Names of the families the Diagnoser exposes, a public contract.
@@ -96,8 +96,9 @@ type Diagnoser struct {
 	inputNames map[string]string
 }
 
-// New checks opts and returns a Diagnoser without history.
-func New(opts Options) (*Diagnoser, error) {
+// Check rejects options New would refuse, as *setting.Error naming the
+// option (diagnosis.Options.X), so that cmd can name its flag.
+func (opts Options) Check() error {
 	if opts.MinRequests == 0 {
 		opts.MinRequests = DefaultMinRequests
 	}
@@ -107,23 +108,51 @@ func New(opts Options) (*Diagnoser, error) {
 	if opts.MaxIncident == 0 {
 		opts.MaxIncident = max(DefaultMaxIncident, 2*(opts.Window+opts.Baseline))
 	}
+	bad := func(name, value, rule, fix string) error {
+		return &setting.Error{Setting: "diagnosis.Options." + name, Value: value, Rule: rule, Fix: fix}
+	}
 	switch {
 	case opts.Window <= 0:
-		return nil, fmt.Errorf("diagnosis: the recent window must be positive, got %s", opts.Window)
+		return bad("Window", model.Duration(opts.Window).String(), "is not positive", "give the recent window, such as 1m")
 	case opts.Baseline <= 0:
-		return nil, fmt.Errorf("diagnosis: the baseline window must be positive, got %s", opts.Baseline)
-	case opts.Interval > 0 && opts.Window < 2*opts.Interval:
-		return nil, fmt.Errorf("diagnosis: the recent window %s is shorter than two scrape intervals (%s): a change needs two scrapes inside it; lengthen the window", model.Duration(opts.Window), 2*opts.Interval)
-	case opts.Interval > 0 && opts.Baseline < 2*opts.Interval:
-		return nil, fmt.Errorf("diagnosis: the baseline window %s is shorter than two scrape intervals (%s); lengthen the baseline", model.Duration(opts.Baseline), 2*opts.Interval)
+		return bad("Baseline", model.Duration(opts.Baseline).String(), "is not positive", "give the baseline window, such as 30m")
+	}
+	if opts.Interval > 0 {
+		if err := setting.TwoIntervals("diagnosis.Options.Window", opts.Window, opts.Interval); err != nil {
+			return err
+		}
+		if err := setting.TwoIntervals("diagnosis.Options.Baseline", opts.Baseline, opts.Interval); err != nil {
+			return err
+		}
+	}
+	switch {
 	case !(opts.MinChange > 0 && opts.MinChange < 1):
-		return nil, fmt.Errorf("diagnosis: the minimum relative change must be above 0 and below 1 (0.25 = 25 %%), got %v", opts.MinChange)
+		return bad("MinChange", fmt.Sprint(opts.MinChange), "is not above 0 and below 1", "give the smallest relative change that counts, such as 0.25 (25 %)")
 	case !(opts.MinRequests >= 1) || math.IsInf(opts.MinRequests, 0):
-		return nil, errors.New("diagnosis: the minimum number of requests must be at least 1")
+		return bad("MinRequests", fmt.Sprint(opts.MinRequests), "is below 1", "give the finished requests each window needs, such as 20")
 	case !(opts.Significance > 0 && opts.Significance < 0.5):
-		return nil, fmt.Errorf("diagnosis: the significance level must be above 0 and below 0.5 (0.01 = a 1 %% chance of calling noise a change), got %v", opts.Significance)
+		return bad("Significance", fmt.Sprint(opts.Significance), "is not above 0 and below 0.5", "give the chance of calling noise a change you accept, such as 0.01")
 	case opts.MaxIncident <= opts.Window+opts.Baseline:
-		return nil, fmt.Errorf("diagnosis: the maximum incident length %s must exceed the recent window plus the baseline (%s), or an incident would end before its level fills the baseline; lengthen it", model.Duration(opts.MaxIncident), model.Duration(opts.Window+opts.Baseline))
+		return bad("MaxIncident", model.Duration(opts.MaxIncident).String(),
+			fmt.Sprintf("is not longer than the recent window plus the baseline (%s): an incident would end before its level fills the baseline", model.Duration(opts.Window+opts.Baseline)),
+			"lengthen it, such as 3h")
+	}
+	return nil
+}
+
+// New checks opts and returns a Diagnoser without history.
+func New(opts Options) (*Diagnoser, error) {
+	if err := opts.Check(); err != nil {
+		return nil, err
+	}
+	if opts.MinRequests == 0 {
+		opts.MinRequests = DefaultMinRequests
+	}
+	if opts.Significance == 0 {
+		opts.Significance = DefaultSignificance
+	}
+	if opts.MaxIncident == 0 {
+		opts.MaxIncident = max(DefaultMaxIncident, 2*(opts.Window+opts.Baseline))
 	}
 	d := &Diagnoser{
 		opts:      opts,

@@ -501,12 +501,14 @@ func TestOptionsRejected(t *testing.T) {
 		opts Options
 		want string
 	}{
-		{Options{Window: 0, Baseline: time.Minute, MinChange: 0.25}, "recent window must be positive, got 0s"},
-		{Options{Window: time.Second, Baseline: time.Minute, MinChange: 0.25, Interval: time.Second}, "recent window 1s is shorter than two scrape intervals (2s)"},
-		{Options{Window: time.Minute, Baseline: time.Second, MinChange: 0.25, Interval: time.Second}, "baseline window 1s is shorter than two scrape intervals"},
-		{Options{Window: time.Minute, Baseline: time.Hour, MinChange: 1}, "above 0 and below 1 (0.25 = 25 %), got 1"},
-		{Options{Window: time.Minute, Baseline: time.Hour, MinChange: 0}, "got 0"},
-		{Options{Window: time.Minute, Baseline: time.Hour, MinChange: math.NaN()}, "got NaN"},
+		{Options{Window: 0, Baseline: time.Minute, MinChange: 0.25}, "diagnosis.Options.Window=0s is not positive"},
+		{Options{Window: time.Second, Baseline: time.Minute, MinChange: 0.25, Interval: time.Second}, "diagnosis.Options.Window=1s is shorter than two scrape intervals (2s)"},
+		{Options{Window: time.Minute, Baseline: time.Second, MinChange: 0.25, Interval: time.Second}, "diagnosis.Options.Baseline=1s is shorter than two scrape intervals"},
+		{Options{Window: time.Minute, Baseline: time.Hour, MinChange: 1}, "diagnosis.Options.MinChange=1 is not above 0 and below 1"},
+		{Options{Window: time.Minute, Baseline: time.Hour, MinChange: 0}, "MinChange=0 is not"},
+		{Options{Window: time.Minute, Baseline: time.Hour, MinChange: math.NaN()}, "MinChange=NaN is not"},
+		{Options{Window: time.Minute, Baseline: time.Hour, MinChange: 0.25, Significance: 0.5}, "diagnosis.Options.Significance=0.5 is not above 0 and below 0.5"},
+		{Options{Window: time.Minute, Baseline: time.Hour, MinChange: 0.25, MaxIncident: time.Hour}, "diagnosis.Options.MaxIncident=1h is not longer than the recent window plus the baseline (1h1m)"},
 	} {
 		_, err := New(c.opts)
 		if err == nil || !strings.Contains(err.Error(), c.want) {

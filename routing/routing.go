@@ -39,6 +39,8 @@ type Viewer struct {
 	sums map[string]*sumLayout // by output family name
 	// nan counts the NaN samples met since TakeNaN last read it.
 	nan int
+	// gauges are the last view's collapsed gauges (Gauges).
+	gauges map[string]ModelGauges
 }
 
 // TakeNaN returns the number of NaN samples the views built since the last
@@ -100,17 +102,18 @@ func (v *Viewer) Views(in Input) (epp, compat []exposition.Family) {
 		natives = Natives{} // vLLM's own names are the current ones
 	}
 	blocks := blocksPerEngine(role(mapping.RoleCacheConfig))
+	v.gauges = map[string]ModelGauges{}
 	var running, waiting, kv []exposition.Sample
 	if f := role(mapping.RoleRequestsRunning); f != nil {
-		running = v.sumByModel(f)
+		running = v.keep(gaugeRunning, v.sumByModel(f))
 		add(f.Name, "Requests in the running batch, summed over data-parallel engines and API-server processes.", slices.Clone(running))
 	}
 	if f := role(mapping.RoleRequestsWaiting); f != nil {
-		waiting = v.sumByModel(f)
+		waiting = v.keep(gaugeWaiting, v.sumByModel(f))
 		add(f.Name, "Requests waiting to be scheduled, summed over data-parallel engines and API-server processes.", slices.Clone(waiting))
 	}
 	if f := role(mapping.RoleKVCacheUsage); f != nil {
-		kv = v.kvByModel(f, blocks)
+		kv = v.keep(gaugeKVUsage, v.kvByModel(f, blocks))
 		add(f.Name, "KV-cache usage, 0..1: per engine the highest value over API-server processes (idle processes report 0), then the mean over engines weighted by each engine's num_gpu_blocks (plain mean when unknown).", slices.Clone(kv))
 		for _, legacy := range roles.Legacy(mapping.RoleKVCacheUsage) {
 			add(legacy, "Legacy name of "+f.Name+", same value, for routers that still read it (GIE up to 1.2, AIBrix, production-stack).", slices.Clone(kv))

@@ -40,7 +40,6 @@ import (
 	"github.com/fos-study/vllm-normalizer/genai"
 	"github.com/fos-study/vllm-normalizer/internal/setting"
 	"github.com/fos-study/vllm-normalizer/mapping"
-	"github.com/fos-study/vllm-normalizer/window"
 )
 
 const defaultListen = ":9400"
@@ -200,6 +199,9 @@ var settingFlags = map[string]string{
 	"derive.SLOTargets.E2E":                    "--slo.e2e",
 	"diagnosis.Options.Window":                 "--diagnosis.window",
 	"diagnosis.Options.Baseline":               "--diagnosis.baseline",
+	"diagnosis.Options.MinChange":              "--diagnosis.min-change",
+	"diagnosis.Options.Significance":           "--diagnosis.significance",
+	"diagnosis.Options.MaxIncident":            "--diagnosis.max-incident",
 }
 
 // flagged names a library's rejected setting by its flag.
@@ -210,24 +212,14 @@ func flagged(err error) error {
 // checkDiagnosis rejects diagnosis settings the diagnosis would refuse,
 // naming the flags.
 func (f *flags) checkDiagnosis() error {
-	for _, d := range []struct {
-		setting string
-		v       time.Duration
-	}{{"diagnosis.Options.Window", f.diagWindow}, {"diagnosis.Options.Baseline", f.diagBaseline}} {
-		if err := setting.TwoIntervals(d.setting, d.v, f.scrapeInterval); err != nil {
-			return flagged(err)
-		}
-	}
-	if !(f.diagMinChange > 0 && f.diagMinChange < 1) {
-		return fmt.Errorf("--diagnosis.min-change=%v must be above 0 and below 1 (0.25 means a change of 25 %%)", f.diagMinChange)
-	}
-	if !(f.diagSignificance > 0 && f.diagSignificance < 0.5) {
-		return fmt.Errorf("--diagnosis.significance=%v must be above 0 and below 0.5 (0.01 means a 1 %% chance of calling noise a change)", f.diagSignificance)
-	}
-	if f.diagMaxIncident <= f.diagWindow+f.diagBaseline {
-		return fmt.Errorf("--diagnosis.max-incident=%s must be longer than --diagnosis.window plus --diagnosis.baseline (%s): an incident must outlast its level filling the baseline; lengthen it", window.Format(f.diagMaxIncident), window.Format(f.diagWindow+f.diagBaseline))
-	}
-	return nil
+	return flagged(f.diagnosisOptions().Check())
+}
+
+// diagnosisOptions are the diagnosis' options from the flags.
+func (f *flags) diagnosisOptions() diagnosis.Options {
+	return diagnosis.Options{Window: f.diagWindow, Baseline: f.diagBaseline, MinChange: f.diagMinChange, Interval: f.scrapeInterval,
+		Significance: f.diagSignificance, MaxIncident: f.diagMaxIncident,
+		SLO: diagnosis.SLO{TTFT: tightest(f.slos.TTFT), TPOT: tightest(f.slos.TPOT)}}
 }
 
 // checkGenAI rejects GenAI view settings the view would refuse, naming the
@@ -465,9 +457,7 @@ func run(args []string, stdout, stderr *os.File) int {
 		exp.MustRegister(collectors.NewProcessCollector(collectors.ProcessCollectorOpts{Namespace: "vllm_normalizer"}))
 		gatherers = append(gatherers, exp)
 	}
-	diag, err := diagnosis.New(diagnosis.Options{Window: f.diagWindow, Baseline: f.diagBaseline, MinChange: f.diagMinChange, Interval: f.scrapeInterval,
-		Significance: f.diagSignificance, MaxIncident: f.diagMaxIncident,
-		SLO: diagnosis.SLO{TTFT: tightest(f.slos.TTFT), TPOT: tightest(f.slos.TPOT)}})
+	diag, err := diagnosis.New(f.diagnosisOptions())
 	if err != nil {
 		logger.Error("invalid settings", "err", flagged(err))
 		return 2

@@ -135,8 +135,8 @@ func TestFlagChecks(t *testing.T) {
 		{[]string{"--vllm.scrape-uri=ftp://10.0.0.5/metrics"}, "--vllm.scrape-uri=ftp://10.0.0.5/metrics is not http(s)"},
 		{[]string{"--vllm.scrape-uri=http://user:s3cret@host:port/metrics"}, "--vllm.scrape-uri is not a URL"},
 		{[]string{"--vllm.timeout=2s"}, "--vllm.timeout=2s is longer than the scrape interval (1s)"},
-		{[]string{"--diagnosis.min-change=1.5"}, "--diagnosis.min-change=1.5 must be above 0 and below 1"},
-		{[]string{"--diagnosis.min-change=0"}, "--diagnosis.min-change=0 must be above 0"},
+		{[]string{"--diagnosis.min-change=1.5"}, "--diagnosis.min-change=1.5 is not above 0 and below 1"},
+		{[]string{"--diagnosis.min-change=0"}, "--diagnosis.min-change=0 is not above 0"},
 		{[]string{"--web.routing-path=/diagnosis"}, "--web.routing-path=/diagnosis is taken"},
 	} {
 		_, err := parseFlags(tc.args, io.Discard, io.Discard)
