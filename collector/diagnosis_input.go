@@ -85,7 +85,6 @@ func diagnosisInputNames(roles *mapping.Roles) map[string]string {
 	return out
 }
 
-
 // diagnosisNames are the canonical sample names of the inputs, keyed by
 // their mapping.Counter; window.Inputs works out every family name they
 // may come in.
