@@ -59,8 +59,11 @@ type Config struct {
 	Windows   []time.Duration
 	// SLOs are the latency targets of vllm_derived_slo_attainment_ratio;
 	// none means no attainment series.
-	SLOs   derive.SLOTargets
-	Mapper *mapping.Mapper
+	SLOs derive.SLOTargets
+	// LegacyLabels labels the latency quantiles quantile and the SLO
+	// targets le, the names before q and target (deprecated).
+	LegacyLabels bool
+	Mapper       *mapping.Mapper
 	// Registry holds what describes the sidecar process (New registers its
 	// version; cmd/ adds its own). Its families are served with the page,
 	// gathered when the page is read. The scrape's own series (vllm_up and
@@ -229,7 +232,11 @@ func New(cfg Config) (*Collector, error) {
 	if cfg.Diagnosis != nil {
 		cfg.Diagnosis.SetInputNames(diagnosisInputNames(roles))
 	}
-	deriver, err := derive.New(roles).WithSLOs(cfg.SLOs)
+	base := derive.New(roles)
+	if cfg.LegacyLabels {
+		base = base.WithLegacyLabels()
+	}
+	deriver, err := base.WithSLOs(cfg.SLOs)
 	if err != nil {
 		return nil, err
 	}

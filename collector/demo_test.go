@@ -105,11 +105,11 @@ func TestDemoGolden(t *testing.T) {
 	}
 	les := map[string]bool{}
 	for _, s := range byName["vllm_derived_slo_attainment_ratio"].Samples {
-		les[s.Labels.Get("slo")+"/"+s.Labels.Get("le")] = true
+		les[s.Labels.Get("slo")+"/"+s.Labels.Get("target")] = true
 	}
 	for _, want := range []string{"ttft/0.5", "ttft/0.7", "tpot/0.05", "e2e/10.0"} {
 		if !les[want] {
-			t.Errorf("vllm_derived_slo_attainment_ratio has no slo/le %s: %v", want, les)
+			t.Errorf("vllm_derived_slo_attainment_ratio has no slo/target %s: %v", want, les)
 		}
 	}
 	for _, name := range derivedNames {
@@ -163,6 +163,11 @@ func TestDemoGolden(t *testing.T) {
 	compareGolden(t, filepath.Join("..", "testdata", "golden", "sidecar-demo.metrics"), page)
 	compareGolden(t, filepath.Join("..", "testdata", "golden", "sidecar-demo-routing.metrics"), routing)
 	compareGolden(t, filepath.Join("..", "testdata", "golden", "sidecar-demo-compat.metrics"), compat)
+	// The live pages lint clean too (lint_test.go).
+	pt := promtoolPath(t)
+	lintPage(t, pt, "demo /metrics", page)
+	lintPage(t, pt, "demo /metrics/routing", routing)
+	lintPage(t, pt, "demo compatibility page", compat)
 }
 
 // checkRouterPage checks a router-facing page: 200, valid, one series per

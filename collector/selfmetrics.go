@@ -155,7 +155,7 @@ func newSelfMetrics() *selfMetrics {
 		"metric")
 	m.unwindowed = counter("vllm_normalizer_history_unwindowed_samples_total",
 		"Upstream samples that derivations read but the history did not keep because it already held its series limit; the derived gauges of their model_name and engine are left out meanwhile.")
-	m.layoutChanges = counter("vllm_normalizer_histogram_layout_changes_total",
+	m.layoutChanges = counter("vllm_normalizer_bucket_layout_changes_total",
 		"Histogram children whose set of bucket bounds changed (a vLLM upgrade): their window restarted from the new layout, so quantiles never mix two layouts.")
 	m.restarts = counter("vllm_normalizer_upstream_restarts_detected_total",
 		"Counter series found restarted by their _created time or vLLM's process_start_time_seconds (moved past the previous scrape) although their value did not go down; they counted from zero.")

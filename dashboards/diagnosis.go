@@ -5,7 +5,7 @@ import "fmt"
 // diagnosis follows the order operators walk when throughput drops.
 func diagnosis() Dashboard {
 	l := &layout{}
-	legend := "{{pod}} {{model_name}} p{{quantile}}"
+	legend := "{{pod}} {{model_name}} p{{q}}"
 
 	// (0) The sidecar's own verdict: the five steps done automatically.
 	yesNo := []any{map[string]any{"type": "value", "options": map[string]any{
@@ -35,11 +35,11 @@ func diagnosis() Dashboard {
 	l.add(timeseries("Time to first token per instance",
 		"Is the slowdown in prefill (or queueing before it)? Windowed time-to-first-token quantiles per instance from the sidecar's derived gauges. Rising TTFT with steady inter-token latency points at prefill or queueing.",
 		tsOpt{unit: "s", min: f(0)},
-		q(fmt.Sprintf(`max by (%s, quantile) (vllm_derived_ttft_seconds{%s})`, inst, selWin), legend)), 12, 8)
+		q(fmt.Sprintf(`max by (%s, q) (vllm_derived_ttft_seconds{%s})`, inst, selWin), legend)), 12, 8)
 	l.add(timeseries("Inter-token latency per instance",
 		"Is the slowdown in decode? Windowed inter-token latency quantiles per instance. Rising inter-token latency with steady TTFT points at decode: a larger batch, longer contexts or memory pressure.",
 		tsOpt{unit: "s", min: f(0)},
-		q(fmt.Sprintf(`max by (%s, quantile) (vllm_derived_inter_token_latency_seconds{%s})`, inst, selWin), legend)), 12, 8)
+		q(fmt.Sprintf(`max by (%s, q) (vllm_derived_inter_token_latency_seconds{%s})`, inst, selWin), legend)), 12, 8)
 	l.add(timeseries("TTFT split: queue vs prefill (mean)",
 		"Where does time-to-first-token go: waiting in the queue or computing the prefill? Mean queue time and mean prefill time per instance over the derived window.",
 		tsOpt{unit: "s", min: f(0)},
@@ -67,7 +67,7 @@ func diagnosis() Dashboard {
 		"What does a bigger batch cost? Mean running batch size per model (left axis) against median inter-token latency (right axis): if latency climbs with the batch, throughput is bought with slower tokens.",
 		tsOpt{unit: "short", min: f(0), overrides: []map[string]any{rightAxis(".*ITL.*", "s")}},
 		q(fmt.Sprintf(`avg by (model_name) (vllm:num_requests_running{%s})`, selModel), "{{model_name}} running batch"),
-		q(fmt.Sprintf(`avg by (model_name) (vllm_derived_inter_token_latency_seconds{%s, quantile="0.5"})`, selWin), "{{model_name}} ITL p50")), 12, 8)
+		q(fmt.Sprintf(`avg by (model_name) (vllm_derived_inter_token_latency_seconds{%s, q="0.5"})`, selWin), "{{model_name}} ITL p50")), 12, 8)
 	l.add(timeseries("Finished requests per second by reason",
 		"Is the work finishing, and how? Requests per second per finish reason (stop, length, abort, error...). A rise in abort or error explains a throughput drop that latency does not.",
 		tsOpt{unit: "reqps", min: f(0), stack: true},

@@ -328,8 +328,8 @@ func TestRulesParse(t *testing.T) {
 			if g == "slo_attainment_ratio" {
 				want = len(sloRules)
 				for _, ls := range found {
-					if sloRules[ls["slo"]] != ls["le"] {
-						t.Errorf("attainment rule for window %s has slo=%q le=%q, want one of %v", w, ls["slo"], ls["le"], sloRules)
+					if sloRules[ls["slo"]] != ls["target"] {
+						t.Errorf("attainment rule for window %s has slo=%q target=%q, want one of %v", w, ls["slo"], ls["target"], sloRules)
 					}
 				}
 			}
@@ -341,7 +341,7 @@ func TestRulesParse(t *testing.T) {
 				if ls["window"] != w {
 					t.Errorf("derived gauge %s: rule for window %s has window label %q", g, w, ls["window"])
 				}
-				qs[ls["quantile"]] = true
+				qs[ls["q"]] = true
 			}
 			if quantileGauges[g] && !(qs["0.5"] && qs["0.9"] && qs["0.99"]) {
 				t.Errorf("derived gauge %s window %s: quantiles %v, want 0.5, 0.9, 0.99", g, w, qs)
@@ -927,8 +927,8 @@ func TestKustomizeKEDA(t *testing.T) {
 				reads[g] = true
 			}
 		}
-		if strings.Contains(q, "vllm_derived_slo_attainment_ratio") && !strings.Contains(q, `slo="ttft",le="0.5"`) {
-			t.Errorf("SLO trigger %q does not select the target the sidecar computes (slo=\"ttft\",le=\"0.5\")", q)
+		if strings.Contains(q, "vllm_derived_slo_attainment_ratio") && !strings.Contains(q, `slo="ttft",target="0.5"`) {
+			t.Errorf("SLO trigger %q does not select the target the sidecar computes (slo=\"ttft\",target=\"0.5\")", q)
 		}
 	}
 	if !reads["vllm_derived_requests_in_flight"] || !reads["vllm_derived_slo_attainment_ratio"] {
@@ -1045,8 +1045,8 @@ func TestKustomizeHPA(t *testing.T) {
 				t.Errorf("HPA External metric %s is not an external metric of the adapter rules", name)
 			}
 			sel, _ := get(m, "external", "metric", "selector", "matchLabels").(map[string]any)
-			if sel["slo"] != "ttft" || sel["le"] != "0.5" || sel["window"] == nil {
-				t.Errorf("HPA SLO metric selects %v, want slo=ttft, le=0.5 and a window", sel)
+			if sel["slo"] != "ttft" || sel["target"] != "0.5" || sel["window"] == nil {
+				t.Errorf("HPA SLO metric selects %v, want slo=ttft, target=0.5 and a window", sel)
 			}
 			kindsSeen[typ] = true
 		default:

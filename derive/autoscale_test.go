@@ -71,7 +71,7 @@ func TestDeriveAutoscalingDataParallel(t *testing.T) {
 		{e1, perEngine, "0.5", 0.5}, {e1, perEngine, "0.75", 0.75},
 		{m, perModel, "0.5", 0.4375}, {m, perModel, "0.75", 0.65625},
 	} {
-		wantValue(t, c.fams, c.want, DerivedSLOAttainmentRatio, append(c.lbls, "slo", "ttft", "le", c.le)...)
+		wantValue(t, c.fams, c.want, DerivedSLOAttainmentRatio, append(c.lbls, "slo", "ttft", "target", c.le)...)
 	}
 	// No TPOT or e2e targets, no TPOT or e2e series.
 	if n := seriesCount(perEngine, DerivedSLOAttainmentRatio); n != 4 {
@@ -89,7 +89,7 @@ func TestDeriveAutoscalingEmptyWindow(t *testing.T) {
 	h.Observe(at(10), parsePage(t, p.text()))
 	fams := h.Derive(at(10), byModelEngine)
 	l := []string{"engine", "0", "model_name", "m", "window", "1m"}
-	wantAbsent(t, fams, DerivedSLOAttainmentRatio, append(l, "slo", "ttft", "le", "0.5")...)
+	wantAbsent(t, fams, DerivedSLOAttainmentRatio, append(l, "slo", "ttft", "target", "0.5")...)
 	wantAbsent(t, fams, DerivedGenerationTokensPerSecondPerRequest, l...)
 	wantValue(t, fams, 0, DerivedGenerationTokensPerSecond, l...)
 }

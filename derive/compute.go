@@ -129,7 +129,7 @@ func quantilesOf(cn mapping.Counter) func(*windowCalc) {
 		scratch := c.buckets(cn)
 		for _, dq := range derivedQuantiles {
 			copy(scratch, bs)
-			c.emitWith([]labels.Label{{Name: QuantileLabel, Value: dq.label}}, dq.label, quantile.Estimate(dq.q, scratch))
+			c.emitWith([]labels.Label{{Name: c.d.quantileLabel, Value: dq.label}}, dq.label, quantile.Estimate(dq.q, scratch))
 		}
 	}
 }

@@ -65,8 +65,11 @@ type Deriver struct {
 	inputs *window.Inputs
 	help   map[string]string
 	// slos are the attainment targets, ready to use (see WithSLOs).
-	slos   []sloTarget
-	labels *labelCache
+	slos []sloTarget
+	// quantileLabel and targetLabel name the quantile and SLO target
+	// labels (see WithLegacyLabels).
+	quantileLabel, targetLabel string
+	labels                     *labelCache
 }
 
 // New returns the Deriver for the roles' canonical names, without SLO
@@ -77,7 +80,8 @@ func New(roles *mapping.Roles) *Deriver {
 
 // newDeriver returns the Deriver of a table of specs.
 func newDeriver(roles *mapping.Roles, table []Spec) *Deriver {
-	d := &Deriver{roles: roles, specs: expandSpecs(table, roles), help: map[string]string{}, labels: &labelCache{}}
+	d := &Deriver{roles: roles, specs: expandSpecs(table, roles), help: map[string]string{}, labels: &labelCache{},
+		quantileLabel: QuantileLabel, targetLabel: SLOTargetLabel}
 	for _, s := range d.specs {
 		d.help[s.Name] = s.Help
 	}
@@ -236,7 +240,7 @@ func (d *Deriver) derive(r *window.Reader, groupBys [][]string, res [][]expositi
 		by := make([]string, 0, len(groupBy))
 		for _, g := range groupBy {
 			switch g {
-			case model.MetricNameLabel, model.BucketLabel, WindowLabel, QuantileLabel, finishedReasonLabel, SLOLabel:
+			case model.MetricNameLabel, model.BucketLabel, WindowLabel, QuantileLabel, SLOTargetLabel, LegacyQuantileLabel, finishedReasonLabel, SLOLabel:
 				continue
 			}
 			if !slices.Contains(by, g) {

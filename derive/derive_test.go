@@ -243,30 +243,30 @@ func TestDeriveEveryFamily(t *testing.T) {
 	wantValue(t, fams, 0.75, DerivedTTFTQueueRatio, l...)
 	wantValue(t, fams, 200, DerivedPromptTokensMean, l...)
 	wantValue(t, fams, 250, DerivedGenerationTokensMean, l...)
-	wantValue(t, fams, 0.4, DerivedTTFTSeconds, append(l, "quantile", "0.5")...)
-	wantValue(t, fams, 0.875, DerivedTTFTSeconds, append(l, "quantile", "0.9")...)
-	wantValue(t, fams, 0.9875, DerivedTTFTSeconds, append(l, "quantile", "0.99")...)
-	wantValue(t, fams, 0.01, DerivedInterTokenLatencySeconds, append(l, "quantile", "0.5")...)
-	wantValue(t, fams, 0.022, DerivedInterTokenLatencySeconds, append(l, "quantile", "0.9")...)
-	wantValue(t, fams, 0.0247, DerivedInterTokenLatencySeconds, append(l, "quantile", "0.99")...)
+	wantValue(t, fams, 0.4, DerivedTTFTSeconds, append(l, "q", "0.5")...)
+	wantValue(t, fams, 0.875, DerivedTTFTSeconds, append(l, "q", "0.9")...)
+	wantValue(t, fams, 0.9875, DerivedTTFTSeconds, append(l, "q", "0.99")...)
+	wantValue(t, fams, 0.01, DerivedInterTokenLatencySeconds, append(l, "q", "0.5")...)
+	wantValue(t, fams, 0.022, DerivedInterTokenLatencySeconds, append(l, "q", "0.9")...)
+	wantValue(t, fams, 0.0247, DerivedInterTokenLatencySeconds, append(l, "q", "0.99")...)
 	for _, q := range []string{"0.5", "0.9", "0.99"} {
-		wantValue(t, fams, 5, DerivedE2ELatencySeconds, append(l, "quantile", q)...)
+		wantValue(t, fams, 5, DerivedE2ELatencySeconds, append(l, "q", q)...)
 	}
 	wantValue(t, fams, 40, DerivedGenerationTokensPerSecondPerRequest, l...)
 	// SLO attainment from the same increases. TTFT at most 0.5 s: a bound,
 	// 6/10; at most 0.25 s: inside (0.1, 0.5], 2 + 4*0.15/0.4 = 3.5 -> 0.35;
 	// at most 2 s: above the highest finite bound (1) with nothing in +Inf
 	// beyond it, 1. le is printed as Prometheus prints bucket bounds.
-	wantValue(t, fams, 0.6, DerivedSLOAttainmentRatio, append(l, "slo", "ttft", "le", "0.5")...)
-	wantValue(t, fams, 0.35, DerivedSLOAttainmentRatio, append(l, "slo", "ttft", "le", "0.25")...)
-	wantValue(t, fams, 1, DerivedSLOAttainmentRatio, append(l, "slo", "ttft", "le", "2.0")...)
+	wantValue(t, fams, 0.6, DerivedSLOAttainmentRatio, append(l, "slo", "ttft", "target", "0.5")...)
+	wantValue(t, fams, 0.35, DerivedSLOAttainmentRatio, append(l, "slo", "ttft", "target", "0.25")...)
+	wantValue(t, fams, 1, DerivedSLOAttainmentRatio, append(l, "slo", "ttft", "target", "2.0")...)
 	// TPOT at most 50 ms: 8/10; at most 10 ms: 3*0.01/0.025 = 1.2 -> 0.12.
-	wantValue(t, fams, 0.8, DerivedSLOAttainmentRatio, append(l, "slo", "tpot", "le", "0.05")...)
-	wantValue(t, fams, 0.12, DerivedSLOAttainmentRatio, append(l, "slo", "tpot", "le", "0.01")...)
+	wantValue(t, fams, 0.8, DerivedSLOAttainmentRatio, append(l, "slo", "tpot", "target", "0.05")...)
+	wantValue(t, fams, 0.12, DerivedSLOAttainmentRatio, append(l, "slo", "tpot", "target", "0.01")...)
 	// E2E at most 1 s: 0/10; at most 7 s: all 10 lie beyond the highest
 	// finite bound (5), where nothing says how many are <= 7: absent.
-	wantValue(t, fams, 0, DerivedSLOAttainmentRatio, append(l, "slo", "e2e", "le", "1.0")...)
-	wantAbsent(t, fams, DerivedSLOAttainmentRatio, append(l, "slo", "e2e", "le", "7.0")...)
+	wantValue(t, fams, 0, DerivedSLOAttainmentRatio, append(l, "slo", "e2e", "target", "1.0")...)
+	wantAbsent(t, fams, DerivedSLOAttainmentRatio, append(l, "slo", "e2e", "target", "7.0")...)
 	if n := seriesCount(fams, DerivedSLOAttainmentRatio); n != 6 {
 		t.Errorf("%d attainment series, want 6", n)
 	}
@@ -417,11 +417,11 @@ func TestDeriveDataParallelEngines(t *testing.T) {
 	// Engine 0 TTFT: q.5 rank 4 in (1,2]: 1 + (4-2)/4 = 1.5; q.9 rank 7.2
 	// in +Inf: 2. Engine 1: q.5 rank 5 in (1,4]: 1 + 3*(5-4)/6 = 1.5;
 	// q.9 rank 9: 1 + 3*5/6 = 3.5; q.99 rank 9.9: 1 + 3*5.9/6 = 3.95.
-	wantValue(t, fams, 1.5, DerivedTTFTSeconds, append(l0, "quantile", "0.5")...)
-	wantValue(t, fams, 2, DerivedTTFTSeconds, append(l0, "quantile", "0.9")...)
-	wantValue(t, fams, 1.5, DerivedTTFTSeconds, append(l1, "quantile", "0.5")...)
-	wantValue(t, fams, 3.5, DerivedTTFTSeconds, append(l1, "quantile", "0.9")...)
-	wantValue(t, fams, 3.95, DerivedTTFTSeconds, append(l1, "quantile", "0.99")...)
+	wantValue(t, fams, 1.5, DerivedTTFTSeconds, append(l0, "q", "0.5")...)
+	wantValue(t, fams, 2, DerivedTTFTSeconds, append(l0, "q", "0.9")...)
+	wantValue(t, fams, 1.5, DerivedTTFTSeconds, append(l1, "q", "0.5")...)
+	wantValue(t, fams, 3.5, DerivedTTFTSeconds, append(l1, "q", "0.9")...)
+	wantValue(t, fams, 3.95, DerivedTTFTSeconds, append(l1, "q", "0.99")...)
 
 	fams = h.Derive(at(30), byModel)
 	lm := []string{"model_name", "m", "window", "1m"}
@@ -434,8 +434,8 @@ func TestDeriveDataParallelEngines(t *testing.T) {
 	// 4: 10 (engine 1 only), +Inf: 18.
 	//   q.5: rank 9 in (2,4]: 2 + 2*(9-6)/(10-6) = 3.5
 	//   q.9: rank 16.2 in +Inf: 4
-	wantValue(t, fams, 3.5, DerivedTTFTSeconds, append(lm, "quantile", "0.5")...)
-	wantValue(t, fams, 4, DerivedTTFTSeconds, append(lm, "quantile", "0.9")...)
+	wantValue(t, fams, 3.5, DerivedTTFTSeconds, append(lm, "q", "0.5")...)
+	wantValue(t, fams, 4, DerivedTTFTSeconds, append(lm, "q", "0.9")...)
 	for _, f := range fams {
 		for _, s := range f.Samples {
 			if s.Labels.Has("engine") {
@@ -714,7 +714,7 @@ vllm:e2e_request_latency_seconds_bucket{model_name="m",le="2"} %[1]v
 	h.Observe(at(1), parsePage(t, mk(4)))
 	fams := h.Derive(at(1), byModel)
 	// TTFT 1:4, +Inf:4: rank 2 in (0,1]: 0.5.
-	wantValue(t, fams, 0.5, DerivedTTFTSeconds, "model_name", "m", "quantile", "0.5", "window", "1m")
+	wantValue(t, fams, 0.5, DerivedTTFTSeconds, "model_name", "m", "q", "0.5", "window", "1m")
 	if n := seriesCount(fams, DerivedE2ELatencySeconds); n != 0 {
 		t.Errorf("e2e quantiles without +Inf bucket:\n%s", dump(fams))
 	}

@@ -129,7 +129,7 @@ func TestBucketLayoutChange(t *testing.T) {
 	old := []string{"1", "2560", "+Inf"}
 	h.Observe(at(0), parsePage(t, ttftText(old, []float64{10, 20, 20})))
 	h.Observe(at(1), parsePage(t, ttftText(old, []float64{10, 30, 30})))
-	q := []string{"engine", "0", "model_name", "m", "quantile", "0.5", "window", "1m"}
+	q := []string{"engine", "0", "model_name", "m", "q", "0.5", "window", "1m"}
 	// 10 new in (1, 2560]: p50 = 1 + (2560-1)*5/10.
 	wantValue(t, h.Derive(at(1), byModelEngine), 1+2559*0.5, DerivedTTFTSeconds, q...)
 

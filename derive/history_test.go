@@ -99,12 +99,12 @@ func TestDeriveFixture13(t *testing.T) {
 	for _, r := range []string{"stop", "length", "abort", "error", "repetition"} {
 		wantValue(t, out, 1, DerivedRequestsPerSecond, append(l, "finished_reason", r)...)
 	}
-	wantValue(t, out, 0.0005, DerivedTTFTSeconds, append(l, "quantile", "0.5")...)
-	wantValue(t, out, 0.005, DerivedInterTokenLatencySeconds, append(l, "quantile", "0.5")...)
-	wantValue(t, out, 0.15, DerivedE2ELatencySeconds, append(l, "quantile", "0.5")...)
-	wantValue(t, out, 1, DerivedSLOAttainmentRatio, append(l, "slo", "ttft", "le", "0.001")...)
-	wantValue(t, out, 0.5, DerivedSLOAttainmentRatio, append(l, "slo", "tpot", "le", "0.005")...)
-	wantValue(t, out, 0.25, DerivedSLOAttainmentRatio, append(l, "slo", "e2e", "le", "0.075")...)
+	wantValue(t, out, 0.0005, DerivedTTFTSeconds, append(l, "q", "0.5")...)
+	wantValue(t, out, 0.005, DerivedInterTokenLatencySeconds, append(l, "q", "0.5")...)
+	wantValue(t, out, 0.15, DerivedE2ELatencySeconds, append(l, "q", "0.5")...)
+	wantValue(t, out, 1, DerivedSLOAttainmentRatio, append(l, "slo", "ttft", "target", "0.001")...)
+	wantValue(t, out, 0.5, DerivedSLOAttainmentRatio, append(l, "slo", "tpot", "target", "0.005")...)
+	wantValue(t, out, 0.25, DerivedSLOAttainmentRatio, append(l, "slo", "e2e", "target", "0.075")...)
 	wantValue(t, out, 0.2, DerivedGenerationTokensPerSecondPerRequest, l...)
 	// Fixture 13 runs NIXL and splits prompt tokens by source: the prefill
 	// rate is local_compute's 1/s; the backlog waiting's mean 5 times the
@@ -115,8 +115,8 @@ func TestDeriveFixture13(t *testing.T) {
 	wantValue(t, out, 5, DerivedPrefillBacklogSeconds, l...)
 	wantValue(t, out, 0.5, DerivedKVTransferFailureRatio, l...)
 	wantValue(t, out, 1, DerivedKVTransferBytesPerSecond, append(l, "per", "tp_rank")...)
-	wantValue(t, out, 0.0025, DerivedKVTransferSeconds, append(l, "quantile", "0.5")...)
-	wantValue(t, out, 0.00495, DerivedKVTransferSeconds, append(l, "quantile", "0.99")...)
+	wantValue(t, out, 0.0025, DerivedKVTransferSeconds, append(l, "q", "0.5")...)
+	wantValue(t, out, 0.00495, DerivedKVTransferSeconds, append(l, "q", "0.99")...)
 	if want := windowedFamilies() + 5; len(out) != want {
 		t.Errorf("%d families, want %d", len(out), want)
 	}

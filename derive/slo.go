@@ -4,7 +4,6 @@ import (
 	"slices"
 	"time"
 
-	"github.com/prometheus/common/model"
 	"github.com/prometheus/prometheus/model/labels"
 
 	"github.com/fos-study/vllm-normalizer/internal/setting"
@@ -76,10 +75,31 @@ func (d *Deriver) WithSLOs(slos SLOTargets) (*Deriver, error) {
 		slices.Sort(ds)
 		for _, t := range slices.Compact(ds) {
 			out.slos = append(out.slos, sloTarget{src: k.src, seconds: t.Seconds(), lbls: []labels.Label{
-				{Name: SLOLabel, Value: k.label}, {Name: model.BucketLabel, Value: FormatSLOTarget(t)},
+				{Name: SLOLabel, Value: k.label}, {Name: d.targetLabel, Value: FormatSLOTarget(t)},
 			}, key: k.label + "\xff" + FormatSLOTarget(t)})
 		}
 	}
 	out.inputs = out.buildInputs(out.slos)
 	return &out, nil
+}
+
+// WithLegacyLabels returns a Deriver like d that labels the latency
+// quantiles quantile and the SLO targets le, the names before q and target,
+// for consumers that have not moved yet (--derive.legacy-labels; to be
+// removed after a deprecation period).
+func (d *Deriver) WithLegacyLabels() *Deriver {
+	out := *d
+	out.labels = &labelCache{}
+	out.quantileLabel, out.targetLabel = LegacyQuantileLabel, LegacySLOTargetLabel
+	out.slos = slices.Clone(d.slos)
+	for i := range out.slos {
+		lbls := slices.Clone(out.slos[i].lbls)
+		for j := range lbls {
+			if lbls[j].Name == d.targetLabel {
+				lbls[j].Name = out.targetLabel
+			}
+		}
+		out.slos[i].lbls = lbls
+	}
+	return &out
 }

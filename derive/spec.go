@@ -102,10 +102,19 @@ const (
 
 	// WindowLabel names the window a derived value covers ("1m").
 	WindowLabel = "window"
-	// QuantileLabel names the quantile of the latency gauges ("0.9").
-	QuantileLabel = "quantile"
+	// QuantileLabel names the quantile of the latency gauges ("0.9"), and
+	// SLOTargetLabel an attainment ratio's target in seconds ("0.5"). Not
+	// quantile and le: on a gauge those say summary and histogram bucket
+	// to consumers and linters (promtool check metrics), which it is not.
+	QuantileLabel  = "q"
+	SLOTargetLabel = "target"
+	// LegacyQuantileLabel and LegacySLOTargetLabel are the names before;
+	// WithLegacyLabels (--derive.legacy-labels) serves them instead, for a
+	// deprecation period.
+	LegacyQuantileLabel  = "quantile"
+	LegacySLOTargetLabel = "le"
 	// SLOLabel names the latency an attainment ratio is about: ttft, tpot
-	// or e2e; its target is in le.
+	// or e2e; its target is in SLOTargetLabel.
 	SLOLabel = "slo"
 
 	finishedReasonLabel = "finished_reason"
@@ -200,11 +209,11 @@ var specs = []Spec{
 		current:  kvCacheFreeTokens,
 	},
 	{
-		Name: DerivedSLOAttainmentRatio, Unit: "ratio", Record: "ratio", Labels: []string{SLOLabel, "le"}, AnyInput: true,
+		Name: DerivedSLOAttainmentRatio, Unit: "ratio", Record: "ratio", Labels: []string{SLOLabel, SLOTargetLabel}, AnyInput: true,
 		Inputs: []mapping.Role{mapping.RoleTTFT, mapping.RoleTimePerOutputToken, mapping.RoleE2ELatency},
-		Help: "Share of the requests finished in the window whose latency was at most le seconds:" +
+		Help: "Share of the requests finished in the window whose latency was at most target seconds:" +
 			" slo=\"ttft\" time to first token ({ttft}), \"tpot\" mean time per output token of the request ({time_per_output_token}), \"e2e\" end-to-end latency ({e2e_latency})." +
-			" From the increases of the buckets in the window, summed by le: exact when le is a bucket bound, linearly interpolated inside the bucket otherwise (the lowest bucket from 0);" +
+			" From the increases of the buckets in the window, summed by le: exact when the target is a bucket bound, linearly interpolated inside the bucket otherwise (the lowest bucket from 0);" +
 			" above the highest finite bound only when no observation lies beyond it. One series per target (--slo.ttft, --slo.tpot, --slo.e2e); none without targets." +
 			" Counters are read at the points scraped in the window (no extrapolation); absent without observations in the window.",
 		PromQL:   "increase(H_bucket{le=\"t\"}[w]) / increase(H_bucket{le=\"+Inf\"}[w]), H = {ttft}, {time_per_output_token}, {e2e_latency}; interpolated between bounds",

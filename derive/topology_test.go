@@ -103,7 +103,7 @@ func TestTopologyGauges(t *testing.T) {
 			wantValue(t, fams, e.XferBytes.Sum/e.XferTime.Sum, DerivedKVTransferBytesPerSecond, append(l, "per", "tp_rank")...)
 			for _, q := range []float64{0.5, 0.9, 0.99} {
 				qs := strconv.FormatFloat(q, 'g', -1, 64)
-				wantValue(t, fams, histQuantile(q, e.XferTime), DerivedKVTransferSeconds, append(l, "quantile", qs)...)
+				wantValue(t, fams, histQuantile(q, e.XferTime), DerivedKVTransferSeconds, append(l, "q", qs)...)
 			}
 		})
 	}

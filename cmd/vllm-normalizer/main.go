@@ -72,6 +72,7 @@ type flags struct {
 	windows          []time.Duration
 	slos             derive.SLOTargets
 	legacyAliases    bool
+	legacyLabels     bool
 	nameStyle        string
 	configFile       string
 	profileFiles     []string
@@ -248,6 +249,7 @@ func (f *flags) collectorConfig() collector.Config {
 		MaxSeries:    f.maxSeries,
 		Windows:      uniqueWindows(f.windows),
 		SLOs:         f.slos,
+		LegacyLabels: f.legacyLabels,
 		Role:         f.upstreamRole,
 	}
 }
@@ -298,6 +300,8 @@ func newApp(f *flags, stdout, stderr io.Writer) *kingpin.Application {
 		Default(strconv.Itoa(collector.DefaultMaxSeries)).IntVar(&f.maxSeries)
 	app.Flag("derive.window", "Window of the derived gauges, repeatable; each gives a window label.").
 		Default("1m", "5m").DurationListVar(&f.windows)
+	app.Flag("derive.legacy-labels", "Label latency quantiles quantile and SLO targets le, the names before q and target. Deprecated.").
+		Default("false").BoolVar(&f.legacyLabels)
 	for _, slo := range []struct {
 		name, what string
 		ds         *[]time.Duration

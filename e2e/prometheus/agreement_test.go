@@ -82,7 +82,7 @@ func (k checkKind) tolerances(w string) (agree, truth float64) {
 // PromQL and with the truth.
 type check struct {
 	family string // sidecar family
-	sel    string // extra matchers selecting one series per group, e.g. `quantile="0.9"`
+	sel    string // extra matchers selecting one series per group, e.g. `q="0.9"`
 	kind   checkKind
 	les    []float64 // bucket bounds, quantiles only
 	// promql is the equivalent PromQL over the raw series for grouping
@@ -247,7 +247,7 @@ func agreementChecks() []check {
 	for _, qf := range quantiles {
 		for qi, q := range []string{"0.5", "0.9", "0.99"} {
 			cs = append(cs, check{
-				family: qf.family, sel: fmt.Sprintf(`quantile=%q`, q), kind: kindQuantile,
+				family: qf.family, sel: fmt.Sprintf(`q=%q`, q), kind: kindQuantile,
 				les: histLes(qf.hist), promql: quantileQ(qf.hist, q), rule: ruleName[qf.family],
 				truth: [3]float64{qf.truth[0][qi], qf.truth[1][qi], qf.truth[2][qi]},
 			})
@@ -337,7 +337,7 @@ func agreementChecks() []check {
 		{"e2e", "vllm:e2e_request_latency_seconds", "3.0", "2.5", "5.0", 0.2, "", [3]float64{0.48, 0.52 / 1.5, 1.96 / 4.5}},
 	} {
 		a := a
-		cs = append(cs, check{family: "vllm_derived_slo_attainment_ratio", sel: fmt.Sprintf(`slo=%q,le=%q`, a.slo, a.le), kind: kindRatio,
+		cs = append(cs, check{family: "vllm_derived_slo_attainment_ratio", sel: fmt.Sprintf(`slo=%q,target=%q`, a.slo, a.le), kind: kindRatio,
 			promql: func(by, w string) string {
 				b := func(le string) string {
 					return fmt.Sprintf(`sum by (%s) (rate(%s_bucket{%s,le=%q}[%s]))`, by, a.hist, rawJob, le, w)

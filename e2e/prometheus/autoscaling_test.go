@@ -89,7 +89,7 @@ func TestAutoscalingQueriesReturnData(t *testing.T) {
 		Labels: map[string]string{"namespace": demoNamespace, "pod": demoPod},
 	}}, []string{filepath.Join(root, "deploy", "prometheus", "recording.yml")})
 	// The 1m window needs two scrapes, and the demo some requests in it.
-	prom.waitFor(t, `vllm_derived_slo_attainment_ratio{slo="ttft",le="0.5",window="1m"}`, 30*time.Second)
+	prom.waitFor(t, `vllm_derived_slo_attainment_ratio{slo="ttft",target="0.5",window="1m"}`, 30*time.Second)
 	prom.waitFor(t, `vllm:derived_idle_seconds:min`, 10*time.Second)
 	time.Sleep(2 * time.Second)
 	at := time.Now().Add(-time.Second).Truncate(time.Second)
@@ -105,7 +105,7 @@ func TestAutoscalingQueriesReturnData(t *testing.T) {
 	// The raw truth at the same instant: in flight over the pod's engines,
 	// and the worst engine's TTFT attainment from the sidecar's own gauge.
 	inFlight := one("running + waiting", `sum(vllm:num_requests_running{namespace="demo"}) + sum(vllm:num_requests_waiting{namespace="demo"})`).Value
-	worst := one("worst attainment", `min(vllm_derived_slo_attainment_ratio{namespace="demo",`+demoModel+`,slo="ttft",le="0.5",window="1m"})`).Value
+	worst := one("worst attainment", `min(vllm_derived_slo_attainment_ratio{namespace="demo",`+demoModel+`,slo="ttft",target="0.5",window="1m"})`).Value
 	if worst < 0 || worst > 1 {
 		t.Fatalf("TTFT attainment %g is not a share", worst)
 	}
@@ -186,7 +186,7 @@ func TestAutoscalingQueriesReturnData(t *testing.T) {
 	if p.Metric["pod"] != demoPod || math.Abs(p.Value-inFlight) > 1e-9 {
 		t.Errorf("adapter %s: %q = %v, want pod %s with %g", adapter.Rules[0].Name.As, pods, p, demoPod, inFlight)
 	}
-	ext := expand(adapter.ExternalRules[0], fmt.Sprintf(`namespace=%q,%s,slo="ttft",le="0.5",window="1m"`, demoNamespace, demoModel), "namespace")
+	ext := expand(adapter.ExternalRules[0], fmt.Sprintf(`namespace=%q,%s,slo="ttft",target="0.5",window="1m"`, demoNamespace, demoModel), "namespace")
 	e := one("adapter "+adapter.ExternalRules[0].Name.As, ext)
 	if math.Abs(e.Value-(1-worst)) > 1e-9 {
 		t.Errorf("adapter %s: %q = %g, want %g", adapter.ExternalRules[0].Name.As, ext, e.Value, 1-worst)
