@@ -58,6 +58,13 @@ var rulesEmptyAllowed = map[string]string{
 	"vllm:fleet_median:model5m": "a fleet median needs 3 pods or more; the demo is one",
 	"vllm:fleet_ratio:pod5m":    "a ratio to the fleet median needs the median",
 	"vllm:fleet_outlier:pod5m":  "an outlier needs the median, and the demo has no odd pod",
+	// The demo's vLLM prints fixture 13's families: no KV offloading
+	// connector, and no waiting by reason (it predates it).
+	"vllm:derived_kv_offload_load_bytes_per_second:rate1m":  "no KV offloading connector on the demo",
+	"vllm:derived_kv_offload_load_bytes_per_second:rate5m":  "no KV offloading connector on the demo",
+	"vllm:derived_kv_offload_store_bytes_per_second:rate1m": "no KV offloading connector on the demo",
+	"vllm:derived_kv_offload_store_bytes_per_second:rate5m": "no KV offloading connector on the demo",
+	"vllm:derived_requests_waiting_deferred_ratio:ratio":    "no num_requests_waiting_by_reason on the demo (fixture 13 predates it)",
 }
 
 // dashVar is one templating variable of a dashboard.
