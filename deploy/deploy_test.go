@@ -481,7 +481,7 @@ func promtool(t *testing.T) string {
 // shippedMemory is the sidecar's memory limit in both manifests: three
 // quarters of it covers the peak RSS that e2e's TestDefaultsFitTheContainer
 // measures under the worst the default flags admit (docs/operating.md).
-const shippedMemory = "288Mi"
+const shippedMemory = "384Mi"
 
 func run(t *testing.T, name string, args ...string) string {
 	t.Helper()
