@@ -17,6 +17,9 @@
 #               (Debian package "chromium"; run with --headless --no-sandbox)
 #   make      - e2e's version test runs the Makefile's build command
 #               (Debian package "make")
+#   golangci-lint - static analysis (.golangci.yml), built from the Go module
+#               proxy at GOLANGCI_LINT_VERSION into $(go env GOPATH)/bin
+#               (.ci/run puts that on PATH)
 #   kubectl   - `kubectl kustomize deploy/kubernetes` (needs embedded kustomize
 #               v4 or v5, i.e. kubectl >= 1.21; the Go machine image ships one).
 #               Debian 12's "kubernetes-client" is 1.20 with kustomize v2,
@@ -58,6 +61,14 @@ if $need_kubectl; then
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y --no-install-recommends kubernetes-client ||
     echo "ci-deps: kubernetes-client not installable here; the kustomize test will skip"
 fi
+
+# golangci-lint: pinned, from the Go module proxy.
+GOLANGCI_LINT_VERSION="v2.15.0"
+gobin="$(go env GOPATH)/bin"
+if ! "$gobin/golangci-lint" version 2>/dev/null | grep -q "version ${GOLANGCI_LINT_VERSION#v} "; then
+  go install "github.com/golangci/golangci-lint/v2/cmd/golangci-lint@${GOLANGCI_LINT_VERSION}"
+fi
+"$gobin/golangci-lint" version 2>&1 | head -n 1
 
 promtool --version 2>&1 | head -n 1
 prometheus --version 2>&1 | head -n 1

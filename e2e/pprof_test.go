@@ -41,7 +41,7 @@ func TestPprofBoundAndConcurrency(t *testing.T) {
 		}()
 	}
 	got := map[int]int{}
-	var fastest time.Duration = time.Hour
+	fastest := time.Hour
 	for range 2 {
 		got[<-codes]++
 		fastest = min(fastest, <-took)
