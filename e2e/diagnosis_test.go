@@ -40,6 +40,9 @@ func diagnosisSidecar(t *testing.T, scenario string) (*testbin.Process, time.Tim
 		"--demo", "--demo.engines=8", "--demo.scenario="+scenario,
 		"--demo.shift-after="+e2eShiftAfter.String(),
 		"--vllm.scrape-interval="+e2eDiagInterval.String(),
+		// The whole interval: a busy machine must not turn scrapes of
+		// the 330 KB page into timeouts.
+		"--vllm.timeout="+e2eDiagInterval.String(),
 		"--derive.window=25s",
 		"--diagnosis.window="+e2eDiagWindow.String(),
 		"--diagnosis.baseline="+e2eDiagBaseline.String(),

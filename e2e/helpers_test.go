@@ -31,7 +31,7 @@ import (
 // sees several scrapes in a second.
 const (
 	fastInterval = 200 * time.Millisecond
-	fastTimeout  = 150 * time.Millisecond
+	fastTimeout  = 200 * time.Millisecond // the whole interval: headroom for a busy machine
 	fastWindow   = 2 * time.Second
 )
 

@@ -27,7 +27,7 @@ func TestSeriesCapOnManyEngines(t *testing.T) {
 	srv := httptest.NewServer(up)
 	t.Cleanup(srv.Close)
 	// A 2.5 MB page takes a while to read on a busy machine: two seconds.
-	args := []string{"--vllm.scrape-uri=" + srv.URL + "/metrics", "--vllm.scrape-interval=2s", "--derive.window=8s"}
+	args := []string{"--vllm.scrape-uri=" + srv.URL + "/metrics", "--vllm.scrape-interval=2s", "--vllm.timeout=2s", "--derive.window=8s"}
 	for _, c := range []struct {
 		name    string
 		extra   []string

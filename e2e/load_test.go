@@ -56,7 +56,9 @@ func TestLoad(t *testing.T) {
 	// 500 ms between scrapes, not 200: the readers (in this process, with
 	// the race detector) keep both cores busy, and the upstream, in this
 	// process too, is answered late.
-	p := testbin.Start(t, sidecarArgs("http://"+ln.Addr().String()+"/metrics", 500*time.Millisecond, 400*time.Millisecond)...)
+	// The timeout is the whole interval: the most headroom there is.
+	const interval = 500 * time.Millisecond
+	p := testbin.Start(t, sidecarArgs("http://"+ln.Addr().String()+"/metrics", interval, interval)...)
 	waitFor(t, 5*time.Second, "routing view 200", func() bool {
 		return mustGet(t, p.URL+"/metrics/routing").status == http.StatusOK
 	})
@@ -69,8 +71,12 @@ func TestLoad(t *testing.T) {
 		failed    atomic.Int64
 		// routing503: answers of the routing view after a failed scrape
 		routing503 atomic.Int64
-		errMu      sync.Mutex
-		errs       []string
+		// stale503: answers of the routing view because the last success
+		// was more than three intervals old, as they said: only right if
+		// scrapes timed out (judged at the end).
+		stale503 atomic.Int64
+		errMu    sync.Mutex
+		errs     []string
 	)
 	fail := func(format string, args ...any) {
 		failed.Add(1)
@@ -105,6 +111,10 @@ func TestLoad(t *testing.T) {
 				}
 				if path == "/metrics/routing" && r.status == http.StatusServiceUnavailable && strings.Contains(string(r.body), "last scrape of vLLM failed") {
 					routing503.Add(1)
+					continue
+				}
+				if path == "/metrics/routing" && r.status == http.StatusServiceUnavailable && staleFor(r.body) > 3*interval {
+					stale503.Add(1)
 					continue
 				}
 				if r.status != http.StatusOK {
@@ -164,7 +174,31 @@ func TestLoad(t *testing.T) {
 	if s.failures("http_status") == 0 {
 		t.Error("the upstream never failed a scrape; the test did not flap")
 	}
+	// Every other scrape fails, so the last success is one interval old
+	// at most, plus a scrape: only scrapes that timed out on a busy
+	// machine make it older than three.
+	if n := stale503.Load(); n > 0 {
+		t.Logf("%d routing answers were 503 for data older than three intervals, after %v scrapes timed out", n, s.failures("timeout"))
+		if s.failures("timeout") == 0 {
+			t.Errorf("%d routing answers were 503 for stale data, yet no scrape timed out", n)
+		}
+	}
 	if p.Exited() {
 		t.Fatalf("the sidecar exited\n%s", p.Logs())
 	}
+}
+
+// staleFor is the age a 503 of the routing view says the last successful
+// scrape had, 0 if it says none.
+func staleFor(body []byte) time.Duration {
+	_, rest, ok := strings.Cut(string(body), "the last successful scrape of vLLM is ")
+	if !ok {
+		return 0
+	}
+	age, _, _ := strings.Cut(rest, " ")
+	d, err := time.ParseDuration(age)
+	if err != nil {
+		return 0
+	}
+	return d
 }

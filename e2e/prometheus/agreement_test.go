@@ -436,7 +436,9 @@ func TestAgreementWithPrometheus(t *testing.T) {
 	launched := time.Now()
 	side := testbin.Start(t, append([]string{
 		"--vllm.scrape-uri=" + srv.URL + "/metrics",
-		"--vllm.scrape-interval=1s",
+		// The timeout is the whole interval: on a busy machine a scrape
+		// may take most of it.
+		"--vllm.scrape-interval=1s", "--vllm.timeout=1s",
 		"--derive.window=30s", "--derive.window=1m",
 	}, sloFlags...)...)
 	ready := time.Now()

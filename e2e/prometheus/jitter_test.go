@@ -52,7 +52,7 @@ func TestAgreementUnderStartTimeJitter(t *testing.T) {
 	t.Parallel()
 	up := httptest.NewServer(&jitterUpstream{start: time.Now()})
 	t.Cleanup(up.Close)
-	side := testbin.Start(t, "--vllm.scrape-uri="+up.URL+"/metrics", "--vllm.scrape-interval=1s", "--derive.window=30s")
+	side := testbin.Start(t, "--vllm.scrape-uri="+up.URL+"/metrics", "--vllm.scrape-interval=1s", "--vllm.timeout=1s", "--derive.window=30s")
 	t.Cleanup(func() {
 		if t.Failed() {
 			t.Logf("sidecar log:\n%s", side.Logs())

@@ -90,7 +90,7 @@ func startPrometheus(t *testing.T, bin string, jobs []scrapeJob, ruleFiles []str
 	t.Helper()
 	dir := t.TempDir()
 	var cfg strings.Builder
-	cfg.WriteString("global:\n  scrape_interval: 1s\n  scrape_timeout: 900ms\n  evaluation_interval: 1s\n")
+	cfg.WriteString("global:\n  scrape_interval: 1s\n  scrape_timeout: 1s\n  evaluation_interval: 1s\n")
 	if len(ruleFiles) > 0 {
 		cfg.WriteString("rule_files:\n")
 		for _, f := range ruleFiles {
