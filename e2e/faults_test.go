@@ -9,6 +9,7 @@ import (
 	"math/rand/v2"
 	"net"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -141,10 +142,10 @@ func runFault(t *testing.T, good []byte, f fault) {
 	})
 	// Control: how slow /metrics answers are on this machine right now,
 	// with the upstream well, over two intervals.
-	var control time.Duration
+	var control []time.Duration
 	for end := time.Now().Add(2 * interval); time.Now().Before(end); time.Sleep(20 * time.Millisecond) {
 		_, took := quick(t, p)
-		control = max(control, took)
+		control = append(control, took)
 	}
 
 	before := up.requests.Load()
@@ -156,11 +157,13 @@ func runFault(t *testing.T, good []byte, f fault) {
 
 	// Poll /metrics while the fault lasts: every answer must be quick,
 	// whatever the upstream is doing.
-	var slowest time.Duration
-	deadline := time.Now().Add(10 * interval)
+	var during []time.Duration
+	// Ten intervals, or 30 s where a scrape on a busy machine takes longer.
+	wait := max(10*interval, 30*time.Second)
+	deadline := time.Now().Add(wait)
 	for {
 		q, took := quick(t, p)
-		slowest = max(slowest, took)
+		during = append(during, took)
 		if f.reason != "" && q.failures(f.reason) >= 2 {
 			break
 		}
@@ -168,7 +171,7 @@ func runFault(t *testing.T, good []byte, f fault) {
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("no second scrape with the fault within %s; last state %v\nlogs:\n%s", 10*interval, q, p.Logs())
+			t.Fatalf("no second scrape with the fault within %s; last state %v\nlogs:\n%s", wait, q, p.Logs())
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
@@ -176,9 +179,16 @@ func runFault(t *testing.T, good []byte, f fault) {
 	if f.latency > 0 {
 		bound = f.latency
 	}
-	// A busy machine delays the answers of both phases alike.
-	if slowest > bound+control {
-		t.Errorf("slowest /metrics answer took %s during the fault, want < %s plus the slowest before it (%s)", slowest, bound, control)
+	// An answer that waited for the scrape would take up to the timeout
+	// more, and with a hanging upstream most answers would: the median
+	// tells, where the slowest answer on a busy machine is the scheduler's.
+	// On a quiet machine the slowest is held to the bound as well.
+	slowest, median, controlMedian := slices.Max(during), medianOf(during), medianOf(control)
+	if median > bound+controlMedian {
+		t.Errorf("median /metrics answer took %s during the fault, want < %s plus the median before it (%s)", median, bound, controlMedian)
+	}
+	if controlMedian < bound/10 && slowest > bound+slices.Max(control) {
+		t.Errorf("on a quiet machine the slowest /metrics answer took %s during the fault, want < %s plus the slowest before it (%s)", slowest, bound, slices.Max(control))
 	}
 
 	if p.Exited() {
@@ -197,6 +207,13 @@ func runFault(t *testing.T, good []byte, f fault) {
 		switch {
 		case reason == f.reason && got < 2:
 			t.Errorf("failures{reason=%q} = %v, want >= 2", reason, got)
+		case reason == scrape.ReasonTimeout && f.reason != scrape.ReasonTimeout:
+			// A good page's scrape may time out on a busy machine:
+			// that is a scrape taking longer than the timeout, not a
+			// fault misread.
+			if got != 0 {
+				t.Logf("failures{reason=%q} = %v beside the fault %q", reason, got, f.reason)
+			}
 		case reason != f.reason && got != 0:
 			t.Errorf("failures{reason=%q} = %v, want 0 (the fault is %q)", reason, got, f.reason)
 		}
@@ -213,7 +230,7 @@ func runFault(t *testing.T, good []byte, f fault) {
 		f.check(t, p, s, r.body)
 	}
 	hwm := procStatus(t, p.Cmd.Process.Pid, "VmHWM")
-	t.Logf("VmHWM %.1f MiB (bound %d MiB); slowest /metrics %s (before the fault %s)", float64(hwm)/mib, f.hwm/mib, slowest, control)
+	t.Logf("VmHWM %.1f MiB (bound %d MiB); /metrics answers during the fault: median %s, slowest %s (before it %s, %s)", float64(hwm)/mib, f.hwm/mib, median, slowest, controlMedian, slices.Max(control))
 	if hwm > f.hwm {
 		t.Errorf("peak RSS (VmHWM) %.1f MiB, want < %d MiB", float64(hwm)/mib, f.hwm/mib)
 	}
@@ -496,4 +513,10 @@ func withSample(page []byte, n, nameLen, valueLen int) []byte {
 	}
 	b.WriteString("} 1\n")
 	return b.Bytes()
+}
+
+// medianOf returns the median of ds (which it sorts).
+func medianOf(ds []time.Duration) time.Duration {
+	slices.Sort(ds)
+	return ds[len(ds)/2]
 }
