@@ -182,12 +182,14 @@ func runFault(t *testing.T, good []byte, f fault) {
 	// An answer that waited for the scrape would take up to the timeout
 	// more, and with a hanging upstream most answers would: the median
 	// tells, where the slowest answer on a busy machine is the scheduler's.
-	// On a quiet machine the slowest is held to the bound as well.
+	// Where the control phase had no slow answer (a quiet machine) the
+	// slowest is held to the bound as well, except for pages so large
+	// that their first reader's encoding takes its time (f.latency).
 	slowest, median, controlMedian := slices.Max(during), medianOf(during), medianOf(control)
 	if median > bound+controlMedian {
 		t.Errorf("median /metrics answer took %s during the fault, want < %s plus the median before it (%s)", median, bound, controlMedian)
 	}
-	if controlMedian < bound/10 && slowest > bound+slices.Max(control) {
+	if quiet := slices.Max(control) < bound/2 && f.latency == 0; quiet && slowest > bound+slices.Max(control) {
 		t.Errorf("on a quiet machine the slowest /metrics answer took %s during the fault, want < %s plus the slowest before it (%s)", slowest, bound, slices.Max(control))
 	}
 
