@@ -152,3 +152,16 @@ func TestSeriesCapAllOrNothing(t *testing.T) {
 		t.Errorf("no unwindowed samples counted")
 	}
 }
+
+// TestRoutingViewSizeWhateverTheEngines: the endpoint pickers' page of a
+// one-model pod stays within 4 KB with 1, 4 and 16 data-parallel engines.
+func TestRoutingViewSizeWhateverTheEngines(t *testing.T) {
+	for _, engines := range []int{1, 4, 16} {
+		_, _, c := scrapeDemo(t, engines, DefaultMaxSeries, DefaultMaxBodyBytes)
+		rec := get(t, c.RoutingHandler(), "/metrics/routing", nil)
+		if rec.Code != 200 || rec.Body.Len() > 4096 || rec.Body.Len() < 1024 {
+			t.Errorf("%d engines: routing view %d, %d bytes; want 200 and at most 4096 bytes (and the gauges: at least 1 KB)", engines, rec.Code, rec.Body.Len())
+		}
+		t.Logf("%d engines: %d bytes", engines, rec.Body.Len())
+	}
+}

@@ -168,8 +168,8 @@ type Sidecar struct {
 	// (both serve the compatibility page at /metrics) and hosts.
 	RoutingURL, ProxyURL   string
 	RoutingHost, ProxyHost string
-	logs *bytes.Buffer
-	mu   *sync.Mutex
+	logs                   *bytes.Buffer
+	mu                     *sync.Mutex
 }
 
 type lockedWriter struct {

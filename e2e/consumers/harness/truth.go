@@ -277,3 +277,114 @@ func AddToCounter(page []byte, name, engine string, delta float64) ([]byte, erro
 	}
 	return []byte(strings.Join(lines, "\n")), nil
 }
+
+// Native names a router reads of a server other than vLLM, and how the
+// server labels its ranks: what ComputeNativeTruth reads.
+type Native struct {
+	Running, Waiting, KV string
+	// EngineLabel holds a data-parallel rank ("" for none); every other
+	// label but the model's is a process or tensor-parallel rank that
+	// repeats its engine's numbers.
+	EngineLabel string
+	// The block size and count: gauges, or labels of an info family.
+	BlockSizeGauge, NumBlocksGauge            string
+	CacheInfo, BlockSizeLabel, NumBlocksLabel string
+}
+
+// ComputeNativeTruth computes the Truth for a page of another server, by
+// the README's rules: per engine the highest value over its other ranks,
+// then running and waiting summed over engines, KV usage the mean over
+// engines; blocks summed over engines.
+func ComputeNativeTruth(page []byte, n Native) (Truth, error) {
+	samples, err := Samples(page)
+	if err != nil {
+		return Truth{}, err
+	}
+	var tr Truth
+	perEngine := func(name string) (map[string]float64, bool) {
+		out := map[string]float64{}
+		for _, s := range samples {
+			if s.Name != name || (tr.Model != "" && s.Labels["model_name"] != tr.Model) {
+				continue
+			}
+			if tr.Model == "" {
+				tr.Model = s.Labels["model_name"]
+			}
+			e := s.Labels[n.EngineLabel]
+			if v, ok := out[e]; !ok || s.Value > v {
+				out[e] = s.Value
+			}
+		}
+		return out, len(out) > 0
+	}
+	sum := func(m map[string]float64) float64 {
+		t := 0.0
+		for _, v := range m {
+			t += v
+		}
+		return t
+	}
+	if m, ok := perEngine(n.Running); ok && n.Running != "" {
+		tr.Running, tr.HasRunning, tr.Engines = sum(m), true, len(m)
+	}
+	if m, ok := perEngine(n.Waiting); ok && n.Waiting != "" {
+		tr.Waiting, tr.HasWaiting = sum(m), true
+	}
+	if m, ok := perEngine(n.KV); ok && n.KV != "" {
+		tr.KV, tr.HasKV = sum(m)/float64(len(m)), true
+	}
+	blocks := map[string]int{}
+	for _, s := range samples {
+		switch {
+		case n.CacheInfo != "" && s.Name == n.CacheInfo:
+			bs, err1 := strconv.Atoi(s.Labels[n.BlockSizeLabel])
+			nb, err2 := strconv.Atoi(s.Labels[n.NumBlocksLabel])
+			if _, seen := blocks[s.Labels[n.EngineLabel]]; err1 == nil && err2 == nil && !seen {
+				blocks[s.Labels[n.EngineLabel]] = nb
+				tr.BlockSize, tr.NumGPUBlocks, tr.HasCacheInfo = bs, tr.NumGPUBlocks+nb, true
+			}
+		case n.BlockSizeGauge != "" && s.Name == n.BlockSizeGauge:
+			tr.BlockSize = int(s.Value)
+		case n.NumBlocksGauge != "" && s.Name == n.NumBlocksGauge:
+			if _, seen := blocks[s.Labels[n.EngineLabel]]; !seen {
+				blocks[s.Labels[n.EngineLabel]] = int(s.Value)
+				tr.NumGPUBlocks += int(s.Value)
+			}
+		}
+	}
+	if n.BlockSizeGauge != "" && tr.BlockSize > 0 && len(blocks) > 0 {
+		tr.HasCacheInfo = true
+	}
+	return tr, nil
+}
+
+// TwoRanks returns an SGLang page with a second data-parallel rank: every
+// sample of the named gauges is printed again with dp_rank="1" and its
+// value scaled by factor (rank 0 keeps dp_rank="0").
+func TwoRanks(page []byte, factor float64, names ...string) []byte {
+	var out strings.Builder
+	for _, line := range strings.SplitAfter(string(page), "\n") {
+		name := line
+		if i := strings.IndexAny(line, "{ "); i > 0 {
+			name = line[:i]
+		}
+		keep := false
+		for _, n := range names {
+			keep = keep || name == n
+		}
+		if !keep || !strings.Contains(line, "{") {
+			out.WriteString(line)
+			continue
+		}
+		sp := strings.LastIndex(strings.TrimRight(line, "\n"), " ")
+		v, err := strconv.ParseFloat(strings.TrimSpace(line[sp+1:]), 64)
+		if err != nil {
+			out.WriteString(line)
+			continue
+		}
+		head := strings.Replace(line[:sp], "{", `{dp_rank="0",`, 1)
+		out.WriteString(head + " " + strconv.FormatFloat(v, 'g', -1, 64) + "\n")
+		out.WriteString(strings.Replace(line[:sp], "{", `{dp_rank="1",`, 1) + " " + strconv.FormatFloat(v*factor, 'g', -1, 64) + "\n")
+	}
+	return []byte(out.String())
+}
