@@ -691,3 +691,105 @@ func TestBaselineKeptWhateverTheSpacing(t *testing.T) {
 		})
 	}
 }
+
+// A step change that lasts three baselines stays named against the frozen
+// baseline (a rolling one would have taken it in after a tenth of a
+// baseline), ends within a few evaluations of the load returning, and the
+// incident's age is published meanwhile.
+func TestIncidentOutlivesTheBaseline(t *testing.T) {
+	s := healthy
+	s.waiting, s.ttft = 6, 0.3
+	d, err := New(testOpts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := newPod()
+	var fams []exposition.Family
+	tick := 0
+	feed := func(n int, sec second) {
+		for range n {
+			fams = d.Observe(t0.Add(time.Duration(tick)*time.Second), []Observation{p.tick(sec)})
+			tick++
+		}
+	}
+	feed(640, healthy)
+	feed(30*60, s) // three baselines of 10 min
+	if got := active(values(fams, FamilyCause, "cause")); strings.Join(got, ",") != CauseQueueing {
+		t.Fatalf("after three baselines of the shift: causes %v, want queueing", got)
+	}
+	age := values(fams, FamilyIncident, "")[""]
+	if age < 30*60-70 || age > 30*60 {
+		t.Fatalf("incident age %v s, want about 1800", age)
+	}
+	rep := d.Report()
+	if r := rep.Models[0].Steps[1].Signals[0]; r.Ratio == nil || *r.Ratio != 6 || !rep.Models[0].Baseline.Frozen {
+		t.Fatalf("waiting against the frozen baseline: %+v frozen=%v", r, rep.Models[0].Baseline.Frozen)
+	}
+	feed(60+HoldEvaluations, healthy) // a whole recent window back, and the hold
+	if got := active(values(fams, FamilyCause, "cause")); len(got) != 0 || values(fams, FamilyIncident, "")[""] != 0 {
+		t.Fatalf("after the load returned: causes %v, incident %v s", got, values(fams, FamilyIncident, "")[""])
+	}
+	if rep := d.Report(); rep.Models[0].Recovered == nil {
+		t.Fatalf("no recovery noted")
+	}
+}
+
+// An incident that outlives MaxIncident ends: its level becomes the
+// baseline and the report says so.
+func TestIncidentBecomesTheBaseline(t *testing.T) {
+	opts := testOpts
+	opts.MaxIncident = 20 * time.Minute
+	s := healthy
+	s.waiting, s.ttft = 6, 0.3
+	_, fams, rep := run(t, opts, timeline(640, 21*60, s))
+	if a := active(values(fams, FamilyCause, "cause")); len(a) != 0 || rep.Models[0].Incident != nil {
+		t.Fatalf("after the maximum: causes %v, incident %+v", a, rep.Models[0].Incident)
+	}
+	if rep.Models[0].Adopted == nil || !strings.Contains(rep.Models[0].Adopted.Message, "its level is the baseline") {
+		t.Fatalf("adoption not said: %+v", rep.Models[0].Adopted)
+	}
+}
+
+// One evaluation never flips a verdict: a symptom must hold for
+// HoldEvaluations consecutive evaluations to be named.
+func TestOneEvaluationNamesNothing(t *testing.T) {
+	secs := timeline(640, 0, healthy)
+	for range 61 {
+		s := healthy
+		s.waiting, s.ttft = 6, 0.3
+		secs = append(secs, s)
+	}
+	d, err := New(testOpts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := newPod()
+	named := -1
+	for i, s := range secs {
+		fams := d.Observe(t0.Add(time.Duration(i)*time.Second), []Observation{p.tick(s)})
+		if named < 0 && values(fams, FamilySymptom, "symptom")[SymptomTTFTUp] == 1 {
+			named = i
+		}
+	}
+	if named < 0 {
+		t.Fatal("never named")
+	}
+	// The incident starts where the symptom first showed, HoldEvaluations-1
+	// evaluations before it was named.
+	raw := int(d.Report().Models[0].Incident.Start.Sub(t0) / time.Second)
+	if named-raw != HoldEvaluations-1 {
+		t.Fatalf("symptom first showed at %d s, named at %d s: want a hold of %d evaluations", raw, named, HoldEvaluations)
+	}
+}
+
+func TestSLOState(t *testing.T) {
+	opts := testOpts
+	opts.SLO = SLO{TTFT: 100 * time.Millisecond, TPOT: 200 * time.Millisecond}
+	d, _, _ := run(t, opts, timeline(700, 0, healthy))
+	rec := httptest.NewRecorder()
+	d.PageHandler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/diagnosis", nil))
+	// TTFT p90 0.19 s misses 0.1 s; ITL p90 0.09 s meets 0.2 s.
+	if !strings.Contains(rec.Body.String(), "No change against the baseline. SLO missed: time to first token p90 0.19 s against the 0.1 s target.") {
+		t.Errorf("SLO state missing: %s", rec.Body.String()[:200])
+	}
+}
