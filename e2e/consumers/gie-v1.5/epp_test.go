@@ -77,6 +77,15 @@ func TestNeverWorseThanRaw(t *testing.T) {
 			exact := p.DataParallel && path == "/metrics/routing" // one engine: nothing to collapse
 			harness.CheckRouter(t, fmt.Sprintf("sidecar %s", path), fields, truth, raw, got, exact)
 		}
+		// The documented recipe for GIE 1.5: --model-server-metrics-port
+		// at the routing listener, the path left at /metrics (1.5's default
+		// data source ignores --model-server-metrics-path).
+		if got, pollErr, extractErr := poll(t, side.RoutingHost, "/metrics"); pollErr != nil {
+			t.Errorf("routing listener: the EPP cannot poll it: %v", pollErr)
+		} else {
+			t.Logf("routing listener /metrics: %+v (extract errors %v)", got, extractErr)
+			harness.CheckRouter(t, "sidecar routing listener /metrics", fields, truth, raw, got, p.DataParallel)
+		}
 		if p.DataParallel {
 			// The point of the routing view: raw gives one engine.
 			if harness.Equal(raw.Running, truth.Running) {
