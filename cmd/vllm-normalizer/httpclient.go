@@ -3,10 +3,10 @@ package main
 import (
 	"fmt"
 	"net/http"
-	"net/url"
 
 	"github.com/prometheus/common/config"
 
+	"github.com/fos-study/vllm-normalizer/internal/setting"
 	"github.com/fos-study/vllm-normalizer/scrape"
 )
 
@@ -23,9 +23,9 @@ func upstreamClient(path, scrapeURI string) (*http.Client, error) {
 	if err != nil {
 		return nil, fmt.Errorf("--vllm.http-config.file %s: %w; the file holds one Prometheus http_config (tls_config, authorization, basic_auth, proxy_url, ...)", path, err)
 	}
-	u, err := url.Parse(scrapeURI)
+	u, err := setting.ScrapeURL("collector.Config.ScrapeURI", scrapeURI) // the collector's rule, named by its flag
 	if err != nil {
-		return nil, fmt.Errorf("--vllm.scrape-uri is not a URL; give one like https://127.0.0.1:8000/metrics")
+		return nil, flagged(err)
 	}
 	if u.User != nil && cfg.BasicAuth != nil {
 		return nil, fmt.Errorf("--vllm.http-config.file %s sets basic_auth and --vllm.scrape-uri carries a user too; give the credentials in one place", path)
