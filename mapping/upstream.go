@@ -136,7 +136,7 @@ func StatusFamilies(r Report) []exposition.Family {
 			"present = a current name that is served (from the upstream's own series or mapped from a legacy name); " +
 			"renamed = a legacy name this upstream prints, served as printed and also as the metric named by replacement; " +
 			"superseded = a legacy name this upstream does not print, whose data is in the metric named by replacement; " +
-			"legacy = removed by vLLM without successor but still exposed by this older upstream, passed through; " +
+			"legacy = removed by vLLM without successor but still exposed by this upstream, passed through: nothing replaces it (replacement empty), so what reads it loses it at an upgrade, with nothing to move to; " +
 			"removed = removed by vLLM without successor and not exposed here; " +
 			"absent = a current name this upstream does not expose.",
 		Samples: make([]exposition.Sample, 0, len(r.Statuses)),
