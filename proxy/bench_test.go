@@ -7,7 +7,9 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 )
 
 // A chat-completion chunk as vLLM streams it (one token), and a /v1/models
@@ -88,6 +90,86 @@ func BenchmarkProxy(b *testing.B) {
 					b.Fatalf("read %d bytes, %v", len(ev), err)
 				}
 			}
+		})
+	}
+}
+
+// streams is how many server-sent-event streams BenchmarkFirstByteUnderStreams
+// keeps open: the load of issue 23's report (200 concurrent streams); ttft
+// is the upstream's own time to the first token of the measured stream (a
+// small model's), which both paths include.
+const (
+	streams = 200
+	ttft    = 20 * time.Millisecond
+)
+
+// BenchmarkFirstByteUnderStreams measures the time to the first chunk of a
+// new stream while 200 others stream a chunk every 10 ms each (20,000
+// chunks a second through the same path), directly and through the proxy.
+// One op is one new stream: request sent, first chunk read, stream closed.
+// The proxy's first byte should stay within 1.5 times direct
+// (docs/performance.md).
+func BenchmarkFirstByteUnderStreams(b *testing.B) {
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		once := r.URL.Query().Get("once") != ""
+		if once {
+			time.Sleep(ttft) // the engine's own time to first token
+		}
+		w.Header().Set("Content-Type", "text/event-stream")
+		w.WriteHeader(http.StatusOK)
+		_, _ = io.WriteString(w, sseChunk)
+		w.(http.Flusher).Flush()
+		if once {
+			return
+		}
+		t := time.NewTicker(10 * time.Millisecond)
+		defer t.Stop()
+		for {
+			select {
+			case <-t.C:
+			case <-r.Context().Done():
+				return
+			}
+			if _, err := io.WriteString(w, sseChunk); err != nil {
+				return
+			}
+			w.(http.Flusher).Flush()
+		}
+	}))
+	defer up.Close()
+	_, proxied := startProxy(b, up.URL, http.NotFoundHandler())
+	for _, target := range []struct{ name, base string }{{"direct", up.URL}, {"proxied", proxied}} {
+		b.Run("via="+target.name, func(b *testing.B) {
+			c := &http.Client{Transport: &http.Transport{Proxy: nil, DisableCompression: true, MaxIdleConnsPerHost: streams + 1}}
+			defer c.CloseIdleConnections()
+			ctx, cancel := context.WithCancel(context.Background())
+			var wg sync.WaitGroup
+			for range streams {
+				req, _ := http.NewRequestWithContext(ctx, http.MethodPost, target.base+"/v1/chat/completions", strings.NewReader(`{"stream":true}`))
+				resp, err := c.Do(req)
+				if err != nil {
+					b.Fatal(err)
+				}
+				wg.Go(func() {
+					defer resp.Body.Close()
+					_, _ = io.Copy(io.Discard, resp.Body)
+				})
+			}
+			b.ResetTimer()
+			for b.Loop() {
+				resp, err := c.Post(target.base+"/v1/chat/completions?once=1", "application/json", strings.NewReader(`{"stream":true}`))
+				if err != nil {
+					b.Fatal(err)
+				}
+				ev, err := readEvent(bufio.NewReader(resp.Body))
+				if err != nil || len(ev) != len(sseChunk) {
+					b.Fatalf("read %d bytes, %v", len(ev), err)
+				}
+				resp.Body.Close()
+			}
+			b.StopTimer()
+			cancel()
+			wg.Wait()
 		})
 	}
 }
