@@ -417,6 +417,10 @@ func TestAlertMetricsInSidecarContract(t *testing.T) {
 		t.Fatal(err)
 	}
 	known := map[string]bool{}
+	// labels are the label names each served family carries, so that a rule
+	// selecting by a label the sidecar renamed fails here, not in a dashboard.
+	labels := map[string]map[string]bool{}
+	labelName := regexp.MustCompile(`([a-zA-Z_][a-zA-Z0-9_]*)="`)
 	for _, line := range strings.Split(string(data), "\n") {
 		fs := strings.Fields(line)
 		switch {
@@ -426,9 +430,19 @@ func TestAlertMetricsInSidecarContract(t *testing.T) {
 				known[strings.TrimSuffix(fs[2], "_total")+"_total"] = true
 			}
 		case len(fs) >= 1 && !strings.HasPrefix(fs[0], "#"):
-			known[strings.SplitN(fs[0], "{", 2)[0]] = true
+			name, rest, _ := strings.Cut(fs[0], "{")
+			known[name] = true
+			if labels[name] == nil {
+				labels[name] = map[string]bool{}
+			}
+			for _, m := range labelName.FindAllStringSubmatch(rest, -1) {
+				labels[name][m[1]] = true
+			}
 		}
 	}
+	// Labels Prometheus adds to every scraped series, and the cluster label
+	// of Thanos and Mimir.
+	targetLabels := map[string]bool{"namespace": true, "pod": true, "job": true, "instance": true, "cluster": true}
 	// The fleet rules read the sidecar's output only (Prometheus adds the
 	// pod labels); an alert may read what they record.
 	p := parser.NewParser(parser.Options{})
@@ -439,9 +453,22 @@ func TestAlertMetricsInSidecarContract(t *testing.T) {
 			return // reported by TestRulesParse
 		}
 		for _, vs := range parser.ExtractSelectors(ast) {
+			name := ""
 			for _, m := range vs {
-				if m.Name == "__name__" && !known[m.Value] {
-					t.Errorf("%s reads %s, which the sidecar does not serve (%s)", what, m.Value, golden)
+				if m.Name == "__name__" {
+					name = m.Value
+					if !known[m.Value] {
+						t.Errorf("%s reads %s, which the sidecar does not serve (%s)", what, m.Value, golden)
+					}
+				}
+			}
+			served, ok := labels[name]
+			if !ok {
+				continue // a recorded series, or reported above
+			}
+			for _, m := range vs {
+				if m.Name != "__name__" && !targetLabels[m.Name] && !served[m.Name] {
+					t.Errorf("%s selects %s by %s, a label the sidecar does not put on it (%s)", what, name, m.Name, golden)
 				}
 			}
 		}
