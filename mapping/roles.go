@@ -54,6 +54,7 @@ const (
 	RoleKVTransferFailures      Role = "kv_transfer_failures"
 	RoleKVOffloadLoadBytes      Role = "kv_offload_load_bytes"
 	RoleKVOffloadStoreBytes     Role = "kv_offload_store_bytes"
+	RoleKVOffloadCPUUsage       Role = "kv_offload_cpu_cache_usage"
 )
 
 // Canonical label names: every profile's model and engine labels are

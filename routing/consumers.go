@@ -101,12 +101,19 @@ func (v *Viewer) consumerFamilies(byName map[string]*exposition.Family, roles *m
 	case f != nil:
 		// A V0 server's own CPU swap-space usage, one series per model.
 		gauge(cpuName, "CPU (swap) KV-cache usage of this V0 server, 0..1: the highest value over its series per model_name.", maxByModel(f))
+	case role(mapping.RoleKVOffloadCPUUsage) != nil && len(role(mapping.RoleKVOffloadCPUUsage).Samples) > 0:
+		// A V1 server that offloads KV to CPU: its offload tier's CPU
+		// cache usage is the CPU KV-cache usage a router asks for.
+		gauge(cpuName, "CPU KV-cache usage of this V1 server's KV offload tier, 0..1: "+roles.Family(mapping.RoleKVOffloadCPUUsage)+", the highest value over engines per model_name; served because some routers (AIBrix least-kv-cache) need it beside "+kvName+".", maxByModel(role(mapping.RoleKVOffloadCPUUsage)))
+	case upstream == mapping.EngineV1 && len(kv) > 0 && offloads(role):
+		// It offloads KV to CPU but prints no usage of that cache: 0 would
+		// be a wrong number, so nothing is served (docs/routing.md).
 	case upstream == mapping.EngineV1 && len(kv) > 0:
 		zeros := slices.Clone(kv)
 		for i := range zeros {
 			zeros[i].Value = 0
 		}
-		gauge(cpuName, "Always 0 on vLLM V1, which has no CPU KV cache (V0's swap space was removed); served because some routers (AIBrix least-kv-cache) need it beside "+kvName+".", zeros)
+		gauge(cpuName, "0: this vLLM V1 server shows no CPU KV cache (V0's swap space was removed, and the page has no KV-offload family); served because some routers (AIBrix least-kv-cache) need it beside "+kvName+".", zeros)
 	}
 
 	rateName := roles.Family(mapping.RolePrefixCacheHitRateGauge)
@@ -541,4 +548,15 @@ func compareLe(a, b string) int {
 		return strings.Compare(a, b)
 	}
 	return cmp.Compare(fa, fb)
+}
+
+// offloads reports whether the page counts KV offload traffic (bytes
+// stored to or loaded from the CPU tier): a V1 server with a CPU KV cache.
+func offloads(role func(mapping.Role) *exposition.Family) bool {
+	for _, r := range []mapping.Role{mapping.RoleKVOffloadStoreBytes, mapping.RoleKVOffloadLoadBytes} {
+		if f := role(r); f != nil && len(f.Samples) > 0 {
+			return true
+		}
+	}
+	return false
 }

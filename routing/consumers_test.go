@@ -327,3 +327,36 @@ func TestSummedCounterNonFiniteInput(t *testing.T) {
 		}
 	}
 }
+
+// TestRoutingViewCPUCacheOnOffloadingV1: on a V1 server with KV offloading
+// the CPU KV-cache usage is the offload tier's, highest over engines; with
+// offload traffic but no usage gauge nothing is served (0 would be wrong);
+// without offloading it is 0.
+func TestRoutingViewCPUCacheOnOffloadingV1(t *testing.T) {
+	const base = `# TYPE vllm:kv_cache_usage_perc gauge
+vllm:kv_cache_usage_perc{engine="0",model_name="m"} 0.3
+vllm:kv_cache_usage_perc{engine="1",model_name="m"} 0.5
+`
+	const usage = `# TYPE vllm:kv_offload_cpu_cache_usage_perc gauge
+vllm:kv_offload_cpu_cache_usage_perc{engine="0",model_name="m"} 0.2
+vllm:kv_offload_cpu_cache_usage_perc{engine="1",model_name="m"} 0.6
+`
+	const traffic = `# TYPE vllm:kv_offload_store_bytes_total counter
+vllm:kv_offload_store_bytes_total{engine="0",model_name="m"} 4096
+`
+	const cpu = `{__name__="vllm:cpu_cache_usage_perc", model_name="m"}`
+	for _, tc := range []struct {
+		name, page string
+		want       float64
+		present    bool
+	}{
+		{"offload usage printed", base + usage + traffic, 0.6, true},
+		{"offload traffic, no usage gauge", base + traffic, 0, false},
+		{"no offloading", base, 0, true},
+	} {
+		got := routingSamples(t, View(parsePage(t, tc.page), nil, testRoles, "v1", func(s string) string { return s }))
+		if v, ok := got[cpu]; ok != tc.present || v != tc.want {
+			t.Errorf("%s: cpu_cache_usage_perc %v (present %v), want %v (present %v)", tc.name, v, ok, tc.want, tc.present)
+		}
+	}
+}
