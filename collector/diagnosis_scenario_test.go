@@ -110,3 +110,66 @@ func scenarioSeed() int64 {
 	}
 	return 3
 }
+
+// TestDiagnosisDemoLongIncident runs every demo scenario with the README's
+// windows (20 s / 60 s) through an incident five baselines long, where a
+// rolling baseline used to take the incident in and clear the verdict: the
+// scenario's cause, and only it, is named in at least 95 % of the polls from
+// the recent window + 15 s after the shift on.
+func TestDiagnosisDemoLongIncident(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs every demo scenario for minutes of simulated time")
+	}
+	const (
+		shift  = 2 * time.Minute
+		window = 20 * time.Second
+		base   = 60 * time.Second
+	)
+	for _, sc := range demo.Scenarios[1:] {
+		if raceEnabled && sc != demo.ScenarioQueueing {
+			continue // ten times slower under -race: one scenario there, all without
+		}
+		t.Run(sc, func(t *testing.T) {
+			clock := newFakeClock()
+			up, err := demo.New(demo.Options{Now: clock.Now, Seed: scenarioSeed(), Engines: 4, Scenario: sc, ShiftAfter: shift})
+			if err != nil {
+				t.Fatal(err)
+			}
+			srv := httptest.NewServer(up)
+			defer srv.Close()
+			d, err := diagnosis.New(diagnosis.Options{Window: window, Baseline: base, MinChange: 0.25, Interval: time.Second})
+			if err != nil {
+				t.Fatal(err)
+			}
+			c := newTestCollector(t, srv.URL+"/metrics", clock, func(cfg *Config) { cfg.Diagnosis = d })
+			start := clock.Now()
+			wrong, polls := 0, 0
+			var last []string
+			for clock.Now().Sub(start) < shift+5*base {
+				c.ScrapeOnce(context.Background())
+				at := clock.Now().Sub(start)
+				clock.Advance(time.Second)
+				if at <= shift+window+15*time.Second {
+					continue
+				}
+				var causes []string
+				if rep := d.Report(); len(rep.Models) == 1 {
+					for _, f := range rep.Models[0].Causes {
+						if f.Active {
+							causes = append(causes, f.Name)
+						}
+					}
+				}
+				polls++
+				if !slices.Equal(causes, []string{sc}) {
+					wrong++
+					last = causes
+				}
+			}
+			if share := float64(wrong) / float64(polls); share > 0.05 {
+				t.Fatalf("%s: a wrong or missing verdict in %d of %d polls (last %v), want at most 5 %%", sc, wrong, polls, last)
+			}
+			t.Logf("%s: %d of %d polls wrong or missing", sc, wrong, polls)
+		})
+	}
+}
