@@ -449,6 +449,11 @@ func (mr *ModelReport) chart(d *Diagnoser, tr *track) {
 		mr.RecentStart = unixSeconds(d.wall(a))
 	}
 	mr.ChartStart = unixSeconds(d.base.Add(time.Duration(d.lastT - d.chartSpan)))
+	if len(seq) > 0 {
+		// a younger history is drawn over what there is, not squeezed
+		// into the right edge of the span
+		mr.ChartStart = max(mr.ChartStart, unixSeconds(d.wall(seq[0])))
+	}
 	mr.ChartEnd = unixSeconds(d.base.Add(time.Duration(d.lastT)))
 	for k := 1; k < len(seq); k++ {
 		if seq[k].t-seq[k-1].t > 3*d.chartRes+d.slack(d.fineRes) {

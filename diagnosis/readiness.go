@@ -136,8 +136,8 @@ func (d *Diagnoser) incidentReport(in *incidentState, t int64, mr *ModelReport) 
 			if !s.Bad {
 				continue
 			}
-			parts = append(parts, fmt.Sprintf("%s is %s the baseline (%s %s against %s)",
-				signalInfo[s.index].what, ratioWords(&s), formatNumber(s.Recent), s.Unit, formatNumber(s.Baseline)))
+			parts = append(parts, fmt.Sprintf("%s is %s the baseline (%s %s against %s %s)",
+				signalInfo[s.index].what, ratioWords(&s), formatNumber(s.Recent), s.Unit, formatNumber(s.Baseline), s.Unit))
 		}
 	}
 	for _, c := range mr.Causes {
