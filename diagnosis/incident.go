@@ -111,11 +111,11 @@ func (in *incidentState) step(t, w int64, ev, lenient, long *evaluation, ref *st
 	for k := range prev {
 		prev[k] = in.cause[k].on
 	}
-	strict, hold := causesFor(ev, sym, prev), causesFor(lenient, sym, prev)
+	strict, hold := causesFor(ev, lenient, sym, prev), causesFor(lenient, lenient, sym, prev)
 	if long != nil {
 		// A named cause also holds on the last few windows together: a
 		// rate of a few events per window is significant over several.
-		lh := causesFor(long, sym, prev)
+		lh := causesFor(long, long, sym, prev)
 		for k := range hold {
 			hold[k] = hold[k] || lh[k]
 		}

@@ -129,11 +129,16 @@ func firstPositive(vs ...float64) float64 {
 
 // causesFor applies the cause rules to e, given the symptoms that hold
 // (those of the incident, which outlive a noisy evaluation) and the causes
-// already named, which keep excluding the causes they explain.
-func causesFor(e *evaluation, sym [numSymptoms]bool, named [numCauses]bool) [numCauses]bool {
+// already named, which keep excluding the causes they explain. What
+// excludes a cause is read from ex, the lenient evaluation: a cause is
+// named on strong evidence of its own only while the competing
+// explanation does not even look present.
+func causesFor(e, ex *evaluation, sym [numSymptoms]bool, named [numCauses]bool) [numCauses]bool {
 	var c [numCauses]bool
 	up := func(s int) bool { return e.change[s] == ChangeUp }
 	down := func(s int) bool { return e.change[s] == ChangeDown }
+	exUp := func(s int) bool { return ex.change[s] == ChangeUp }
+	exDown := func(s int) bool { return ex.change[s] == ChangeDown }
 	// Prefill and decode problems have no causes in common, so each side's
 	// causes are looked for only when that side got slower. When only
 	// throughput fell, the split says nothing and both sides are looked at.
@@ -154,7 +159,7 @@ func causesFor(e *evaluation, sym [numSymptoms]bool, named [numCauses]bool) [num
 	// grew with the work per request (longer prompts or outputs, fewer
 	// prefix-cache hits) holds each request longer: more requests at once
 	// is then the effect.
-	c[kBatchGrowth] = (prefill || decode) && up(sRunning) && !up(sWaiting) && !up(sPromptMean) && !up(sGenMean) && !down(sHitRatio) &&
+	c[kBatchGrowth] = (prefill || decode) && up(sRunning) && !exUp(sWaiting) && !exUp(sPromptMean) && !exUp(sGenMean) && !exDown(sHitRatio) &&
 		!named[kQueueing] && !named[kLongPrompts] && !named[kLongOutputs] && !named[kPrefixMisses]
 	// Step 4: the traffic changed.
 	c[kLongPrompts] = prefill && up(sPromptMean)
