@@ -17,14 +17,26 @@ func diagnosis() Dashboard {
 		map[string]any{"color": "red", "value": 1},
 	}
 	l.row("Verdict: the sidecar's automated triage (docs/diagnosis.md)")
+	readyText := []any{map[string]any{"type": "value", "options": map[string]any{
+		"0": map[string]any{"text": "not ready", "color": "text", "index": 0},
+		"1": map[string]any{"text": "ready", "color": "green", "index": 1},
+	}}}
+	l.add(stat("Ready",
+		"Can the diagnosis judge this pod? 0 while the windows are not covered, with too little traffic, or when the server does not print the inputs; /diagnosis and /api/v1/diagnosis say which.",
+		"short", readyText, nil,
+		q(fmt.Sprintf(`min by (%s) (vllm_diagnosis_ready{%s})`, inst, selModel), "{{pod}}")), 4, 6)
+	l.add(stat("Incident age",
+		"How long has the current incident lasted? Seconds since its first symptom showed, against the baseline frozen then; 0 when there is none.",
+		"s", nil, greenRed,
+		q(fmt.Sprintf(`max by (%s) (vllm_diagnosis_incident_seconds{%s})`, inst, selModel), "{{pod}}")), 4, 6)
 	l.add(stat("Symptoms",
-		"Which side got slower against this pod's own past? ttft_up and itl_up: the 90th percentile over the recent window rose by --diagnosis.min-change against the baseline window before it; throughput_down: fewer tokens per second without fewer requests running. Absent until both windows hold enough requests.",
+		"Which side got slower against this pod's own past? ttft_up and itl_up: the 90th percentile over the recent window rose by --diagnosis.min-change, significantly, against the baseline (frozen during an incident); throughput_down: fewer tokens per second without fewer requests running. Absent while not ready.",
 		"short", yesNo, greenRed,
-		q(fmt.Sprintf(`max by (%s, symptom) (vllm_diagnosis_symptom{%s})`, inst, selModel), "{{pod}} {{symptom}}")), 8, 6)
+		q(fmt.Sprintf(`max by (%s, symptom) (vllm_diagnosis_symptom{%s})`, inst, selModel), "{{pod}} {{symptom}}")), 6, 6)
 	l.add(stat("Causes",
-		"What explains it? queueing, batch_growth (step 2), preemptions (step 3), long_prompts, prefix_cache_misses, long_outputs (step 4), unexplained: a symptom none of them explains for a whole window (step 5: parallelism, max_num_batched_tokens, hardware). Several may hold at once; a healthy pod has all at no.",
+		"What explains it? queueing, batch_growth (step 2), preemptions (step 3), long_prompts, prefix_cache_misses, long_outputs (step 4), unexplained: a symptom none of them explains for a whole window (step 5: parallelism, max_num_batched_tokens, hardware). They follow the incident; several may hold at once; with no change against the baseline all are at no.",
 		"short", yesNo, greenRed,
-		q(fmt.Sprintf(`max by (%s, cause) (vllm_diagnosis_cause{%s})`, inst, selModel), "{{pod}} {{cause}}")), 16, 6)
+		q(fmt.Sprintf(`max by (%s, cause) (vllm_diagnosis_cause{%s})`, inst, selModel), "{{pod}} {{cause}}")), 10, 6)
 	l.add(timeseries("Change ratios: recent window / baseline",
 		"How much did each signal the rules read move? Recent-window value divided by the baseline's; 1 is no change, the rules count a change from 1 ± --diagnosis.min-change. A rise from 0 is +Inf (not drawn).",
 		tsOpt{unit: "short", min: f(0)},
