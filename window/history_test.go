@@ -346,10 +346,14 @@ func TestObserveReadConcurrent(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			// Read at least once, however soon the observer is done
+			// (Read calls nothing before the first observation).
 			for {
 				select {
 				case <-done:
-					return
+					if read[r] > 0 {
+						return
+					}
 				default:
 				}
 				now := at(float64(steps) / 10)
