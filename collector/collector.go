@@ -430,6 +430,7 @@ func (c *Collector) scrape(ctx context.Context, sent time.Time) (*scrapeResult, 
 	detection := mapper.Profiles().DetectionOf(norm, stats.OpenMetrics)
 	profile := detection.Profile
 	report.SetServer(detection, stats.OpenMetrics)
+	report.FitServer(profile, c.roles, norm)
 	report.Upstream.Role = c.cfg.Role
 	var canon []exposition.Family
 	if profile != nil {

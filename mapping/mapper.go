@@ -83,6 +83,8 @@ type Report struct {
 // Status of one catalogue metric.
 type Status struct {
 	Metric, Status, Replacement string
+	// Source is the server's own family a mapped name is served from.
+	Source string
 }
 
 // UpstreamInfo is what the page says about the server that printed it.

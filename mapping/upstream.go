@@ -138,15 +138,19 @@ func StatusFamilies(r Report) []exposition.Family {
 			"superseded = a legacy name this upstream does not print, whose data is in the metric named by replacement; " +
 			"legacy = removed by vLLM without successor but still exposed by this upstream, passed through: nothing replaces it (replacement empty), so what reads it loses it at an upgrade, with nothing to move to; " +
 			"removed = removed by vLLM without successor and not exposed here; " +
-			"absent = a current name this upstream does not expose.",
+			"absent = a current name this upstream does not expose; " +
+			"on a server other than vLLM: mapped = a vLLM name whose role the server fills, served from its own family (source); " +
+			"foreign = every vLLM name the server has no counterpart for, in one series (metric=\"vllm:*\").",
 		Samples: make([]exposition.Sample, 0, len(r.Statuses)),
 	}
 	for _, s := range r.Statuses {
-		st.Samples = append(st.Samples, exposition.Sample{
-			Labels: labels.FromStrings(model.MetricNameLabel, MetricStatusName,
-				"metric", s.Metric, "replacement", s.Replacement, "status", s.Status),
-			Value: 1,
-		})
+		l := labels.FromStrings(model.MetricNameLabel, MetricStatusName,
+			"metric", s.Metric, "replacement", s.Replacement, "status", s.Status)
+		if s.Source != "" {
+			l = labels.FromStrings(model.MetricNameLabel, MetricStatusName,
+				"metric", s.Metric, "replacement", s.Replacement, "source", s.Source, "status", s.Status)
+		}
+		st.Samples = append(st.Samples, exposition.Sample{Labels: l, Value: 1})
 	}
 
 	lm := map[string]string{}
@@ -218,4 +222,60 @@ func (r *Report) SetServer(d Detection, openMetrics bool) {
 	if openMetrics {
 		r.Upstream.Frontend = FrontendRust
 	}
+}
+
+// Statuses for a page of a server other than vLLM (FitServer).
+const (
+	StatusMapped  = "mapped"  // a vLLM name whose role this server fills: served from its own family (source)
+	StatusForeign = "foreign" // the vLLM names this server has no counterpart for, in one series (metric ForeignMetric)
+)
+
+// ForeignMetric is the metric label of the one series that stands for every
+// vLLM name foreign to the server.
+const ForeignMetric = "vllm:*"
+
+// FitServer makes the statuses fit the server that printed the page, once
+// SetServer has named it: on a server other than vLLM, a current vLLM name
+// whose role the profile fills from a family on fams is mapped, with that
+// family as its source; every other vLLM name is foreign to the server, and
+// they are summarised in one series instead of one absent or removed
+// series each. On a vLLM page, or without a profile, nothing changes.
+func (r *Report) FitServer(p *Profile, roles *Roles, fams []exposition.Family) {
+	if p == nil || p.Server == ServerVLLM || p.RolesFromCatalogue {
+		return
+	}
+	has := make(map[string]bool, len(fams))
+	for _, f := range fams {
+		has[f.Name] = true
+	}
+	source := map[string]string{} // canonical vLLM name -> the page's family
+	for _, d := range roles.All() {
+		if d.Computed || d.Family == "" {
+			continue
+		}
+		for _, b := range p.Roles {
+			if b.Role != d.Name || source[d.Family] != "" {
+				continue
+			}
+			for _, pre := range p.Detect.Prefixes {
+				if has[pre+b.Family] {
+					source[d.Family] = pre + b.Family
+					break
+				}
+			}
+		}
+	}
+	out := make([]Status, 0, len(source)+1)
+	foreign := false
+	for _, s := range r.Statuses {
+		if src := source[s.Metric]; src != "" {
+			out = append(out, Status{Metric: s.Metric, Status: StatusMapped, Source: src})
+			continue
+		}
+		foreign = true
+	}
+	if foreign {
+		out = append(out, Status{Metric: ForeignMetric, Status: StatusForeign})
+	}
+	r.Statuses = out
 }
