@@ -303,7 +303,7 @@ func agreementChecks() []check {
 	xfer := [3][3]float64{{0.03, 0.08, 0.098}, {0.05, 0.09, 0.099}, {0.01 + 0.04*4.0/6, 0.085, 0.0985}}
 	for qi, q := range []string{"0.5", "0.9", "0.99"} {
 		cs = append(cs, check{
-			family: "vllm_derived_kv_transfer_seconds", sel: fmt.Sprintf(`quantile=%q`, q), kind: kindQuantile,
+			family: "vllm_derived_kv_transfer_seconds", sel: fmt.Sprintf(`q=%q`, q), kind: kindQuantile,
 			les: histLes("vllm:nixl_xfer_time_seconds"), promql: quantileQ("vllm:nixl_xfer_time_seconds", q),
 			rule:  "vllm:derived_kv_transfer_seconds:histogram_quantile1m",
 			truth: [3]float64{xfer[0][qi], xfer[1][qi], xfer[2][qi]},
@@ -433,12 +433,17 @@ func TestAgreementWithPrometheus(t *testing.T) {
 	// The sidecar starts between launched and ready: the origin of
 	// idle-model's idle seconds (checkNowGauges).
 	testbin.Build(t)
+	// The per-model derived gauges are on the compatibility page, the
+	// routing listener's /metrics (/metrics/routing holds only what
+	// endpoint pickers read).
+	compatAddr := testbin.FreeAddr(t)
 	launched := time.Now()
 	side := testbin.Start(t, append([]string{
 		"--vllm.scrape-uri=" + srv.URL + "/metrics",
 		// The timeout is the whole interval: on a busy machine a scrape
 		// may take most of it.
 		"--vllm.scrape-interval=1s", "--vllm.timeout=1s",
+		"--web.routing-listen-address=" + compatAddr,
 		"--derive.window=30s", "--derive.window=1m",
 	}, sloFlags...)...)
 	ready := time.Now()
@@ -450,7 +455,7 @@ func TestAgreementWithPrometheus(t *testing.T) {
 	root := repoRoot(t)
 	prom := startPrometheus(t, promBin, []scrapeJob{
 		{Name: "sidecar", Target: side.Addr},
-		{Name: "routing", Target: side.Addr, MetricsPath: "/metrics/routing"},
+		{Name: "routing", Target: compatAddr},
 	}, []string{filepath.Join(root, "deploy", "prometheus", "recording.yml")})
 
 	prom.waitFor(t, `vllm_derived_preemptions_per_second{job="sidecar",window="1m"}`, 20*time.Second)
