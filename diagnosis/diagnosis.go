@@ -403,7 +403,11 @@ func (d *Diagnoser) diagnose(m string, tr *track, t int64) ModelReport {
 			causes[k] = in.cause[k].on
 		}
 	}
-	mr.fill(ready, &ev, sym, causes, &recent, ref)
+	var held *evaluation
+	if in.open && in.named {
+		held = &lenient
+	}
+	mr.fill(ready, &ev, held, sym, causes, &recent, ref)
 	if in.open && in.named && ready {
 		mr.Incident = d.incidentReport(in, t, &mr)
 	}

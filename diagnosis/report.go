@@ -191,7 +191,9 @@ var badUp = [numSignals]bool{sTTFT: true, sITL: true, sGenTPS: false, sWaiting: 
 	sKV: true, sPreempt: true, sPromptMean: true, sGenMean: true, sHitRatio: false}
 
 // fill writes the evaluation and the incident's verdicts into the report.
-func (mr *ModelReport) fill(ready bool, ev *evaluation, sym [numSymptoms]bool, causes [numCauses]bool, recent, base *stats) {
+// During an incident, held is the lenient evaluation: a signal that holds
+// the incident is marked bad while it does; nil otherwise.
+func (mr *ModelReport) fill(ready bool, ev, held *evaluation, sym [numSymptoms]bool, causes [numCauses]bool, recent, base *stats) {
 	mr.Symptoms, mr.Causes = []Finding{}, []Finding{}
 	for i, n := range symptomNames {
 		mr.Symptoms = append(mr.Symptoms, Finding{n, ready && sym[i]})
@@ -205,6 +207,10 @@ func (mr *ModelReport) fill(ready bool, ev *evaluation, sym [numSymptoms]bool, c
 			r := ev.ratio[i]
 			ch := ev.change[i]
 			bad := ready && (ch == ChangeUp && badUp[i] || ch == ChangeDown && !badUp[i])
+			if held != nil {
+				hc := held.change[i]
+				bad = bad || ready && (hc == ChangeUp && badUp[i] || hc == ChangeDown && !badUp[i])
+			}
 			s.Signals = append(s.Signals, SignalReport{
 				Signal: signalInfo[i].name, Description: signalInfo[i].what, Unit: signalInfo[i].unit,
 				Recent: finite(recent.v[i]), Baseline: finite(base.v[i]), Ratio: finite(r), Change: ch,
