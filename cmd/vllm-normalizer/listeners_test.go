@@ -118,6 +118,10 @@ func TestRoutingMux(t *testing.T) {
 	if code, body := get(rmux, "/metrics"); code != 200 || !strings.Contains(body, `vllm:num_requests_running{model_name="m",role="both"} 7`) || strings.Contains(body, `engine="1"`) {
 		t.Errorf("/metrics answered %d without the routing view:\n%s", code, body)
 	}
+	// AIBrix asks trtllm pods for /prometheus/metrics: the same page.
+	if code, body := get(rmux, "/prometheus/metrics"); code != 200 || !strings.Contains(body, `vllm:num_requests_running{model_name="m",role="both"} 7`) {
+		t.Errorf("/prometheus/metrics answered %d without the compatibility page:\n%s", code, body)
+	}
 	if code, _ := get(rmux, "/-/healthy"); code != 200 {
 		t.Errorf("/-/healthy: %d", code)
 	}
