@@ -28,7 +28,7 @@ func TestLegacyLabels(t *testing.T) {
 		clock.Advance(time.Second)
 	}
 	clock.Advance(-time.Second)
-	page := string(get(t, c.MetricsHandler(), "/metrics", nil).Body.Bytes())
+	page := get(t, c.MetricsHandler(), "/metrics", nil).Body.String()
 	var quantiles, targets int
 	for _, line := range strings.Split(page, "\n") {
 		switch {
