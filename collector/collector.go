@@ -489,7 +489,7 @@ func (c *Collector) scrape(ctx context.Context, sent time.Time) (*scrapeResult, 
 	parts = append(parts, []exposition.Family{asleepFamily(asleep)})
 	compatParts := [][]exposition.Family{view}
 	if d := c.cfg.Diagnosis; d != nil {
-		dfams := d.Observe(now, c.diagIn.observations(canon, c.viewer.Gauges(), c.roles, server))
+		dfams := d.Observe(now, c.diagIn.observations(canon, c.viewer.Gauges(), c.roles, server, c.cfg.Role))
 		parts = append(parts, dfams)
 		compatParts = append(compatParts, dfams)
 	}

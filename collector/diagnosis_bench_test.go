@@ -39,7 +39,7 @@ func BenchmarkDiagnosisMemory(b *testing.B) {
 			}
 			norm, _ := mapper.Normalize(exposition.DropCreated(fams))
 			roles := mapper.Catalogue().Roles()
-			obs := in.observations(norm, viewGauges(norm, roles, mapper.StyleName), roles, "vllm")
+			obs := in.observations(norm, viewGauges(norm, roles, mapper.StyleName), roles, "vllm", "")
 			models = len(obs)
 			d.Observe(clock.Now(), obs)
 		}

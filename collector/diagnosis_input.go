@@ -44,6 +44,7 @@ var diagnosisCounters = []struct {
 	{mapping.CounterRequestGenerationTokensSum, func(o *diagnosis.Observation, v float64) { o.GenLenSum = v }},
 	{mapping.CounterRequestGenerationTokensCount, func(o *diagnosis.Observation, v float64) { o.GenLenCount = v }},
 	{mapping.CounterRequestsFinished, func(o *diagnosis.Observation, v float64) { o.Finished = v }},
+	{mapping.CounterKVTransferFailures, func(o *diagnosis.Observation, v float64) { o.KVTransferFailures = v }},
 }
 
 // diagnosisBuckets are the histogram inputs, with the Observation field
@@ -54,6 +55,7 @@ var diagnosisBuckets = []struct {
 }{
 	{mapping.CounterTTFTBuckets, func(o *diagnosis.Observation) *diagnosis.Histogram { return &o.TTFT }},
 	{mapping.CounterInterTokenLatencyBuckets, func(o *diagnosis.Observation) *diagnosis.Histogram { return &o.ITL }},
+	{mapping.CounterKVTransferTimeBuckets, func(o *diagnosis.Observation) *diagnosis.Histogram { return &o.KVTransferTime }},
 }
 
 // diagnosisInputNames names each diagnosis input by the canonical family
@@ -61,16 +63,18 @@ var diagnosisBuckets = []struct {
 func diagnosisInputNames(roles *mapping.Roles) map[string]string {
 	out := map[string]string{}
 	for key, rs := range map[string][]mapping.Role{
-		diagnosis.InputFinished:         {mapping.RoleRequestsFinished},
-		diagnosis.InputTTFT:             {mapping.RoleTTFT},
-		diagnosis.InputITL:              {mapping.RoleInterTokenLatency},
-		diagnosis.InputPreemptions:      {mapping.RolePreemptions},
-		diagnosis.InputPrefixCache:      {mapping.RolePrefixCacheQueries, mapping.RolePrefixCacheHits},
-		diagnosis.InputPromptTokens:     {mapping.RolePromptTokens},
-		diagnosis.InputGenerationTokens: {mapping.RoleGenerationTokens},
-		diagnosis.InputRunning:          {mapping.RoleRequestsRunning},
-		diagnosis.InputWaiting:          {mapping.RoleRequestsWaiting},
-		diagnosis.InputKVUsage:          {mapping.RoleKVCacheUsage},
+		diagnosis.InputFinished:           {mapping.RoleRequestsFinished},
+		diagnosis.InputTTFT:               {mapping.RoleTTFT},
+		diagnosis.InputITL:                {mapping.RoleInterTokenLatency},
+		diagnosis.InputPreemptions:        {mapping.RolePreemptions},
+		diagnosis.InputPrefixCache:        {mapping.RolePrefixCacheQueries, mapping.RolePrefixCacheHits},
+		diagnosis.InputPromptTokens:       {mapping.RolePromptTokens},
+		diagnosis.InputGenerationTokens:   {mapping.RoleGenerationTokens},
+		diagnosis.InputRunning:            {mapping.RoleRequestsRunning},
+		diagnosis.InputWaiting:            {mapping.RoleRequestsWaiting},
+		diagnosis.InputKVUsage:            {mapping.RoleKVCacheUsage},
+		diagnosis.InputKVTransferTime:     {mapping.RoleKVTransferTime},
+		diagnosis.InputKVTransferFailures: {mapping.RoleKVTransferFailures},
 	} {
 		var names []string
 		for _, r := range rs {
@@ -125,8 +129,9 @@ const forgetAfter = 64
 
 // observations returns one Observation per model on the canonical page.
 // gauges are the routing view's collapsed running, waiting and KV usage
-// per model, as values; server is the kind of server that printed the page.
-func (in *diagnosisInput) observations(canon []exposition.Family, gauges map[string]routing.ModelGauges, roles *mapping.Roles, server string) []diagnosis.Observation {
+// per model, as values; server is the kind of server that printed the page,
+// role the pod's role (--upstream.role).
+func (in *diagnosisInput) observations(canon []exposition.Family, gauges map[string]routing.ModelGauges, roles *mapping.Roles, server, role string) []diagnosis.Observation {
 	if in.series == nil {
 		in.series, in.models = window.NewIncreases(forgetAfter), map[string]*modelTotals{}
 		in.names = diagnosisNames(roles)
@@ -190,9 +195,11 @@ func (in *diagnosisInput) observations(canon []exposition.Family, gauges map[str
 		get(m)
 	}
 
+	ranks := engineLoads(canon, roles)
 	out := make([]diagnosis.Observation, 0, len(seen))
 	for m, p := range seen {
-		o := diagnosis.Observation{Model: m, Server: server, Running: math.NaN(), Waiting: math.NaN(), KVUsage: math.NaN()}
+		o := diagnosis.Observation{Model: m, Server: server, Running: math.NaN(), Waiting: math.NaN(), KVUsage: math.NaN(),
+			Role: role, Engines: ranks[m]}
 		if g, ok := gauges[m]; ok {
 			o.Running, o.Waiting, o.KVUsage = g.Running, g.Waiting, g.KVUsage
 		}
@@ -212,6 +219,52 @@ func (in *diagnosisInput) observations(canon []exposition.Family, gauges map[str
 		out = append(out, o)
 	}
 	slices.SortFunc(out, func(a, b diagnosis.Observation) int { return strings.Compare(a.Model, b.Model) })
+	return out
+}
+
+// engineLoads are each model's data-parallel engines (engine label values)
+// with their requests running and waiting, summed over the processes that
+// print them; an engine lacking either gauge is left out.
+func engineLoads(canon []exposition.Family, roles *mapping.Roles) map[string][]diagnosis.EngineLoad {
+	running, waiting := roles.Family(mapping.RoleRequestsRunning), roles.Family(mapping.RoleRequestsWaiting)
+	type key struct{ model, engine string }
+	type rw struct {
+		r, w       float64
+		hasR, hasW bool
+	}
+	by := map[key]*rw{}
+	var order []key
+	for fi := range canon {
+		f := &canon[fi]
+		isR, isW := f.Name == running && running != "", f.Name == waiting && waiting != ""
+		if !isR && !isW {
+			continue
+		}
+		for _, s := range f.Samples {
+			e := s.Labels.Get(mapping.LabelEngine)
+			if e == "" || s.Name() != f.Name || math.IsNaN(s.Value) || math.IsInf(s.Value, 0) {
+				continue
+			}
+			k := key{s.Labels.Get(mapping.LabelModel), e}
+			v := by[k]
+			if v == nil {
+				v = &rw{}
+				by[k] = v
+				order = append(order, k)
+			}
+			if isR {
+				v.r, v.hasR = v.r+s.Value, true
+			} else {
+				v.w, v.hasW = v.w+s.Value, true
+			}
+		}
+	}
+	out := map[string][]diagnosis.EngineLoad{}
+	for _, k := range order {
+		if v := by[k]; v.hasR && v.hasW {
+			out[k.model] = append(out[k.model], diagnosis.EngineLoad{Engine: k.engine, Running: v.r, Waiting: v.w})
+		}
+	}
 	return out
 }
 

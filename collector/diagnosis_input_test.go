@@ -82,7 +82,7 @@ func TestDiagnosisInputResetPerSeries(t *testing.T) {
 	roles := testMapper(t, mapping.Options{}).Catalogue().Roles()
 	var in diagnosisInput
 	p1 := twoEngines(t)
-	obs := in.observations(p1, viewGauges(p1, roles, ident), roles, "vllm")
+	obs := in.observations(p1, viewGauges(p1, roles, ident), roles, "vllm", "")
 	if len(obs) != 1 || obs[0].Model != "TinyLlama" {
 		t.Fatalf("observations %+v", obs)
 	}
@@ -101,7 +101,7 @@ func TestDiagnosisInputResetPerSeries(t *testing.T) {
 		scale(p2, n, "0", 2)
 		scale(p2, n, "1", 0.25)
 	}
-	obs = in.observations(p2, viewGauges(p2, roles, ident), roles, "vllm")
+	obs = in.observations(p2, viewGauges(p2, roles, ident), roles, "vllm", "")
 	for _, c := range []struct {
 		name string
 		got  float64
@@ -137,7 +137,7 @@ func TestDiagnosisInputResetPerSeries(t *testing.T) {
 			p3[i].Samples = nil
 		}
 	}
-	obs = in.observations(p3, viewGauges(p3, roles, ident), roles, "vllm")
+	obs = in.observations(p3, viewGauges(p3, roles, ident), roles, "vllm", "")
 	if !math.IsNaN(obs[0].Preemptions) {
 		t.Errorf("preemptions without the family: %v, want NaN", obs[0].Preemptions)
 	}

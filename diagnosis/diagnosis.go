@@ -209,6 +209,7 @@ func (d *Diagnoser) Observe(now time.Time, obs []Observation) []exposition.Famil
 			continue
 		}
 		tr.fine.prune(t - w)
+		tr.topo.prune(t - w)
 		// The recent window may start up to slack before t-w (the newest
 		// fine point at or before it), and its baseline starts b before
 		// that: keep a coarse point at or before the earliest such start.
@@ -380,7 +381,11 @@ func (d *Diagnoser) diagnose(m string, tr *track, t int64) ModelReport {
 			long = &e
 		}
 		in.step(t, w, &ev, &lenient, long, ref, refStart, refEnd, int64(d.opts.MaxIncident))
+		tr.topo.step(d, t, &recent, ref, refStart, refEnd, in.open)
+	} else {
+		tr.topo.reset()
 	}
+	topoOn := tr.topo.on()
 	if in.adopted && t-in.adoptedAt > w+b {
 		in.adopted = false // the page said so for a baseline's length
 	}
@@ -407,10 +412,16 @@ func (d *Diagnoser) diagnose(m string, tr *track, t int64) ModelReport {
 	if in.open && in.named {
 		held = &lenient
 	}
+	if anyTrue(topoOn[:]) {
+		causes[kUnexplained] = false // a topology finding explains the symptom
+	}
 	mr.fill(ready, &ev, held, sym, causes, &recent, ref)
+	mr.fillTopology(ready, &tr.topo, topoOn)
+	mr.Readiness.Topology = d.topoNotes(&tr.topo)
 	if in.open && in.named && ready {
 		mr.Incident = d.incidentReport(in, t, &mr)
 	}
+
 	if in.adopted {
 		at, of := d.base.Add(time.Duration(in.adoptedAt)), d.base.Add(time.Duration(in.adoptedOf))
 		mr.Adopted = &Adopted{Since: of, At: at, Message: fmt.Sprintf("The change that began at %s lasted longer than %s (--diagnosis.max-incident): since %s its level is the baseline.",
@@ -465,8 +476,9 @@ func (mr *ModelReport) chart(d *Diagnoser, tr *track) {
 			at := unixSeconds(d.wall(seq[k]))
 			for si := range mr.Steps {
 				for j := range mr.Steps[si].Signals {
-					s := &mr.Steps[si].Signals[j]
-					s.Chart = append(s.Chart, ChartPoint{T: at})
+					if s := &mr.Steps[si].Signals[j]; s.index >= 0 {
+						s.Chart = append(s.Chart, ChartPoint{T: at})
+					}
 				}
 			}
 			continue
@@ -476,6 +488,9 @@ func (mr *ModelReport) chart(d *Diagnoser, tr *track) {
 		for si := range mr.Steps {
 			for j := range mr.Steps[si].Signals {
 				s := &mr.Steps[si].Signals[j]
+				if s.index < 0 {
+					continue // a topology signal: no chart
+				}
 				s.Chart = append(s.Chart, ChartPoint{T: at, V: finite(sv.v[s.index])})
 			}
 		}

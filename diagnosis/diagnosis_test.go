@@ -157,7 +157,7 @@ func sorted(s []string) []string {
 func TestSteadyIsAllZero(t *testing.T) {
 	_, fams, rep := run(t, testOpts, timeline(700, 0, healthy))
 	sy, ca := values(fams, FamilySymptom, "symptom"), values(fams, FamilyCause, "cause")
-	if len(sy) != numSymptoms || len(ca) != numCauses {
+	if len(sy) != numSymptoms || len(ca) != numCauses+numTopo {
 		t.Fatalf("want every symptom and cause present, got %v %v", sy, ca)
 	}
 	if a := append(active(sy), active(ca)...); len(a) != 0 {
@@ -543,7 +543,7 @@ func TestHandlers(t *testing.T) {
 		t.Fatalf("JSON: %s %+v", res.Header.Get("Content-Type"), rep)
 	}
 	mr := rep.Models[0]
-	if len(mr.Steps) != 5 || mr.Steps[1].Title != "Saturation" {
+	if len(mr.Steps) != 6 || mr.Steps[1].Title != "Saturation" {
 		t.Fatalf("steps %+v", mr.Steps)
 	}
 	var queueing bool

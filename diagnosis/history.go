@@ -23,6 +23,7 @@ const (
 	cGenLenSum
 	cGenLenCount
 	cFinished
+	cKVFailures
 	numCounters
 )
 
@@ -122,6 +123,7 @@ type track struct {
 	server        string
 	missing       []string // inputs the latest observation lacked
 	inc           incidentState
+	topo          topoState
 }
 
 // observe folds o, taken at t, into the track.
@@ -137,14 +139,14 @@ func (tr *track) observe(t int64, o *Observation) {
 	p := point{t: t, gsum: tr.gsum, gsq: tr.gsq, gn: tr.gn}
 	p.c = [numCounters]float64{
 		o.Preemptions, o.PrefixQueries, o.PrefixHits, o.PromptTokens, o.GenerationTokens,
-		o.PromptLenSum, o.PromptLenCount, o.GenLenSum, o.GenLenCount, o.Finished,
+		o.PromptLenSum, o.PromptLenCount, o.GenLenSum, o.GenLenCount, o.Finished, o.KVTransferFailures,
 	}
 	for i, v := range p.c {
 		if math.IsInf(v, 0) {
 			p.c[i] = math.NaN()
 		}
 	}
-	for i, h := range [numHists]Histogram{hTTFT: o.TTFT, hITL: o.ITL, hPromptLen: o.PromptLen, hGenLen: o.GenLen} {
+	for i, h := range [numHists]Histogram{hTTFT: o.TTFT, hITL: o.ITL, hPromptLen: o.PromptLen, hGenLen: o.GenLen, hKVTransfer: o.KVTransferTime} {
 		p.h[i] = tr.histogram(i, h)
 	}
 	tr.fine.add(&p)
@@ -155,6 +157,7 @@ func (tr *track) observe(t int64, o *Observation) {
 	tr.lastT = t
 	tr.server = o.Server
 	tr.missing = missingInputs(o)
+	tr.topo.observe(t, o, tr.fine.res)
 }
 
 // Which histogram of a point.
@@ -163,6 +166,7 @@ const (
 	hITL
 	hPromptLen
 	hGenLen
+	hKVTransfer
 	numHists
 )
 

@@ -105,7 +105,8 @@ type stepPage struct {
 
 type signalPage struct {
 	*SignalReport
-	Chart chartSVG
+	Chart   chartSVG
+	NoChart bool // a topology signal, judged now only
 }
 
 // serverTitles are the servers' names as people write them.
@@ -153,7 +154,7 @@ func pageData(r *Report) page {
 			sp := stepPage{Step: st}
 			for k := range st.Signals {
 				s := &st.Signals[k]
-				sp.Signals = append(sp.Signals, signalPage{SignalReport: s, Chart: drawChart(s, mr, incidentStart)})
+				sp.Signals = append(sp.Signals, signalPage{SignalReport: s, Chart: drawChart(s, mr, incidentStart), NoChart: s.index < 0})
 			}
 			mp.Steps = append(mp.Steps, sp)
 		}

@@ -43,6 +43,24 @@ type Observation struct {
 	// Per-request prompt and generation lengths, tokens: their spread
 	// bounds the noise of the mean lengths.
 	PromptLen, GenLen Histogram
+
+	// Role is the pod's role in a disaggregated deployment: "prefill",
+	// "decode", or "" (both, or not disaggregated).
+	Role string
+	// Engines are the model's data-parallel engines (ranks) now, one per
+	// engine label value; empty or one when the page has no ranks.
+	Engines []EngineLoad
+	// KVTransferTime is the KV-transfer duration histogram (seconds) of a
+	// disaggregated pod, KVTransferFailures its failed transfers; no
+	// bounds and NaN where the server prints none.
+	KVTransferTime     Histogram
+	KVTransferFailures float64
+}
+
+// EngineLoad is one data-parallel engine's gauges now.
+type EngineLoad struct {
+	Engine           string
+	Running, Waiting float64
 }
 
 // Histogram is a classic histogram's cumulative buckets: Counts[i]

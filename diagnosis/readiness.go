@@ -141,11 +141,11 @@ func (d *Diagnoser) incidentReport(in *incidentState, t int64, mr *ModelReport) 
 		}
 	}
 	for _, c := range mr.Causes {
-		if c.Active {
-			w := causeWords[c.Name]
+		if w, ok := causeWords[c.Name]; ok && c.Active {
 			inc.Causes = append(inc.Causes, Action{Cause: c.Name, Sentence: w.sentence, Action: w.action})
 		}
 	}
+	inc.Causes = append(inc.Causes, mr.Topology...)
 	what := "latency or throughput changed against the baseline"
 	if len(parts) > 0 {
 		what = strings.Join(parts, "; ")

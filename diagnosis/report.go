@@ -2,6 +2,7 @@ package diagnosis
 
 import (
 	"math"
+	"strings"
 	"time"
 )
 
@@ -46,14 +47,18 @@ type ModelReport struct {
 	// baseline is still the reference (the rolling one holds the incident).
 	Recovered *time.Time `json:"recovered,omitempty"`
 	// ChartStart and ChartEnd bound the charts (Unix seconds).
-	ChartStart  float64    `json:"chart_start"`
-	ChartEnd    float64    `json:"chart_end"`
-	Recent      WindowInfo `json:"recent"`
-	Baseline    WindowInfo `json:"baseline"`
-	Symptoms    []Finding  `json:"symptoms"`
-	Causes      []Finding  `json:"causes"`
-	Steps       []Step     `json:"steps"`
-	RecentStart float64    `json:"recent_start"` // Unix seconds, where the charts' recent part begins
+	ChartStart float64    `json:"chart_start"`
+	ChartEnd   float64    `json:"chart_end"`
+	Recent     WindowInfo `json:"recent"`
+	Baseline   WindowInfo `json:"baseline"`
+	Symptoms   []Finding  `json:"symptoms"`
+	Causes     []Finding  `json:"causes"`
+	Steps      []Step     `json:"steps"`
+	// Topology are the topology findings named now (a rank queueing while
+	// others idle, the prefill/decode findings), each with its sentence
+	// and action, whether or not a latency incident is open.
+	Topology    []Action `json:"topology"`
+	RecentStart float64  `json:"recent_start"` // Unix seconds, where the charts' recent part begins
 }
 
 // WindowInfo says what a window covered.
@@ -83,6 +88,9 @@ type Readiness struct {
 	// the ones whose absence leaves some causes unjudged.
 	Missing   []string `json:"missing,omitempty"`
 	NotJudged []string `json:"not_judged,omitempty"`
+	// Topology says which topology findings (ranks, prefill/decode) the
+	// page cannot feed, and why.
+	Topology []string `json:"topology,omitempty"`
 }
 
 // Incident is a change that holds against the frozen baseline.
@@ -182,8 +190,53 @@ var steps = []struct {
 		[]int{sKV, sPreempt}, nil, []int{kPreemptions}},
 	{"Traffic", "Did prompts or outputs get longer, or the prefix-cache hit ratio fall (a routing change, new instances)?",
 		[]int{sPromptMean, sGenMean, sHitRatio}, nil, []int{kLongPrompts, kLongOutputs, kPrefixMisses}},
+	{"Topology", "Does one data-parallel rank queue while others idle? On a prefill/decode pair: is KV slower to arrive, do transfers fail, is the prefill pool saturated?",
+		nil, nil, nil},
 	{"Configuration and hardware", "A symptom none of the above explains: look at tensor-parallel configuration, max_num_batched_tokens and the hardware.",
 		nil, nil, []int{kUnexplained}},
+}
+
+// topologyStep is the index of the topology step, filled by fillTopology.
+const topologyStep = 4
+
+// fillTopology writes the topology findings and their evidence into the
+// report: the causes, the topology step's signals and verdict, and the
+// named findings' sentences.
+func (mr *ModelReport) fillTopology(ready bool, ts *topoState, on [numTopo]bool) {
+	e := &ts.last
+	mr.Topology = []Action{}
+	st := &mr.Steps[topologyStep]
+	var active []string
+	for k, n := range topoNames {
+		f := Finding{n, ready && on[k]}
+		mr.Causes = append(mr.Causes, f)
+		st.Findings = append(st.Findings, f)
+		if f.Active {
+			active = append(active, topoWords[k].short)
+			mr.Topology = append(mr.Topology, Action{Cause: n, Sentence: topoSentence(k, e), Action: topoWords[k].action})
+		}
+	}
+	for i, info := range topoSignalInfo {
+		judged := [numTopoSignals]bool{zImbalance: e.rankCovered, zXferP90: e.judged[tXferSlow],
+			zXferFail: e.judged[tXferFail], zBacklog: e.judged[tPrefillSat]}
+		if !ready || !judged[i] {
+			continue // the page or the role cannot feed it
+		}
+		ch := e.change[i]
+		st.Signals = append(st.Signals, SignalReport{
+			Signal: info.name, Description: info.what, Unit: info.unit,
+			Recent: finite(e.recent[i]), Baseline: finite(e.base[i]), Ratio: finite(e.ratio[i]), Change: ch,
+			PValue: finite(e.p[i]), Bad: ch == ChangeUp, Chart: []ChartPoint{}, index: -1, ratio: e.ratio[i],
+		})
+	}
+	switch {
+	case !ready:
+		st.Verdict = "not judged"
+	case len(active) > 0:
+		st.Verdict = "found: " + strings.Join(active, ", ")
+	default:
+		st.Verdict = "nothing changed here"
+	}
 }
 
 // badUp says, per signal, whether a rise hurts (else a fall does).
@@ -231,6 +284,9 @@ func (mr *ModelReport) fill(ready bool, ev, held *evaluation, sym [numSymptoms]b
 			}
 		}
 		s.Verdict = verdict(n, ready, sym, active)
+		if n == topologyStep {
+			s.Verdict = ""
+		}
 		mr.Steps = append(mr.Steps, s)
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -239,8 +240,9 @@ func cumulate(bounds []float64, engines []*simEngine, get func(*simEngine) []flo
 }
 
 func (p *simPod) observe() Observation {
-	o := Observation{Model: "sim", Server: "vllm"}
-	for _, e := range p.engines {
+	o := Observation{Model: "sim", Server: "vllm", KVTransferFailures: math.NaN()}
+	for i, e := range p.engines {
+		o.Engines = append(o.Engines, EngineLoad{Engine: strconv.Itoa(i), Running: float64(len(e.running)), Waiting: float64(len(e.waiting))})
 		o.Running += float64(len(e.running))
 		o.Waiting += float64(len(e.waiting))
 		o.Finished += e.finished

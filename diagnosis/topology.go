@@ -1,0 +1,454 @@
+package diagnosis
+
+import (
+	"fmt"
+	"math"
+	"slices"
+	"strconv"
+	"strings"
+)
+
+// The topology findings: a data-parallel rank queueing while others idle,
+// and the prefill/decode findings of a disaggregated pod. Unlike the five
+// steps they do not wait for a latency symptom: a starved rank or failing
+// KV transfers are worth naming before the model's percentiles move. They
+// are tested like the rest (docs/diagnosis.md, "Topology findings") and
+// named and cleared through the same hysteresis.
+
+// Cause names of the topology findings, values of the cause label.
+const (
+	CauseRankImbalance      = "rank_imbalance"
+	CauseKVTransferSlow     = "kv_transfer_slow"
+	CauseKVTransferFailures = "kv_transfer_failures"
+	CausePrefillSaturated   = "prefill_saturated"
+)
+
+const (
+	tRank = iota
+	tXferSlow
+	tXferFail
+	tPrefillSat
+	numTopo
+)
+
+var topoNames = [numTopo]string{CauseRankImbalance, CauseKVTransferSlow, CauseKVTransferFailures, CausePrefillSaturated}
+
+// Signal names of the topology step, values of the signal label.
+const (
+	SignalEngineImbalanceRatio   = "engine_imbalance_ratio"
+	SignalKVTransferP90          = "kv_transfer_p90"
+	SignalKVTransferFailureRatio = "kv_transfer_failure_ratio"
+	SignalPrefillBacklogSeconds  = "prefill_backlog_seconds"
+)
+
+const (
+	zImbalance = iota
+	zXferP90
+	zXferFail
+	zBacklog
+	numTopoSignals
+)
+
+var topoSignalInfo = [numTopoSignals]struct{ name, unit, what string }{
+	zImbalance: {SignalEngineImbalanceRatio, "ratio", "busiest rank's running + waiting over the ranks' mean, recent window"},
+	zXferP90:   {SignalKVTransferP90, "s", "KV-transfer duration, 90th percentile"},
+	zXferFail:  {SignalKVTransferFailureRatio, "ratio", "failed KV transfers per transfer attempted"},
+	zBacklog:   {SignalPrefillBacklogSeconds, "s", "waiting prompt tokens over prompt tokens per second"},
+}
+
+// Inputs of the topology findings, keys of SetInputNames.
+const (
+	InputKVTransferTime     = "kv_transfer_time"
+	InputKVTransferFailures = "kv_transfer_failures"
+)
+
+func init() {
+	inputWhat[InputKVTransferTime] = "a KV-transfer duration histogram"
+	inputWhat[InputKVTransferFailures] = "a failed KV-transfer counter"
+}
+
+// Thresholds of the rank finding, in requests: a queueing rank has at
+// least one request waiting on average over the recent window, an idle one
+// less than half.
+const (
+	rankQueued = 1.0
+	rankIdle   = 0.5
+)
+
+// rankSnap is the engines' loads at one observation.
+type rankSnap struct {
+	t     int64
+	loads []EngineLoad
+}
+
+// topoState is one model's topology history and verdicts.
+type topoState struct {
+	role               string
+	xferSeen, failSeen bool // printed on the latest page
+	engines            int  // on the latest page
+	// snaps keeps one snapshot per fine slot over the recent window, and
+	// the newest at or before its start.
+	snaps []rankSnap
+	hyst  [numTopo]hysteresis
+	// Outside an incident, a change found by a baseline-based finding
+	// freezes its own baseline until it clears, as an incident does.
+	frozen             bool
+	base               stats
+	baseStart, baseEnd int64
+	frozenAt           int64
+	calm               int
+	// the latest evaluation, for the report
+	last topoEval
+}
+
+func (ts *topoState) observe(t int64, o *Observation, res int64) {
+	ts.role = o.Role
+	ts.xferSeen = validHistogram(o.KVTransferTime)
+	ts.failSeen = !math.IsNaN(o.KVTransferFailures) && !math.IsInf(o.KVTransferFailures, 0)
+	loads := make([]EngineLoad, 0, len(o.Engines))
+	for _, e := range o.Engines {
+		if !math.IsNaN(e.Running+e.Waiting) && !math.IsInf(e.Running+e.Waiting, 0) {
+			loads = append(loads, e)
+		}
+	}
+	ts.engines = len(loads)
+	s := rankSnap{t: t, loads: loads}
+	if n := len(ts.snaps); n > 0 && slotOf(t, res) == slotOf(ts.snaps[n-1].t, res) {
+		ts.snaps[n-1] = s
+	} else {
+		ts.snaps = append(ts.snaps, s)
+	}
+}
+
+// prune drops the snapshots before the newest one at or before cut.
+func (ts *topoState) prune(cut int64) {
+	i := 0
+	for i+1 < len(ts.snaps) && ts.snaps[i+1].t <= cut {
+		i++
+	}
+	if i > 0 {
+		ts.snaps = slices.Delete(ts.snaps, 0, i)
+	}
+}
+
+// topoEval is one evaluation of the topology findings.
+type topoEval struct {
+	strict, hold   [numTopo]bool
+	recent, base   [numTopoSignals]float64
+	ratio, p       [numTopoSignals]float64
+	change         [numTopoSignals]Change
+	queued, idle   []string // ranks, for the sentence
+	judged         [numTopo]bool
+	rankCovered    bool
+	backlogJudged  bool
+	failuresBacked bool
+}
+
+// ranks compares each rank that queues with each that idles over the
+// recent window (t-w, t]: under an even spread, two ranks' mean numbers
+// of requests in the system are alike Poisson counts, so given their sum
+// the queueing rank's share is Binomial(n, 1/2). The test takes the window
+// means, not the sum over scrapes (a queue persists from one scrape to the
+// next), and is exact for the few requests of small ranks.
+func (ts *topoState) ranks(e *topoEval, t, w int64, minChange, alpha, holdAlpha float64) {
+	e.recent[zImbalance] = math.NaN()
+	if len(ts.snaps) == 0 || ts.snaps[0].t > t-w {
+		return
+	}
+	type acc struct {
+		name    string
+		r, wait float64
+		n       int
+	}
+	by := map[string]*acc{}
+	var order []*acc
+	n := 0
+	for _, s := range ts.snaps {
+		if s.t <= t-w {
+			continue
+		}
+		n++
+		for _, l := range s.loads {
+			a := by[l.Engine]
+			if a == nil {
+				a = &acc{name: l.Engine}
+				by[l.Engine] = a
+				order = append(order, a)
+			}
+			a.r += l.Running
+			a.wait += l.Waiting
+			a.n++
+		}
+	}
+	var es []*acc
+	for _, a := range order {
+		if a.n == n { // present all along: an engine that came or went is not compared
+			a.r /= float64(n)
+			a.wait /= float64(n)
+			es = append(es, a)
+		}
+	}
+	if n < 2 || len(es) < 2 {
+		return
+	}
+	e.rankCovered, e.judged[tRank] = true, true
+	slices.SortFunc(es, func(a, b *acc) int { return compareRank(a.name, b.name) })
+	sum, top := 0.0, 0.0
+	for _, a := range es {
+		sum += a.r + a.wait
+		top = math.Max(top, a.r+a.wait)
+	}
+	e.recent[zImbalance] = ratio(top, sum/float64(len(es)))
+	pairs := float64(len(es) * (len(es) - 1) / 2)
+	queued, idle := map[string]bool{}, map[string]bool{}
+	heldQ, heldI := false, false
+	e.p[zImbalance] = math.NaN()
+	for _, q := range es {
+		if q.wait < rankQueued {
+			continue
+		}
+		for _, j := range es {
+			if j == q || j.wait >= rankIdle || j.r > (1-minChange)*q.r {
+				continue
+			}
+			lq, lj := math.Round(q.r+q.wait), math.Round(j.r+j.wait)
+			p := binomialTail(int(lq+lj), int(lq), 0.5, +1)
+			if !(p >= e.p[zImbalance]) {
+				e.p[zImbalance] = p
+			}
+			if p <= alpha/pairs {
+				queued[q.name], idle[j.name] = true, true
+			}
+			if p <= holdAlpha {
+				heldQ, heldI = true, true
+			}
+		}
+	}
+	for _, a := range es {
+		if queued[a.name] {
+			e.queued = append(e.queued, a.name)
+		}
+		if idle[a.name] {
+			e.idle = append(e.idle, a.name)
+		}
+	}
+	e.strict[tRank] = len(e.queued) > 0
+	e.hold[tRank] = heldQ && heldI
+	if e.recent[zImbalance] >= 1+minChange && e.strict[tRank] {
+		e.change[zImbalance] = ChangeUp
+	}
+}
+
+// compareRank orders engine labels as numbers where they are numbers.
+func compareRank(a, b string) int {
+	x, ex := strconv.Atoi(a)
+	y, ey := strconv.Atoi(b)
+	if ex == nil && ey == nil {
+		return x - y
+	}
+	return strings.Compare(a, b)
+}
+
+// topoSignals computes the baseline-based signals of a window.
+func topoSignals(s *stats) (v [numTopoSignals]float64) {
+	v[zImbalance] = math.NaN()
+	h := s.h[hKVTransfer]
+	v[zXferP90] = histQuantile(s.bounds[hKVTransfer], h, signalQuantile)
+	v[zXferFail] = math.NaN()
+	if h != nil && s.c[cKVFailures] >= 0 {
+		v[zXferFail] = ratio(s.c[cKVFailures], s.c[cKVFailures]+total(h))
+	}
+	v[zBacklog] = math.NaN()
+	if rate := ratio(s.c[cPromptTokens], s.seconds); rate > 0 {
+		v[zBacklog] = s.gMean[gWaiting] * s.v[sPromptMean] / rate
+	}
+	return v
+}
+
+// evaluateTopology tests the topology findings, recent against base, at
+// alpha to name and holdAlpha to hold.
+func (ts *topoState) evaluate(ru *rules, t, w int64, recent, base *stats, alpha, holdAlpha float64) topoEval {
+	var e topoEval
+	for i := range numTopoSignals {
+		e.ratio[i], e.p[i], e.change[i] = math.NaN(), math.NaN(), ChangeUnknown
+	}
+	ts.ranks(&e, t, w, ru.minChange, alpha, holdAlpha)
+	if e.rankCovered && e.change[zImbalance] != ChangeUp {
+		e.change[zImbalance] = ChangeFlat
+	}
+	rv, bv := topoSignals(recent), topoSignals(base)
+	for i := zXferP90; i < numTopoSignals; i++ {
+		e.recent[i], e.base[i] = rv[i], bv[i]
+	}
+	e.base[zImbalance] = math.NaN()
+	sig := func(i int, p float64) (strict, hold bool) {
+		ch, r := compare(e.recent[i], e.base[i], ru.minChange)
+		e.change[i], e.ratio[i] = ch, r
+		if ch != ChangeUp {
+			return false, false
+		}
+		e.p[i] = p
+		if !(p <= alpha) {
+			e.change[i] = ChangeFlat
+		}
+		return p <= alpha, p <= holdAlpha
+	}
+	started1, started0 := firstPositive(recent.started, recent.requests), firstPositive(base.started, base.requests)
+	// Decode pulls the KV of each request from its prefill pod: slower
+	// transfers show on the decode side (or a pod doing both).
+	if ts.xferSeen && ts.role != "prefill" && recent.h[hKVTransfer] != nil && base.h[hKVTransfer] != nil {
+		e.judged[tXferSlow] = true
+		q := e.base[zXferP90]
+		n1, n0 := total(recent.h[hKVTransfer]), total(base.h[hKVTransfer])
+		k1, k0 := countAbove(recent.bounds[hKVTransfer], recent.h[hKVTransfer], q), countAbove(base.bounds[hKVTransfer], base.h[hKVTransfer], q)
+		// Transfers come several per request (one per TP rank, pooled), and
+		// a slow link slows them together: count requests, not transfers.
+		f1, f0 := perRequest(n1, started1), perRequest(n0, started0)
+		p := 1.0
+		if n1*f1 >= ru.minRequests && n0*f0 >= ru.minRequests {
+			p = fisher(k1*f1, n1*f1, k0*f0, n0*f0, +1)
+		}
+		e.strict[tXferSlow], e.hold[tXferSlow] = sig(zXferP90, p)
+	}
+	if ts.xferSeen && ts.failSeen && recent.h[hKVTransfer] != nil && base.h[hKVTransfer] != nil &&
+		recent.c[cKVFailures] >= 0 && base.c[cKVFailures] >= 0 {
+		e.judged[tXferFail] = true
+		a1 := recent.c[cKVFailures] + total(recent.h[hKVTransfer])
+		a0 := base.c[cKVFailures] + total(base.h[hKVTransfer])
+		// Enough transfers behind both ratios: as many attempts as the
+		// requests each window needs.
+		e.failuresBacked = a1 >= ru.minRequests && a0 >= ru.minRequests
+		p := 1.0
+		if e.failuresBacked {
+			p = fisher(recent.c[cKVFailures], a1, base.c[cKVFailures], a0, +1)
+		}
+		e.strict[tXferFail], e.hold[tXferFail] = sig(zXferFail, p)
+	}
+	// A prefill pool is saturated when its backlog grows while KV usage
+	// does not: compute, not memory, is short (a prefill-only load that
+	// never moves KV usage).
+	if ts.role == "prefill" {
+		e.judged[tPrefillSat] = true
+		p := 1.0
+		if !math.IsNaN(e.recent[zBacklog]) && !math.IsNaN(e.base[zBacklog]) {
+			e.backlogJudged = true
+			p = math.Min(testSignal(sWaiting, recent, base, +1), testSignal(sPromptMean, recent, base, +1))
+		}
+		s, h := sig(zBacklog, p)
+		kvCh, kvR := compare(recent.v[sKV], base.v[sKV], ru.minChange)
+		flat := kvCh != ChangeUnknown && kvCh != ChangeUp && !(kvR >= 1+ru.minChange)
+		e.strict[tPrefillSat], e.hold[tPrefillSat] = s && flat, h && flat
+	}
+	return e
+}
+
+// step advances the topology verdicts by one ready evaluation and
+// returns which are named. ref is the reference the caller judges
+// against (the incident's frozen baseline, or the rolling one); outside an
+// incident the findings keep their own frozen one while they hold.
+func (ts *topoState) step(d *Diagnoser, t int64, recent, ref *stats, refStart, refEnd int64, incident bool) {
+	w := int64(d.opts.Window)
+	base := ref
+	if ts.frozen && !incident {
+		base = &ts.base
+	}
+	alpha := d.opts.Significance / numTopoSignals
+	e := ts.evaluate(&d.rules, t, w, recent, base, alpha, d.opts.Significance)
+	var on [numTopo]bool
+	for k := range numTopo {
+		raw := e.strict[k]
+		if ts.hyst[k].on {
+			raw = e.hold[k]
+		}
+		on[k] = ts.hyst[k].step(raw)
+	}
+	baselined := on[tXferSlow] || on[tXferFail] || on[tPrefillSat] || e.strict[tXferSlow] || e.strict[tXferFail] || e.strict[tPrefillSat]
+	switch {
+	case incident:
+		ts.frozen = false // the incident's frozen baseline is the reference
+	case baselined && !ts.frozen:
+		ts.frozen, ts.base, ts.baseStart, ts.baseEnd, ts.frozenAt, ts.calm = true, ref.clone(), refStart, refEnd, t, 0
+	case ts.frozen && !baselined:
+		if ts.calm++; ts.calm >= HoldEvaluations {
+			ts.frozen = false
+		}
+	case ts.frozen && t-ts.frozenAt >= int64(d.opts.MaxIncident):
+		ts.frozen = false
+		for _, k := range []int{tXferSlow, tXferFail, tPrefillSat} {
+			ts.hyst[k] = hysteresis{}
+		}
+	default:
+		ts.calm = 0
+	}
+	ts.last = e
+}
+
+// on reports the named topology findings.
+func (ts *topoState) on() (out [numTopo]bool) {
+	for k := range out {
+		out[k] = ts.hyst[k].on
+	}
+	return out
+}
+
+// reset forgets the verdicts (the model is not ready).
+func (ts *topoState) reset() {
+	ts.hyst = [numTopo]hysteresis{}
+	ts.frozen = false
+}
+
+// topoWords say each topology finding in plain words, with what to do.
+var topoWords = [numTopo]struct{ short, sentence, action string }{
+	tRank: {"a rank queueing while others idle", "",
+		"The data-parallel load balancer is not spreading requests: check the router's rank awareness (data-parallel balancing, per-rank endpoints such as /metrics/routing/engines/{engine}) and whether requests are pinned to one rank."},
+	tXferSlow: {"slow KV transfers", "Decode is slow to pull KV from prefill: KV-transfer time rose against the baseline.",
+		"Check the transfer path between the prefill and decode pods (NIXL/UCX backend, RDMA or its TCP fallback, network congestion, pods placed across racks)."},
+	tXferFail: {"failing KV transfers", "KV transfers fail more often: requests wait for KV that does not arrive and are recomputed or dropped.",
+		"Look at the KV connector's logs on both pods (expired KV on the prefill side, timeouts, a restarted peer) and at the link between them."},
+	tPrefillSat: {"a saturated prefill pool", "The prefill pool is saturated: its backlog of prompt work grew while KV usage stayed flat, so compute is short, not memory.",
+		"Add prefill replicas (scale the prefill pool on vllm_derived_prefill_backlog_seconds), or lower the prefill share of each step only if decode is idle."},
+}
+
+func rankWord(names []string) string {
+	if len(names) == 1 {
+		return "Rank " + names[0]
+	}
+	return "Ranks " + strings.Join(names, ", ")
+}
+
+// topoSentence is the plain sentence of finding k.
+func topoSentence(k int, e *topoEval) string {
+	if k != tRank {
+		return topoWords[k].sentence
+	}
+	verb, be := "queues", "is"
+	if len(e.queued) > 1 {
+		verb = "queue"
+	}
+	if len(e.idle) > 1 {
+		be = "are"
+	}
+	return fmt.Sprintf("%s %s while %s %s idle.", rankWord(e.queued), verb, strings.ToLower(rankWord(e.idle)[:1])+rankWord(e.idle)[1:], be)
+}
+
+// topoNotes say which topology findings the page cannot feed, and why.
+func (d *Diagnoser) topoNotes(ts *topoState) []string {
+	var out []string
+	var lacks []string
+	if !ts.xferSeen {
+		lacks = append(lacks, d.inputName(InputKVTransferTime))
+	}
+	if !ts.failSeen {
+		lacks = append(lacks, d.inputName(InputKVTransferFailures))
+	}
+	if len(lacks) > 0 {
+		out = append(out, fmt.Sprintf("This server does not print %s: no P/D finding.", strings.Join(lacks, ", ")))
+	}
+	if ts.engines < 2 {
+		out = append(out, "The page shows one engine for this model: no rank finding (it needs two data-parallel ranks or more).")
+	}
+	if ts.role != "prefill" {
+		out = append(out, "The pod's role is not prefill (--upstream.role): no prefill-pool finding.")
+	}
+	return out
+}
