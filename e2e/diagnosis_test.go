@@ -158,7 +158,8 @@ func runScenario(t *testing.T, sc string, p *testbin.Process, start time.Time) s
 	case !verdictsBeforeShift:
 		out.failure = "no verdict (all causes at 0) was published before the shift: the steady phase went unchecked"
 	case sc == demo.ScenarioSteady:
-		if len(last["vllm_diagnosis_cause"]) != 7 || len(last["vllm_diagnosis_symptom"]) != 3 {
+		if len(last["vllm_diagnosis_cause"]) != 11 || // seven triage causes and four topology ones
+			len(last["vllm_diagnosis_symptom"]) != 3 {
 			out.failure = fmt.Sprintf("steady: want every cause and symptom at 0 by the end, got %v %v", last["vllm_diagnosis_cause"], last["vllm_diagnosis_symptom"])
 		} else if a := activeOf(last["vllm_diagnosis_symptom"]); len(a) > 0 {
 			out.failure = fmt.Sprintf("steady: symptoms %v", a)
