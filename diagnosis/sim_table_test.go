@@ -11,7 +11,7 @@ import (
 
 // simScenarios are the demo's scenarios, and a steady pod at 2 requests/s
 // (1 per engine), where every window holds few requests.
-var simScenarios = []string{"steady", "steady_low", CauseQueueing, CauseLongPrompts, CausePrefixCacheMisses, CauseBatchGrowth, CausePreemptions, CauseLongOutputs}
+var simScenarios = []string{"steady", "steady_low", CauseQueueing, CauseLongPrompts, CausePrefixCacheMisses, CauseBatchGrowth, CausePreemptions, CauseLongOutputs, CauseRankImbalance}
 
 // simSetting is a pair of windows the simulator runs at.
 type simSetting struct {

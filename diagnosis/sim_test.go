@@ -34,6 +34,9 @@ type simLoad struct {
 	hit          float64 // prefix-cache hit fraction
 	maxRunning   int
 	kvCapacity   float64 // tokens
+	// skew sends more of the pod's arrivals to engine 0 and fewer to the
+	// others (rate × (1 ± skew)), as a router blind to ranks does.
+	skew float64
 }
 
 // Engine timing: a step costs a fixed part, a part per running request
@@ -62,6 +65,11 @@ func simScenario(name string) (before, during simLoad) {
 	case CauseQueueing:
 		before.maxRunning, during.maxRunning = 96, 96
 		during.rate *= 2
+	case CauseRankImbalance:
+		// The same inflow, nearly all of it on rank 0, whose batch
+		// limit then queues it while rank 1 idles.
+		before.maxRunning, during.maxRunning = 96, 96
+		during.skew = 0.95
 	case CauseLongPrompts:
 		during.promptMedian *= 3
 	case CausePrefixCacheMisses:
@@ -300,8 +308,14 @@ func simulate(scenario string, seed uint64, window, baseline time.Duration, shif
 		if !strings.HasPrefix(scenario, "steady") && at > shift && at <= back {
 			l = &during
 		}
-		for _, e := range pod.engines {
-			e.run(at.Seconds(), l)
+		for i, e := range pod.engines {
+			le := *l
+			if i == 0 {
+				le.rate *= 1 + l.skew
+			} else {
+				le.rate *= 1 - l.skew
+			}
+			e.run(at.Seconds(), &le)
 		}
 		down := false
 		for _, r := range restarts {
@@ -356,6 +370,15 @@ type simResult struct {
 	preemptionBlamed int           // polls naming preemptions where there are only background ones
 }
 
+// simExpected is what a scenario's incident is named: its cause, and for
+// a starved rank also the queueing it causes (the pod's queue grows).
+func simExpected(sc string) []string {
+	if sc == CauseRankImbalance {
+		return []string{CauseQueueing, CauseRankImbalance}
+	}
+	return []string{sc}
+}
+
 func (r *simRun) result() simResult {
 	res := simResult{firstNamed: -1, cleared: -1}
 	if r.steadyPolls > 0 {
@@ -376,7 +399,7 @@ func (r *simRun) result() simResult {
 		}
 		if p.at > grace && p.at <= r.back {
 			n++
-			if !slices.Equal(p.causes, []string{r.scenario}) {
+			if !slices.Equal(p.causes, simExpected(r.scenario)) {
 				wrong++
 			}
 		}
