@@ -447,7 +447,9 @@ func (d *Diagnoser) topoNotes(ts *topoState) []string {
 	if ts.engines < 2 {
 		out = append(out, "The page shows one engine for this model: no rank finding (it needs two data-parallel ranks or more).")
 	}
-	if ts.role != "prefill" {
+	// A P/D pod that is not a prefill pod: say why that finding is never
+	// made (a pod without the families has no P/D finding at all).
+	if len(lacks) == 0 && ts.role != "prefill" {
 		out = append(out, "The pod's role is not prefill (--upstream.role): no prefill-pool finding.")
 	}
 	return out
