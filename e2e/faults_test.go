@@ -9,6 +9,8 @@ import (
 	"math/rand/v2"
 	"net"
 	"net/http"
+	"os"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -189,7 +191,7 @@ func runFault(t *testing.T, good []byte, f fault) {
 	if median > bound+controlMedian {
 		t.Errorf("median /metrics answer took %s during the fault, want < %s plus the median before it (%s)", median, bound, controlMedian)
 	}
-	if quiet := slices.Max(control) < bound/2 && f.latency == 0; quiet && slowest > bound+slices.Max(control) {
+	if quiet := slices.Max(control) < bound/2 && f.latency == 0 && !machineBusy(); quiet && slowest > bound+slices.Max(control) {
 		t.Errorf("on a quiet machine the slowest /metrics answer took %s during the fault, want < %s plus the slowest before it (%s)", slowest, bound, slices.Max(control))
 	}
 
@@ -236,7 +238,9 @@ func runFault(t *testing.T, good []byte, f fault) {
 	if hwm > f.hwm {
 		t.Errorf("peak RSS (VmHWM) %.1f MiB, want < %d MiB", float64(hwm)/mib, f.hwm/mib)
 	}
-	if err := p.Stop(5 * time.Second); err != nil {
+	// Shutdown cancels the scrape in flight; on a busy machine that and
+	// the last answers take their time.
+	if err := p.Stop(15 * time.Second); err != nil {
 		t.Errorf("stop: %v\n%s", err, p.Logs())
 	}
 }
@@ -521,4 +525,20 @@ func withSample(page []byte, n, nameLen, valueLen int) []byte {
 func medianOf(ds []time.Duration) time.Duration {
 	slices.Sort(ds)
 	return ds[len(ds)/2]
+}
+
+// machineBusy reports whether the machine runs more than one runnable task
+// per CPU (the last minute's load average): then one slow answer is the
+// scheduler's, and only the median is judged.
+func machineBusy() bool {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return false
+	}
+	f := strings.Fields(string(b))
+	if len(f) == 0 {
+		return false
+	}
+	load, err := strconv.ParseFloat(f[0], 64)
+	return err == nil && load > float64(runtime.NumCPU())
 }
