@@ -587,7 +587,7 @@ func newMux(f *flags, coll *collector.Collector, diag *diagnosis.Diagnoser, relo
 	}
 	if f.telemetryPath != "/" && f.routingPath != "/" {
 		links := []web.LandingLinks{
-			{Address: f.telemetryPath, Text: "Metrics", Description: "vLLM's metrics under current names, derived gauges, statuses, sidecar health"},
+			{Address: f.telemetryPath, Text: "Metrics", Description: "the server's metrics under current names, derived gauges, statuses, sidecar health"},
 			{Address: f.routingPath, Text: "Routing view", Description: "one series per model for routers"},
 			{Address: genaiPath, Text: "GenAI view", Description: "OpenTelemetry gen_ai.server.* histograms per model, for panels beside a gateway's"},
 			{Address: diagnosisPagePath, Text: "Diagnosis", Description: "the five-step triage against the pod's own past, with charts"},
@@ -598,7 +598,7 @@ func newMux(f *flags, coll *collector.Collector, diag *diagnosis.Diagnoser, relo
 		}
 		landing, err := web.NewLandingPage(web.LandingConfig{
 			Name:        "vllm-normalizer",
-			Description: "Stable, router-ready metrics for vLLM",
+			Description: "Stable, router-ready metrics for vLLM, SGLang, TensorRT-LLM, llama.cpp and Dynamo",
 			Version:     versionText(),
 			Links:       links,
 			// The toolkit's own profiling box links to an external upload
