@@ -151,8 +151,11 @@ func causesFor(e, ex *evaluation, sym [numSymptoms]bool, named [numCauses]bool) 
 	// so it explains either side, if there are enough of them to.
 	c[kPreemptions] = (prefill || decode) && up(sPreempt) && e.excessPreemptions >= e.preemptionShare
 	// Step 2. Preempted requests go back to the waiting queue, so a queue
-	// that grew with preemptions is memory, not inflow.
-	c[kQueueing] = prefill && up(sWaiting) && !c[kPreemptions] && !named[kPreemptions]
+	// that grew with preemptions is memory, not inflow: while preemptions
+	// even look up in numbers that could explain it (the lenient reading),
+	// queueing waits, so a burst's first seconds are not called queueing.
+	exPreempt := exUp(sPreempt) && ex.excessPreemptions >= ex.preemptionShare
+	c[kQueueing] = prefill && up(sWaiting) && !c[kPreemptions] && !named[kPreemptions] && !exPreempt
 	// More requests in the batch make every step slower, prefill steps
 	// included, so a grown batch explains either side; but a batch that
 	// grew while requests queued reached its limit (queueing), and one that
