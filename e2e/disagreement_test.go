@@ -4,17 +4,47 @@ import (
 	"testing"
 	"time"
 
-	"github.com/fos-study/vllm-normalizer/internal/pagetest"
 	"github.com/fos-study/vllm-normalizer/internal/testbin"
 )
 
-// kvOffloadPage is a vLLM 0.26 page with KV offloading (CPU spec), with
-// the load gauges a sidecar needs to detect the server.
+// kvOffloadPage is a vLLM 0.26 page with KV offloading (CPU spec): the
+// transfer_type families with samples, the load_*/store_* ones that replace
+// them declared without any.
 const kvOffloadPage = `# TYPE vllm:num_requests_running gauge
 vllm:num_requests_running{engine="0",model_name="m"} 1
 # TYPE vllm:num_requests_waiting gauge
 vllm:num_requests_waiting{engine="0",model_name="m"} 0
-` + pagetest.KVOffloadPage
+# HELP vllm:kv_offload_total_bytes_total Number of bytes offloaded by KV connector
+# TYPE vllm:kv_offload_total_bytes_total counter
+vllm:kv_offload_total_bytes_total{engine="0",model_name="m",transfer_type="CPU_to_GPU"} 4.5e+08
+vllm:kv_offload_total_bytes_total{engine="0",model_name="m",transfer_type="GPU_to_CPU"} 9e+08
+# HELP vllm:kv_offload_total_time_total Total time measured by all KV offloading operations
+# TYPE vllm:kv_offload_total_time_total counter
+vllm:kv_offload_total_time_total{engine="0",model_name="m",transfer_type="CPU_to_GPU"} 0.75
+vllm:kv_offload_total_time_total{engine="0",model_name="m",transfer_type="GPU_to_CPU"} 1.5
+# HELP vllm:kv_offload_size Histogram of KV offload transfer size, in bytes.
+# TYPE vllm:kv_offload_size histogram
+vllm:kv_offload_size_bucket{engine="0",le="1e+08",model_name="m",transfer_type="CPU_to_GPU"} 5
+vllm:kv_offload_size_bucket{engine="0",le="+Inf",model_name="m",transfer_type="CPU_to_GPU"} 6
+vllm:kv_offload_size_count{engine="0",model_name="m",transfer_type="CPU_to_GPU"} 6
+vllm:kv_offload_size_sum{engine="0",model_name="m",transfer_type="CPU_to_GPU"} 4.5e+08
+vllm:kv_offload_size_bucket{engine="0",le="1e+08",model_name="m",transfer_type="GPU_to_CPU"} 10
+vllm:kv_offload_size_bucket{engine="0",le="+Inf",model_name="m",transfer_type="GPU_to_CPU"} 12
+vllm:kv_offload_size_count{engine="0",model_name="m",transfer_type="GPU_to_CPU"} 12
+vllm:kv_offload_size_sum{engine="0",model_name="m",transfer_type="GPU_to_CPU"} 9e+08
+# HELP vllm:kv_offload_load_bytes_total Number of bytes loaded from the offloading medium
+# TYPE vllm:kv_offload_load_bytes_total counter
+# HELP vllm:kv_offload_load_time_total Total time of loads
+# TYPE vllm:kv_offload_load_time_total counter
+# HELP vllm:kv_offload_load_size Histogram of load sizes, in bytes.
+# TYPE vllm:kv_offload_load_size histogram
+# HELP vllm:kv_offload_store_bytes_total Number of bytes stored to the offloading medium
+# TYPE vllm:kv_offload_store_bytes_total counter
+# HELP vllm:kv_offload_store_time_total Total time of stores
+# TYPE vllm:kv_offload_store_time_total counter
+# HELP vllm:kv_offload_store_size Histogram of store sizes, in bytes.
+# TYPE vllm:kv_offload_store_size histogram
+`
 
 // TestNoDisagreementWithDeclaredEmptyFamilies: the binary, scraping a vLLM
 // 0.26 KV-offload page for several scrapes, counts no rename disagreement

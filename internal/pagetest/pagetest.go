@@ -64,39 +64,3 @@ func Samples(t testing.TB, body []byte, contentType string) map[string]float64 {
 		}
 	}
 }
-
-// KVOffloadPage is how vLLM 0.26 prints KV offloading with the CPU
-// offloading spec (constructed from its metric definitions): the
-// transfer_type families with their samples, and the load_*/store_*
-// families that replace them declared, HELP and TYPE, without a sample.
-const KVOffloadPage = `# HELP vllm:kv_offload_total_bytes_total Number of bytes offloaded by KV connector
-# TYPE vllm:kv_offload_total_bytes_total counter
-vllm:kv_offload_total_bytes_total{engine="0",model_name="m",transfer_type="CPU_to_GPU"} 4.5e+08
-vllm:kv_offload_total_bytes_total{engine="0",model_name="m",transfer_type="GPU_to_CPU"} 9e+08
-# HELP vllm:kv_offload_total_time_total Total time measured by all KV offloading operations
-# TYPE vllm:kv_offload_total_time_total counter
-vllm:kv_offload_total_time_total{engine="0",model_name="m",transfer_type="CPU_to_GPU"} 0.75
-vllm:kv_offload_total_time_total{engine="0",model_name="m",transfer_type="GPU_to_CPU"} 1.5
-# HELP vllm:kv_offload_size Histogram of KV offload transfer size, in bytes.
-# TYPE vllm:kv_offload_size histogram
-vllm:kv_offload_size_bucket{engine="0",le="1e+08",model_name="m",transfer_type="CPU_to_GPU"} 5
-vllm:kv_offload_size_bucket{engine="0",le="+Inf",model_name="m",transfer_type="CPU_to_GPU"} 6
-vllm:kv_offload_size_count{engine="0",model_name="m",transfer_type="CPU_to_GPU"} 6
-vllm:kv_offload_size_sum{engine="0",model_name="m",transfer_type="CPU_to_GPU"} 4.5e+08
-vllm:kv_offload_size_bucket{engine="0",le="1e+08",model_name="m",transfer_type="GPU_to_CPU"} 10
-vllm:kv_offload_size_bucket{engine="0",le="+Inf",model_name="m",transfer_type="GPU_to_CPU"} 12
-vllm:kv_offload_size_count{engine="0",model_name="m",transfer_type="GPU_to_CPU"} 12
-vllm:kv_offload_size_sum{engine="0",model_name="m",transfer_type="GPU_to_CPU"} 9e+08
-# HELP vllm:kv_offload_load_bytes_total Number of bytes loaded from the offloading medium
-# TYPE vllm:kv_offload_load_bytes_total counter
-# HELP vllm:kv_offload_load_time_total Total time of loads
-# TYPE vllm:kv_offload_load_time_total counter
-# HELP vllm:kv_offload_load_size Histogram of load sizes, in bytes.
-# TYPE vllm:kv_offload_load_size histogram
-# HELP vllm:kv_offload_store_bytes_total Number of bytes stored to the offloading medium
-# TYPE vllm:kv_offload_store_bytes_total counter
-# HELP vllm:kv_offload_store_time_total Total time of stores
-# TYPE vllm:kv_offload_store_time_total counter
-# HELP vllm:kv_offload_store_size Histogram of store sizes, in bytes.
-# TYPE vllm:kv_offload_store_size histogram
-`
