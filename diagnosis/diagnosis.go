@@ -257,17 +257,6 @@ func (d *Diagnoser) Report() *Report {
 	return d.report
 }
 
-// storedBytes estimates the memory the histories hold.
-func (d *Diagnoser) storedBytes() int {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	n := 0
-	for _, tr := range d.tracks {
-		n += tr.bytes()
-	}
-	return n
-}
-
 func (d *Diagnoser) emptyReport(now time.Time, status string) *Report {
 	var slo *SLOReport
 	if d.opts.SLO.TTFT > 0 || d.opts.SLO.TPOT > 0 {

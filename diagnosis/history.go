@@ -205,21 +205,3 @@ func validHistogram(h Histogram) bool {
 	}
 	return true
 }
-
-// bytes estimates the memory the track's points hold.
-func (tr *track) bytes() int {
-	const pointSize = 8 + 3*numGauges*8 + numCounters*8 + numHists*24
-	n := 0
-	for _, r := range []*ring{&tr.fine, &tr.coarse, &tr.chart} {
-		n += cap(r.pts) * pointSize
-		for i := range r.pts {
-			for _, h := range r.pts[i].h {
-				n += 8 * cap(h)
-			}
-		}
-	}
-	for _, b := range tr.bounds {
-		n += 8 * len(b)
-	}
-	return n
-}

@@ -54,16 +54,6 @@ type incidentState struct {
 	adoptedAt, adoptedOf int64
 }
 
-// anyOn reports whether any of the verdicts is on.
-func anyOn(hs []hysteresis) bool {
-	for _, h := range hs {
-		if h.on {
-			return true
-		}
-	}
-	return false
-}
-
 func anyTrue(bs []bool) bool {
 	for _, b := range bs {
 		if b {

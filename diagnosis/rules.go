@@ -63,7 +63,6 @@ type evaluation struct {
 	// significant or not (the incident's end waits for it to come back).
 	beyond   [numSignals]bool
 	symptoms [numSymptoms]bool
-	causes   [numCauses]bool
 	// excessPreemptions is the recent preemptions above what the
 	// baseline rate predicts, per request started.
 	excessPreemptions float64
@@ -177,22 +176,6 @@ func causesFor(e, ex *evaluation, sym [numSymptoms]bool, named [numCauses]bool) 
 	}
 	c[kUnexplained] = (sym[yTTFT] || sym[yITL] || sym[yThroughput]) && !any
 	return c
-}
-
-// stillChanged reports whether signal i still differs from the baseline
-// in the direction dir: past the minimum change and significant at the
-// undivided level, more lenient than naming, so that an incident does not
-// end on one quiet evaluation.
-func (ru *rules) stillChanged(i int, recent, base *stats, dir int) bool {
-	ch, r := compare(recent.v[i], base.v[i], ru.minChange)
-	if ch == ChangeUnknown {
-		return false
-	}
-	if dir > 0 && ch != ChangeUp || dir < 0 && ch != ChangeDown {
-		return false
-	}
-	_ = r
-	return testSignal(i, recent, base, dir) <= ru.clearAlpha
 }
 
 // testSignal is the p-value of signal i having moved in direction dir, with

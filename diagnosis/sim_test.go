@@ -85,11 +85,11 @@ func simScenario(name string) (before, during simLoad) {
 }
 
 type simRequest struct {
-	arrival              float64
-	prompt, output       int
-	pending              int // prompt tokens still to compute
-	generated            int
-	started, preemptable bool
+	arrival        float64
+	prompt, output int
+	pending        int // prompt tokens still to compute
+	generated      int
+	started        bool
 }
 
 type simEngine struct {

@@ -150,12 +150,3 @@ func TestDiagnosisPageInBrowser(t *testing.T) {
 		t.Errorf("the rendered page holds a script or an external reference")
 	}
 }
-
-func active(fs []diagnosis.Finding, name string) bool {
-	for _, f := range fs {
-		if f.Name == name {
-			return f.Active
-		}
-	}
-	return false
-}
