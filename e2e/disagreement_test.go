@@ -1,50 +1,28 @@
 package e2e
 
 import (
+	"os"
+	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/fos-study/vllm-normalizer/internal/testbin"
 )
 
-// kvOffloadPage is a vLLM 0.26 page with KV offloading (CPU spec): the
-// transfer_type families with samples, the load_*/store_* ones that replace
-// them declared without any.
-const kvOffloadPage = `# TYPE vllm:num_requests_running gauge
+// kvOffloadPage is testdata/constructed/vllm-0.26-kv-offload.prom with the
+// load gauges that make the page a vLLM one.
+func kvOffloadPage(t testing.TB) []byte {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(repoRoot(), "testdata", "constructed", "vllm-0.26-kv-offload.prom"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return append([]byte(`# TYPE vllm:num_requests_running gauge
 vllm:num_requests_running{engine="0",model_name="m"} 1
 # TYPE vllm:num_requests_waiting gauge
 vllm:num_requests_waiting{engine="0",model_name="m"} 0
-# HELP vllm:kv_offload_total_bytes_total Number of bytes offloaded by KV connector
-# TYPE vllm:kv_offload_total_bytes_total counter
-vllm:kv_offload_total_bytes_total{engine="0",model_name="m",transfer_type="CPU_to_GPU"} 4.5e+08
-vllm:kv_offload_total_bytes_total{engine="0",model_name="m",transfer_type="GPU_to_CPU"} 9e+08
-# HELP vllm:kv_offload_total_time_total Total time measured by all KV offloading operations
-# TYPE vllm:kv_offload_total_time_total counter
-vllm:kv_offload_total_time_total{engine="0",model_name="m",transfer_type="CPU_to_GPU"} 0.75
-vllm:kv_offload_total_time_total{engine="0",model_name="m",transfer_type="GPU_to_CPU"} 1.5
-# HELP vllm:kv_offload_size Histogram of KV offload transfer size, in bytes.
-# TYPE vllm:kv_offload_size histogram
-vllm:kv_offload_size_bucket{engine="0",le="1e+08",model_name="m",transfer_type="CPU_to_GPU"} 5
-vllm:kv_offload_size_bucket{engine="0",le="+Inf",model_name="m",transfer_type="CPU_to_GPU"} 6
-vllm:kv_offload_size_count{engine="0",model_name="m",transfer_type="CPU_to_GPU"} 6
-vllm:kv_offload_size_sum{engine="0",model_name="m",transfer_type="CPU_to_GPU"} 4.5e+08
-vllm:kv_offload_size_bucket{engine="0",le="1e+08",model_name="m",transfer_type="GPU_to_CPU"} 10
-vllm:kv_offload_size_bucket{engine="0",le="+Inf",model_name="m",transfer_type="GPU_to_CPU"} 12
-vllm:kv_offload_size_count{engine="0",model_name="m",transfer_type="GPU_to_CPU"} 12
-vllm:kv_offload_size_sum{engine="0",model_name="m",transfer_type="GPU_to_CPU"} 9e+08
-# HELP vllm:kv_offload_load_bytes_total Number of bytes loaded from the offloading medium
-# TYPE vllm:kv_offload_load_bytes_total counter
-# HELP vllm:kv_offload_load_time_total Total time of loads
-# TYPE vllm:kv_offload_load_time_total counter
-# HELP vllm:kv_offload_load_size Histogram of load sizes, in bytes.
-# TYPE vllm:kv_offload_load_size histogram
-# HELP vllm:kv_offload_store_bytes_total Number of bytes stored to the offloading medium
-# TYPE vllm:kv_offload_store_bytes_total counter
-# HELP vllm:kv_offload_store_time_total Total time of stores
-# TYPE vllm:kv_offload_store_time_total counter
-# HELP vllm:kv_offload_store_size Histogram of store sizes, in bytes.
-# TYPE vllm:kv_offload_store_size histogram
-`
+`), b...)
+}
 
 // TestNoDisagreementWithDeclaredEmptyFamilies: the binary, scraping a vLLM
 // 0.26 KV-offload page for several scrapes, counts no rename disagreement
@@ -53,7 +31,7 @@ vllm:kv_offload_size_sum{engine="0",model_name="m",transfer_type="GPU_to_CPU"} 9
 func TestNoDisagreementWithDeclaredEmptyFamilies(t *testing.T) {
 	t.Parallel()
 	ln := listen(t, "127.0.0.1:0")
-	serveOn(t, ln, static([]byte(kvOffloadPage)))
+	serveOn(t, ln, static(kvOffloadPage(t)))
 	// A second between scrapes: a busy machine must not time them out.
 	p := testbin.Start(t, "--vllm.scrape-uri=http://"+ln.Addr().String()+"/metrics", "--vllm.scrape-interval=1s")
 	var s series

@@ -2,6 +2,8 @@ package mapping
 
 import (
 	"fmt"
+	"os"
+	"path/filepath"
 	"sort"
 	"strings"
 	"testing"
@@ -563,40 +565,15 @@ vllm:time_per_output_token_seconds_count{engine="1",model_name="m"} 4
 }
 
 // kvOffloadPage is how vLLM 0.26 prints KV offloading with the CPU
-// offloading spec: the transfer_type families with their samples, and the
-// load_*/store_* families that replace them declared, HELP and TYPE, without
-// a sample.
-const kvOffloadPage = `# HELP vllm:kv_offload_total_bytes_total Number of bytes offloaded by KV connector
-# TYPE vllm:kv_offload_total_bytes_total counter
-vllm:kv_offload_total_bytes_total{engine="0",model_name="m",transfer_type="CPU_to_GPU"} 4.5e+08
-vllm:kv_offload_total_bytes_total{engine="0",model_name="m",transfer_type="GPU_to_CPU"} 9e+08
-# HELP vllm:kv_offload_total_time_total Total time measured by all KV offloading operations
-# TYPE vllm:kv_offload_total_time_total counter
-vllm:kv_offload_total_time_total{engine="0",model_name="m",transfer_type="CPU_to_GPU"} 0.75
-vllm:kv_offload_total_time_total{engine="0",model_name="m",transfer_type="GPU_to_CPU"} 1.5
-# HELP vllm:kv_offload_size Histogram of KV offload transfer size, in bytes.
-# TYPE vllm:kv_offload_size histogram
-vllm:kv_offload_size_bucket{engine="0",le="1e+08",model_name="m",transfer_type="CPU_to_GPU"} 5
-vllm:kv_offload_size_bucket{engine="0",le="+Inf",model_name="m",transfer_type="CPU_to_GPU"} 6
-vllm:kv_offload_size_count{engine="0",model_name="m",transfer_type="CPU_to_GPU"} 6
-vllm:kv_offload_size_sum{engine="0",model_name="m",transfer_type="CPU_to_GPU"} 4.5e+08
-vllm:kv_offload_size_bucket{engine="0",le="1e+08",model_name="m",transfer_type="GPU_to_CPU"} 10
-vllm:kv_offload_size_bucket{engine="0",le="+Inf",model_name="m",transfer_type="GPU_to_CPU"} 12
-vllm:kv_offload_size_count{engine="0",model_name="m",transfer_type="GPU_to_CPU"} 12
-vllm:kv_offload_size_sum{engine="0",model_name="m",transfer_type="GPU_to_CPU"} 9e+08
-# HELP vllm:kv_offload_load_bytes_total Number of bytes loaded from the offloading medium
-# TYPE vllm:kv_offload_load_bytes_total counter
-# HELP vllm:kv_offload_load_time_total Total time of loads
-# TYPE vllm:kv_offload_load_time_total counter
-# HELP vllm:kv_offload_load_size Histogram of load sizes, in bytes.
-# TYPE vllm:kv_offload_load_size histogram
-# HELP vllm:kv_offload_store_bytes_total Number of bytes stored to the offloading medium
-# TYPE vllm:kv_offload_store_bytes_total counter
-# HELP vllm:kv_offload_store_time_total Total time of stores
-# TYPE vllm:kv_offload_store_time_total counter
-# HELP vllm:kv_offload_store_size Histogram of store sizes, in bytes.
-# TYPE vllm:kv_offload_store_size histogram
-`
+// offloading spec (testdata/constructed/README.md).
+func kvOffloadPage(t testing.TB) string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join("..", "testdata", "constructed", "vllm-0.26-kv-offload.prom"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
 
 // TestDeclaredEmptyCurrentFamilyDisagreesWithNothing: on a vLLM 0.26
 // KV-offload page the six current families are declared without samples
@@ -605,7 +582,7 @@ vllm:kv_offload_size_sum{engine="0",model_name="m",transfer_type="GPU_to_CPU"} 9
 // twin's series of its transfer_type.
 func TestDeclaredEmptyCurrentFamilyDisagreesWithNothing(t *testing.T) {
 	m := mustMapper(t, Options{})
-	in := parsePage(t, kvOffloadPage)
+	in := parsePage(t, kvOffloadPage(t))
 	if f := family(in, "vllm:kv_offload_load_bytes_total"); f == nil || len(f.Samples) != 0 {
 		t.Fatalf("the page should hold vllm:kv_offload_load_bytes_total declared without samples, got %v", f)
 	}
