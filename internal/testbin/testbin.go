@@ -48,16 +48,34 @@ func Build(t testing.TB) string {
 	return binPath
 }
 
-// FreeAddr returns a loopback address nothing listens on right now.
+// FreeAddr returns a loopback address nothing listens on right now and
+// that FreeAddr has not returned before in this process: the kernel may hand
+// a just-closed port out again, and two listener flags on one port make the
+// sidecar refuse to start.
 func FreeAddr(t testing.TB) string {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+	handedMu.Lock()
+	defer handedMu.Unlock()
+	for range 100 {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		addr := ln.Addr().String()
+		ln.Close()
+		if !handed[addr] {
+			handed[addr] = true
+			return addr
+		}
 	}
-	defer ln.Close()
-	return ln.Addr().String()
+	t.Fatal("no loopback port that was not handed out before in 100 tries")
+	return ""
 }
+
+var (
+	handedMu sync.Mutex
+	handed   = map[string]bool{}
+)
 
 // syncBuffer is a bytes.Buffer safe for the process's writes and the
 // test's reads at once.

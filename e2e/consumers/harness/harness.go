@@ -137,17 +137,34 @@ func (u *Upstream) Set(page []byte) {
 // API server) until Fail(false).
 func (u *Upstream) Fail(down bool) { u.down.Store(down) }
 
-// FreeAddr returns a loopback address nothing listens on (for a listener
-// flag of the sidecar).
+// FreeAddr returns a loopback address nothing listens on right now and
+// that FreeAddr has not returned before in this process: the kernel may hand
+// a just-closed port out again, and two listener flags on one port make the
+// sidecar refuse to start.
 func FreeAddr(t testing.TB) string {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+	handedMu.Lock()
+	defer handedMu.Unlock()
+	for range 100 {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		addr := ln.Addr().String()
+		ln.Close()
+		if !handed[addr] {
+			handed[addr] = true
+			return addr
+		}
 	}
-	defer ln.Close()
-	return ln.Addr().String()
+	t.Fatal("no loopback port that was not handed out before in 100 tries")
+	return ""
 }
+
+var (
+	handedMu sync.Mutex
+	handed   = map[string]bool{}
+)
 
 // Status returns the status code and body of GET url.
 func Status(url string) (int, []byte, error) {
@@ -193,13 +210,7 @@ const Interval = 500 * time.Millisecond
 func StartSidecar(t testing.TB, upstream *Upstream, extra ...string) *Sidecar {
 	t.Helper()
 	dir := build(t)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	ln.Close()
-	routingAddr, proxyAddr := FreeAddr(t), FreeAddr(t)
+	addr, routingAddr, proxyAddr := FreeAddr(t), FreeAddr(t), FreeAddr(t)
 	args := append([]string{
 		"--web.listen-address=" + addr,
 		"--web.routing-listen-address=" + routingAddr,

@@ -105,3 +105,16 @@ func TestRouterFacing503FromFirstFailure(t *testing.T) {
 		}
 	}
 }
+
+// The sidecar refuses two listener flags on one address, and CI once drew
+// the same just-closed port for two of them (gie-v1.5, composite (03)).
+func TestFreeAddrNeverRepeats(t *testing.T) {
+	seen := map[string]bool{}
+	for range 2000 {
+		addr := FreeAddr(t)
+		if seen[addr] {
+			t.Fatalf("FreeAddr returned %s twice", addr)
+		}
+		seen[addr] = true
+	}
+}
