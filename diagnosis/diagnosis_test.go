@@ -793,3 +793,41 @@ func TestSLOState(t *testing.T) {
 		t.Errorf("SLO state missing: %s", rec.Body.String()[:200])
 	}
 }
+
+// Judge by preemptions, not utilisation: a KV-usage rise is shown as a
+// change but never painted bad; a preemption rise beside it is.
+func TestKVRiseIsNotBad(t *testing.T) {
+	for _, c := range []struct {
+		name    string
+		shift   func(s *second)
+		kvBad   bool
+		preempt bool
+	}{
+		{"kv up alone", func(s *second) { s.kv, s.ttft = 0.9, 0.3 }, false, false},
+		{"kv up with preemptions", func(s *second) { s.kv, s.preemptions, s.itl = 0.9, 2, 0.15 }, false, true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			s := healthy
+			c.shift(&s)
+			_, _, rep := run(t, testOpts, timeline(640, 61, s))
+			seen := map[string]SignalReport{}
+			for _, m := range rep.Models {
+				for _, st := range m.Steps {
+					for _, sig := range st.Signals {
+						seen[sig.Signal] = sig
+					}
+				}
+			}
+			kv, ok := seen[SignalKVCacheUsage]
+			if !ok || kv.Change != ChangeUp {
+				t.Fatalf("KV usage signal %+v (present %v), want a change up", kv, ok)
+			}
+			if kv.Bad != c.kvBad {
+				t.Errorf("KV usage bad = %v, want %v", kv.Bad, c.kvBad)
+			}
+			if p := seen[SignalPreemptionsPerSecond]; p.Bad != c.preempt {
+				t.Errorf("preemptions bad = %v (change %s), want %v", p.Bad, p.Change, c.preempt)
+			}
+		})
+	}
+}

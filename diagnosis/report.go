@@ -239,9 +239,11 @@ func (mr *ModelReport) fillTopology(ready bool, ts *topoState, on [numTopo]bool)
 	}
 }
 
-// badUp says, per signal, whether a rise hurts (else a fall does).
-var badUp = [numSignals]bool{sTTFT: true, sITL: true, sGenTPS: false, sWaiting: true, sRunning: true,
-	sKV: true, sPreempt: true, sPromptMean: true, sGenMean: true, sHitRatio: false}
+// hurts says, per signal, which change is painted bad. KV usage has none
+// (""): high use without preemption is a well-used cache, so the
+// preemption rate carries the judgement.
+var hurts = [numSignals]Change{sTTFT: ChangeUp, sITL: ChangeUp, sGenTPS: ChangeDown, sWaiting: ChangeUp, sRunning: ChangeUp,
+	sPreempt: ChangeUp, sPromptMean: ChangeUp, sGenMean: ChangeUp, sHitRatio: ChangeDown}
 
 // fill writes the evaluation and the incident's verdicts into the report.
 // During an incident, held is the lenient evaluation: a signal that holds
@@ -259,11 +261,7 @@ func (mr *ModelReport) fill(ready bool, ev, held *evaluation, sym [numSymptoms]b
 		for _, i := range st.signals {
 			r := ev.ratio[i]
 			ch := ev.change[i]
-			bad := ready && (ch == ChangeUp && badUp[i] || ch == ChangeDown && !badUp[i])
-			if held != nil {
-				hc := held.change[i]
-				bad = bad || ready && (hc == ChangeUp && badUp[i] || hc == ChangeDown && !badUp[i])
-			}
+			bad := ready && hurts[i] != "" && (ch == hurts[i] || held != nil && held.change[i] == hurts[i])
 			s.Signals = append(s.Signals, SignalReport{
 				Signal: signalInfo[i].name, Description: signalInfo[i].what, Unit: signalInfo[i].unit,
 				Recent: finite(recent.v[i]), Baseline: finite(base.v[i]), Ratio: finite(r), Change: ch,
