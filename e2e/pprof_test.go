@@ -21,35 +21,25 @@ func TestPprofBoundAndConcurrency(t *testing.T) {
 	if r := mustGet(t, p.URL+"/debug/pprof/profile"); r.status != http.StatusBadRequest {
 		t.Errorf("the default 30 s profile answered %d, want 400: %s", r.status, r.body)
 	}
-	if took := time.Since(start); took > 5*time.Second {
-		t.Errorf("the refusal took %s", took)
+	if took := time.Since(start); took > 15*time.Second {
+		t.Errorf("the refusal took %s: half the profile it refuses", took)
 	}
 
+	// Answers in the order they arrive; judged by that order, not by a
+	// wall-clock bound a busy machine stretches.
 	codes := make(chan int, 2)
-	took := make(chan time.Duration, 2)
 	for range 2 {
 		go func() {
-			s := time.Now()
 			r, err := get(client, p.URL+"/debug/pprof/profile?seconds=2", nil)
 			if err != nil {
 				codes <- 0
-				took <- time.Since(s)
 				return
 			}
 			codes <- r.status
-			took <- time.Since(s)
 		}()
 	}
-	got := map[int]int{}
-	fastest := time.Hour
-	for range 2 {
-		got[<-codes]++
-		fastest = min(fastest, <-took)
-	}
-	if got[http.StatusOK] != 1 || got[http.StatusTooManyRequests] != 1 {
-		t.Errorf("two concurrent profiles answered %v, want one 200 and one 429", got)
-	}
-	if fastest > 1500*time.Millisecond {
-		t.Errorf("the 429 took %s; it must not wait for the running profile", fastest)
+	order := []int{<-codes, <-codes}
+	if order[0] != http.StatusTooManyRequests || order[1] != http.StatusOK {
+		t.Errorf("two concurrent profiles answered %v in that order, want 429 (at once) then 200", order)
 	}
 }

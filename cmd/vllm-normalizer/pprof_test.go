@@ -173,23 +173,30 @@ func TestPprofOneAtATime(t *testing.T) {
 	if ra, err := strconv.Atoi(rec.Header().Get("Retry-After")); err != nil || ra < 1 || ra > 2 {
 		t.Errorf("Retry-After %q, want 1 or 2 seconds", rec.Header().Get("Retry-After"))
 	}
-	start := time.Now()
 	if code, _ := serveGet(mux, "/debug/pprof/profile?seconds=1"); code != http.StatusTooManyRequests {
 		t.Errorf("a second CPU profile answered %d, want 429", code)
 	}
-	if took := time.Since(start); took > time.Second {
-		t.Errorf("the 429 took %s; it must not wait for the running profile", took)
+	// Judged by order, not by a wall-clock bound a busy machine stretches:
+	// the 429 must not wait for the running profile to end.
+	firstCode, firstDone := 0, false
+	select {
+	case firstCode = <-first:
+		firstDone = true
+		t.Errorf("the 429 came only after the running profile had ended")
+	default:
 	}
 	if code, _ := serveGet(mux, "/debug/pprof/goroutine"); code != http.StatusOK {
 		t.Errorf("goroutine profile during a CPU profile answered %d, want 200", code)
 	}
-	select {
-	case code := <-first:
-		if code != http.StatusOK {
-			t.Errorf("the first profile answered %d", code)
+	if !firstDone {
+		select {
+		case firstCode = <-first:
+		case <-time.After(20 * time.Second):
+			t.Fatal("the first profile did not end")
 		}
-	case <-time.After(20 * time.Second):
-		t.Fatal("the first profile did not end")
+	}
+	if firstCode != http.StatusOK {
+		t.Errorf("the first profile answered %d", firstCode)
 	}
 	if code, _ := serveGet(mux, "/debug/pprof/trace?seconds=0.1"); code != http.StatusOK {
 		t.Errorf("a profile after the first ended answered %d, want 200", code)
