@@ -2,6 +2,7 @@ package collector
 
 import (
 	"context"
+	"fmt"
 	"net/http/httptest"
 	"path/filepath"
 	"strings"
@@ -211,4 +212,52 @@ func familyNames(t *testing.T, page []byte) map[string]bool {
 		out[f.Name] = true
 	}
 	return out
+}
+
+// TestDemoRanksBalanced: the default demo with two data-parallel engines is
+// a healthy pod whose ranks share one inflow, so twenty simulated minutes
+// of its load never name a rank imbalance.
+func TestDemoRanksBalanced(t *testing.T) {
+	for _, seed := range []int64{1, 7, 42} {
+		t.Run(fmt.Sprint("seed ", seed), func(t *testing.T) { demoRanksBalanced(t, seed) })
+	}
+}
+
+func demoRanksBalanced(t *testing.T, seed int64) {
+	clock := newFakeClock()
+	up, err := demo.New(demo.Options{Now: clock.Now, Seed: seed, Engines: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(up)
+	defer srv.Close()
+	d, err := diagnosis.New(diagnosis.Options{Window: time.Minute, Baseline: 5 * time.Minute, MinChange: 0.25, Interval: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := newTestCollector(t, srv.URL+"/metrics", clock, func(cfg *Config) { cfg.Diagnosis = d })
+	named, judged := 0, 0
+	for range 20 * 60 {
+		c.ScrapeOnce(context.Background())
+		clock.Advance(time.Second)
+		for _, m := range d.Report().Models {
+			if !m.EnoughData {
+				continue
+			}
+			for _, f := range m.Causes {
+				if f.Name == diagnosis.CauseRankImbalance {
+					judged++
+					if f.Active {
+						named++
+					}
+				}
+			}
+		}
+	}
+	if judged == 0 {
+		t.Fatal("the diagnosis never judged the ranks")
+	}
+	if named > 0 {
+		t.Errorf("rank_imbalance named in %d of %d judged scrapes of a balanced demo", named, judged)
+	}
 }

@@ -111,12 +111,49 @@ func New(opts Options) (*Upstream, error) {
 	if b.err != nil {
 		return nil, b.err
 	}
+	for _, e := range u.engines {
+		e.routed = n > 1
+	}
 	u.last = u.now()
 	u.simT = warmUp
-	for _, e := range u.engines {
-		e.advance(u.simT)
-	}
+	u.run(u.simT)
 	return u, nil
+}
+
+// run brings every engine to simulated time until. With several engines it
+// runs them in step and hands each arrival to the least loaded one, as
+// vLLM's data-parallel balancer does: each engine's own arrival stream is
+// one share of the inflow, and only where a request lands is balanced.
+func (u *Upstream) run(until float64) {
+	if len(u.engines) > 1 {
+		for {
+			src := u.engines[0]
+			for _, e := range u.engines[1:] {
+				if e.nextArrival < src.nextArrival {
+					src = e
+				}
+			}
+			at := src.nextArrival
+			if at > until {
+				break
+			}
+			for _, e := range u.engines {
+				e.advance(at)
+			}
+			dst := src
+			for _, e := range u.engines {
+				if e.score() < dst.score() {
+					dst = e
+				}
+			}
+			r := src.newRequest(at)
+			src.nextArrival += src.gap()
+			dst.inbox = append(dst.inbox, r)
+		}
+	}
+	for _, e := range u.engines {
+		e.advance(until)
+	}
 }
 
 // advance brings the simulation up to the clock. Callers hold u.mu.
@@ -129,9 +166,7 @@ func (u *Upstream) advance() {
 	u.last = now
 	d = min(d, maxCatchUp)
 	u.simT += d.Seconds()
-	for _, e := range u.engines {
-		e.advance(u.simT)
-	}
+	u.run(u.simT)
 	u.shared.cpu.add(d.Seconds() * (0.3 + 0.6*float64(len(u.engines))))
 }
 

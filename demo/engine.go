@@ -52,6 +52,11 @@ type engine struct {
 	// sc, when set, replaces the wavy load by a scenario's steady load
 	// and its shift at simulated time shiftAt.
 	sc *scenarioRun
+
+	// routed: the Upstream hands out the arrivals (data-parallel
+	// balancing) into inbox, in time order, instead of nextArrival.
+	routed bool
+	inbox  []*request
 }
 
 // scenarioRun is a scenario as one engine runs it.
@@ -104,11 +109,13 @@ func newEngine(i int, seed int64, shared *sharedMetrics, sc *scenarioRun) *engin
 		hitBase: 0.45, hitPeriod: 420,
 	}
 	if i > 0 {
-		e.scale = 0.75 + 0.3*e.rng.Float64()
-		e.period = 180 + 120*e.rng.Float64()
-		e.phase = 2 * math.Pi * e.rng.Float64()
-		e.hitBase = 0.38 + 0.14*e.rng.Float64()
-		e.hitPeriod = 300 + 300*e.rng.Float64()
+		// Data-parallel engines behind one API server share one inflow,
+		// which vLLM spreads by queue length: the same wave, a few per cent
+		// apart. Waves out of phase would be a real rank imbalance.
+		e.scale = 0.95 + 0.1*e.rng.Float64()
+		e.phase = 0.2 * (e.rng.Float64() - 0.5)
+		e.hitBase = 0.42 + 0.06*e.rng.Float64()
+		e.hitPeriod = 360 + 120*e.rng.Float64()
 	}
 	e.nextArrival = e.rng.ExpFloat64() / e.rate(0)
 	return e
@@ -138,7 +145,7 @@ func (e *engine) rate(t float64) float64 {
 
 // restart drops every request, as a server restart loses them.
 func (e *engine) restart() {
-	e.waiting, e.running = nil, nil
+	e.waiting, e.running, e.inbox = nil, nil, nil
 	e.setGauges()
 }
 
@@ -147,7 +154,7 @@ func (e *engine) advance(until float64) {
 	for e.t < until {
 		e.arrive()
 		if len(e.running) == 0 && len(e.waiting) == 0 {
-			e.t = min(e.nextArrival, until)
+			e.t = min(e.nextArrivalTime(), until)
 			continue
 		}
 		e.step()
@@ -169,19 +176,50 @@ func (e *engine) kvUsed() int {
 	return n
 }
 
-// arrive queues the requests that arrived by e.t.
+// nextArrivalTime is when the next request reaches this engine.
+func (e *engine) nextArrivalTime() float64 {
+	if !e.routed {
+		return e.nextArrival
+	}
+	if len(e.inbox) > 0 {
+		return e.inbox[0].arrival
+	}
+	return math.Inf(1)
+}
+
+// arrive queues the requests that arrived by e.t. Like vLLM's scheduler,
+// an engine sees them between steps, not during one.
 func (e *engine) arrive() {
+	if e.routed {
+		n := 0
+		for n < len(e.inbox) && e.inbox[n].arrival <= e.t {
+			e.enqueue(e.inbox[n])
+			n++
+		}
+		e.inbox = e.inbox[n:]
+		return
+	}
 	for e.nextArrival <= e.t {
 		r := e.newRequest(e.nextArrival)
 		e.nextArrival += e.gap()
-		if len(e.waiting) >= maxWaiting {
-			// The server is overloaded: the client gives up at once.
-			e.m.success["abort"].add(1)
-			continue
-		}
-		e.waiting = append(e.waiting, r)
+		e.enqueue(r)
 	}
 }
+
+// enqueue queues an arrived request, or aborts it when the queue is full.
+func (e *engine) enqueue(r *request) {
+	if len(e.waiting) >= maxWaiting {
+		// The server is overloaded: the client gives up at once.
+		e.m.success["abort"].add(1)
+		return
+	}
+	e.waiting = append(e.waiting, r)
+}
+
+// score is the load vLLM's data-parallel balancer compares across engines.
+// The balancer counts what it sent and the engine has not seen yet as
+// waiting.
+func (e *engine) score() int { return 4*(len(e.waiting)+len(e.inbox)) + len(e.running) }
 
 // lognormal draws exp(N(ln median, sigma)), clamped to [lo, hi].
 func (e *engine) lognormal(median, sigma float64, lo, hi int) int {
