@@ -59,19 +59,10 @@ var demoSLOs = derive.SLOTargets{
 // The pages are kept as goldens: testdata/golden/sidecar-demo.metrics is
 // the sidecar's real output that the dashboard tests check names against.
 func TestDemoGolden(t *testing.T) {
-	clock := newFakeClock()
-	up, err := demo.New(demo.Options{Now: clock.Now, Seed: 7, Engines: 2})
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := httptest.NewServer(up)
-	defer srv.Close()
 	// The diagnosis with short windows, so that six minutes fill them.
-	d, err := diagnosis.New(diagnosis.Options{Window: 30 * time.Second, Baseline: 150 * time.Second, MinChange: 0.25, Interval: time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	c := newTestCollector(t, srv.URL+"/metrics", clock, func(cfg *Config) { cfg.SLOs, cfg.Diagnosis = demoSLOs, d })
+	c, _, clock := diagnosedDemo(t, demo.Options{Seed: 7, Engines: 2},
+		diagnosis.Options{Window: 30 * time.Second, Baseline: 150 * time.Second, MinChange: 0.25, Interval: time.Second},
+		func(cfg *Config) { cfg.SLOs = demoSLOs })
 	for range 6 * 60 {
 		c.ScrapeOnce(context.Background())
 		clock.Advance(time.Second)
@@ -171,6 +162,31 @@ func TestDemoGolden(t *testing.T) {
 	lintPage(t, pt, "demo compatibility page", compat)
 }
 
+// diagnosedDemo runs a collector with a diagnosis of dopts against a demo
+// upstream of opts, both on one fake clock; extra configures the collector.
+func diagnosedDemo(t *testing.T, opts demo.Options, dopts diagnosis.Options, extra func(*Config)) (*Collector, *diagnosis.Diagnoser, *fakeClock) {
+	t.Helper()
+	clock := newFakeClock()
+	opts.Now = clock.Now
+	up, err := demo.New(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(up)
+	t.Cleanup(srv.Close)
+	d, err := diagnosis.New(dopts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := newTestCollector(t, srv.URL+"/metrics", clock, func(cfg *Config) {
+		cfg.Diagnosis = d
+		if extra != nil {
+			extra(cfg)
+		}
+	})
+	return c, d, clock
+}
+
 // checkRouterPage checks a router-facing page: 200, valid, one series per
 // model of every vllm: family (per sample name and bucket bound for a
 // histogram), no engine label. It returns the body.
@@ -224,20 +240,10 @@ func TestDemoRanksBalanced(t *testing.T) {
 }
 
 func demoRanksBalanced(t *testing.T, seed int64) {
-	clock := newFakeClock()
-	up, err := demo.New(demo.Options{Now: clock.Now, Seed: seed, Engines: 2})
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := httptest.NewServer(up)
-	defer srv.Close()
 	// Scrapes 2 s apart: a scrape is most of this test's cost under -race.
 	const every = 2 * time.Second
-	d, err := diagnosis.New(diagnosis.Options{Window: time.Minute, Baseline: 5 * time.Minute, MinChange: 0.25, Interval: every})
-	if err != nil {
-		t.Fatal(err)
-	}
-	c := newTestCollector(t, srv.URL+"/metrics", clock, func(cfg *Config) { cfg.Diagnosis = d })
+	c, d, clock := diagnosedDemo(t, demo.Options{Seed: seed, Engines: 2},
+		diagnosis.Options{Window: time.Minute, Baseline: 5 * time.Minute, MinChange: 0.25, Interval: every}, nil)
 	named, judged := 0, 0
 	for range 15 * time.Minute / every {
 		c.ScrapeOnce(context.Background())

@@ -3,7 +3,6 @@ package collector
 import (
 	"context"
 	"fmt"
-	"net/http/httptest"
 	"os"
 	"slices"
 	"strconv"
@@ -40,18 +39,8 @@ func TestDiagnosisDemoScenarios(t *testing.T) {
 			continue
 		}
 		t.Run(sc, func(t *testing.T) {
-			clock := newFakeClock()
-			up, err := demo.New(demo.Options{Now: clock.Now, Seed: scenarioSeed(), Engines: 4, Scenario: sc, ShiftAfter: shift})
-			if err != nil {
-				t.Fatal(err)
-			}
-			srv := httptest.NewServer(up)
-			defer srv.Close()
-			d, err := diagnosis.New(diagnosis.Options{Window: window, Baseline: base, MinChange: 0.25, Interval: time.Second})
-			if err != nil {
-				t.Fatal(err)
-			}
-			c := newTestCollector(t, srv.URL+"/metrics", clock, func(cfg *Config) { cfg.Diagnosis = d })
+			c, d, clock := diagnosedDemo(t, demo.Options{Seed: scenarioSeed(), Engines: 4, Scenario: sc, ShiftAfter: shift},
+				diagnosis.Options{Window: window, Baseline: base, MinChange: 0.25, Interval: time.Second}, nil)
 			start := clock.Now()
 			first := time.Duration(-1)
 			for clock.Now().Sub(start) < shift+window+10*time.Second {
@@ -130,18 +119,8 @@ func TestDiagnosisDemoLongIncident(t *testing.T) {
 			continue // ten times slower under -race: one scenario there, all without
 		}
 		t.Run(sc, func(t *testing.T) {
-			clock := newFakeClock()
-			up, err := demo.New(demo.Options{Now: clock.Now, Seed: scenarioSeed(), Engines: 4, Scenario: sc, ShiftAfter: shift})
-			if err != nil {
-				t.Fatal(err)
-			}
-			srv := httptest.NewServer(up)
-			defer srv.Close()
-			d, err := diagnosis.New(diagnosis.Options{Window: window, Baseline: base, MinChange: 0.25, Interval: time.Second})
-			if err != nil {
-				t.Fatal(err)
-			}
-			c := newTestCollector(t, srv.URL+"/metrics", clock, func(cfg *Config) { cfg.Diagnosis = d })
+			c, d, clock := diagnosedDemo(t, demo.Options{Seed: scenarioSeed(), Engines: 4, Scenario: sc, ShiftAfter: shift},
+				diagnosis.Options{Window: window, Baseline: base, MinChange: 0.25, Interval: time.Second}, nil)
 			start := clock.Now()
 			wrong, polls := 0, 0
 			var last []string
