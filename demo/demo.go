@@ -106,13 +106,11 @@ func New(opts Options) (*Upstream, error) {
 	for i := range n {
 		e := newEngine(i, opts.Seed, &u.shared, sc)
 		e.m = bindEngine(&b, strconv.Itoa(i))
+		e.routed = n > 1
 		u.engines = append(u.engines, e)
 	}
 	if b.err != nil {
 		return nil, b.err
-	}
-	for _, e := range u.engines {
-		e.routed = n > 1
 	}
 	u.last = u.now()
 	u.simT = warmUp

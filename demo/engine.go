@@ -53,8 +53,9 @@ type engine struct {
 	// and its shift at simulated time shiftAt.
 	sc *scenarioRun
 
-	// routed: the Upstream hands out the arrivals (data-parallel
-	// balancing) into inbox, in time order, instead of nextArrival.
+	// routed: the Upstream draws this engine's arrival stream
+	// (nextArrival) as one share of the inflow and puts each request in
+	// the least loaded engine's inbox, in time order.
 	routed bool
 	inbox  []*request
 }
