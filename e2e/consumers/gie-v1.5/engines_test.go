@@ -1,8 +1,6 @@
 package giev15
 
 import (
-	"context"
-	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
@@ -12,10 +10,6 @@ import (
 	"testing"
 
 	"go.yaml.in/yaml/v2"
-	"k8s.io/apimachinery/pkg/types"
-	fwkdl "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/datalayer"
-	extractormetrics "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/plugins/datalayer/extractor/metrics"
-	sourcemetrics "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/plugins/datalayer/source/metrics"
 
 	"github.com/fos-study/vllm-normalizer/e2e/consumers/harness"
 )
@@ -138,32 +132,7 @@ func TestReadersTableIsGIEs(t *testing.T) {
 // label), so that the extractor uses that engine's built-in config.
 func pollEngine(t *testing.T, host, path, labelKey, engine string) (harness.RouterRead, error, error) {
 	t.Helper()
-	params, _ := json.Marshal(map[string]string{"path": path})
-	src, err := sourcemetrics.MetricsDataSourceFactory(sourcemetrics.MetricsDataSourceType, params, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ext, err := extractormetrics.CoreMetricsExtractorFactory(extractormetrics.MetricsExtractorType, nil, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ep := fwkdl.NewEndpoint(&fwkdl.EndpointMetadata{
-		NamespacedName: types.NamespacedName{Namespace: "llm", Name: "pod-0"},
-		PodName:        "pod-0",
-		MetricsHost:    host,
-		Labels:         map[string]string{labelKey: engine},
-	}, nil)
-	ctx := context.Background()
-	data, pollErr := src.(fwkdl.PollingDataSource).Poll(ctx, ep)
-	if pollErr != nil {
-		return harness.RouterRead{}, pollErr, nil
-	}
-	extractErr := ext.(fwkdl.Extractor).Extract(ctx, data, ep)
-	m := ep.GetMetrics()
-	return harness.RouterRead{
-		Waiting: float64(m.WaitingQueueSize), Running: float64(m.RunningRequestsSize), KV: m.KVCacheUsagePercent,
-		BlockSize: m.CacheBlockSize, NumGPUBlocks: m.CacheNumBlocks,
-	}, nil, extractErr
+	return pollLabelled(t, host, path, map[string]string{labelKey: engine})
 }
 
 // sglangTwoRanks is fixture 04 with a second data-parallel rank (half the

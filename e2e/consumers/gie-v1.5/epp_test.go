@@ -29,6 +29,13 @@ var fields = []string{harness.FieldWaiting, harness.FieldRunning, harness.FieldK
 // A failed Poll means the EPP got nothing from the page.
 func poll(t *testing.T, host, path string) (harness.RouterRead, error, error) {
 	t.Helper()
+	return pollLabelled(t, host, path, nil)
+}
+
+// pollLabelled is poll of an endpoint with these pod labels (an engine
+// label makes the extractor use that engine's built-in config).
+func pollLabelled(t *testing.T, host, path string, labels map[string]string) (harness.RouterRead, error, error) {
+	t.Helper()
 	params, _ := json.Marshal(map[string]string{"path": path}) // the plugin's documented "path" parameter
 	src, err := sourcemetrics.MetricsDataSourceFactory(sourcemetrics.MetricsDataSourceType, params, nil)
 	if err != nil {
@@ -42,6 +49,7 @@ func poll(t *testing.T, host, path string) (harness.RouterRead, error, error) {
 		NamespacedName: types.NamespacedName{Namespace: "llm", Name: "vllm-0"},
 		PodName:        "vllm-0",
 		MetricsHost:    host,
+		Labels:         labels,
 	}, nil)
 	ctx := context.Background()
 	data, pollErr := src.(fwkdl.PollingDataSource).Poll(ctx, ep)
