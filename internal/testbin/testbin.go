@@ -137,7 +137,10 @@ func StartBinary(t testing.TB, bin, addr, scheme string, args ...string) *Proces
 	p := &Process{Cmd: cmd, Addr: addr, URL: scheme + "://" + addr, logs: logs, done: make(chan struct{})}
 	go func() { p.err = cmd.Wait(); close(p.done) }()
 	t.Cleanup(func() { p.Kill() })
-	deadline := time.Now().Add(10 * time.Second)
+	// A minute: on a busy machine (load 30 on 2 cores) a healthy start has
+	// been seen to take over 10 s; a start that fails exits or logs why.
+	deadline := time.Now().Add(startDeadline)
+	probe := &http.Client{Timeout: 5 * time.Second}
 	for time.Now().Before(deadline) {
 		select {
 		case <-p.done:
@@ -145,7 +148,7 @@ func StartBinary(t testing.TB, bin, addr, scheme string, args ...string) *Proces
 		default:
 		}
 		if scheme == "http" {
-			if resp, err := http.Get(p.URL + "/-/healthy"); err == nil {
+			if resp, err := probe.Get(p.URL + "/-/healthy"); err == nil {
 				resp.Body.Close()
 				return p
 			}
@@ -155,9 +158,12 @@ func StartBinary(t testing.TB, bin, addr, scheme string, args ...string) *Proces
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	t.Fatalf("vllm-normalizer did not come up on %s\n%s", addr, logs)
+	t.Fatalf("vllm-normalizer did not come up on %s within %s\n%s", addr, startDeadline, logs)
 	return nil
 }
+
+// startDeadline is how long Start waits for /-/healthy.
+const startDeadline = time.Minute
 
 // Stop sends SIGTERM and waits up to timeout for the exit; it returns the
 // exit error (nil for status 0) or an error if the process did not exit.
