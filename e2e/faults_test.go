@@ -30,7 +30,7 @@ type fault struct {
 	// refused, where the upstream stops listening instead.
 	handler http.Handler
 	refused bool
-	// interval and timeout default to faultInterval, both.
+	// interval and timeout default to paced, both.
 	interval, timeout time.Duration
 	extra             []string
 	// hwm bounds the sidecar's peak resident set (VmHWM) over its life.
@@ -128,14 +128,15 @@ func TestFaults(t *testing.T) {
 // runFault serves a good page until the sidecar is up, then the fault,
 // and checks what the sidecar makes of it.
 func runFault(t *testing.T, good []byte, f fault) {
-	interval, timeout := faultInterval, faultInterval
-	if f.interval > 0 {
-		interval, timeout = f.interval, f.timeout
-	}
 	up := newSwitchable(static(good))
 	ln := listen(t, "127.0.0.1:0")
 	uri := "http://" + ln.Addr().String() + "/metrics"
 	srv := serveOn(t, ln, up)
+	interval, timeout := f.interval, f.timeout
+	if interval == 0 {
+		interval = paced(t, uri)
+		timeout = interval
+	}
 	p := testbin.Start(t, sidecarArgs(uri, interval, timeout, f.extra...)...)
 
 	waitFor(t, 10*time.Second, "vllm_up 1 on the good page", func() bool {
@@ -160,6 +161,7 @@ func runFault(t *testing.T, good []byte, f fault) {
 	// Poll /metrics while the fault lasts: every answer must be quick,
 	// whatever the upstream is doing.
 	var during []time.Duration
+	starved := false
 	// Ten intervals, or 30 s where a scrape on a busy machine takes longer.
 	wait := max(10*interval, 30*time.Second)
 	deadline := time.Now().Add(wait)
@@ -169,10 +171,18 @@ func runFault(t *testing.T, good []byte, f fault) {
 		if f.reason != "" && q.failures(f.reason) >= 2 {
 			break
 		}
-		if f.reason == "" && up.requests.Load()-before >= 2 {
+		if f.reason == "" && up.requests.Load()-before >= 2 && q["vllm_up"] == 1 {
 			break
 		}
 		if time.Now().After(deadline) {
+			// Scrapes that all timed out never saw what the fault sends:
+			// the machine was too slow to tell its reason. The rest (the
+			// scrape failed, nothing leaked, no other reason) is judged.
+			if f.reason != "" && f.reason != scrape.ReasonTimeout && q.failures(scrape.ReasonTimeout) >= 2 {
+				starved = true
+				t.Logf("not judged on this machine: every scrape of the fault timed out (%v) within %s, so none saw it; last state %v", q.failures(scrape.ReasonTimeout), wait, q)
+				break
+			}
 			t.Fatalf("no second scrape with the fault within %s; last state %v\nlogs:\n%s", wait, q, p.Logs())
 		}
 		time.Sleep(20 * time.Millisecond)
@@ -213,7 +223,7 @@ func runFault(t *testing.T, good []byte, f fault) {
 	for _, reason := range scrape.FailureReasons {
 		got := s.failures(reason)
 		switch {
-		case reason == f.reason && got < 2:
+		case reason == f.reason && got < 2 && !starved:
 			t.Errorf("failures{reason=%q} = %v, want >= 2", reason, got)
 		case reason == scrape.ReasonTimeout && f.reason != scrape.ReasonTimeout:
 			// A good page's scrape may time out on a busy machine:
@@ -230,7 +240,7 @@ func runFault(t *testing.T, good []byte, f fault) {
 		if leaked := s.upstreamSeries(); len(leaked) > 0 {
 			t.Errorf("a failed scrape still serves %d upstream series, e.g. %v", len(leaked), leaked[:min(5, len(leaked))])
 		}
-		if want := `reason=` + f.reason; !strings.Contains(p.Logs(), want) {
+		if want := `reason=` + f.reason; !strings.Contains(p.Logs(), want) && !starved {
 			t.Errorf("no log line with %s:\n%s", want, p.Logs())
 		}
 	}
@@ -247,6 +257,28 @@ func runFault(t *testing.T, good []byte, f fault) {
 	if err := p.Stop(15 * time.Second); err != nil {
 		t.Errorf("stop: %v\n%s", err, p.Logs())
 	}
+}
+
+// paced is the scrape interval (and timeout) of a fault run on uri's good
+// page: faultInterval, or five times the slowest of five reads of the page
+// by this process where that is longer (up to 5 s): the upstream lives in
+// this process, and on a busy machine a scrape that times out never sees
+// the fault.
+func paced(t *testing.T, uri string) time.Duration {
+	t.Helper()
+	var slowest time.Duration
+	for range 5 {
+		r, err := get(client, uri, nil)
+		if err != nil || r.status != http.StatusOK {
+			t.Fatalf("the good page: %v (status %d)", err, r.status)
+		}
+		slowest = max(slowest, r.took)
+	}
+	d := min(max(faultInterval, (5*slowest).Round(100*time.Millisecond)), 5*time.Second)
+	if d != faultInterval {
+		t.Logf("scrapes every %s: this process took up to %s to serve the good page", d, slowest)
+	}
+	return d
 }
 
 // quick reads /metrics and only its vllm_up and failure counter lines:
