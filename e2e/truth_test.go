@@ -3,6 +3,7 @@ package e2e
 import (
 	"bufio"
 	"bytes"
+	"fmt"
 	"io"
 	"math"
 	"net"
@@ -13,6 +14,7 @@ import (
 	"time"
 
 	"github.com/fos-study/vllm-normalizer/internal/testbin"
+	"github.com/fos-study/vllm-normalizer/scrape"
 )
 
 // TestKVFreeTokensFromThePage runs the binary on real pages whose KV size
@@ -121,6 +123,9 @@ func TestIdleConnectionsDoNotKeepRoutersOut(t *testing.T) {
 	serveOn(t, ln, up)
 	p := testbin.Start(t, sidecarArgs("http://"+ln.Addr().String()+"/metrics", fastInterval, fastTimeout)...)
 	waitFor(t, 10*time.Second, "vllm_up 1", func() bool { q, _ := quick(t, p); return q["vllm_up"] == 1 })
+	// What a router's request costs on this machine right now, before any
+	// idle connection: the 1 s is judged beyond it.
+	control := routerBest(t, p, "before any idle connection")
 	const idle = 520
 	var wg sync.WaitGroup
 	var answered atomic.Int64
@@ -146,6 +151,18 @@ func TestIdleConnectionsDoNotKeepRoutersOut(t *testing.T) {
 	}
 	wg.Wait()
 	t.Logf("%d of %d keep-alive clients answered, then left idle", answered.Load(), idle)
+	best := routerBest(t, p, "with %d idle connections open", idle)
+	t.Logf("router answered in %v (best of 3) with %d idle connections open, cap 512; %v before they opened", best, idle, control)
+	if best > time.Second+control {
+		t.Errorf("the router waited %v with %d idle connections open; want at most 1 s beyond the %v it took before they opened", best, idle, control)
+	}
+}
+
+// routerBest is the quickest of three routing-view requests on fresh
+// connections. An answer is 200, or on a busy machine whose scrapes time out
+// a 503 that says the data are stale: the router was let in either way.
+func routerBest(t *testing.T, p *testbin.Process, when string, args ...any) time.Duration {
+	t.Helper()
 	router := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{Proxy: nil, DisableKeepAlives: true}}
 	best := time.Duration(-1)
 	for range 3 {
@@ -153,19 +170,21 @@ func TestIdleConnectionsDoNotKeepRoutersOut(t *testing.T) {
 		r, err := get(router, p.URL+"/metrics/routing", nil)
 		took := time.Since(start)
 		if err != nil {
-			t.Fatalf("the router's request with %d idle connections open: %v", idle, err)
+			t.Fatalf("the router's request %s: %v", fmt.Sprintf(when, args...), err)
 		}
-		if r.status != http.StatusOK {
-			t.Fatalf("the router's request answered %d", r.status)
+		if r.status == http.StatusServiceUnavailable {
+			if q, _ := quick(t, p); q.failures(scrape.ReasonTimeout) == 0 {
+				t.Fatalf("the router's request %s answered 503 though no scrape timed out: %s", fmt.Sprintf(when, args...), r.body)
+			}
+			t.Logf("the router's request %s answered 503 after scrapes timed out: %s", fmt.Sprintf(when, args...), bytes.TrimSpace(r.body))
+		} else if r.status != http.StatusOK {
+			t.Fatalf("the router's request %s answered %d", fmt.Sprintf(when, args...), r.status)
 		}
 		if best < 0 || took < best {
 			best = took
 		}
 	}
-	t.Logf("router answered in %v (best of 3) with %d idle connections open, cap 512", best, idle)
-	if best > time.Second {
-		t.Errorf("the router waited %v with %d idle connections open; want at most 1 s", best, idle)
-	}
+	return best
 }
 
 // TestSlowReadersLetGo: 200 clients that ask for a page and then neither
