@@ -139,7 +139,8 @@ func worstPage(t *testing.T, body, samples, labelsN, nameLen, valueLen, maxSerie
 // series with the most label bytes it keeps over a full window, and checks the peak RSS against the shipped
 // container's memory limit with a margin. The windows are 6s and 30s at
 // 100 ms scrapes instead of 1m and 5m at 1 s: the same 301 points a series,
-// so the same memory, in 30 s instead of 5 min.
+// so the same memory, in 30 s instead of 5 min (stretched alike where a busy
+// machine serves the pages slowly).
 func TestDefaultsFitTheContainer(t *testing.T) {
 	if testing.Short() {
 		t.Skip("fills a 30 s window")
@@ -189,10 +190,26 @@ func TestDefaultsFitTheContainer(t *testing.T) {
 	}))
 	ln := listen(t, "127.0.0.1:0")
 	serveOn(t, ln, up)
-	p := testbin.Start(t, "--vllm.scrape-uri=http://"+ln.Addr().String()+"/metrics",
-		"--vllm.scrape-interval=100ms", "--derive.window=6s", "--derive.window=30s")
-	waitFor(t, 10*time.Second, "vllm_up 1", func() bool { q, _ := quick(t, p); return q["vllm_up"] == 1 })
-	time.Sleep(31 * time.Second) // a full 30 s window of maxSeries series
+	uri := "http://" + ln.Addr().String() + "/metrics"
+	// 100 ms between scrapes, or on a busy machine twice the slowest of
+	// five reads of a page by this process (up to 400 ms), the windows
+	// stretched alike: 301 points a series either way, so the same memory.
+	// The timeout is the whole interval: the most headroom there is.
+	var slowest time.Duration
+	for range 5 {
+		r, err := get(client, uri, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		slowest = max(slowest, r.took)
+	}
+	interval := min(max(100*time.Millisecond, (2*slowest).Round(100*time.Millisecond)), 400*time.Millisecond)
+	long := 300 * interval
+	t.Logf("scrapes every %s, windows %s and %s: this process served a page in up to %s", interval, 60*interval, long, slowest)
+	p := testbin.Start(t, "--vllm.scrape-uri="+uri, "--vllm.scrape-interval="+interval.String(), "--vllm.timeout="+interval.String(),
+		"--derive.window="+(60*interval).String(), "--derive.window="+long.String())
+	waitFor(t, settle, "vllm_up 1", func() bool { q, _ := quick(t, p); return q["vllm_up"] == 1 })
+	time.Sleep(long + 10*interval) // a full long window of maxSeries series
 	s, _ := metrics(t, p)
 	if got := s["vllm_normalizer_history_series"]; got != float64(maxSeries) {
 		t.Fatalf("history holds %v series, want %d", got, maxSeries)
@@ -222,7 +239,7 @@ func TestDefaultsFitTheContainer(t *testing.T) {
 	// The check reads one page: on a loaded machine a later scrape of the
 	// 4 MiB page may time out at 100 ms intervals, which is not what this
 	// test measures.
-	waitFor(t, 60*time.Second, "three scrapes of the worst page", func() bool {
+	waitFor(t, settle, "three scrapes of the worst page", func() bool {
 		if up.requests.Load()-from < 4 {
 			return false
 		}
