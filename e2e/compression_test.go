@@ -45,7 +45,7 @@ func TestUpstreamCompression(t *testing.T) {
 		mu.Unlock()
 		p := testbin.Start(t, sidecarArgs(uri, fastInterval, fastTimeout, c.args...)...)
 		var s series
-		waitFor(t, 10*time.Second, "a successful scrape", func() bool {
+		waitFor(t, settle, "a successful scrape", func() bool {
 			s, _ = metrics(t, p)
 			return s["vllm_up"] == 1
 		})

@@ -35,7 +35,7 @@ func TestNoDisagreementWithDeclaredEmptyFamilies(t *testing.T) {
 	// A second between scrapes: a busy machine must not time them out.
 	p := testbin.Start(t, "--vllm.scrape-uri=http://"+ln.Addr().String()+"/metrics", "--vllm.scrape-interval=1s")
 	var s series
-	waitFor(t, 20*time.Second, "three successful scrapes", func() bool {
+	waitFor(t, settle, "three successful scrapes", func() bool {
 		s, _ = metrics(t, p)
 		return s["vllm_up"] == 1 && len(s.with("vllm:kv_offload_load_bytes_total")) > 0
 	})

@@ -139,7 +139,7 @@ func runFault(t *testing.T, good []byte, f fault) {
 	}
 	p := testbin.Start(t, sidecarArgs(uri, interval, timeout, f.extra...)...)
 
-	waitFor(t, 10*time.Second, "vllm_up 1 on the good page", func() bool {
+	waitFor(t, settle, "vllm_up 1 on the good page", func() bool {
 		q, _ := quick(t, p)
 		return q["vllm_up"] == 1
 	})

@@ -35,6 +35,12 @@ const (
 	fastWindow   = 2 * time.Second
 )
 
+// settle is how long a test waits for what must happen eventually (a first
+// scrape, a reload taking effect, a connection let in): on a busy machine
+// (load 30 on 2 cores) waits of 5 and 10 s have run out. A bound the
+// product promises is written out where it is tested.
+const settle = time.Minute
+
 // repoRoot is the module root, for fixtures and the Dockerfile.
 func repoRoot() string {
 	_, self, _, _ := runtime.Caller(0)

@@ -43,7 +43,7 @@ func TestSIGTERMFinishesInFlightResponse(t *testing.T) {
 	p := testbin.Start(t, "--vllm.scrape-uri=http://"+ln.Addr().String()+"/metrics",
 		"--vllm.scrape-interval=1s", "--vllm.timeout=900ms", "--derive.window=2s", "--vllm.sample-limit=0", "--vllm.max-body-bytes=32MiB") // the page is 12 MiB
 	served := time.Now()
-	waitFor(t, 10*time.Second, "the big page to be served", func() bool {
+	waitFor(t, settle, "the big page to be served", func() bool {
 		q, _ := quick(t, p)
 		return q["vllm_up"] == 1
 	})
@@ -169,7 +169,7 @@ func TestSIGHUPReload(t *testing.T) {
 	ln := listen(t, "127.0.0.1:0")
 	serveOn(t, ln, static(fixture(t, "13")))
 	p := testbin.Start(t, sidecarArgs("http://"+ln.Addr().String()+"/metrics", fastInterval, fastTimeout, "--config.file="+cfg)...)
-	waitFor(t, 5*time.Second, "vllm:num_requests_waiting served", func() bool {
+	waitFor(t, settle, "vllm:num_requests_waiting served", func() bool {
 		s, _ := metrics(t, p)
 		return hasWaiting(s)
 	})
@@ -178,7 +178,7 @@ func TestSIGHUPReload(t *testing.T) {
 	if err := p.Signal(syscall.SIGHUP); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 5*time.Second, "vllm:num_requests_waiting dropped after SIGHUP", func() bool {
+	waitFor(t, settle, "vllm:num_requests_waiting dropped after SIGHUP", func() bool {
 		s, _ := metrics(t, p)
 		return !hasWaiting(s)
 	})
@@ -191,7 +191,7 @@ func TestSIGHUPReload(t *testing.T) {
 	if err := p.Signal(syscall.SIGHUP); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 5*time.Second, "vllm_normalizer_config_last_reload_successful 0 after a bad file", func() bool {
+	waitFor(t, settle, "vllm_normalizer_config_last_reload_successful 0 after a bad file", func() bool {
 		s, _ := metrics(t, p)
 		return s["vllm_normalizer_config_last_reload_successful"] == 0
 	})
@@ -247,7 +247,7 @@ func TestReloadEndpoint(t *testing.T) {
 	if r := post(on); r.status != http.StatusOK {
 		t.Errorf("POST /-/reload of a good file answered %d: %s", r.status, r.body)
 	}
-	waitFor(t, 5*time.Second, "vllm:num_requests_waiting dropped after POST /-/reload", func() bool {
+	waitFor(t, settle, "vllm:num_requests_waiting dropped after POST /-/reload", func() bool {
 		s, _ := metrics(t, on)
 		return !hasWaiting(s)
 	})
@@ -257,7 +257,7 @@ func TestReloadEndpoint(t *testing.T) {
 		t.Errorf("POST /-/reload of a bad file answered %d %q, want 500 naming metric_relabel_configs[1]", r.status, r.body)
 	}
 	// The page shows it from the next scrape on.
-	waitFor(t, 5*time.Second, "vllm_normalizer_config_last_reload_successful 0 after a failed POST /-/reload", func() bool {
+	waitFor(t, settle, "vllm_normalizer_config_last_reload_successful 0 after a failed POST /-/reload", func() bool {
 		s, _ := metrics(t, on)
 		return s["vllm_normalizer_config_last_reload_successful"] == 0
 	})

@@ -42,7 +42,7 @@ func TestSeriesCapOnManyEngines(t *testing.T) {
 			// listener's /metrics), not on the endpoint pickers' /metrics/routing.
 			routingAddr := testbin.FreeAddr(t)
 			p := testbin.Start(t, append(args[:len(args):len(args)], append(c.extra, "--web.routing-listen-address="+routingAddr)...)...)
-			waitFor(t, 30*time.Second, "a first scrape", func() bool {
+			waitFor(t, settle, "a first scrape", func() bool {
 				page, _ := metrics(t, p)
 				return page["vllm_normalizer_history_series"] > 0
 			})

@@ -218,7 +218,7 @@ func TestRoutingListenerAndProxy(t *testing.T) {
 	routingURL, proxyURL := "http://"+routingAddr, "http://"+proxyAddr
 	sc := streamClient(t)
 
-	waitFor(t, 5*time.Second, "the routing listener and the proxy to serve a fresh view", func() bool {
+	waitFor(t, settle, "the routing listener and the proxy to serve a fresh view", func() bool {
 		a, errA := get(client, routingURL+"/metrics", nil)
 		b, errB := get(client, proxyURL+"/metrics", nil)
 		return errA == nil && errB == nil && a.status == 200 && b.status == 200
@@ -290,7 +290,7 @@ func TestRoutingListenerAndProxy(t *testing.T) {
 		vllm.metrics.set(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 			http.Error(w, "engine busy", http.StatusInternalServerError)
 		}))
-		waitFor(t, 5*time.Second, "503 on the routing listener, the proxy and /metrics/routing", func() bool {
+		waitFor(t, settle, "503 on the routing listener, the proxy and /metrics/routing", func() bool {
 			for _, url := range []string{routingURL + "/metrics", proxyURL + "/metrics", p.URL + "/metrics/routing"} {
 				if r, err := get(client, url, nil); err != nil || r.status != http.StatusServiceUnavailable {
 					return false
@@ -308,7 +308,7 @@ func TestRoutingListenerAndProxy(t *testing.T) {
 			t.Errorf("inference through the proxy answered %d while only the metrics were stale", r.status)
 		}
 		vllm.metrics.set(static(page))
-		waitFor(t, 5*time.Second, "the routing listener to recover", func() bool {
+		waitFor(t, settle, "the routing listener to recover", func() bool {
 			r, err := get(client, routingURL+"/metrics", nil)
 			return err == nil && r.status == 200
 		})
@@ -320,7 +320,7 @@ func TestRoutingListenerAndProxy(t *testing.T) {
 		if r.status != http.StatusBadGateway || !strings.Contains(string(r.body), "did not answer (refused)") || !strings.Contains(string(r.body), ln.Addr().String()) {
 			t.Errorf("with vLLM gone: %d %q", r.status, r.body)
 		}
-		waitFor(t, 5*time.Second, "the refused forward to be counted", func() bool {
+		waitFor(t, settle, "the refused forward to be counted", func() bool {
 			s, _ := metrics(t, p)
 			return s[`vllm_normalizer_proxy_upstream_errors_total{reason="refused"}`] >= 1
 		})
@@ -366,7 +366,7 @@ func TestRoutingListenerBehindWebConfig(t *testing.T) {
 		b, err := io.ReadAll(resp.Body)
 		return response{status: resp.StatusCode, header: resp.Header, body: b}, err
 	}
-	waitFor(t, 10*time.Second, "the routing view over https with the password", func() bool {
+	waitFor(t, settle, "the routing view over https with the password", func() bool {
 		r, err := do(https, "https://"+routingAddr+"/metrics", "router", "right-password")
 		return err == nil && r.status == 200
 	})
@@ -389,7 +389,7 @@ func TestRoutingListenerBehindWebConfig(t *testing.T) {
 
 	// The proxy: plain HTTP, no sidecar credentials, the client's own
 	// Authorization (vLLM's API key) passed to vLLM.
-	waitFor(t, 5*time.Second, "the proxy's routing view", func() bool {
+	waitFor(t, settle, "the proxy's routing view", func() bool {
 		r, err := do(client, "http://"+proxyAddr+"/metrics", "", "")
 		return err == nil && r.status == 200
 	})
@@ -413,7 +413,7 @@ func TestSIGTERMLetsProxiedStreamsFinish(t *testing.T) {
 			t.Logf("sidecar logs:\n%s", p.Logs())
 		}
 	})
-	waitFor(t, 5*time.Second, "the proxy to listen", func() bool {
+	waitFor(t, settle, "the proxy to listen", func() bool {
 		c, err := net.Dial("tcp", proxyAddr)
 		if err == nil {
 			c.Close()
@@ -436,10 +436,10 @@ func TestSIGTERMLetsProxiedStreamsFinish(t *testing.T) {
 	if err := p.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 5*time.Second, "the shutdown to begin", func() bool {
+	waitFor(t, settle, "the shutdown to begin", func() bool {
 		return strings.Contains(p.Logs(), "shutting down")
 	})
-	waitFor(t, 5*time.Second, "the proxy to stop accepting connections", func() bool {
+	waitFor(t, settle, "the proxy to stop accepting connections", func() bool {
 		c, err := net.Dial("tcp", proxyAddr)
 		if err == nil {
 			c.Close()

@@ -63,7 +63,7 @@ func TestLoad(t *testing.T) {
 	// The timeout is the whole interval: the most headroom there is.
 	const interval = 500 * time.Millisecond
 	p := testbin.Start(t, sidecarArgs("http://"+ln.Addr().String()+"/metrics", interval, interval)...)
-	waitFor(t, 30*time.Second, "routing view 200", func() bool {
+	waitFor(t, settle, "routing view 200", func() bool {
 		return mustGet(t, p.URL+"/metrics/routing").status == http.StatusOK
 	})
 

@@ -85,7 +85,7 @@ func TestEngineProfileFile(t *testing.T) {
 		return mustParse(t, r.body)
 	}
 	const rate = `vllm_derived_prompt_tokens_per_second{model_name="m1",role="both",window="2s"}`
-	waitFor(t, 10*time.Second, "the made-up server's roles and rates on the routing view", func() bool {
+	waitFor(t, settle, "the made-up server's roles and rates on the routing view", func() bool {
 		s := routing()
 		return s[rate] > 0 && s[`vllm:kv_cache_usage_perc{model_name="m1",role="both"}`] > 0
 	})
@@ -119,7 +119,7 @@ func TestEngineProfileFile(t *testing.T) {
 	if r := post(t, p.URL+"/-/reload"); r != http.StatusOK {
 		t.Fatalf("POST /-/reload answered %d\n%s", r, p.Logs())
 	}
-	waitFor(t, 5*time.Second, "KV usage read with the reloaded profile's scale", func() bool {
+	waitFor(t, settle, "KV usage read with the reloaded profile's scale", func() bool {
 		return routing()[`vllm:kv_cache_usage_perc{model_name="m1",role="both"}`] == 0.8
 	})
 	// A broken edit is refused, naming the file and the rule; the last

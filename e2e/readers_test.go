@@ -22,7 +22,7 @@ func TestSlowReaderCutOff(t *testing.T) {
 	p := testbin.Start(t, sidecarArgs("http://"+ln.Addr().String()+"/metrics", time.Second, 900*time.Millisecond,
 		"--vllm.sample-limit=0", "--vllm.max-body-bytes=32MiB", "--web.write-timeout=1s")...)
 	var full int64
-	waitFor(t, 10*time.Second, "vllm_up 1", func() bool {
+	waitFor(t, settle, "vllm_up 1", func() bool {
 		q, _ := quick(t, p)
 		return q["vllm_up"] == 1
 	})
@@ -83,7 +83,7 @@ func TestMaxConnections(t *testing.T) {
 		t.Fatalf("a third connection was served (status %d) while two were held open", r.status)
 	}
 	_ = held[0].Close()
-	waitFor(t, 5*time.Second, "an answer once a held connection closed", func() bool {
+	waitFor(t, settle, "an answer once a held connection closed", func() bool {
 		_, err := get(oneShot, p.URL+"/-/healthy", nil)
 		return err == nil
 	})

@@ -18,7 +18,7 @@ func TestSidecarStartedBeforeVLLM(t *testing.T) {
 	addr := testbin.FreeAddr(t)
 	p := testbin.Start(t, sidecarArgs("http://"+addr+"/metrics", fastInterval, fastTimeout)...)
 
-	waitFor(t, 5*time.Second, "a refused scrape", func() bool {
+	waitFor(t, settle, "a refused scrape", func() bool {
 		q, _ := quick(t, p)
 		return q.failures(scrape.ReasonRefused) >= 1
 	})
@@ -32,11 +32,11 @@ func TestSidecarStartedBeforeVLLM(t *testing.T) {
 
 	serveOn(t, listen(t, addr), static(v1Page(10, 5)))
 	start := time.Now()
-	waitFor(t, 5*time.Second, "vllm_up 1 after vLLM started", func() bool {
+	waitFor(t, settle, "vllm_up 1 after vLLM started", func() bool {
 		q, _ := quick(t, p)
 		return q["vllm_up"] == 1
 	})
-	waitFor(t, 5*time.Second, "routing view 200 after vLLM started", func() bool {
+	waitFor(t, settle, "routing view 200 after vLLM started", func() bool {
 		return mustGet(t, p.URL+"/metrics/routing").status == http.StatusOK
 	})
 	t.Logf("recovered %s after vLLM started listening", time.Since(start).Round(time.Millisecond))

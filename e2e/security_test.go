@@ -110,7 +110,7 @@ func TestTLSAndBasicAuth(t *testing.T) {
 		return response{status: resp.StatusCode, body: []byte(b.String())}
 	}
 
-	waitFor(t, 5*time.Second, "vllm_up 1 over https", func() bool {
+	waitFor(t, settle, "vllm_up 1 over https", func() bool {
 		r := do("/metrics", "router", "right-password")
 		return r.status == http.StatusOK && strings.Contains(string(r.body), "\nvllm_up 1\n")
 	})
@@ -171,7 +171,7 @@ func TestTargetParameterIgnored(t *testing.T) {
 		}
 	}
 	before := vllm.requests.Load()
-	waitFor(t, 5*time.Second, "two more scrapes of the configured upstream", func() bool { return vllm.requests.Load() >= before+2 })
+	waitFor(t, settle, "two more scrapes of the configured upstream", func() bool { return vllm.requests.Load() >= before+2 })
 	if n := other.requests.Load(); n != 0 {
 		t.Errorf("the server named in ?target= got %d requests", n)
 	}
@@ -211,7 +211,7 @@ func TestScrapeURIPasswordNeverShown(t *testing.T) {
 			}
 		}
 	}
-	waitFor(t, 5*time.Second, "vllm_up 1 with basic auth to the upstream", func() bool {
+	waitFor(t, settle, "vllm_up 1 with basic auth to the upstream", func() bool {
 		q, _ := quick(t, p)
 		return q["vllm_up"] == 1
 	})
@@ -227,14 +227,14 @@ func TestScrapeURIPasswordNeverShown(t *testing.T) {
 		{scrape.ReasonEmpty, static(nil)},
 	} {
 		up.set(f.h)
-		waitFor(t, 5*time.Second, "a "+f.reason+" failure", func() bool {
+		waitFor(t, settle, "a "+f.reason+" failure", func() bool {
 			q, _ := quick(t, p)
 			return q.failures(f.reason) >= 1
 		})
 		check("after a " + f.reason + " failure")
 	}
 	_ = srv.Close()
-	waitFor(t, 5*time.Second, "a refused failure", func() bool {
+	waitFor(t, settle, "a refused failure", func() bool {
 		q, _ := quick(t, p)
 		return q.failures(scrape.ReasonRefused) >= 1
 	})

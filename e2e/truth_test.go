@@ -29,7 +29,7 @@ func TestKVFreeTokensFromThePage(t *testing.T) {
 	p := testbin.Start(t, sidecarArgs("http://"+ln.Addr().String()+"/metrics", fastInterval, fastTimeout)...)
 	const v4 = `vllm_derived_kv_cache_free_tokens{engine="0",model_name="deepseek-v4-flash-vision-exp-ablit-dual",role="both"}`
 	var s series
-	waitFor(t, 10*time.Second, "free tokens of fixture 20", func() bool { s, _ = metrics(t, p); _, ok := s[v4]; return ok })
+	waitFor(t, settle, "free tokens of fixture 20", func() bool { s, _ = metrics(t, p); _, ok := s[v4]; return ok })
 	if s[v4] != 1428520 {
 		t.Errorf("%s = %v, want 1428520 (the page's kv_cache_size_tokens)", v4, s[v4])
 	}
@@ -39,14 +39,14 @@ func TestKVFreeTokensFromThePage(t *testing.T) {
 
 	up.set(static(fixture(t, "26")))
 	const sg = `vllm_derived_kv_cache_free_tokens{model_name="Qwen/Qwen3-0.6B",role="both"}`
-	waitFor(t, 10*time.Second, "free tokens of fixture 26", func() bool { s, _ = metrics(t, p); _, ok := s[sg]; return ok })
+	waitFor(t, settle, "free tokens of fixture 26", func() bool { s, _ = metrics(t, p); _, ok := s[sg]; return ok })
 	if s[sg] != 92962 {
 		t.Errorf("%s = %v, want 92962 (max_total_num_tokens)", sg, s[sg])
 	}
 
 	// Fixture 31 (TensorRT-LLM): 3,584 free blocks × 32 tokens.
 	up.set(static(fixture(t, "31")))
-	waitFor(t, 10*time.Second, "free tokens of fixture 31", func() bool { s, _ = metrics(t, p); return s[sg] != 92962 })
+	waitFor(t, settle, "free tokens of fixture 31", func() bool { s, _ = metrics(t, p); return s[sg] != 92962 })
 	if s[sg] != 114688 {
 		t.Errorf("%s = %v, want 114688 (kv_cache_free_blocks × kv_cache_tokens_per_block)", sg, s[sg])
 	}
@@ -71,7 +71,7 @@ func TestNaNRankAgainstTheBinary(t *testing.T) {
 	const running = `vllm:num_requests_running{model_name="Qwen/Qwen3-0.6B",role="both"}`
 	const inFlight = `vllm_derived_requests_in_flight{model_name="Qwen/Qwen3-0.6B",role="both"}`
 	var r series
-	waitFor(t, 10*time.Second, "the routing view", func() bool {
+	waitFor(t, settle, "the routing view", func() bool {
 		res := mustGet(t, "http://"+routingAddr+"/metrics")
 		if res.status != 200 {
 			return false
@@ -103,7 +103,7 @@ func TestStraySeriesAgainstTheBinary(t *testing.T) {
 	serveOn(t, ln, up)
 	p := testbin.Start(t, sidecarArgs("http://"+ln.Addr().String()+"/metrics", fastInterval, fastTimeout)...)
 	const info = `vllm_normalizer_upstream_info{evidence="most families are sglang's; also 1 vllm: family (vllm:num_requests_running)",role="both",server="sglang"}`
-	waitFor(t, 10*time.Second, "upstream_info", func() bool { s, _ := metrics(t, p); return s[info] == 1 })
+	waitFor(t, settle, "upstream_info", func() bool { s, _ := metrics(t, p); return s[info] == 1 })
 	r := mustParse(t, mustGet(t, p.URL+"/metrics/routing").body)
 	for _, name := range []string{"vllm:num_requests_running", "vllm:num_requests_waiting", "vllm:kv_cache_usage_perc"} {
 		if v, ok := r[name+`{model_name="Qwen/Qwen3-0.6B",role="both"}`]; !ok || v != 0 {
@@ -122,7 +122,7 @@ func TestIdleConnectionsDoNotKeepRoutersOut(t *testing.T) {
 	ln := listen(t, "127.0.0.1:0")
 	serveOn(t, ln, up)
 	p := testbin.Start(t, sidecarArgs("http://"+ln.Addr().String()+"/metrics", fastInterval, fastTimeout)...)
-	waitFor(t, 10*time.Second, "vllm_up 1", func() bool { q, _ := quick(t, p); return q["vllm_up"] == 1 })
+	waitFor(t, settle, "vllm_up 1", func() bool { q, _ := quick(t, p); return q["vllm_up"] == 1 })
 	// What a router's request costs on this machine right now, before any
 	// idle connection: the 1 s is judged beyond it.
 	control := routerBest(t, p, "before any idle connection")
@@ -198,7 +198,7 @@ func TestSlowReadersLetGo(t *testing.T) {
 	ln := listen(t, "127.0.0.1:0")
 	serveOn(t, ln, up)
 	p := testbin.Start(t, sidecarArgs("http://"+ln.Addr().String()+"/metrics", fastInterval, fastTimeout, "--web.write-timeout="+write.String())...)
-	waitFor(t, 10*time.Second, "vllm_up 1", func() bool { q, _ := quick(t, p); return q["vllm_up"] == 1 })
+	waitFor(t, settle, "vllm_up 1", func() bool { q, _ := quick(t, p); return q["vllm_up"] == 1 })
 	goroutines := func() float64 { s, _ := metrics(t, p); return s["go_goroutines"] }
 	base := goroutines()
 	for range 200 {
@@ -214,7 +214,7 @@ func TestSlowReadersLetGo(t *testing.T) {
 	start := time.Now()
 	var peak float64
 	// go_goroutines is gathered when a page is published.
-	waitFor(t, 10*time.Second, "the slow readers' goroutines", func() bool { peak = goroutines(); return peak >= base+150 })
+	waitFor(t, settle, "the slow readers' goroutines", func() bool { peak = goroutines(); return peak >= base+150 })
 	// Generous on a busy machine: three times the bound, plus 5 s.
 	bound := write + write
 	waitFor(t, 3*bound+5*time.Second, "goroutines back at their baseline", func() bool { return goroutines() <= base+5 })

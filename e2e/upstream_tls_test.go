@@ -6,7 +6,6 @@ import (
 	"net/http/httptest"
 	"path/filepath"
 	"testing"
-	"time"
 
 	"github.com/fos-study/vllm-normalizer/internal/testbin"
 )
@@ -48,7 +47,7 @@ func TestUpstreamTLS(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			p := testbin.Start(t, sidecarArgs(uri, fastInterval, fastTimeout, c.args...)...)
 			var s series
-			waitFor(t, 5*time.Second, "a first scrape", func() bool {
+			waitFor(t, settle, "a first scrape", func() bool {
 				s, _ = metrics(t, p)
 				return s["vllm_up"] == 1 || (c.reason != "" && s.failures(c.reason) > 0)
 			})
