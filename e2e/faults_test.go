@@ -266,14 +266,7 @@ func runFault(t *testing.T, good []byte, f fault) {
 // the fault.
 func paced(t *testing.T, uri string) time.Duration {
 	t.Helper()
-	var slowest time.Duration
-	for range 5 {
-		r, err := get(client, uri, nil)
-		if err != nil || r.status != http.StatusOK {
-			t.Fatalf("the good page: %v (status %d)", err, r.status)
-		}
-		slowest = max(slowest, r.took)
-	}
+	slowest := slowestRead(t, uri)
 	d := min(max(faultInterval, (5*slowest).Round(100*time.Millisecond)), 5*time.Second)
 	if d != faultInterval {
 		t.Logf("scrapes every %s: this process took up to %s to serve the good page", d, slowest)

@@ -41,6 +41,22 @@ const (
 // product promises is written out where it is tested.
 const settle = time.Minute
 
+// slowestRead is the slowest of five reads of url (a page this process
+// serves) by this process: what pacing a test's scrapes on a busy machine
+// starts from.
+func slowestRead(t testing.TB, url string) time.Duration {
+	t.Helper()
+	var slowest time.Duration
+	for range 5 {
+		r, err := get(client, url, nil)
+		if err != nil || r.status != http.StatusOK {
+			t.Fatalf("GET %s: %v (status %d)", url, err, r.status)
+		}
+		slowest = max(slowest, r.took)
+	}
+	return slowest
+}
+
 // repoRoot is the module root, for fixtures and the Dockerfile.
 func repoRoot() string {
 	_, self, _, _ := runtime.Caller(0)

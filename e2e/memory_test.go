@@ -195,19 +195,12 @@ func TestDefaultsFitTheContainer(t *testing.T) {
 	// five reads of a page by this process (up to 400 ms), the windows
 	// stretched alike: 301 points a series either way, so the same memory.
 	// The timeout is the whole interval: the most headroom there is.
-	var slowest time.Duration
-	for range 5 {
-		r, err := get(client, uri, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		slowest = max(slowest, r.took)
-	}
+	slowest := slowestRead(t, uri)
 	interval := min(max(100*time.Millisecond, (2*slowest).Round(100*time.Millisecond)), 400*time.Millisecond)
-	long := 300 * interval
-	t.Logf("scrapes every %s, windows %s and %s: this process served a page in up to %s", interval, 60*interval, long, slowest)
+	short, long := 60*interval, 300*interval
+	t.Logf("scrapes every %s, windows %s and %s: this process served a page in up to %s", interval, short, long, slowest)
 	p := testbin.Start(t, "--vllm.scrape-uri="+uri, "--vllm.scrape-interval="+interval.String(), "--vllm.timeout="+interval.String(),
-		"--derive.window="+(60*interval).String(), "--derive.window="+long.String())
+		"--derive.window="+short.String(), "--derive.window="+long.String())
 	waitFor(t, settle, "vllm_up 1", func() bool { q, _ := quick(t, p); return q["vllm_up"] == 1 })
 	time.Sleep(long + 10*interval) // a full long window of maxSeries series
 	s, _ := metrics(t, p)
