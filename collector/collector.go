@@ -414,6 +414,7 @@ func (c *Collector) scrape(ctx context.Context, sent time.Time) (*scrapeResult, 
 	c.metrics.add(c.metrics.dropped, "duplicate", float64(stats.DuplicateSeries))
 	c.metrics.add(c.metrics.dropped, "invalid_name", float64(stats.InvalidNames))
 	c.metrics.add(c.metrics.dropped, "invalid_bound", float64(stats.InvalidBounds))
+	c.metrics.add(c.metrics.dropped, "collision", float64(stats.Collisions))
 
 	// Restarts are read from the _created samples before they are dropped.
 	c.history.NoteStarts(fams)

@@ -148,7 +148,7 @@ func newSelfMetrics() *selfMetrics {
 	m.samples = gauge("vllm_normalizer_upstream_samples",
 		"Samples on the last page parsed from vLLM.")
 	m.dropped = vector("vllm_normalizer_dropped_series_total",
-		"Upstream series left out of the output by reason: duplicate (same series twice on a page), invalid_name (UTF-8-only names), invalid_bound (a histogram le or summary quantile that is not a number), relabel (dropped by metric_relabel_configs), collision (two families mapped to one name).",
+		"Upstream series left out of the output by reason: duplicate (same series twice on a page), invalid_name (UTF-8-only names), invalid_bound (a histogram le or summary quantile that is not a number), relabel (dropped by metric_relabel_configs), collision (two families mapped to one name, or a family named as a histogram's or summary's samples that could not join it).",
 		"reason", "duplicate", "invalid_name", "invalid_bound", "relabel", "collision")
 	m.disagreements = vector("vllm_normalizer_rename_disagreements_total",
 		"Scrapes in which a legacy vLLM name and its current name were both exposed with different values; the current name is served.",

@@ -5,6 +5,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -256,5 +257,88 @@ func TestLabelSetRules(t *testing.T) {
 	}
 	if strings.Contains(string(out), `le=""`) {
 		t.Errorf("le=\"\" reached the output:\n%s", out)
+	}
+}
+
+// TestShadowingFamiliesFolded: a family named as the samples of a
+// histogram or summary ("x_count" beside histogram "x") makes the routers'
+// expfmt parser reject the whole page for x's second TYPE line (found by
+// FuzzPipeline). Its samples of exactly that name join x; the rest are
+// counted as collisions; every other series comes out as Prometheus reads it.
+func TestShadowingFamiliesFolded(t *testing.T) {
+	fixture, err := os.ReadFile(filepath.Join("..", "testdata", "fixtures", "02-vllm-0.4.3to0.5.0-datadog-vllm-fixture.prom"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	const tpotCount = "vllm:time_per_output_token_seconds_count{"
+	if !bytes.Contains(fixture, []byte(tpotCount)) {
+		t.Fatal("the fixture no longer has the series this test shadows")
+	}
+	for _, tc := range []struct {
+		name, page string
+		collisions int
+		// owner must end up holding sample; gone must not be a family.
+		owner, sample, gone string
+	}{{
+		name:   "untyped header of a histogram's count",
+		page:   strings.Replace(string(fixture), tpotCount, "# TYPE vllm:time_per_output_token_seconds_count untyped\n"+tpotCount, 1),
+		owner:  "vllm:time_per_output_token_seconds",
+		sample: "vllm:time_per_output_token_seconds_count",
+		gone:   "vllm:time_per_output_token_seconds_count",
+	}, {
+		name:   "summary sum with a HELP of its own",
+		page:   "# TYPE s summary\ns{quantile=\"0.5\"} 1\ns_count 3\n# HELP s_sum sum\ns_sum 2\n",
+		owner:  "s",
+		sample: "s_sum",
+		gone:   "s_sum",
+	}, {
+		name:   "count printed before the histogram's header",
+		page:   "h_count 2\n# TYPE h histogram\nh_bucket{le=\"+Inf\"} 2\nh_sum 1\n",
+		owner:  "h",
+		sample: "h_count",
+		gone:   "h_count",
+	}, {
+		name:       "histogram named as another histogram's count",
+		page:       "# TYPE h histogram\nh_bucket{le=\"+Inf\"} 2\nh_sum 1\n# TYPE h_count histogram\nh_count_bucket{le=\"+Inf\"} 2\nh_count_sum 4\nh_count_count 2\n# TYPE h_count_sum gauge\nh_count_sum{x=\"1\"} 5\n",
+		collisions: 3, // h_count's own samples; h_count_sum{x} stays, as h_count left
+		owner:      "h",
+		sample:     "h_sum",
+		gone:       "h_count",
+	}} {
+		t.Run(tc.name, func(t *testing.T) {
+			fams, stats, err := Parse([]byte(tc.page), "text/plain", ParseOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if stats.Collisions != tc.collisions {
+				t.Errorf("Collisions = %d, want %d", stats.Collisions, tc.collisions)
+			}
+			out := AppendText(nil, fams)
+			tp := expfmt.NewTextParser(model.LegacyValidation)
+			if _, err := tp.TextToMetricFamilies(bytes.NewReader(out)); err != nil {
+				t.Fatalf("expfmt rejects the output: %v\n%s", err, out)
+			}
+			want, got := pagetest.Samples(t, []byte(tc.page), "text/plain"), pagetest.Samples(t, out, "text/plain")
+			if len(got)+stats.Collisions != len(want) {
+				t.Errorf("output has %d series and %d collisions, the input %d series", len(got), stats.Collisions, len(want))
+			}
+			for k, v := range got {
+				if w, ok := want[k]; !ok || !sameValue(w, v) {
+					t.Errorf("output series %s = %v, input %v (present %v)", k, v, w, ok)
+				}
+			}
+			found := false
+			for _, f := range fams {
+				if f.Name == tc.gone {
+					t.Errorf("family %s is still served", tc.gone)
+				}
+				if f.Name == tc.owner {
+					found = slices.ContainsFunc(f.Samples, func(s Sample) bool { return s.Name() == tc.sample })
+				}
+			}
+			if !found {
+				t.Errorf("family %s lacks its %s sample:\n%s", tc.owner, tc.sample, out)
+			}
+		})
 	}
 }

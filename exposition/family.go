@@ -8,6 +8,7 @@
 package exposition
 
 import (
+	"slices"
 	"strings"
 
 	"github.com/prometheus/common/model"
@@ -95,4 +96,111 @@ func (f *Family) Rename(newName string) Family {
 		out.Samples[i] = Sample{Labels: b.Labels(), Value: s.Value, TimestampMs: s.TimestampMs, HasTimestamp: s.HasTimestamp}
 	}
 	return out
+}
+
+// shadowSuffixes are the sample suffixes by which the expfmt parser, which
+// the routers read pages with, files a sample under a histogram or summary
+// of the shorter name whatever TYPE line its own name had, and then
+// rejects the page for that family's second TYPE line.
+var shadowSuffixes = [...]struct {
+	suffix string
+	types  [2]model.MetricType
+}{
+	{"_bucket", [2]model.MetricType{model.MetricTypeHistogram, model.MetricTypeHistogram}},
+	{"_count", [2]model.MetricType{model.MetricTypeHistogram, model.MetricTypeSummary}},
+	{"_sum", [2]model.MetricType{model.MetricTypeHistogram, model.MetricTypeSummary}},
+}
+
+// shadowBase returns name without the suffix that could file it under a
+// histogram or summary, and the types such a family may have.
+func shadowBase(name string) (string, [2]model.MetricType, bool) {
+	for _, s := range shadowSuffixes {
+		if base, ok := strings.CutSuffix(name, s.suffix); ok && base != "" {
+			return base, s.types, true
+		}
+	}
+	return "", [2]model.MetricType{}, false
+}
+
+// FoldShadowed returns fams (in order) without the families named as the
+// samples of a histogram or summary in fams: "x_count" beside histogram
+// "x", as a HELP or TYPE line of its own or a sample printed before x's
+// header makes it. Their samples of exactly that name join x, where
+// Prometheus stores them by name anyway, unless x already has the series;
+// those and any other sample of theirs are dropped and counted. The owning
+// family gets a new Samples slice; nothing else in fams is changed.
+func FoldShadowed(fams []Family) ([]Family, int) {
+	// Nearly every page has no family so named: it costs a suffix test each.
+	if !slices.ContainsFunc(fams, func(f Family) bool { _, _, ok := shadowBase(f.Name); return ok }) {
+		return fams, 0
+	}
+	index := make(map[string]int, len(fams))
+	for j := range fams {
+		if _, dup := index[fams[j].Name]; !dup {
+			index[fams[j].Name] = j
+		}
+	}
+	owner := make([]int, len(fams))
+	found := false
+	for i := range fams {
+		owner[i] = -1
+		base, types, ok := shadowBase(fams[i].Name)
+		if !ok {
+			continue
+		}
+		if j, ok := index[base]; ok && (fams[j].Type == types[0] || fams[j].Type == types[1]) {
+			owner[i], found = j, true
+		}
+	}
+	if !found {
+		return fams, 0
+	}
+	// A family leaves when its owner stays: once "x_count" has left, an
+	// "x_count_sum" beside it no longer clashes with anything.
+	leaves := make([]int8, len(fams)) // 0 unknown, 1 leaves, 2 stays
+	var leave func(i int) bool
+	leave = func(i int) bool {
+		if leaves[i] == 0 {
+			leaves[i] = 2
+			if owner[i] >= 0 && !leave(owner[i]) {
+				leaves[i] = 1
+			}
+		}
+		return leaves[i] == 1
+	}
+	dropped := 0
+	series := map[int]map[uint64][]labels.Labels{} // each owner's series, by hash
+	for i := range fams {
+		if !leave(i) {
+			continue
+		}
+		j := owner[i]
+		have, ok := series[j]
+		if !ok {
+			// The owner's samples may be shared with the caller's input.
+			fams[j].Samples = slices.Clone(fams[j].Samples)
+			have = make(map[uint64][]labels.Labels, len(fams[j].Samples))
+			for _, s := range fams[j].Samples {
+				h := s.Labels.Hash()
+				have[h] = append(have[h], s.Labels)
+			}
+			series[j] = have
+		}
+		for _, s := range fams[i].Samples {
+			h := s.Labels.Hash()
+			if s.Name() != fams[i].Name || slices.ContainsFunc(have[h], func(l labels.Labels) bool { return labels.Equal(l, s.Labels) }) {
+				dropped++
+				continue
+			}
+			have[h] = append(have[h], s.Labels)
+			fams[j].Samples = append(fams[j].Samples, s)
+		}
+	}
+	out := make([]Family, 0, len(fams))
+	for i := range fams {
+		if !leave(i) {
+			out = append(out, fams[i])
+		}
+	}
+	return out, dropped
 }

@@ -134,6 +134,10 @@ type ParseStats struct {
 	// as plain labels, but the expfmt parser that routers use rejects a
 	// whole page for one of them, so they are dropped.
 	InvalidBounds int
+	// Collisions are samples of a family named as the samples of a
+	// histogram or summary on the page ("x_count" beside histogram "x")
+	// that could not join it (see FoldShadowed).
+	Collisions int
 }
 
 // ErrSampleLimit is wrapped by Parse when the page exceeds ParseOptions.SampleLimit.
@@ -352,6 +356,7 @@ func Parse(body []byte, contentType string, opts ParseOptions) ([]Family, ParseS
 	if sc.families == nil {
 		sc.families = make(map[string]*familyMemo, len(fams))
 	}
+	fams, stats.Collisions = FoldShadowed(fams)
 	kept := fams[:0]
 	for i := range fams {
 		f := &fams[i]

@@ -18,8 +18,10 @@ type PresentStats struct {
 	Dropped int
 	// Collisions counts what was removed because it would have been served
 	// twice: a series that relabelling made identical to an earlier one or
-	// moved into a family of another type, and a whole family whose name
-	// (after the name style) an earlier family already had.
+	// moved into a family of another type, a whole family whose name
+	// (after the name style) an earlier family already had, and the series
+	// of a family named as a histogram's or summary's samples that could
+	// not join it (see exposition.FoldShadowed).
 	Collisions int
 }
 
@@ -90,6 +92,10 @@ func (m *Mapper) Present(in []exposition.Family) ([]exposition.Family, PresentSt
 	// Generic, not sort.SliceStable: its reflection-based swaps of
 	// 88-byte families were nearly all of Present's time.
 	slices.SortStableFunc(out, func(a, b exposition.Family) int { return strings.Compare(a.Name, b.Name) })
+	// Aliases, relabelling and the name style can name a family as the
+	// samples of a histogram ("vllm_x_count" beside "vllm:x" once styled).
+	out, clashes := exposition.FoldShadowed(out)
+	st.Collisions += clashes
 	return out, st
 }
 

@@ -186,6 +186,40 @@ vllm_num_requests_running{model_name="m"} 4
 	}
 }
 
+// TestPresentStyledShadow: in underscore style a gauge printed as
+// vllm_x_count is named as the samples of histogram vllm:x, which the
+// routers' expfmt parser rejects the page for. Its series joins the
+// histogram where the histogram lacks it and is a collision where not.
+func TestPresentStyledShadow(t *testing.T) {
+	in := parsePage(t, `# TYPE vllm:e2e_request_latency_seconds histogram
+vllm:e2e_request_latency_seconds_bucket{le="+Inf",model_name="m"} 2
+vllm:e2e_request_latency_seconds_sum{model_name="m"} 1.5
+vllm:e2e_request_latency_seconds_count{model_name="m"} 2
+# TYPE vllm_e2e_request_latency_seconds_count gauge
+vllm_e2e_request_latency_seconds_count{model_name="m"} 9
+vllm_e2e_request_latency_seconds_count{model_name="other"} 4
+`)
+	out, st := mustMapper(t, Options{NameStyle: NameStyleUnderscore}).Present(in)
+	if st.Collisions != 1 {
+		t.Errorf("collisions = %d, want 1 (the gauge's series the histogram has)", st.Collisions)
+	}
+	if len(out) != 1 || out[0].Name != "vllm_e2e_request_latency_seconds" {
+		t.Fatalf("families %v, want the histogram alone", out)
+	}
+	got := series(out...)
+	for k, v := range map[string]float64{
+		`{__name__="vllm_e2e_request_latency_seconds_count", model_name="m"}`:     2,
+		`{__name__="vllm_e2e_request_latency_seconds_count", model_name="other"}`: 4,
+	} {
+		if got[k] != v {
+			t.Errorf("%s = %v, want %v (all: %v)", k, got[k], v, got)
+		}
+	}
+	if _, st := mustMapper(t, Options{}).Present(in); st.Collisions != 0 {
+		t.Errorf("colon style: collisions %d, want 0 (the names differ)", st.Collisions)
+	}
+}
+
 func TestPresentRelabel(t *testing.T) {
 	norm, _ := mustMapper(t, Options{}).Normalize(fixture(t, "02"))
 	total := countSeries(norm)
