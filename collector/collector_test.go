@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"flag"
+	"fmt"
 	"io"
 	"math"
 	"net"
@@ -1108,5 +1109,64 @@ func TestNaNDataParallelRank(t *testing.T) {
 		if math.IsNaN(v) {
 			t.Errorf("the routing view serves NaN: %s", k)
 		}
+	}
+}
+
+// TestShadowingFamilyServed: a header of its own for a histogram's count
+// (found by FuzzPipeline) made the routers' expfmt parser reject every
+// page. The count is served in its histogram, as without the header; a
+// gauge that the underscore style names as that count is a collision.
+func TestShadowingFamilyServed(t *testing.T) {
+	raw, err := os.ReadFile("../testdata/fixtures/13-vllm-v1-2026-nixl-pd-kserve-llmisvc-context.prom")
+	if err != nil {
+		t.Fatal(err)
+	}
+	const count = `vllm:time_to_first_token_seconds_count{engine="0",model_name="TinyLlama"}`
+	if !strings.Contains(string(raw), count+" ") {
+		t.Fatal("the fixture no longer has the series this test shadows")
+	}
+	shadowed := strings.Replace(string(raw), count, "# HELP vllm:time_to_first_token_seconds_count Requests.\n# TYPE vllm:time_to_first_token_seconds_count untyped\n"+count, 1)
+	styled := string(raw) + "# TYPE vllm_time_to_first_token_seconds_count gauge\n" +
+		`vllm_time_to_first_token_seconds_count{engine="0",model_name="TinyLlama"} 5` + "\n"
+	underscore := func(c *Config) { c.Mapper = testMapper(t, mapping.Options{NameStyle: mapping.NameStyleUnderscore}) }
+	for _, tc := range []struct {
+		name, page string
+		mod        func(*Config)
+		collisions int
+	}{
+		{"own header", shadowed, nil, 0},
+		{"own header, underscore style", shadowed, underscore, 0},
+		{"gauge named so by the style", styled, underscore, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			serve := func(page string) *Collector {
+				srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+					w.Header().Set("Content-Type", "text/plain; version=0.0.4")
+					_, _ = io.WriteString(w, page)
+				}))
+				t.Cleanup(srv.Close)
+				c := newTestCollector(t, srv.URL+"/metrics", newFakeClock(), tc.mod)
+				c.ScrapeOnce(context.Background())
+				return c
+			}
+			c, plain := serve(tc.page), serve(string(raw))
+			for _, h := range []http.Handler{c.MetricsHandler(), c.RoutingHandler(), c.CompatHandler()} {
+				checkValidPage(t, get(t, h, "/metrics", nil).Body.Bytes())
+			}
+			full := get(t, c.MetricsHandler(), "/metrics", nil).Body.Bytes()
+			got, want := samplesOf(t, full), samplesOf(t, get(t, plain.MetricsHandler(), "/metrics", nil).Body.Bytes())
+			for k, v := range want {
+				if !strings.Contains(k, "time_to_first_token_seconds") {
+					continue
+				}
+				if g, ok := got[k]; !ok || g != v {
+					t.Errorf("%s = %v (present %v), want %v as served for the page without the clash", k, g, ok, v)
+				}
+			}
+			line := fmt.Sprintf(`vllm_normalizer_dropped_series_total{reason="collision"} %d`, tc.collisions)
+			if !bytes.Contains(full, []byte(line+"\n")) {
+				t.Errorf("the page lacks %s", line)
+			}
+		})
 	}
 }
