@@ -310,6 +310,9 @@ func TestGaps(t *testing.T) {
 func TestObserveReadConcurrent(t *testing.T) {
 	const engines, steps = 8, 400
 	h := New([]time.Duration{10 * time.Second, time.Minute}, 100*time.Millisecond, testInputs)
+	// Whole nanoseconds: at(i/10) rounds some steps a nanosecond short,
+	// which moves a rate over 10 s by up to 2e-9.
+	step := func(i int) time.Time { return t0.Add(time.Duration(i) * 100 * time.Millisecond) }
 	pages := make([][]exposition.Family, steps)
 	for i := range pages {
 		vals := make([]float64, engines)
@@ -339,7 +342,7 @@ func TestObserveReadConcurrent(t *testing.T) {
 		defer wg.Done()
 		defer close(done)
 		for i := range steps {
-			h.Observe(at(float64(i)/10), pages[i])
+			h.Observe(step(i), pages[i])
 		}
 	}()
 	for r := range read {
@@ -356,7 +359,7 @@ func TestObserveReadConcurrent(t *testing.T) {
 					}
 				default:
 				}
-				now := at(float64(steps) / 10)
+				now := step(steps)
 				h.Read(now, func(rd *Reader) {
 					read[r]++
 					if n := len(rd.Series()); n > engines+1 {
@@ -393,7 +396,7 @@ func TestObserveReadConcurrent(t *testing.T) {
 	if n := h.StoredSeries(); n != engines+1 {
 		t.Errorf("%d series kept, want %d", n, engines+1)
 	}
-	got := increases(h, at(float64(steps-1)/10), 10*time.Second)
+	got := increases(h, step(steps-1), 10*time.Second)
 	if len(got) != engines {
 		t.Fatalf("rates for %d engines, want %d", len(got), engines)
 	}
