@@ -98,28 +98,26 @@ func (f *Family) Rename(newName string) Family {
 	return out
 }
 
-// shadowSuffixes are the sample suffixes by which the expfmt parser, which
-// the routers read pages with, files a sample under a histogram or summary
-// of the shorter name whatever TYPE line its own name had, and then
-// rejects the page for that family's second TYPE line.
-var shadowSuffixes = [...]struct {
-	suffix string
-	types  [2]model.MetricType
-}{
-	{"_bucket", [2]model.MetricType{model.MetricTypeHistogram, model.MetricTypeHistogram}},
-	{"_count", [2]model.MetricType{model.MetricTypeHistogram, model.MetricTypeSummary}},
-	{"_sum", [2]model.MetricType{model.MetricTypeHistogram, model.MetricTypeSummary}},
-}
+// shadowTypes are the types under which the expfmt parser, which the
+// routers read pages with, files a sample named as one of the type's
+// suffixed samples (all of typeSuffixes but _created, which it never
+// strips), whatever TYPE line the sample's own name had: it then rejects
+// the page for that family's second TYPE line.
+var shadowTypes = [...]model.MetricType{model.MetricTypeHistogram, model.MetricTypeSummary}
 
-// shadowBase returns name without the suffix that could file it under a
-// histogram or summary, and the types such a family may have.
-func shadowBase(name string) (string, [2]model.MetricType, bool) {
-	for _, s := range shadowSuffixes {
-		if base, ok := strings.CutSuffix(name, s.suffix); ok && base != "" {
-			return base, s.types, true
+// shadowBases calls yield with each name that name could be filed under,
+// and the type that family must have for it to be.
+func shadowBases(name string, yield func(base string, t model.MetricType) bool) {
+	for _, t := range shadowTypes {
+		for _, s := range typeSuffixes[t] {
+			if s == "_created" {
+				continue
+			}
+			if base, ok := strings.CutSuffix(name, s); ok && base != "" && !yield(base, t) {
+				return
+			}
 		}
 	}
-	return "", [2]model.MetricType{}, false
 }
 
 // FoldShadowed returns fams (in order) without the families named as the
@@ -131,7 +129,11 @@ func shadowBase(name string) (string, [2]model.MetricType, bool) {
 // family gets a new Samples slice; nothing else in fams is changed.
 func FoldShadowed(fams []Family) ([]Family, int) {
 	// Nearly every page has no family so named: it costs a suffix test each.
-	if !slices.ContainsFunc(fams, func(f Family) bool { _, _, ok := shadowBase(f.Name); return ok }) {
+	if !slices.ContainsFunc(fams, func(f Family) bool {
+		could := false
+		shadowBases(f.Name, func(string, model.MetricType) bool { could = true; return false })
+		return could
+	}) {
 		return fams, 0
 	}
 	index := make(map[string]int, len(fams))
@@ -144,13 +146,13 @@ func FoldShadowed(fams []Family) ([]Family, int) {
 	found := false
 	for i := range fams {
 		owner[i] = -1
-		base, types, ok := shadowBase(fams[i].Name)
-		if !ok {
-			continue
-		}
-		if j, ok := index[base]; ok && (fams[j].Type == types[0] || fams[j].Type == types[1]) {
-			owner[i], found = j, true
-		}
+		shadowBases(fams[i].Name, func(base string, t model.MetricType) bool {
+			if j, ok := index[base]; ok && fams[j].Type == t {
+				owner[i], found = j, true
+				return false
+			}
+			return true
+		})
 	}
 	if !found {
 		return fams, 0
