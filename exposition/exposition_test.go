@@ -2,6 +2,8 @@ package exposition
 
 import (
 	"bytes"
+	"errors"
+	"io"
 	"math"
 	"os"
 	"path/filepath"
@@ -12,6 +14,7 @@ import (
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 	"github.com/prometheus/prometheus/model/labels"
+	"github.com/prometheus/prometheus/model/textparse"
 
 	"github.com/fos-study/vllm-normalizer/internal/pagetest"
 )
@@ -340,5 +343,98 @@ func TestShadowingFamiliesFolded(t *testing.T) {
 				t.Errorf("family %s lacks its %s sample:\n%s", tc.owner, tc.sample, out)
 			}
 		})
+	}
+}
+
+// TestStrayBoundsRespelled: Prometheus's parsers respell le in a histogram
+// and quantile in a summary (le="2" reads as le="2.0"), but only under
+// that family's own TYPE line. A bucket printed again after another
+// family's header keeps le="2"; served back under the histogram's header
+// it would read as a second copy of the le="2.0" series (found by
+// FuzzPipeline on the Dynamo frontend fixture). Each such copy is dropped
+// and counted, the first printed is kept, and a bound seen only out of
+// place is served in the spelling Prometheus gives it under the header.
+func TestStrayBoundsRespelled(t *testing.T) {
+	fixture, err := os.ReadFile(filepath.Join("..", "testdata", "fixtures", "24-dynamo-frontend-2026-01-complete-dynamo-docs-metrics-examples-fe.prom"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	const itl = `dynamo_frontend_inter_token_latency_seconds_bucket{model="qwen/qwen3-0.6b",le=`
+	if !bytes.Contains(fixture, []byte(itl+`"2"} 299`)) {
+		t.Fatal("the fixture no longer has the bucket this test repeats")
+	}
+	for _, tc := range []struct {
+		name, page       string
+		dups, collisions int
+		want             map[string]float64 // series (as textparse reads the output) and value
+	}{{
+		name: "buckets repeated after another family's header",
+		page: string(fixture) + "# TYPE stray gauge\nstray 1\n" + itl + `"2"} 7` + "\n" + itl + `"1.1"} 7` + "\n" + itl + `"3"} 7` + "\n",
+		dups: 2,
+		want: map[string]float64{
+			`{__name__="dynamo_frontend_inter_token_latency_seconds_bucket", le="2.0", model="qwen/qwen3-0.6b"}`: 299,
+			`{__name__="dynamo_frontend_inter_token_latency_seconds_bucket", le="1.1", model="qwen/qwen3-0.6b"}`: 299,
+			`{__name__="dynamo_frontend_inter_token_latency_seconds_bucket", le="3.0", model="qwen/qwen3-0.6b"}`: 7,
+		},
+	}, {
+		name: "quantiles repeated after another family's header",
+		page: "# TYPE s summary\ns{quantile=\"0.5\"} 1\ns_count 3\n# TYPE g gauge\ng 1\ns{quantile=\".5\"} 9\ns{quantile=\"1\"} 2\n",
+		dups: 1,
+		want: map[string]float64{`{__name__="s", quantile="0.5"}`: 1, `{__name__="s", quantile="1.0"}`: 2},
+	}, {
+		name:       "bucket printed before the histogram's header",
+		page:       "h_bucket{le=\"2\"} 5\n# TYPE h histogram\nh_bucket{le=\"2\"} 1\nh_bucket{le=\"+Inf\"} 1\nh_sum 1\nh_count 1\n",
+		collisions: 1,
+		want:       map[string]float64{`{__name__="h_bucket", le="2.0"}`: 5, `{__name__="h_bucket", le="+Inf"}`: 1},
+	}} {
+		t.Run(tc.name, func(t *testing.T) {
+			fams, stats, err := Parse([]byte(tc.page), "text/plain", ParseOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if stats.DuplicateSeries != tc.dups || stats.Collisions != tc.collisions {
+				t.Errorf("DuplicateSeries = %d, Collisions = %d; want %d and %d", stats.DuplicateSeries, stats.Collisions, tc.dups, tc.collisions)
+			}
+			out := AppendText(nil, fams)
+			tp := expfmt.NewTextParser(model.LegacyValidation)
+			if _, err := tp.TextToMetricFamilies(bytes.NewReader(out)); err != nil {
+				t.Fatalf("expfmt rejects the output: %v\n%s", err, out)
+			}
+			got := pagetest.Samples(t, out, "text/plain")
+			if n := seriesLines(t, out); n != len(got) {
+				t.Errorf("the output prints %d series lines for %d series: some series twice\n%s", n, len(got), out)
+			}
+			if in := seriesLines(t, []byte(tc.page)); len(got)+tc.dups+tc.collisions != in {
+				t.Errorf("output has %d series, the input %d series lines, with %d dropped", len(got), in, tc.dups+tc.collisions)
+			}
+			for k, v := range tc.want {
+				if w, ok := got[k]; !ok || w != v {
+					t.Errorf("%s = %v (present %v), want %v\n%s", k, w, ok, v, out)
+				}
+			}
+		})
+	}
+}
+
+// seriesLines counts the series textparse reads on a text page, repeats
+// included.
+func seriesLines(t *testing.T, page []byte) int {
+	t.Helper()
+	p, err := textparse.New(page, "text/plain", labels.NewSymbolTable(), textparse.ParserOptions{})
+	if p == nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for {
+		e, err := p.Next()
+		if errors.Is(err, io.EOF) {
+			return n
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if e == textparse.EntrySeries {
+			n++
+		}
 	}
 }

@@ -188,7 +188,11 @@ func FoldShadowed(fams []Family) ([]Family, int) {
 			}
 			series[j] = have
 		}
+		key := boundLabel(fams[j].Type)
 		for _, s := range fams[i].Samples {
+			// Served under x's header, the sample's bound is read as x's
+			// own samples' are.
+			s.Labels = respellBound(s.Labels, key)
 			h := s.Labels.Hash()
 			if s.Name() != fams[i].Name || slices.ContainsFunc(have[h], func(l labels.Labels) bool { return labels.Equal(l, s.Labels) }) {
 				dropped++

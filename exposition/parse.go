@@ -44,10 +44,11 @@ type ParseScratch struct {
 	// did allocates neither again, and its number of samples, so that this
 	// parse allocates each family's samples once.
 	families map[string]*familyMemo
-	// bounds holds le and quantile values already found to be numbers:
-	// a page repeats the same few bounds in every histogram and summary,
-	// and from one scrape to the next.
-	bounds map[string]struct{}
+	// bounds maps le and quantile values already found to be numbers to
+	// the spelling Prometheus's parsers give them (see boundLabel): a page
+	// repeats the same few bounds in every histogram and summary, and from
+	// one scrape to the next.
+	bounds map[string]string
 	// memo maps the bytes of each series (`name{label="value",...}` as
 	// printed) met on recent pages to what parsing them gave, so that a
 	// series printed as on the last page, as nearly every series is, costs
@@ -366,7 +367,9 @@ func Parse(body []byte, contentType string, opts ParseOptions) ([]Family, ParseS
 			// routers' parser rejects the whole page for.
 			continue
 		}
-		stats.InvalidBounds += sc.dropInvalidBounds(f)
+		invalid, dup := sc.checkBounds(f)
+		stats.InvalidBounds += invalid
+		stats.DuplicateSeries += dup
 		if m := sc.families[f.Name]; m != nil {
 			m.help, m.samples, m.gen = f.Help, len(f.Samples), sc.gen
 		} else {
@@ -386,11 +389,16 @@ func Parse(body []byte, contentType string, opts ParseOptions) ([]Family, ParseS
 	return kept, stats, nil
 }
 
-// dropInvalidBounds removes the samples of a histogram whose le label, or
-// of a summary whose quantile label, is empty or does not read as a number under the
-// rules of the text format (Go float syntax without 'p' exponents or '_'
-// separators), and returns how many it removed.
-func (sc *ParseScratch) dropInvalidBounds(f *Family) int {
+// checkBounds removes the samples of a histogram whose le label, or of a
+// summary whose quantile label, is empty or does not read as a number under
+// the rules of the text format (Go float syntax without 'p' exponents or
+// '_' separators), and returns how many it removed (invalid). Where the
+// family's TYPE line makes Prometheus's parsers respell the bound (see
+// boundLabel), it respells it too: a sample printed under another family's
+// TYPE line was parsed as printed (le="2" where the histogram has
+// le="2.0"), and would read as a second copy of a series once served under
+// its own family's header. Such copies are removed and counted (dup).
+func (sc *ParseScratch) checkBounds(f *Family) (invalid, dup int) {
 	var key string
 	switch f.Type {
 	case model.MetricTypeHistogram, model.MetricTypeGaugeHistogram:
@@ -398,11 +406,14 @@ func (sc *ParseScratch) dropInvalidBounds(f *Family) int {
 	case model.MetricTypeSummary:
 		key = model.QuantileLabel
 	default:
-		return 0
+		return 0, 0
 	}
+	respell := key == boundLabel(f.Type)
 	if sc.bounds == nil {
-		sc.bounds = make(map[string]struct{})
+		sc.bounds = make(map[string]string)
 	}
+	var b labels.Builder
+	respelled := false
 	// Samples are kept in place up to the first one dropped.
 	n := 0
 	for i := range f.Samples {
@@ -414,32 +425,100 @@ func (sc *ParseScratch) dropInvalidBounds(f *Family) int {
 			n++
 			continue
 		}
-		if _, ok := sc.bounds[v]; !ok {
-			if !isBound(v) {
+		canon, ok := sc.bounds[v]
+		if !ok {
+			if canon, ok = canonicalBound(v); !ok {
 				continue
 			}
 			if len(sc.bounds) >= maxBounds {
 				clear(sc.bounds)
 			}
-			sc.bounds[strings.Clone(v)] = struct{}{}
+			k := strings.Clone(v)
+			if canon == v {
+				canon = k
+			}
+			sc.bounds[k] = canon
+		}
+		if respell && canon != v {
+			b.Reset(f.Samples[i].Labels)
+			b.Set(key, canon)
+			f.Samples[i].Labels = b.Labels()
+			respelled = true
 		}
 		if n != i {
 			f.Samples[n] = f.Samples[i]
 		}
 		n++
 	}
-	dropped := len(f.Samples) - n
+	invalid = len(f.Samples) - n
 	clear(f.Samples[n:])
 	f.Samples = f.Samples[:n]
-	return dropped
+	if respelled {
+		f.Samples, dup = dedupe(f.Samples)
+	}
+	return invalid, dup
 }
 
-func isBound(v string) bool {
-	if strings.ContainsAny(v, "pP_") {
-		return false
+// boundLabel is the label whose numeric value Prometheus's text and
+// OpenMetrics parsers respell as labels.FormatOpenMetricsFloat does
+// (le="2" reads as le="2.0") in the samples printed under a TYPE line of
+// type t, or "" where they keep every value as printed.
+func boundLabel(t model.MetricType) string {
+	switch t {
+	case model.MetricTypeHistogram:
+		return model.BucketLabel
+	case model.MetricTypeSummary:
+		return model.QuantileLabel
 	}
-	_, err := strconv.ParseFloat(v, 64)
-	return err == nil
+	return ""
+}
+
+// canonicalBound returns the spelling Prometheus's parsers give the bound
+// v, and whether v is a bound at all: a number in Go float syntax without
+// 'p' exponents or '_' separators, which the text format does not allow.
+func canonicalBound(v string) (string, bool) {
+	if strings.ContainsAny(v, "pP_") {
+		return "", false
+	}
+	x, err := strconv.ParseFloat(v, 64)
+	if err != nil {
+		return "", false
+	}
+	return labels.FormatOpenMetricsFloat(x), true
+}
+
+// respellBound returns l with the value of its label key spelled as
+// canonicalBound spells it, or l itself when there is nothing to respell.
+func respellBound(l labels.Labels, key string) labels.Labels {
+	if key == "" || !l.Has(key) {
+		return l
+	}
+	v := l.Get(key)
+	canon, ok := canonicalBound(v)
+	if !ok || canon == v {
+		return l
+	}
+	b := labels.NewBuilder(l)
+	b.Set(key, canon)
+	return b.Labels()
+}
+
+// dedupe removes, in place, the samples whose labels repeat an earlier
+// sample's, and returns the rest and how many it removed.
+func dedupe(samples []Sample) ([]Sample, int) {
+	seen := make(map[uint64][]labels.Labels, len(samples))
+	out := samples[:0]
+	for _, s := range samples {
+		h := s.Labels.Hash()
+		if slices.ContainsFunc(seen[h], func(l labels.Labels) bool { return labels.Equal(l, s.Labels) }) {
+			continue
+		}
+		seen[h] = append(seen[h], s.Labels)
+		out = append(out, s)
+	}
+	n := len(samples) - len(out)
+	clear(samples[len(out):])
+	return out, n
 }
 
 // duplicate reports whether lset, whose hash is h, repeats a series

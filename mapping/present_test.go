@@ -220,6 +220,38 @@ vllm_e2e_request_latency_seconds_count{model_name="other"} 4
 	}
 }
 
+// TestPresentStyledShadowBound: a bucket that joins a histogram only once
+// the underscore style names both alike was parsed under its own gauge
+// header, so its le="2" was never respelled as the histogram's le="2.0";
+// served under the histogram's header it would read as that series twice.
+func TestPresentStyledShadowBound(t *testing.T) {
+	in := parsePage(t, `# TYPE vllm:e2e_request_latency_seconds histogram
+vllm:e2e_request_latency_seconds_bucket{le="2",model_name="m"} 1
+vllm:e2e_request_latency_seconds_bucket{le="+Inf",model_name="m"} 2
+vllm:e2e_request_latency_seconds_sum{model_name="m"} 1.5
+vllm:e2e_request_latency_seconds_count{model_name="m"} 2
+# TYPE vllm_e2e_request_latency_seconds_bucket gauge
+vllm_e2e_request_latency_seconds_bucket{le="2",model_name="m"} 9
+vllm_e2e_request_latency_seconds_bucket{le="5",model_name="m"} 4
+`)
+	out, st := mustMapper(t, Options{NameStyle: NameStyleUnderscore}).Present(in)
+	if st.Collisions != 1 {
+		t.Errorf("collisions = %d, want 1 (the gauge's le=\"2\", the histogram's le=\"2.0\")", st.Collisions)
+	}
+	got := series(out...)
+	for k, v := range map[string]float64{
+		`{__name__="vllm_e2e_request_latency_seconds_bucket", le="2.0", model_name="m"}`: 1,
+		`{__name__="vllm_e2e_request_latency_seconds_bucket", le="5.0", model_name="m"}`: 4,
+	} {
+		if got[k] != v {
+			t.Errorf("%s = %v, want %v (all: %v)", k, got[k], v, got)
+		}
+	}
+	if len(got) != 5 {
+		t.Errorf("%d series, want the histogram's 4 and the le=\"5.0\" bucket: %v", len(got), got)
+	}
+}
+
 func TestPresentRelabel(t *testing.T) {
 	norm, _ := mustMapper(t, Options{}).Normalize(fixture(t, "02"))
 	total := countSeries(norm)
