@@ -27,7 +27,6 @@ import (
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 	"github.com/prometheus/prometheus/model/labels"
-	"github.com/prometheus/prometheus/model/textparse"
 
 	"github.com/fos-study/vllm-normalizer/exposition"
 	"github.com/fos-study/vllm-normalizer/internal/pagetest"
@@ -531,23 +530,8 @@ func TestContentNegotiation(t *testing.T) {
 	if ct := om.Header().Get("Content-Type"); !strings.HasPrefix(ct, "application/openmetrics-text") {
 		t.Fatalf("OpenMetrics asked for, got %q", ct)
 	}
-	p, err := textparse.New(om.Body.Bytes(), om.Header().Get("Content-Type"), labels.NewSymbolTable(), textparse.ParserOptions{})
-	if p == nil {
-		t.Fatal(err)
-	}
 	n := 0
-	for {
-		e, err := p.Next()
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
-			t.Fatalf("OpenMetrics page does not parse: %v", err)
-		}
-		if e == textparse.EntrySeries {
-			n++
-		}
-	}
+	pagetest.EachSeries(t, om.Body.Bytes(), om.Header().Get("Content-Type"), func(labels.Labels, float64) { n++ })
 	if want := len(samplesOf(t, plain.Body.Bytes())); n != want {
 		t.Errorf("OpenMetrics page has %d samples, text page %d", n, want)
 	}

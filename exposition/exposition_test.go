@@ -2,8 +2,6 @@ package exposition
 
 import (
 	"bytes"
-	"errors"
-	"io"
 	"math"
 	"os"
 	"path/filepath"
@@ -14,7 +12,6 @@ import (
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 	"github.com/prometheus/prometheus/model/labels"
-	"github.com/prometheus/prometheus/model/textparse"
 
 	"github.com/fos-study/vllm-normalizer/internal/pagetest"
 )
@@ -416,25 +413,10 @@ func TestStrayBoundsRespelled(t *testing.T) {
 	}
 }
 
-// seriesLines counts the series textparse reads on a text page, repeats
-// included.
+// seriesLines counts the series Prometheus's parser reads on a text page,
+// repeats included.
 func seriesLines(t *testing.T, page []byte) int {
-	t.Helper()
-	p, err := textparse.New(page, "text/plain", labels.NewSymbolTable(), textparse.ParserOptions{})
-	if p == nil {
-		t.Fatal(err)
-	}
 	n := 0
-	for {
-		e, err := p.Next()
-		if errors.Is(err, io.EOF) {
-			return n
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		if e == textparse.EntrySeries {
-			n++
-		}
-	}
+	pagetest.EachSeries(t, page, "text/plain", func(labels.Labels, float64) { n++ })
+	return n
 }

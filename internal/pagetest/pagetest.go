@@ -43,16 +43,25 @@ func AddFixtureSeeds(f *testing.F) {
 // reference a faithful re-exposition must reproduce.
 func Samples(t testing.TB, body []byte, contentType string) map[string]float64 {
 	t.Helper()
+	out := map[string]float64{}
+	EachSeries(t, body, contentType, func(l labels.Labels, v float64) { out[l.String()] = v })
+	return out
+}
+
+// EachSeries walks a page with Prometheus's parser alone and calls fn with
+// every sample's labels and value in page order, repeats included, failing
+// the test on any parse error.
+func EachSeries(t testing.TB, body []byte, contentType string, fn func(labels.Labels, float64)) {
+	t.Helper()
 	p, err := textparse.New(body, contentType, labels.NewSymbolTable(), textparse.ParserOptions{FallbackContentType: "text/plain"})
 	if p == nil {
 		t.Fatalf("textparse.New: %v", err)
 	}
-	out := map[string]float64{}
 	var l labels.Labels
 	for {
 		e, err := p.Next()
 		if errors.Is(err, io.EOF) {
-			return out
+			return
 		}
 		if err != nil {
 			t.Fatalf("the page does not parse: %v", err)
@@ -60,7 +69,7 @@ func Samples(t testing.TB, body []byte, contentType string) map[string]float64 {
 		if e == textparse.EntrySeries {
 			_, _, v := p.Series()
 			p.Labels(&l)
-			out[l.String()] = v
+			fn(l, v)
 		}
 	}
 }
