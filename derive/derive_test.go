@@ -751,12 +751,15 @@ func TestHistoryConcurrent(t *testing.T) {
 		rates  int
 		readMu sync.Mutex
 	)
+	// Whole nanoseconds: at(i/10) rounds some steps a nanosecond short,
+	// which moves the rate by up to 1e-8 (failed in CI).
+	step := func(i int) time.Time { return t0.Add(time.Duration(i) * 100 * time.Millisecond) }
 	wg.Add(2)
 	go func() {
 		defer wg.Done()
 		defer close(done)
 		for i := range pages {
-			h.Observe(at(float64(i)/10), pages[i])
+			h.Observe(step(i), pages[i])
 		}
 	}()
 	go func() {
