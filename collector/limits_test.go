@@ -2,8 +2,11 @@ package collector
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -78,25 +81,61 @@ func scrapeDemo(t *testing.T, engines, maxSeries int, maxBody int64) (page, rout
 // vllm_normalizer_history_limited is 0 on both pages. With the old default
 // of 5000 the cap bit at 57 engines.
 func TestDefaultSeriesCapAdmitsDefaultPages(t *testing.T) {
-	size := func(engines int) int {
-		up, err := demo.New(demo.Options{Seed: 3, Engines: engines})
-		if err != nil {
+	// A demo of a hundred engines takes seconds to build under -race, so
+	// the two sizes that bound the answer are measured side by side, on a
+	// clock that stands still (the page is not advanced while measured).
+	sizes := func(engines ...int) []int {
+		out := make([]int, len(engines))
+		errs := make([]error, len(engines))
+		var wg sync.WaitGroup
+		for i, n := range engines {
+			wg.Go(func() {
+				up, err := demo.New(demo.Options{Now: newFakeClock().Now, Seed: 3, Engines: n})
+				if err != nil {
+					errs[i] = err
+					return
+				}
+				out[i] = len(up.Page())
+			})
+		}
+		wg.Wait()
+		if err := errors.Join(errs...); err != nil {
 			t.Fatal(err)
 		}
-		return len(up.Page())
+		return out
 	}
 	// Pages grow by the same bytes an engine: start from that estimate.
-	one, two := size(1), size(2)
-	largest := 1 + (DefaultMaxBodyBytes-one)/(two-one)
-	for size(largest) > DefaultMaxBodyBytes {
-		largest--
-	}
-	for size(largest+1) <= DefaultMaxBodyBytes {
-		largest++
+	small := sizes(1, 2)
+	largest := 1 + (DefaultMaxBodyBytes-small[0])/(small[1]-small[0])
+	for {
+		s := sizes(largest, largest+1)
+		if s[0] > DefaultMaxBodyBytes {
+			largest--
+		} else if s[1] <= DefaultMaxBodyBytes {
+			largest++
+		} else {
+			break
+		}
 	}
 	t.Logf("the largest demo page within %d bytes has %d engines", DefaultMaxBodyBytes, largest)
 	for _, engines := range []int{64, largest} {
-		page, routing, c := scrapeDemo(t, engines, DefaultMaxSeries, DefaultMaxBodyBytes)
+		// The capped and the uncapped scrape run side by side: under -race
+		// each takes a minute or more on a busy machine.
+		var page, routing, unlimited []byte
+		var c *Collector
+		t.Run(fmt.Sprintf("%d engines", engines), func(t *testing.T) {
+			t.Run("default cap", func(t *testing.T) {
+				t.Parallel()
+				page, routing, c = scrapeDemo(t, engines, DefaultMaxSeries, DefaultMaxBodyBytes)
+			})
+			t.Run("no cap", func(t *testing.T) {
+				t.Parallel()
+				unlimited, _, _ = scrapeDemo(t, engines, 0, DefaultMaxBodyBytes)
+			})
+		})
+		if c == nil || unlimited == nil {
+			return
+		}
 		if n := c.history.StoredSeries(); n != 109*engines {
 			t.Errorf("%d engines: the history keeps %d series, want 109 an engine (%d)", engines, n, 109*engines)
 		}
@@ -105,7 +144,6 @@ func TestDefaultSeriesCapAdmitsDefaultPages(t *testing.T) {
 			t.Errorf("%d engines: %s on /metrics = %v (present %v), want 0", engines, HistoryLimitedName, limited, ok)
 		}
 		// The same series as with no limit at all.
-		unlimited, _, _ := scrapeDemo(t, engines, 0, DefaultMaxBodyBytes)
 		want, _, _ := derivedByEngine(t, unlimited, HistoryLimitedName)
 		// Gauges across the model's engines (imbalance, spread) have no engine.
 		delete(byEngine, "")

@@ -38,7 +38,7 @@ done
 for i in $(seq 1 "$runs"); do
 	start=$SECONDS
 	rc=0
-	go test -race -count=1 -v ./... >"$out/run-$i.log" 2>&1 || rc=$?
+	go test -race -timeout 30m -count=1 -v ./... >"$out/run-$i.log" 2>&1 || rc=$?
 	printf 'run %d of %d: exit %d in %ds, load average %s; log %s\n' \
 		"$i" "$runs" "$rc" "$((SECONDS - start))" "$(cut -d' ' -f1-3 /proc/loadavg)" "$out/run-$i.log"
 	grep -h 'not judged on this machine' "$out/run-$i.log" | sed 's/^ */    /' || true
