@@ -171,7 +171,7 @@ func FoldShadowed(fams []Family) ([]Family, int) {
 		return leaves[i] == 1
 	}
 	dropped := 0
-	series := map[int]map[uint64][]labels.Labels{} // each owner's series, by hash
+	series := map[int]seriesSet{} // each owner's series
 	for i := range fams {
 		if !leave(i) {
 			continue
@@ -181,10 +181,9 @@ func FoldShadowed(fams []Family) ([]Family, int) {
 		if !ok {
 			// The owner's samples may be shared with the caller's input.
 			fams[j].Samples = slices.Clone(fams[j].Samples)
-			have = make(map[uint64][]labels.Labels, len(fams[j].Samples))
+			have = make(seriesSet, len(fams[j].Samples))
 			for _, s := range fams[j].Samples {
-				h := s.Labels.Hash()
-				have[h] = append(have[h], s.Labels)
+				have.add(s.Labels)
 			}
 			series[j] = have
 		}
@@ -193,12 +192,10 @@ func FoldShadowed(fams []Family) ([]Family, int) {
 			// Served under x's header, the sample's bound is read as x's
 			// own samples' are.
 			s.Labels = respellBound(s.Labels, key)
-			h := s.Labels.Hash()
-			if s.Name() != fams[i].Name || slices.ContainsFunc(have[h], func(l labels.Labels) bool { return labels.Equal(l, s.Labels) }) {
+			if s.Name() != fams[i].Name || !have.add(s.Labels) {
 				dropped++
 				continue
 			}
-			have[h] = append(have[h], s.Labels)
 			fams[j].Samples = append(fams[j].Samples, s)
 		}
 	}
@@ -209,4 +206,18 @@ func FoldShadowed(fams []Family) ([]Family, int) {
 		}
 	}
 	return out, dropped
+}
+
+// seriesSet holds label sets by hash, for the passes that must tell a
+// repeated series from a hash collision.
+type seriesSet map[uint64][]labels.Labels
+
+// add records l and reports whether it was not there yet.
+func (set seriesSet) add(l labels.Labels) bool {
+	h := l.Hash()
+	if slices.ContainsFunc(set[h], func(m labels.Labels) bool { return labels.Equal(m, l) }) {
+		return false
+	}
+	set[h] = append(set[h], l)
+	return true
 }

@@ -412,7 +412,6 @@ func (sc *ParseScratch) checkBounds(f *Family) (invalid, dup int) {
 	if sc.bounds == nil {
 		sc.bounds = make(map[string]string)
 	}
-	var b labels.Builder
 	respelled := false
 	// Samples are kept in place up to the first one dropped.
 	n := 0
@@ -440,9 +439,7 @@ func (sc *ParseScratch) checkBounds(f *Family) (invalid, dup int) {
 			sc.bounds[k] = canon
 		}
 		if respell && canon != v {
-			b.Reset(f.Samples[i].Labels)
-			b.Set(key, canon)
-			f.Samples[i].Labels = b.Labels()
+			f.Samples[i].Labels = withLabel(f.Samples[i].Labels, key, canon)
 			respelled = true
 		}
 		if n != i {
@@ -498,23 +495,23 @@ func respellBound(l labels.Labels, key string) labels.Labels {
 	if !ok || canon == v {
 		return l
 	}
-	b := labels.NewBuilder(l)
-	b.Set(key, canon)
-	return b.Labels()
+	return withLabel(l, key, canon)
+}
+
+// withLabel returns a copy of l with label key set to v.
+func withLabel(l labels.Labels, key, v string) labels.Labels {
+	return labels.NewBuilder(l).Set(key, v).Labels()
 }
 
 // dedupe removes, in place, the samples whose labels repeat an earlier
 // sample's, and returns the rest and how many it removed.
 func dedupe(samples []Sample) ([]Sample, int) {
-	seen := make(map[uint64][]labels.Labels, len(samples))
+	seen := make(seriesSet, len(samples))
 	out := samples[:0]
 	for _, s := range samples {
-		h := s.Labels.Hash()
-		if slices.ContainsFunc(seen[h], func(l labels.Labels) bool { return labels.Equal(l, s.Labels) }) {
-			continue
+		if seen.add(s.Labels) {
+			out = append(out, s)
 		}
-		seen[h] = append(seen[h], s.Labels)
-		out = append(out, s)
 	}
 	n := len(samples) - len(out)
 	clear(samples[len(out):])
