@@ -1,0 +1,218 @@
+package main
+
+import (
+	"io"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/alecthomas/kingpin/v2"
+	"github.com/alecthomas/units"
+	"github.com/prometheus/common/model"
+	"github.com/prometheus/common/promslog"
+	promslogflag "github.com/prometheus/common/promslog/flag"
+	"github.com/prometheus/common/version"
+	"github.com/prometheus/exporter-toolkit/web"
+	"github.com/prometheus/exporter-toolkit/web/kingpinflag"
+
+	"github.com/fos-study/vllm-normalizer/collector"
+	"github.com/fos-study/vllm-normalizer/demo"
+	"github.com/fos-study/vllm-normalizer/derive"
+	"github.com/fos-study/vllm-normalizer/diagnosis"
+	"github.com/fos-study/vllm-normalizer/exposition"
+	"github.com/fos-study/vllm-normalizer/genai"
+)
+
+const defaultListen = ":9400"
+
+// flags are the parsed command line.
+type flags struct {
+	scrapeURI        string
+	upstreamRole     string
+	scrapeInterval   time.Duration
+	timeout          time.Duration
+	maxBody          units.Base2Bytes
+	askGzip          bool
+	sampleLimit      int
+	labelLimits      exposition.LabelLimits
+	maxSeries        int
+	windows          []time.Duration
+	slos             derive.SLOTargets
+	legacyAliases    bool
+	legacyLabels     bool
+	nameStyle        string
+	configFile       string
+	profileFiles     []string
+	httpConfigFile   string
+	configCheck      bool
+	telemetryPath    string
+	routingPath      string
+	disableExpMet    bool
+	enableLife       bool
+	enablePprof      bool
+	demo             bool
+	demoEngines      int
+	routingListen    string
+	proxyListen      string
+	proxyUpstream    string
+	writeTimeout     time.Duration
+	autoMemLimit     bool
+	memLimitRatio    float64
+	maxProcs         int
+	maxProcsSet      bool // given on the command line
+	maxConns         int
+	demoScenario     string
+	demoShiftAfter   time.Duration
+	diagWindow       time.Duration
+	diagBaseline     time.Duration
+	diagMinChange    float64
+	diagSignificance float64
+	diagMaxIncident  time.Duration
+	genai            genai.Options
+	web              *web.FlagConfig
+	log              *promslog.Config
+}
+
+func parseFlags(args []string, stdout, stderr io.Writer) (*flags, error) {
+	f := &flags{log: &promslog.Config{}}
+	app := newApp(f, stdout, stderr)
+	if _, err := app.Parse(args); err != nil {
+		return nil, err
+	}
+	if _, env := os.LookupEnv("GOMAXPROCS"); f.proxyListen != "" && !f.maxProcsSet && !env {
+		// The proxy's streams need more than one CPU (200 streams: 5x
+		// slower first byte on one); the default of one is for the scrape loop.
+		f.maxProcs = 0
+	}
+	if err := f.check(); err != nil {
+		return nil, err
+	}
+	return f, nil
+}
+
+// newApp declares every flag, filling f when the application parses.
+func newApp(f *flags, stdout, stderr io.Writer) *kingpin.Application {
+	app := kingpin.New("vllm-normalizer", "Scrapes an LLM inference server's /metrics (vLLM, SGLang, TensorRT-LLM, llama.cpp) and serves stable, router-ready pages.")
+	app.UsageWriter(stdout)
+	app.ErrorWriter(stderr)
+	app.HelpFlag.Short('h')
+	app.Version(version.Print("vllm-normalizer"))
+	// Upstream.
+	app.Flag("vllm.scrape-uri", "URL of the server's metrics page; fixed by flag, never taken from a request.").
+		Default("http://127.0.0.1:8000/metrics").StringVar(&f.scrapeURI)
+	app.Flag("vllm.scrape-interval", "Time between scrapes; derived gauges update at this pace.").
+		Default("1s").DurationVar(&f.scrapeInterval)
+	app.Flag("vllm.timeout", "Limit for one scrape, at most the interval; 0 means 90% of the interval.").
+		Default("0s").DurationVar(&f.timeout)
+	app.Flag("vllm.max-body-bytes", "Largest page accepted, after decompression (KiB, MiB, GiB).").
+		Default(units.Base2Bytes(collector.DefaultMaxBodyBytes).String()).BytesVar(&f.maxBody)
+	app.Flag("vllm.http-config.file", "Prometheus http_config YAML for the upstream client: TLS, CA, client certificate, bearer token, basic auth, proxy.").
+		Default("").StringVar(&f.httpConfigFile)
+	app.Flag("vllm.enable-compression", "Ask the server for gzip. Off: on loopback gzip only costs CPU.").
+		Default("false").BoolVar(&f.askGzip)
+	app.Flag("vllm.sample-limit", "Most samples on one page, as Prometheus's sample_limit; 0 means none.").
+		Default("50000").IntVar(&f.sampleLimit)
+	app.Flag("vllm.label-limit", "Most labels on one sample, as Prometheus's label_limit; 0 means none.").
+		Default("64").IntVar(&f.labelLimits.Labels)
+	app.Flag("vllm.label-name-length-limit", "Longest label name in bytes; 0 means none.").
+		Default("128").IntVar(&f.labelLimits.NameLength)
+	app.Flag("vllm.label-value-length-limit", "Longest label value in bytes; 0 means none.").
+		Default("4096").IntVar(&f.labelLimits.ValueLength)
+	app.Flag("upstream.role", "What the pod serves: prefill, decode or both (empty means both); labels derived and routing series.").
+		Default("both").StringVar(&f.upstreamRole)
+
+	// History and derived gauges.
+	app.Flag("history.max-series", "Most upstream series kept for the derived gauges; the default admits every page --vllm.max-body-bytes admits. 0 means no limit.").
+		Default(strconv.Itoa(collector.DefaultMaxSeries)).IntVar(&f.maxSeries)
+	app.Flag("derive.window", "Window of the derived gauges, repeatable; each gives a window label.").
+		Default("1m", "5m").DurationListVar(&f.windows)
+	app.Flag("derive.legacy-labels", "Label latency quantiles quantile and SLO targets le, the names before q and target. Deprecated.").
+		Default("false").BoolVar(&f.legacyLabels)
+	for _, slo := range []struct {
+		name, what string
+		ds         *[]time.Duration
+	}{
+		{"slo.ttft", "time to first token", &f.slos.TTFT},
+		{"slo.tpot", "time per output token", &f.slos.TPOT},
+		{"slo.e2e", "end-to-end latency", &f.slos.E2E},
+	} {
+		app.Flag(slo.name, "Target "+slo.what+" of vllm_derived_slo_attainment_ratio, repeatable.").
+			DurationListVar(slo.ds)
+	}
+
+	// Names and mapping.
+	app.Flag("mapping.legacy-aliases", "Also emit legacy alias names the server does not print.").
+		Default("false").BoolVar(&f.legacyAliases)
+	app.Flag("output.name-style", "colon keeps names as printed; underscore writes colons as _.").
+		Default("colon").EnumVar(&f.nameStyle, "colon", "underscore")
+	app.Flag("config.file", "YAML with metric_relabel_configs; reloaded on SIGHUP and POST /-/reload.").
+		Default("").StringVar(&f.configFile)
+	app.Flag("engine.profile-file", "Engine profile (YAML) adding or replacing a server's; repeatable, reloaded with --config.file.").
+		StringsVar(&f.profileFiles)
+	app.Flag("config.check", "Check the configuration files and exit: 0 if valid, else 1.").
+		Default("false").BoolVar(&f.configCheck)
+
+	// Web.
+	app.Flag("web.telemetry-path", "Path of the full page.").Default("/metrics").StringVar(&f.telemetryPath)
+	app.Flag("web.routing-path", "Path of the routing view.").
+		Default("/metrics/routing").StringVar(&f.routingPath)
+	app.Flag("web.routing-listen-address", "Second listener serving the routing view at /metrics; off when empty.").
+		Default("").StringVar(&f.routingListen)
+	app.Flag("web.disable-exporter-metrics", "Leave out the go_* and vllm_normalizer_process_* metrics.").
+		Default("false").BoolVar(&f.disableExpMet)
+	app.Flag("web.enable-lifecycle", "Enable POST /-/reload.").Default("false").BoolVar(&f.enableLife)
+	app.Flag("web.enable-pprof", "Serve Go profiling under /debug/pprof/; timed profiles shorter than --web.write-timeout, one at a time.").Default("false").BoolVar(&f.enablePprof)
+	app.Flag("web.write-timeout", "Longest time one response may take to write; also the longest a keep-alive connection stays idle.").
+		Default("10s").DurationVar(&f.writeTimeout)
+	app.Flag("web.max-connections", "Most simultaneous connections per listen address; at the cap the longest-idle one is closed.").
+		Default("512").IntVar(&f.maxConns)
+
+	// Inference-port proxy.
+	app.Flag("proxy.listen-address", "Inference-port proxy: GET /metrics is the routing view; off when empty.").
+		Default("").StringVar(&f.proxyListen)
+	app.Flag("proxy.upstream", "Base URL the proxy forwards to; empty means that of --vllm.scrape-uri.").
+		Default("").StringVar(&f.proxyUpstream)
+
+	// Diagnosis.
+	app.Flag("diagnosis.window", "Recent window of the diagnosis.").
+		Default(model.Duration(diagnosis.DefaultWindow).String()).DurationVar(&f.diagWindow)
+	app.Flag("diagnosis.baseline", "Baseline window of the diagnosis, just before the recent one.").
+		Default(model.Duration(diagnosis.DefaultBaseline).String()).DurationVar(&f.diagBaseline)
+	app.Flag("diagnosis.min-change", "Smallest relative change the diagnosis counts (0.25 = 25 %).").
+		Default(strconv.FormatFloat(diagnosis.DefaultMinChange, 'g', -1, 64)).Float64Var(&f.diagMinChange)
+	app.Flag("diagnosis.significance", "Level at which a change must also be significant for the data each window holds (0.01 = 1 %).").
+		Default(strconv.FormatFloat(diagnosis.DefaultSignificance, 'g', -1, 64)).Float64Var(&f.diagSignificance)
+	app.Flag("diagnosis.max-incident", "Longest an incident stays open against its frozen baseline; then the new level becomes the baseline.").
+		Default(model.Duration(diagnosis.DefaultMaxIncident).String()).DurationVar(&f.diagMaxIncident)
+
+	// Demo.
+	app.Flag("demo", "Scrape a simulated vLLM started in-process, for trying without a GPU.").
+		Default("false").BoolVar(&f.demo)
+	app.Flag("demo.engines", "Data-parallel engines the demo simulates.").Default("1").IntVar(&f.demoEngines)
+	app.Flag("demo.scenario", "Demo load: steady, or a shift the diagnosis should name: "+strings.Join(demo.Scenarios[1:], ", ")+".").
+		Default(demo.ScenarioSteady).StringVar(&f.demoScenario)
+	app.Flag("demo.shift-after", "How long a demo scenario runs steady before its shift.").
+		Default(model.Duration(demo.DefaultShiftAfter).String()).DurationVar(&f.demoShiftAfter)
+
+	// Runtime.
+	app.Flag("auto-gomemlimit", "Set GOMEMLIMIT from the container's memory limit.").
+		Default("true").BoolVar(&f.autoMemLimit)
+	app.Flag("auto-gomemlimit.ratio", "Share of the container's memory limit given to GOMEMLIMIT.").
+		Default("0.6").Float64Var(&f.memLimitRatio)
+	app.Flag("runtime.gomaxprocs", "CPUs the Go runtime uses (GOMAXPROCS); 0 keeps Go's own choice, the default with --proxy.listen-address.").
+		Envar("GOMAXPROCS").Default("1").IsSetByUser(&f.maxProcsSet).IntVar(&f.maxProcs)
+
+	// OpenTelemetry GenAI view.
+	app.Flag("genai.provider-name", "gen_ai_provider_name on "+genaiPath+"; empty means the server kind (vllm, sglang, trtllm).").
+		Default("").StringVar(&f.genai.Provider)
+	app.Flag("genai.operation-name", "gen_ai_operation_name on "+genaiPath+", such as chat or text_completion.").
+		Default(genai.DefaultOperation).StringVar(&f.genai.Operation)
+	app.Flag("genai.server-address", "host:port clients address the server at: server_address and server_port on "+genaiPath+"; none when empty.").
+		Default("").StringVar(&f.genai.ServerAddress)
+	app.Flag("genai.name-style", "Names on "+genaiPath+": suffixed with the unit (the OpenTelemetry Prometheus exporter's), or unsuffixed (Envoy AI Gateway's).").
+		Default(string(genai.Suffixed)).EnumVar((*string)(&f.genai.NameStyle), string(genai.Suffixed), string(genai.Unsuffixed))
+	f.web = kingpinflag.AddFlags(app, defaultListen)
+	promslogflag.AddFlags(app, f.log)
+	return app
+}
