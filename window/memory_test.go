@@ -3,6 +3,7 @@ package window
 import (
 	"runtime"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -60,4 +61,83 @@ func heapInUse() uint64 {
 	var m runtime.MemStats
 	runtime.ReadMemStats(&m)
 	return m.HeapAlloc
+}
+
+// BenchmarkHistoryObserve measures one Observe at steady state (both
+// default windows full, a point pruned every scrape) of a constructed page
+// shaped like vLLM V1's per engine: three counters, two histograms of 13
+// buckets with _sum, _count and _created, two gauges and the process start
+// time.
+func BenchmarkHistoryObserve(b *testing.B) {
+	for _, engines := range []int{1, 16} {
+		b.Run("engines="+strconv.Itoa(engines), func(b *testing.B) {
+			bySample := map[string]Input{"g0": {Key: 1, Kind: Gauge}, "g1": {Key: 2, Kind: Gauge}}
+			var fams []exposition.Family
+			add := func(name string, typ model.MetricType, lbls ...string) {
+				if len(fams) == 0 || fams[len(fams)-1].Name != name {
+					fams = append(fams, exposition.Family{Name: name, Type: typ})
+				}
+				f := &fams[len(fams)-1]
+				f.Samples = append(f.Samples, exposition.Sample{Labels: labels.FromStrings(lbls...)})
+			}
+			bounds := []string{"0.01", "0.025", "0.05", "0.1", "0.25", "0.5", "1", "2.5", "5", "10", "25", "50", "+Inf"}
+			for k, c := range []string{"c0", "c1", "c2"} {
+				bySample[c+"_total"] = Input{Key: Key(10 + k), Kind: Counter}
+				for e := range engines {
+					add(c+"_total", model.MetricTypeCounter, model.MetricNameLabel, c+"_total", "engine", strconv.Itoa(e), "model_name", "m")
+				}
+			}
+			for k, hn := range []string{"h0", "h1"} {
+				bySample[hn+"_bucket"] = Input{Key: Key(20 + 3*k), Kind: Bucket}
+				bySample[hn+"_sum"] = Input{Key: Key(21 + 3*k), Kind: Counter}
+				bySample[hn+"_count"] = Input{Key: Key(22 + 3*k), Kind: Counter}
+				for e := range engines {
+					for _, le := range bounds {
+						add(hn+"_bucket", model.MetricTypeHistogram, model.MetricNameLabel, hn+"_bucket", "engine", strconv.Itoa(e), "le", le, "model_name", "m")
+					}
+				}
+				for _, suf := range []string{"_sum", "_count"} {
+					for e := range engines {
+						add(hn+suf, model.MetricTypeHistogram, model.MetricNameLabel, hn+suf, "engine", strconv.Itoa(e), "model_name", "m")
+					}
+				}
+				for e := range engines {
+					add(hn+"_created", model.MetricTypeGauge, model.MetricNameLabel, hn+"_created", "engine", strconv.Itoa(e), "model_name", "m")
+				}
+			}
+			for _, g := range []string{"g0", "g1"} {
+				for e := range engines {
+					add(g, model.MetricTypeGauge, model.MetricNameLabel, g, "engine", strconv.Itoa(e), "model_name", "m")
+				}
+			}
+			add("process_start_time_seconds", model.MetricTypeGauge, model.MetricNameLabel, "process_start_time_seconds")
+			start := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
+			born := float64(start.Unix()) - 3600
+			h := New([]time.Duration{time.Minute, 5 * time.Minute}, time.Second, NewInputs(bySample))
+			step := 0
+			observe := func() {
+				for fi := range fams {
+					f := &fams[fi]
+					for si := range f.Samples {
+						switch {
+						case f.Name == "process_start_time_seconds" || strings.HasSuffix(f.Name, "_created"):
+							f.Samples[si].Value = born
+						case f.Type == model.MetricTypeGauge:
+							f.Samples[si].Value = float64((step + si) % 7)
+						default:
+							f.Samples[si].Value = float64(step * (si%13 + 1))
+						}
+					}
+				}
+				h.Observe(start.Add(time.Duration(step)*time.Second), fams)
+				step++
+			}
+			for range 400 {
+				observe()
+			}
+			for b.Loop() {
+				observe()
+			}
+		})
+	}
 }
