@@ -1,5 +1,3 @@
-// Command vllm-normalizer runs next to a vLLM server, scrapes its /metrics
-// and re-exposes one stable, router-ready page. See the README for flags.
 package main
 
 import (

@@ -1,7 +1,3 @@
-// Package prometheus_test runs a real Prometheus server (the one Debian's
-// "prometheus" package ships) against the real sidecar binary: it checks that
-// the derived gauges agree with PromQL over the raw series, and that every
-// dashboard and rule query returns data. See docs/agreement.md.
 package prometheus_test
 
 import (
