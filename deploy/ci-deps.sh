@@ -26,7 +26,7 @@
 #               too old: the test then skips with a message instead of failing.
 #
 # Without these tools the corresponding Go tests skip with a message (the
-# e2e/prometheus, e2e/consumers/production-stack and browser tests fail
+# e2e/prometheus, deploy, e2e/consumers/production-stack and browser tests fail
 # instead when CI=true).
 set -euo pipefail
 

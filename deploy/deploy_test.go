@@ -498,6 +498,9 @@ func promtool(t *testing.T) string {
 	t.Helper()
 	p, err := exec.LookPath("promtool")
 	if err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatal("promtool not found but CI=true: the rules must be checked in CI (install it with deploy/ci-deps.sh, Debian package prometheus)")
+		}
 		t.Skip("promtool not found: install it with deploy/ci-deps.sh (Debian package prometheus)")
 	}
 	return p
