@@ -130,7 +130,7 @@ func TestDiagnosisPageInBrowser(t *testing.T) {
 			if failed*10 <= polls {
 				t.Fatalf("ttft_up and queueing, and nothing else, never named for a second; last named %q", last)
 			}
-			t.Logf("not judged on this machine: %d of %d polls came after a failed scrape and %s was never named for a second (last %q); the page is checked against what the API names", failed, polls, want, last)
+			waive(t, "%d of %d polls came after a failed scrape and %s was never named for a second (last %q); the page is checked against what the API names", failed, polls, want, last)
 			break
 		}
 		time.Sleep(250 * time.Millisecond)
