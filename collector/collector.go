@@ -306,9 +306,8 @@ func (c *Collector) ScrapeOnce(ctx context.Context) {
 		return
 	}
 	if err != nil {
-		var se *scrape.Error
 		reason := scrape.ReasonNetwork
-		if errors.As(err, &se) {
+		if se, ok := errors.AsType[*scrape.Error](err); ok {
 			reason = se.Reason
 		}
 		c.metrics.set(c.metrics.up, 0)
@@ -390,8 +389,7 @@ func (c *Collector) scrape(ctx context.Context, sent time.Time) (*scrapeResult, 
 		if errors.Is(err, exposition.ErrSampleLimit) {
 			return nil, &scrape.Error{Reason: scrape.ReasonSampleLimit, Err: err}
 		}
-		var le *exposition.LabelLimitError
-		if errors.As(err, &le) {
+		if le, ok := errors.AsType[*exposition.LabelLimitError](err); ok {
 			// The reasons are the limits' own names.
 			return nil, &scrape.Error{Reason: le.Limit, Err: fmt.Errorf("GET %s: %w", c.fetch.Redacted(), err)}
 		}

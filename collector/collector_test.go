@@ -297,7 +297,7 @@ func TestFailureModes(t *testing.T) {
 			}
 		}},
 		{name: "trickle", reason: scrape.ReasonTimeout, handler: func(w http.ResponseWriter, r *http.Request) {
-			for i := 0; i < 100; i++ {
+			for i := range 100 {
 				if _, err := w.Write(good[i : i+1]); err != nil {
 					return
 				}

@@ -30,7 +30,7 @@ func TestLegacyLabels(t *testing.T) {
 	clock.Advance(-time.Second)
 	page := get(t, c.MetricsHandler(), "/metrics", nil).Body.String()
 	var quantiles, targets int
-	for _, line := range strings.Split(page, "\n") {
+	for line := range strings.SplitSeq(page, "\n") {
 		switch {
 		case strings.HasPrefix(line, derive.DerivedTTFTSeconds+"{"):
 			if strings.Contains(line, `q="`) {

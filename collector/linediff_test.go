@@ -2,6 +2,7 @@ package collector
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -38,9 +39,9 @@ func lineDiff(want, got string) string {
 		for i := range lcs {
 			lcs[i] = make([]int32, len(mg)+1)
 		}
-		for i := len(mw) - 1; i >= 0; i-- {
+		for i, m := range slices.Backward(mw) {
 			for j := len(mg) - 1; j >= 0; j-- {
-				if mw[i] == mg[j] {
+				if m == mg[j] {
 					lcs[i][j] = lcs[i+1][j+1] + 1
 				} else {
 					lcs[i][j] = max(lcs[i+1][j], lcs[i][j+1])

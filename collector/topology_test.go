@@ -99,7 +99,7 @@ func TestUpstreamRoleLabel(t *testing.T) {
 	c := scrapeScenario(t, scenario.PrefillDecode[0], "prefill", 3)
 	page := get(t, c.MetricsHandler(), "/metrics", nil).Body.String()
 	routing := get(t, c.RoutingHandler(), "/metrics/routing", nil).Body.String()
-	for _, l := range strings.Split(page, "\n") {
+	for l := range strings.SplitSeq(page, "\n") {
 		if strings.HasPrefix(l, "vllm_derived_") && !strings.Contains(l, `role="prefill"`) {
 			t.Errorf("derived series without role=\"prefill\": %s", l)
 		}
@@ -110,7 +110,7 @@ func TestUpstreamRoleLabel(t *testing.T) {
 			t.Errorf("the upstream's own series got a role label: %s", l)
 		}
 	}
-	for _, l := range strings.Split(routing, "\n") {
+	for l := range strings.SplitSeq(routing, "\n") {
 		if l == "" || strings.HasPrefix(l, "#") || strings.HasPrefix(l, "vllm_up") || strings.HasPrefix(l, "vllm_normalizer_") {
 			continue
 		}

@@ -172,7 +172,7 @@ type tsOpt struct {
 	bars      bool
 }
 
-func f(v float64) *float64 { return &v }
+func f(v float64) *float64 { return new(v) }
 
 func timeseries(title, desc string, o tsOpt, targets ...Target) Panel {
 	defaults := map[string]any{

@@ -2,6 +2,7 @@ package demo
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 )
@@ -75,10 +76,8 @@ func scenarioLoads(name string) (before, after load) {
 // CheckScenario returns an error naming the valid scenarios if name is
 // not one of them.
 func CheckScenario(name string) error {
-	for _, s := range Scenarios {
-		if s == name {
-			return nil
-		}
+	if slices.Contains(Scenarios, name) {
+		return nil
 	}
 	return fmt.Errorf("unknown demo scenario %q; valid: %s", name, strings.Join(Scenarios, ", "))
 }

@@ -419,7 +419,7 @@ func TestAlertMetricsInSidecarContract(t *testing.T) {
 	// selecting by a label the sidecar renamed fails here, not in a dashboard.
 	labels := map[string]map[string]bool{}
 	labelName := regexp.MustCompile(`([a-zA-Z_][a-zA-Z0-9_]*)="`)
-	for _, line := range strings.Split(string(data), "\n") {
+	for line := range strings.SplitSeq(string(data), "\n") {
 		fs := strings.Fields(line)
 		switch {
 		case len(fs) >= 4 && fs[0] == "#" && fs[1] == "TYPE":
@@ -1287,7 +1287,7 @@ func TestAlertTestStatusesAreReal(t *testing.T) {
 			t.Fatal(err)
 		}
 		g := map[string]bool{}
-		for _, line := range strings.Split(string(body), "\n") {
+		for line := range strings.SplitSeq(string(body), "\n") {
 			if !strings.HasPrefix(line, "vllm_normalizer_metric_status{") {
 				continue
 			}

@@ -38,7 +38,7 @@ func TestLegacyAlertOnFullStatusPages(t *testing.T) {
 			t.Fatal(err)
 		}
 		n := 0
-		for _, line := range strings.Split(string(body), "\n") {
+		for line := range strings.SplitSeq(string(body), "\n") {
 			if !strings.HasPrefix(line, "vllm_normalizer_metric_status{") {
 				continue
 			}
@@ -61,8 +61,8 @@ func TestLegacyAlertOnFullStatusPages(t *testing.T) {
 				quiet++ // a name removed without successor, still printed by a current page
 			}
 		}
-		if min := map[bool]int{true: 5, false: 50}[strings.HasPrefix(pg.pod, "sglang")]; n < min {
-			t.Fatalf("%s: only %d status series, want at least %d (the whole catalogue on vLLM; mapped names and the foreign summary on SGLang)", paths[0], n, min)
+		if least := map[bool]int{true: 5, false: 50}[strings.HasPrefix(pg.pod, "sglang")]; n < least {
+			t.Fatalf("%s: only %d status series, want at least %d (the whole catalogue on vLLM; mapped names and the foreign summary on SGLang)", paths[0], n, least)
 		}
 	}
 	if total == 0 || quiet == 0 {

@@ -125,7 +125,7 @@ func mergeFamilies(text string) string {
 	lines := map[string][]string{}
 	typ := map[string]string{}
 	fam := ""
-	for _, l := range strings.Split(text, "\n") {
+	for l := range strings.SplitSeq(text, "\n") {
 		if l == "" {
 			continue
 		}

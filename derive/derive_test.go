@@ -642,7 +642,7 @@ func TestHistoryMemoryBound(t *testing.T) {
 	preempt := findSample(t, fams, "vllm:num_preemptions_total")
 	maxPoints := 0
 	// 10,000 scrapes 100 ms apart (1000 s), the counter +1 per scrape.
-	for i := 0; i < 10_000; i++ {
+	for i := range 10_000 {
 		preempt.Value = float64(i)
 		h.Observe(at(float64(i)/10), fams)
 		n := h.storedPoints()

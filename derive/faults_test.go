@@ -164,7 +164,7 @@ func TestMaxSeries(t *testing.T) {
 		t.Errorf("%d series stored, want 3", n)
 	}
 	out := h.Derive(at(10), byModelEngine)
-	for e := 0; e < 5; e++ {
+	for e := range 5 {
 		l := []string{"engine", strconv.Itoa(e), "model_name", "m", "window", "1m"}
 		if e < 3 {
 			wantValue(t, out, float64(e+1), DerivedPromptTokensPerSecond, l...)
@@ -222,7 +222,7 @@ func TestMaxSeriesBoundsLabelBytes(t *testing.T) {
 	h := NewHistory([]time.Duration{time.Minute}, time.Second)
 	h.SetMaxSeries(10)
 	unwindowed := 0
-	for sec := 0; sec < 10; sec++ {
+	for sec := range 10 {
 		big := strings.Repeat(strconv.Itoa(sec), 1500) // 1.5 KB, new every scrape
 		page := "# TYPE vllm:prompt_tokens_total counter\nvllm:prompt_tokens_total{engine=\"0\",model_name=\"" + big + "\"} 1\n"
 		h.Observe(at(float64(sec)), parsePage(t, page))

@@ -25,7 +25,7 @@ func fixturePage(tb testing.TB, engines int) []exposition.Family {
 		text += "\n"
 	}
 	var b strings.Builder
-	for e := 0; e < engines; e++ {
+	for e := range engines {
 		for _, line := range strings.SplitAfter(text, "\n") {
 			if e > 0 && strings.HasPrefix(line, "#") {
 				continue // one HELP/TYPE per family
@@ -145,7 +145,7 @@ func BenchmarkHistoryObserveDerive(b *testing.B) {
 					_ = h.Derive(now, byModel)
 				}
 			}
-			for i := 0; i < 3010; i++ { // fill the 5m window
+			for range 3010 { // fill the 5m window
 				cycle(false)
 			}
 			b.ReportAllocs()

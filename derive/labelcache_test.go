@@ -34,8 +34,8 @@ func TestLabelCacheReusesAndStaysBounded(t *testing.T) {
 			c.get(labelKey{name: "x", group: k}, build(k))
 		}
 		c.end()
-		if max := (keepRounds + 1) * perRound; len(c.m) > max {
-			t.Fatalf("round %d: the cache holds %d label sets, want at most %d", round, len(c.m), max)
+		if most := (keepRounds + 1) * perRound; len(c.m) > most {
+			t.Fatalf("round %d: the cache holds %d label sets, want at most %d", round, len(c.m), most)
 		}
 	}
 }

@@ -2,6 +2,7 @@ package derive
 
 import (
 	"cmp"
+	"maps"
 	"math"
 	"slices"
 
@@ -136,9 +137,7 @@ func engineValuesByModel(perEngine map[groupKey]float64) map[string][]float64 {
 func engineImbalance(c *currentCalc) map[groupKey]float64 {
 	load := inFlight(c.family(mapping.RoleRequestsRunning), c.family(mapping.RoleRequestsWaiting), true)
 	per := map[groupKey]float64{}
-	for k, v := range load {
-		per[k] = v
-	}
+	maps.Copy(per, load)
 	// An engine that lacks one of the gauges is absent from load: count
 	// it as unknown, not as idle.
 	for k := range perEngineOf(c.family(mapping.RoleRequestsRunning), true) {

@@ -310,14 +310,15 @@ func verdict(step int, ready bool, sym [numSymptoms]bool, active []string) strin
 	if len(active) == 0 {
 		return "nothing changed here"
 	}
-	out := "found: "
+	var out strings.Builder
+	out.WriteString("found: ")
 	for k, a := range active {
 		if k > 0 {
-			out += ", "
+			out.WriteString(", ")
 		}
-		out += causeWords[a].short
+		out.WriteString(causeWords[a].short)
 	}
-	return out
+	return out.String()
 }
 
 // causeWords say each cause in plain words, with what to do.

@@ -46,6 +46,7 @@ var causeNames = [numCauses]string{
 // Change is how a signal moved from the baseline to the recent window.
 type Change string
 
+// The changes a signal can show.
 const (
 	ChangeUp      Change = "up"      // recent >= baseline * (1 + min change), or up from 0, and significant
 	ChangeDown    Change = "down"    // recent <= baseline * (1 - min change), and significant
@@ -170,11 +171,11 @@ func causesFor(e, ex *evaluation, sym [numSymptoms]bool, named [numCauses]bool) 
 	// grows and every step slows, prefill steps included: either side.
 	c[kLongOutputs] = (prefill || decode) && up(sGenMean)
 	// Step 5: a symptom none of the above explains.
-	any := false
+	explained := false
 	for _, x := range c[:kUnexplained] {
-		any = any || x
+		explained = explained || x
 	}
-	c[kUnexplained] = (sym[yTTFT] || sym[yITL] || sym[yThroughput]) && !any
+	c[kUnexplained] = (sym[yTTFT] || sym[yITL] || sym[yThroughput]) && !explained
 	return c
 }
 

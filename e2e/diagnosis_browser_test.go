@@ -119,12 +119,12 @@ func TestDiagnosisPageInBrowser(t *testing.T) {
 		}
 		if stable >= 4 {
 			dom = string(headless(t, bin, "--dump-dom", p.URL+"/diagnosis"))
-			if after, note := named(); after == want {
+			after, note := named()
+			if after == want {
 				break
-			} else {
-				t.Logf("the diagnosis changed to %q (%s) while the browser rendered it; rendering again", after, note)
-				stable = 0
 			}
+			t.Logf("the diagnosis changed to %q (%s) while the browser rendered it; rendering again", after, note)
+			stable = 0
 		}
 		if time.Now().After(deadline) {
 			if failed*10 <= polls {

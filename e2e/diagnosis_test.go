@@ -70,7 +70,7 @@ func parseDiagnosisGauges(body []byte) map[string]map[string]float64 {
 			v = -1 // not a number: counts as active, and shows in the failure
 		}
 		key := ""
-		for _, kv := range strings.Split(lbls, ",") {
+		for kv := range strings.SplitSeq(lbls, ",") {
 			k, q, _ := strings.Cut(kv, "=")
 			if k == "cause" || k == "symptom" || k == "signal" {
 				key = strings.Trim(q, `"`)
@@ -203,12 +203,10 @@ func TestDiagnosisScenarios(t *testing.T) {
 	var wg sync.WaitGroup
 	for i, sc := range demo.Scenarios {
 		p, start := diagnosisSidecar(t, sc)
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		wg.Go(func() {
 			outcomes[i] = runScenario(t, sc, p, start)
 			outcomes[i].logs = p.Logs()
-		}()
+		})
 	}
 	wg.Wait()
 	for i, sc := range demo.Scenarios {

@@ -482,7 +482,7 @@ func checkHostileLabels(t *testing.T, p *testbin.Process, s series, body []byte)
 		if !bytes.Contains(b, []byte(`model_name="q\"uote back\\slash new\nline ünïcødé 模型 🚀"`)) {
 			t.Errorf("%s: the label value is not written escaped:\n%s", page.path, truncate(b))
 		}
-		for _, line := range strings.Split(string(b), "\n") {
+		for line := range strings.SplitSeq(string(b), "\n") {
 			if strings.HasPrefix(line, "vllm:injected") {
 				t.Errorf("%s: injected line %q", page.path, line)
 			}

@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -41,7 +42,7 @@ func TestSeriesCapOnManyEngines(t *testing.T) {
 			// The derived gauges are on the compatibility page (the routing
 			// listener's /metrics), not on the endpoint pickers' /metrics/routing.
 			routingAddr := testbin.FreeAddr(t)
-			p := testbin.Start(t, append(args[:len(args):len(args)], append(c.extra, "--web.routing-listen-address="+routingAddr)...)...)
+			p := testbin.Start(t, append(slices.Clip(args), append(c.extra, "--web.routing-listen-address="+routingAddr)...)...)
 			waitFor(t, settle, "a first scrape", func() bool {
 				page, _ := metrics(t, p)
 				return page["vllm_normalizer_history_series"] > 0

@@ -69,7 +69,7 @@ func readmeDefault(t *testing.T, flag string) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, line := range strings.Split(string(b), "\n") {
+	for line := range strings.SplitSeq(string(b), "\n") {
 		if v, ok := strings.CutPrefix(line, "| `--"+flag+"` | `"); ok {
 			return v[:strings.IndexByte(v, '`')]
 		}

@@ -279,7 +279,7 @@ func TestDockerfileRunsAsNonRoot(t *testing.T) {
 		t.Fatal(err)
 	}
 	user := ""
-	for _, line := range strings.Split(string(b), "\n") {
+	for line := range strings.SplitSeq(string(b), "\n") {
 		fields := strings.Fields(line)
 		if len(fields) == 0 {
 			continue

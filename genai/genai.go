@@ -124,8 +124,7 @@ func (o Options) hostPort() (string, string, error) {
 
 // unwrapAddrErr drops the address net.SplitHostPort repeats in its error.
 func unwrapAddrErr(err error) error {
-	var ae *net.AddrError
-	if errors.As(err, &ae) {
+	if ae, ok := errors.AsType[*net.AddrError](err); ok {
 		return errors.New(ae.Err)
 	}
 	return err

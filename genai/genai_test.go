@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"cmp"
+	"maps"
 	"math"
 	"os"
 	"os/exec"
@@ -270,9 +271,7 @@ func TestKnownTruthOnFixtures(t *testing.T) {
 				if exact != strings.Contains(help, "advised bounds, a subset") || exact == strings.Contains(help, "engine's own bounds") {
 					t.Errorf("%s: HELP %q does not say which bounds (exact %v)", name, help, exact)
 				}
-				for k, x := range byBound(t, w) {
-					want[k] = x
-				}
+				maps.Copy(want, byBound(t, w))
 			}
 			for k, w := range want {
 				g, ok := got[k]

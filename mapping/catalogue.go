@@ -273,10 +273,8 @@ func (c *Catalogue) resolve(name string) (string, error) {
 			return name, nil
 		}
 		name = m.Replacement
-		for _, s := range seen {
-			if s == name {
-				return "", fmt.Errorf("rename cycle %s -> %s", strings.Join(seen, " -> "), name)
-			}
+		if slices.Contains(seen, name) {
+			return "", fmt.Errorf("rename cycle %s -> %s", strings.Join(seen, " -> "), name)
 		}
 		seen = append(seen, name)
 	}

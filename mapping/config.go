@@ -3,6 +3,7 @@ package mapping
 import (
 	"bytes"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/prometheus/common/model"
@@ -175,24 +176,13 @@ func relabelHint(rc *relabel.Config) string {
 
 func isAction(s string) bool {
 	s = strings.ToLower(s)
-	for _, a := range actions {
-		if a == s {
-			return true
-		}
-	}
-	return false
+	return slices.Contains(actions, s)
 }
 
 func checkKeys(m yaml.MapSlice, valid []string) error {
 	for _, kv := range m {
 		k, _ := kv.Key.(string)
-		ok := false
-		for _, v := range valid {
-			if k == v {
-				ok = true
-				break
-			}
-		}
+		ok := slices.Contains(valid, k)
 		if !ok {
 			return fmt.Errorf("unknown key %q; valid keys are %s", fmt.Sprint(kv.Key), strings.Join(valid, ", "))
 		}

@@ -433,7 +433,7 @@ func admits(t *testing.T, hint, v string) bool {
 	if !ok {
 		t.Fatalf("bad version %s", v)
 	}
-	for _, part := range strings.Split(hint, ",") {
+	for part := range strings.SplitSeq(hint, ",") {
 		op, ver := part[:2], part[2:]
 		if op != ">=" {
 			op, ver = part[:1], part[1:]

@@ -2,6 +2,7 @@ package mapping
 
 import (
 	"fmt"
+	"maps"
 	"sort"
 	"strings"
 	"testing"
@@ -151,9 +152,7 @@ func TestPresentNameStyle(t *testing.T) {
 	}
 	want := series(in...)
 	got := map[string]float64{}
-	for k, v := range series(out...) {
-		got[k] = v
-	}
+	maps.Copy(got, series(out...))
 	for k, v := range want {
 		k2 := strings.Replace(k, "vllm:", "vllm_", 1)
 		if gv, ok := got[k2]; !ok || gv != v && gv == gv {

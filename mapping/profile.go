@@ -512,12 +512,7 @@ func (p *Profile) fills(d RoleDef, has func(string) bool, roles *Roles) bool {
 		if has(d.Family) {
 			return true
 		}
-		for _, l := range roles.Legacy(d.Name) {
-			if has(l) {
-				return true
-			}
-		}
-		return false
+		return slices.ContainsFunc(roles.Legacy(d.Name), has)
 	}
 	for _, b := range p.Roles {
 		if b.Role != d.Name {

@@ -2,6 +2,7 @@ package mapping
 
 import (
 	"cmp"
+	"maps"
 	"strings"
 
 	"github.com/prometheus/common/model"
@@ -154,9 +155,7 @@ func StatusFamilies(r Report) []exposition.Family {
 	}
 
 	lm := map[string]string{}
-	for k, v := range r.Upstream.Labels {
-		lm[k] = v
-	}
+	maps.Copy(lm, r.Upstream.Labels)
 	lm["server"] = cmp.Or(r.Upstream.Server, ServerUnknown)
 	if r.Upstream.Server == ServerVLLM || r.Upstream.Server == "" {
 		lm["engine"] = cmp.Or(r.Upstream.Engine, EngineUnknown)

@@ -215,8 +215,7 @@ func ParseUpstream(raw string) (*url.URL, error) {
 	u, err := url.Parse(raw)
 	if err != nil {
 		// url.Error quotes the input, which may hold a password.
-		var ue *url.Error
-		if errors.As(err, &ue) {
+		if ue, ok := errors.AsType[*url.Error](err); ok {
 			err = ue.Err
 		}
 		return nil, fmt.Errorf("upstream is not a URL: %v; give scheme, host and port, e.g. http://127.0.0.1:8000", err)
@@ -246,8 +245,7 @@ func checkUpstream(u *url.URL) error {
 func UpstreamOf(metricsURL string) (string, error) {
 	u, err := url.Parse(metricsURL)
 	if err != nil {
-		var ue *url.Error
-		if errors.As(err, &ue) {
+		if ue, ok := errors.AsType[*url.Error](err); ok {
 			err = ue.Err
 		}
 		return "", fmt.Errorf("not a URL: %v", err)

@@ -13,13 +13,13 @@ import (
 	"github.com/fos-study/vllm-normalizer/mapping"
 )
 
-// Routing view: one series per model_name for each gauge a router compares,
-// whatever the data-parallel layout (engine label) or the number of
-// API-server processes (pid label) behind the port. Routers take the first
-// or the last series of a family (llm-d's endpoint picker, AIBrix, kthena),
-// so more than one would silently lose the others.
+// View builds the routing view: one series per model_name for each gauge a
+// router compares, whatever the data-parallel layout (engine label) or the
+// number of API-server processes (pid label) behind the port. Routers take
+// the first or the last series of a family (llm-d's endpoint picker,
+// AIBrix, kthena), so more than one would silently lose the others.
 //
-// View reads the canonical page (roles under their canonical names, see
+// It reads the canonical page (roles under their canonical names, see
 // mapping.Profile.Canonical), so it is the same for every server, and
 // prints the view in those names: vLLM V1's. upstream is the vLLM engine
 // mapping detected for the page (v0, v1, or empty for other servers).
@@ -291,22 +291,22 @@ func modelSamples(order []string, v map[string]float64) []exposition.Sample {
 // kvByModel collapses KV usage per model_name: the highest value over an
 // engine's processes, NaN ones left out (as PromQL's max), then the mean
 // over engines; a model with an engine of NaN only has no value.
-func (vw *Viewer) kvByModel(f *exposition.Family, blocks map[string]float64) []exposition.Sample {
+func (v *Viewer) kvByModel(f *exposition.Family, blocks map[string]float64) []exposition.Sample {
 	perEngine := map[modelKey]float64{}
 	var keys []modelKey
 	nan := map[modelKey]bool{}
 	for _, s := range f.Samples {
 		k := modelKey{s.Labels.Get(mapping.LabelModel), s.Labels.Get(mapping.LabelEngine)}
 		if math.IsNaN(s.Value) {
-			vw.nan++
+			v.nan++
 			nan[k] = true
 			continue
 		}
-		v, ok := perEngine[k]
+		highest, ok := perEngine[k]
 		if !ok {
 			keys = append(keys, k)
 		}
-		if !ok || s.Value > v {
+		if !ok || s.Value > highest {
 			perEngine[k] = s.Value
 		}
 	}
@@ -319,15 +319,15 @@ func (vw *Viewer) kvByModel(f *exposition.Family, blocks map[string]float64) []e
 	allWeighted := map[string]bool{}
 	var order []string
 	for _, k := range keys {
-		v := perEngine[k]
+		usage := perEngine[k]
 		if _, ok := n[k.model]; !ok {
 			order = append(order, k.model)
 			allWeighted[k.model] = true
 		}
 		n[k.model]++
-		plain[k.model] += v
+		plain[k.model] += usage
 		if w, ok := blocks[k.engine]; ok && w > 0 {
-			weighted[k.model] += v * w
+			weighted[k.model] += usage * w
 			weights[k.model] += w
 		} else {
 			allWeighted[k.model] = false

@@ -118,7 +118,7 @@ func TestRoutingViewDataParallel(t *testing.T) {
 // mean over engines is unweighted.
 func TestRoutingViewKVPlainMean(t *testing.T) {
 	var page []string
-	for _, line := range strings.Split(dataParallelPage, "\n") {
+	for line := range strings.SplitSeq(dataParallelPage, "\n") {
 		if strings.Contains(line, `engine="1"`) && strings.HasPrefix(line, "vllm:cache_config_info") {
 			continue // engine 1's block count is unknown
 		}

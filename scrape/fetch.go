@@ -290,8 +290,7 @@ func (f *Fetcher) Redacted() string { return f.redacted }
 func (f *Fetcher) classify(err error) error {
 	// http.Client errors quote the URL; keep only the cause so a password
 	// in the scrape URI never reaches a log line.
-	var ue *url.Error
-	if errors.As(err, &ue) {
+	if ue, ok := errors.AsType[*url.Error](err); ok {
 		err = ue.Err
 	}
 	var (

@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -141,7 +142,7 @@ func TestPageEncodesOnce(t *testing.T) {
 	var calls atomic.Int32
 	finish := func(in []exposition.Family) []exposition.Family {
 		calls.Add(1)
-		return append(in[:len(in):len(in)], exposition.Family{Name: "read_at", Type: model.MetricTypeGauge, Help: "when the page was first read",
+		return append(slices.Clip(in), exposition.Family{Name: "read_at", Type: model.MetricTypeGauge, Help: "when the page was first read",
 			Samples: []exposition.Sample{{Labels: labels.FromStrings(model.MetricNameLabel, "read_at"), Value: 42}}})
 	}
 	var enc serve.Encoder

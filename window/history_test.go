@@ -137,7 +137,7 @@ func TestStartTimes(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			h := New([]time.Duration{time.Minute}, time.Second, testInputs)
-			for sec := 0; sec < 10; sec++ {
+			for sec := range 10 {
 				h.Observe(at(float64(sec)), obs{c: []float64{1000 + 2*float64(sec)}, created: c.created, procStart: c.start}.page())
 				if st := h.LastObservation(); st.Restarts+st.CreatedJitter+st.ProcessStartJitter != 0 {
 					t.Fatalf("at %d s, unchanged start times: %+v", sec, st)
@@ -337,18 +337,14 @@ func TestObserveReadConcurrent(t *testing.T) {
 		}
 		mu.Unlock()
 	}
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
+	wg.Go(func() {
 		defer close(done)
 		for i := range steps {
 			h.Observe(step(i), pages[i])
 		}
-	}()
+	})
 	for r := range read {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		wg.Go(func() {
 			// Read at least once, however soon the observer is done
 			// (Read calls nothing before the first observation).
 			for {
@@ -387,7 +383,7 @@ func TestObserveReadConcurrent(t *testing.T) {
 					}
 				})
 			}
-		}()
+		})
 	}
 	wg.Wait()
 	for _, e := range errs {

@@ -22,8 +22,8 @@ type connLimiter struct {
 	idle []*limitedConn
 }
 
-func newConnLimiter(max int) *connLimiter {
-	l := &connLimiter{max: max}
+func newConnLimiter(limit int) *connLimiter {
+	l := &connLimiter{max: limit}
 	l.cond = sync.NewCond(&l.mu)
 	return l
 }

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -35,10 +36,8 @@ func (f *flags) checkListeners() error {
 		if _, _, err := net.SplitHostPort(n.addr); err != nil {
 			return fmt.Errorf("%s=%q is not host:port (%v); give e.g. :9401", n.flag, n.addr, err)
 		}
-		for _, main := range *f.web.WebListenAddresses {
-			if n.addr == main {
-				return fmt.Errorf("%s=%s is also a --web.listen-address; each listener needs an address of its own", n.flag, n.addr)
-			}
+		if slices.Contains(*f.web.WebListenAddresses, n.addr) {
+			return fmt.Errorf("%s=%s is also a --web.listen-address; each listener needs an address of its own", n.flag, n.addr)
 		}
 	}
 	if f.routingListen != "" && f.routingListen == f.proxyListen {

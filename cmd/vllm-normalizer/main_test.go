@@ -34,7 +34,7 @@ func readmeFlags(t *testing.T) map[string][]string {
 	table := string(b)
 	tick := regexp.MustCompile("`([^`]*)`")
 	out := map[string][]string{}
-	for _, line := range strings.Split(table, "\n") {
+	for line := range strings.SplitSeq(table, "\n") {
 		cells := strings.Split(line, "|")
 		if len(cells) < 4 || !strings.HasPrefix(strings.TrimSpace(cells[1]), "`--") {
 			continue

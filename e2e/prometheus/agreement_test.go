@@ -336,7 +336,6 @@ func agreementChecks() []check {
 		// <= 3 in (2.5, 5], f = 0.2: (1.2+1.2*0.2)/3 = 0.48; (0.45+0.35*0.2)/1.5; (1.65+1.55*0.2)/4.5.
 		{"e2e", "vllm:e2e_request_latency_seconds", "3.0", "2.5", "5.0", 0.2, "", [3]float64{0.48, 0.52 / 1.5, 1.96 / 4.5}},
 	} {
-		a := a
 		cs = append(cs, check{family: "vllm_derived_slo_attainment_ratio", sel: fmt.Sprintf(`slo=%q,target=%q`, a.slo, a.le), kind: kindRatio,
 			promql: func(by, w string) string {
 				b := func(le string) string {

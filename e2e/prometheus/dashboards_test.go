@@ -3,6 +3,7 @@ package prometheus_test
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -160,7 +161,7 @@ func resolveVars(t *testing.T, prom *promServer, d dashboard, file string) (map[
 			if len(opts) == 0 {
 				var q string
 				if err := json.Unmarshal(v.Query, &q); err == nil {
-					for _, o := range strings.Split(q, ",") {
+					for o := range strings.SplitSeq(q, ",") {
 						opts = append(opts, strings.TrimSpace(o))
 					}
 				}
@@ -234,9 +235,7 @@ func combos(customs map[string][]string) []map[string]string {
 		for _, c := range out {
 			for _, o := range customs[n] {
 				m := map[string]string{n: o}
-				for k, v := range c {
-					m[k] = v
-				}
+				maps.Copy(m, c)
 				next = append(next, m)
 			}
 		}
@@ -324,9 +323,7 @@ func TestDashboardsAndRulesReturnData(t *testing.T) {
 				key := file + "/" + p.Title
 				for _, c := range combos(customs) {
 					vs := map[string][]string{}
-					for k, v := range vals {
-						vs[k] = v
-					}
+					maps.Copy(vs, vals)
 					for k, v := range c {
 						vs[k] = []string{v}
 					}

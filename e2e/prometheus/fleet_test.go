@@ -14,8 +14,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/fos-study/vllm-normalizer/internal/testbin"
 	yaml "go.yaml.in/yaml/v2"
+
+	"github.com/fos-study/vllm-normalizer/internal/testbin"
 )
 
 // fleetModel is the model the four pods of TestFleetOutlier serve.
@@ -226,7 +227,7 @@ func TestFleetOutlier(t *testing.T) {
 
 	// The alert's expression over several evaluations: vllm-3 on ttft_p90,
 	// nothing else (not vllm-1's ITL or its 0.01 preemptions/s).
-	for i := 0; i < 5; i++ {
+	for i := range 5 {
 		res := prom.mustQuery(t, alertExpr, time.Time{})
 		var got []string
 		for _, s := range res {

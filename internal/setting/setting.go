@@ -67,8 +67,7 @@ func ScrapeURL(setting, raw string) (*url.URL, error) {
 	if err != nil {
 		// url.Parse's error quotes the whole URL, password included:
 		// keep only its cause.
-		var ue *url.Error
-		if errors.As(err, &ue) {
+		if ue, ok := errors.AsType[*url.Error](err); ok {
 			err = ue.Err
 		}
 		return nil, &Error{Setting: setting, Rule: fmt.Sprintf("is not a URL (%v)", err), Fix: fix}

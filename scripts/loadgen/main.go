@@ -29,9 +29,7 @@ func main() {
 	var wg sync.WaitGroup
 	start := time.Now()
 	for range *conc {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		wg.Go(func() {
 			buf := make([]byte, 64<<10)
 			req, _ := http.NewRequest(http.MethodGet, *url, nil)
 			if *gz {
@@ -52,7 +50,7 @@ func main() {
 				reqs.Add(1)
 				bytes.Add(n)
 			}
-		}()
+		})
 	}
 	wg.Wait()
 	secs := time.Since(start).Seconds()

@@ -154,7 +154,7 @@ func TestLoRAInfoLosesMaxLora(t *testing.T) {
 		t.Fatal(err)
 	}
 	var lora []string
-	for _, l := range strings.Split(string(src), "\n") {
+	for l := range strings.SplitSeq(string(src), "\n") {
 		if strings.Contains(l, "vllm:lora_requests_info") {
 			lora = append(lora, l)
 		}

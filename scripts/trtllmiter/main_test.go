@@ -69,8 +69,8 @@ func TestExtendedPage(t *testing.T) {
 		}
 		return m.Counter.GetValue()
 	}
-	if u, used, max := value("trtllm_kv_cache_utilization"), value("trtllm_kv_cache_used_blocks"), value("trtllm_kv_cache_max_blocks"); u != used/max {
-		t.Errorf("utilization %v, want used/max = %v/%v", u, used, max)
+	if u, used, total := value("trtllm_kv_cache_utilization"), value("trtllm_kv_cache_used_blocks"), value("trtllm_kv_cache_max_blocks"); u != used/total {
+		t.Errorf("utilization %v, want used/max = %v/%v", u, used, total)
 	}
 	if free := value("trtllm_kv_cache_free_blocks"); free != value("trtllm_kv_cache_max_blocks")-value("trtllm_kv_cache_used_blocks") {
 		t.Errorf("free blocks %v do not complete used to max", free)
