@@ -234,6 +234,9 @@ func familyNames(t *testing.T, page []byte) map[string]bool {
 // a healthy pod whose ranks share one inflow, so fifteen simulated minutes
 // of its load never name a rank imbalance.
 func TestDemoRanksBalanced(t *testing.T) {
+	if testing.Short() {
+		t.Skip("left out of the fast lane (-short): runs the demo for minutes of simulated time, three seeds")
+	}
 	for _, seed := range []int64{1, 7, 42} {
 		t.Run(fmt.Sprint("seed ", seed), func(t *testing.T) { demoRanksBalanced(t, seed) })
 	}

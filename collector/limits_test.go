@@ -81,6 +81,9 @@ func scrapeDemo(t *testing.T, engines, maxSeries int, maxBody int64) (page, rout
 // vllm_normalizer_history_limited is 0 on both pages. With the old default
 // of 5000 the cap bit at 57 engines.
 func TestDefaultSeriesCapAdmitsDefaultPages(t *testing.T) {
+	if testing.Short() {
+		t.Skip("left out of the fast lane (-short): builds and scrapes demos of a hundred engines (a minute or two)")
+	}
 	// A demo of a hundred engines takes seconds to build under -race, so
 	// the two sizes that bound the answer are measured side by side, on a
 	// clock that stands still (the page is not advanced while measured).
@@ -172,6 +175,9 @@ func TestDefaultSeriesCapAdmitsDefaultPages(t *testing.T) {
 // over engines reading 12 % less load) and 3 on the routing view; and
 // vllm_normalizer_history_limited says so on both pages.
 func TestSeriesCapAllOrNothing(t *testing.T) {
+	if testing.Short() {
+		t.Skip("left out of the fast lane (-short): scrapes a 64-engine demo for windows of history")
+	}
 	page, routing, _ := scrapeDemo(t, 64, 5000, DefaultMaxBodyBytes)
 	for name, body := range map[string][]byte{"/metrics": page, "/metrics/routing": routing} {
 		byEngine, limited, ok := derivedByEngine(t, body, HistoryLimitedName)

@@ -14,6 +14,9 @@ import (
 // page by default and for gzip with --vllm.enable-compression, and serves
 // the same values either way, as the README's flag table says.
 func TestUpstreamCompression(t *testing.T) {
+	if testing.Short() {
+		t.Skip("left out of the fast lane (-short): scrapes for seconds with and without gzip")
+	}
 	page := v1Page(1234, 567)
 	gz := gzipOf(page)
 	var mu sync.Mutex

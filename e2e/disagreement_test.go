@@ -29,6 +29,9 @@ vllm:num_requests_waiting{engine="0",model_name="m"} 0
 // (the old code counted 6 a scrape) and serves the twin's series under the
 // current names.
 func TestNoDisagreementWithDeclaredEmptyFamilies(t *testing.T) {
+	if testing.Short() {
+		t.Skip("left out of the fast lane (-short): scrapes for seconds")
+	}
 	t.Parallel()
 	ln := listen(t, "127.0.0.1:0")
 	serveOn(t, ln, static(kvOffloadPage(t)))

@@ -64,6 +64,9 @@ const metricsLatencyBound = 200 * time.Millisecond
 const faultInterval = 500 * time.Millisecond
 
 func TestFaults(t *testing.T) {
+	if testing.Short() {
+		t.Skip("left out of the fast lane (-short): runs the binary through every fault, a minute or more")
+	}
 	good := fixture(t, "13")
 	nanInd := fixture(t, "07")
 	flood := floodPage(100_000)

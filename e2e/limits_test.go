@@ -19,6 +19,9 @@ import (
 // vllm_normalizer_history_limited is 1 on both. Before, the cap bit the
 // default silently: 192 derived gauges on /metrics, 3 on the routing view.
 func TestSeriesCapOnManyEngines(t *testing.T) {
+	if testing.Short() {
+		t.Skip("left out of the fast lane (-short): scrapes a 64-engine demo for seconds")
+	}
 	t.Parallel()
 	const engines = 64
 	up, err := demo.New(demo.Options{Engines: engines, Seed: 5})

@@ -42,6 +42,9 @@ const rssGrowthMargin = 16 * mib
 // a valid page or, after a failed scrape, 503 naming the failure. The
 // resident set must stay flat once warm.
 func TestLoad(t *testing.T) {
+	if testing.Short() {
+		t.Skip("left out of the fast lane (-short): reads under load for E2E_LOAD_SECONDS (10 s)")
+	}
 	const clients = 50
 	d := loadDuration(t)
 	warmup := min(2*time.Second, d/3)

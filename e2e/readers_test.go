@@ -16,6 +16,9 @@ import (
 // reading is cut off after --web.write-timeout instead of holding its
 // connection, goroutine and page for ever.
 func TestSlowReaderCutOff(t *testing.T) {
+	if testing.Short() {
+		t.Skip("left out of the fast lane (-short): waits out --web.write-timeout on a 100k-series page")
+	}
 	up := newSwitchable(static(floodPage(100_000)))
 	ln := listen(t, "127.0.0.1:0")
 	serveOn(t, ln, up)

@@ -76,6 +76,9 @@ func (u *counterUpstream) ServeHTTP(w http.ResponseWriter, _ *http.Request) {
 // negative nor above the true rate (plus jitter), and must come back to
 // the true rate once a whole window has passed.
 func TestVLLMRestartUnderSidecar(t *testing.T) {
+	if testing.Short() {
+		t.Skip("left out of the fast lane (-short): restarts the upstream and waits for a window of rates")
+	}
 	for _, downtime := range []time.Duration{0, 500 * time.Millisecond} {
 		name := "instant"
 		if downtime > 0 {

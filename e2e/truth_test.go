@@ -193,6 +193,9 @@ func routerBest(t *testing.T, p *testbin.Process, when string, args ...any) time
 // so the write timeout alone never fires; the idle timeout is no longer
 // than the write timeout).
 func TestSlowReadersLetGo(t *testing.T) {
+	if testing.Short() {
+		t.Skip("left out of the fast lane (-short): waits out a 2 s write timeout")
+	}
 	const write = 2 * time.Second
 	up := newSwitchable(static(v1Page(1, 1)))
 	ln := listen(t, "127.0.0.1:0")

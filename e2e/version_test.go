@@ -14,6 +14,9 @@ import (
 // branch and build date, and --version, vllm_normalizer_build_info and
 // the landing page show them.
 func TestMakeBuildStampsVersion(t *testing.T) {
+	if testing.Short() {
+		t.Skip("left out of the fast lane (-short): builds the binary again with make")
+	}
 	if _, err := exec.LookPath("make"); err != nil {
 		if os.Getenv("CI") == "true" {
 			t.Fatal("make is not installed; deploy/ci-deps.sh installs it")

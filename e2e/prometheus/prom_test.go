@@ -30,11 +30,14 @@ func repoRoot(t testing.TB) string {
 	return root
 }
 
-// needPrometheus returns the path of the prometheus server binary. Without
-// one the test skips, except under CI=true, where it fails: CI must run
+// needPrometheus returns the path of the prometheus server binary. Under
+// -short (the fast lane) the test skips; without the binary it skips, except under CI=true, where it fails: CI must run
 // these tests (deploy/ci-deps.sh installs the binary).
 func needPrometheus(t testing.TB) string {
 	t.Helper()
+	if testing.Short() {
+		t.Skip("left out of the fast lane (-short): runs a real Prometheus beside the sidecar")
+	}
 	path, err := exec.LookPath("prometheus")
 	if err != nil {
 		if os.Getenv("CI") == "true" {
