@@ -4,7 +4,6 @@ import (
 	"cmp"
 	"math"
 	"slices"
-	"strconv"
 	"time"
 
 	"github.com/prometheus/common/model"
@@ -16,17 +15,6 @@ import (
 
 // groupKey is the (model_name, engine) of a gauge of the current scrape.
 type groupKey struct{ model, engine string }
-
-// compareEngines orders engine label values as numbers when both are, else
-// as strings: engine "2" comes before engine "10".
-func compareEngines(a, b string) int {
-	ea, erra := strconv.Atoi(a)
-	eb, errb := strconv.Atoi(b)
-	if erra != nil || errb != nil {
-		return cmp.Compare(a, b)
-	}
-	return cmp.Compare(ea, eb)
-}
 
 // inFlight sums running and waiting per (model_name, engine), or per
 // model_name without byEngine. A group that lacks one of the two gauges
@@ -154,7 +142,7 @@ func collapse[T any](perEngine map[groupKey]T, byEngine bool, value func(groupKe
 	}
 	// A fixed order, so sums do not change in their last bits.
 	slices.SortFunc(keys, func(a, b groupKey) int {
-		return cmp.Or(cmp.Compare(a.model, b.model), compareEngines(a.engine, b.engine))
+		return cmp.Or(cmp.Compare(a.model, b.model), mapping.CompareEngines(a.engine, b.engine))
 	})
 	out := map[groupKey]float64{}
 	bad := map[string]bool{}
@@ -187,7 +175,7 @@ func nowSamples(name string, vals map[groupKey]float64) []exposition.Sample {
 		keys = append(keys, k)
 	}
 	slices.SortFunc(keys, func(a, b groupKey) int {
-		return cmp.Or(cmp.Compare(a.model, b.model), compareEngines(a.engine, b.engine))
+		return cmp.Or(cmp.Compare(a.model, b.model), mapping.CompareEngines(a.engine, b.engine))
 	})
 	out := make([]exposition.Sample, 0, len(keys))
 	var b labels.ScratchBuilder

@@ -112,7 +112,7 @@ func engineValuesByModel(perEngine map[groupKey]float64) map[string][]float64 {
 		keys = append(keys, k)
 	}
 	slices.SortFunc(keys, func(a, b groupKey) int {
-		return cmp.Or(cmp.Compare(a.model, b.model), compareEngines(a.engine, b.engine))
+		return cmp.Or(cmp.Compare(a.model, b.model), mapping.CompareEngines(a.engine, b.engine))
 	})
 	out := map[string][]float64{}
 	bad := map[string]bool{}

@@ -1,9 +1,11 @@
 package mapping
 
 import (
+	"cmp"
 	_ "embed"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 
 	"go.yaml.in/yaml/v2"
@@ -63,6 +65,19 @@ const (
 	LabelModel  = "model_name"
 	LabelEngine = "engine"
 )
+
+// CompareEngines orders engine label values as numbers when both are, else
+// as strings: engine "2" comes before engine "10". Whatever sums or lists
+// over engines does so in this order, so that a float sum does not change
+// in its last bits with map iteration order.
+func CompareEngines(a, b string) int {
+	ea, erra := strconv.Atoi(a)
+	eb, errb := strconv.Atoi(b)
+	if erra != nil || errb != nil {
+		return cmp.Compare(a, b)
+	}
+	return cmp.Compare(ea, eb)
+}
 
 // The sleep-state role's label and its value for an engine that serves.
 const (

@@ -313,7 +313,7 @@ func (v *Viewer) kvByModel(f *exposition.Family, blocks map[string]float64) []ex
 	// Summed in a fixed order (model, then engine as a number), so that
 	// the result does not change in its last bits with map iteration order.
 	slices.SortFunc(keys, func(a, b modelKey) int {
-		return cmp.Or(cmp.Compare(a.model, b.model), compareEngines(a.engine, b.engine))
+		return cmp.Or(cmp.Compare(a.model, b.model), mapping.CompareEngines(a.engine, b.engine))
 	})
 	weighted, weights, plain, n := map[string]float64{}, map[string]float64{}, map[string]float64{}, map[string]float64{}
 	allWeighted := map[string]bool{}
@@ -349,17 +349,6 @@ func (v *Viewer) kvByModel(f *exposition.Family, blocks map[string]float64) []ex
 	return modelSamples(order, res)
 }
 
-// compareEngines orders engine label values as numbers when both are, else
-// as strings: engine "2" comes before engine "10".
-func compareEngines(a, b string) int {
-	ea, erra := strconv.Atoi(a)
-	eb, errb := strconv.Atoi(b)
-	if erra != nil || errb != nil {
-		return cmp.Compare(a, b)
-	}
-	return cmp.Compare(ea, eb)
-}
-
 // blocksPerEngine reads num_gpu_blocks of each engine's cache_config_info.
 // An engine printed more than once (once per API-server process) counts
 // once, with its first sample.
@@ -389,7 +378,7 @@ func cacheConfig(f *exposition.Family) []exposition.Sample {
 		return nil
 	}
 	lowest := slices.MinFunc(f.Samples, func(a, b exposition.Sample) int {
-		return compareEngines(a.Labels.Get(mapping.LabelEngine), b.Labels.Get(mapping.LabelEngine))
+		return mapping.CompareEngines(a.Labels.Get(mapping.LabelEngine), b.Labels.Get(mapping.LabelEngine))
 	})
 	// One series for the whole server: which engine or API-server process
 	// printed it says nothing about the configuration.
