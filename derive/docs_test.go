@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/prometheus/common/model"
 	"go.yaml.in/yaml/v2"
 
 	"github.com/fos-study/vllm-normalizer/mapping"
@@ -111,12 +112,15 @@ func TestRecordingRulesCoverSpecs(t *testing.T) {
 	}
 	roles := testRoles()
 	for _, s := range Specs(roles) {
-		windows := []string{"1m", "5m"}
+		var windows []string
+		for _, d := range DefaultWindows() {
+			windows = append(windows, model.Duration(d).String())
+		}
 		if s.Now {
 			windows = []string{""} // a value of the current scrape
 		}
 		for _, w := range windows {
-			rec := "vllm:derived_" + strings.TrimPrefix(s.Name, "vllm_derived_") + ":" + s.Record + w
+			rec := recordName(s, w)
 			expr, ok := exprs[rec]
 			if !ok {
 				t.Errorf("%s: no recording rule %s", s.Name, rec)
