@@ -266,7 +266,7 @@ func (f *flags) checkScrape() error {
 
 // newApp declares every flag, filling f when the application parses.
 func newApp(f *flags, stdout, stderr io.Writer) *kingpin.Application {
-	app := kingpin.New("vllm-normalizer", "Scrapes an LLM inference server's /metrics (vLLM, SGLang, TensorRT-LLM, llama.cpp) and serves stable, router-ready pages.")
+	app := kingpin.New("vllm-normalizer", "Scrapes an LLM inference server's /metrics ("+mapping.ServerList()+") and serves stable, router-ready pages.")
 	app.UsageWriter(stdout)
 	app.ErrorWriter(stderr)
 	app.HelpFlag.Short('h')
@@ -598,7 +598,7 @@ func newMux(f *flags, coll *collector.Collector, diag *diagnosis.Diagnoser, relo
 		}
 		landing, err := web.NewLandingPage(web.LandingConfig{
 			Name:        "vllm-normalizer",
-			Description: "Stable, router-ready metrics for vLLM, SGLang, TensorRT-LLM, llama.cpp and Dynamo",
+			Description: "Stable, router-ready metrics for " + mapping.ServerList(),
 			Version:     versionText(),
 			Links:       links,
 			// The toolkit's own profiling box links to an external upload
