@@ -9,9 +9,8 @@ import (
 
 // Spec is everything about one derived gauge, in one place: its name,
 // HELP, input roles and the computation itself (Deriver iterates the
-// table; adding a gauge is adding an entry), and the texts the README's
-// table, docs/derived.md and the recording rules in deploy/prometheus are
-// checked against by tests. In Help and PromQL, {role} stands for the
+// table; adding a gauge is adding an entry), and the texts that tests write
+// docs/derived.md's table and deploy/prometheus's recording rules from. In Help and PromQL, {role} stands for the
 // canonical family that plays the role (mapping.Roles.Family), so no
 // metric name is written here.
 type Spec struct {
@@ -26,7 +25,7 @@ type Spec struct {
 	// in the window, and nothing else.
 	Inputs []mapping.Role
 	// PromQL is what Prometheus computes for it over the window [w],
-	// for one grouping (the README's table shows it).
+	// for one grouping (docs/derived.md's table shows it).
 	PromQL string
 	// Decision is the routing or scaling decision it serves.
 	Decision string
@@ -134,7 +133,7 @@ const (
 // rules are generated for.
 func DefaultWindows() []time.Duration { return []time.Duration{time.Minute, 5 * time.Minute} }
 
-// specs is the table, in the README's order.
+// specs is the table, in docs/derived.md's order.
 var specs = []Spec{
 	{
 		Name: DerivedPreemptionsPerSecond, Unit: "1/s", Record: "rate",

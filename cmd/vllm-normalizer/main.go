@@ -1,5 +1,5 @@
 // Command vllm-normalizer runs next to a vLLM server, scrapes its /metrics
-// and re-exposes one stable, router-ready page. See the README for flags.
+// and re-exposes one stable, router-ready page. Its flags are in docs/flags.md.
 package main
 
 import (
