@@ -514,9 +514,37 @@ func promtool(t *testing.T) string {
 	t.Helper()
 	p, err := exec.LookPath("promtool")
 	if err != nil {
-		t.Skip("promtool not found: install it with deploy/ci-deps.sh (Debian package prometheus)")
+		missingTool(t, "promtool not found: install it with deploy/ci-deps.sh (Debian package prometheus)")
 	}
 	return p
+}
+
+// missingTool skips a test whose tool is missing, but fails it under
+// CI=true, where deploy/ci-deps.sh installs every tool: CI never passes
+// without running them.
+func missingTool(t *testing.T, why string) {
+	t.Helper()
+	if os.Getenv("CI") == "true" {
+		t.Fatal(why + " (and CI=true: the test must run in CI)")
+	}
+	t.Skip(why)
+}
+
+// TestPromtoolRequiredUnderCI: without promtool the rule tests are skipped
+// on a laptop but fail under CI=true, as the other packages' promtool tests
+// do, so that CI never passes without running them. It runs promtool's
+// lookup in a child with an empty PATH.
+func TestPromtoolRequiredUnderCI(t *testing.T) {
+	if os.Getenv("DEPLOY_PROMTOOL_CHILD") == "1" {
+		promtool(t)
+		return
+	}
+	cmd := exec.Command(os.Args[0], "-test.run=^TestPromtoolRequiredUnderCI$", "-test.v")
+	cmd.Env = append(os.Environ(), "CI=true", "PATH="+t.TempDir(), "DEPLOY_PROMTOOL_CHILD=1")
+	out, err := cmd.CombinedOutput()
+	if err == nil || !strings.Contains(string(out), "CI=true") {
+		t.Errorf("under CI=true without promtool the test must fail naming CI=true; it exited %v:\n%s", err, out)
+	}
 }
 
 // shippedMemory is the sidecar's memory limit in both manifests: three
@@ -576,11 +604,11 @@ func kustomize(t *testing.T, dir string) []map[string]any {
 	t.Helper()
 	kubectl, err := exec.LookPath("kubectl")
 	if err != nil {
-		t.Skip("kubectl not found: the Kubernetes manifests are not built (install kubectl >= 1.27, which embeds kustomize v5)")
+		missingTool(t, "kubectl not found: the Kubernetes manifests are not built (install kubectl >= 1.27, which embeds kustomize v5, with deploy/ci-deps.sh)")
 	}
 	ver, _ := exec.Command(kubectl, "version", "--client").CombinedOutput()
 	if !regexp.MustCompile(`Kustomize Version: v[45]`).Match(ver) {
-		t.Skipf("kubectl's embedded kustomize is too old or unknown (%q): need v4 or v5", strings.TrimSpace(string(ver)))
+		missingTool(t, fmt.Sprintf("kubectl's embedded kustomize is too old or unknown (%q): need v4 or v5", strings.TrimSpace(string(ver))))
 	}
 	out := run(t, kubectl, "kustomize", dir)
 	dec := yaml.NewDecoder(strings.NewReader(out))
