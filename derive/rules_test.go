@@ -2,7 +2,6 @@ package derive
 
 import (
 	"fmt"
-	"os"
 	"regexp"
 	"slices"
 	"strconv"
@@ -119,7 +118,6 @@ func specRules(s Spec, w string, roles *mapping.Roles, earlier map[string]Spec) 
 // windows, and one for the gauges of the current scrape.
 func derivedRules(roles *mapping.Roles, windows []time.Duration) (string, error) {
 	var b strings.Builder
-	b.WriteString(rulesBegin)
 	b.WriteString("  # Do not edit: each gauge's rule comes from its entry in derive/spec.go\n" +
 		"  # (docs/develop.md, \"Add a derived gauge\"), documented in docs/derived.md.\n")
 	group := func(name string, now bool, w string) error {
@@ -163,22 +161,12 @@ func derivedRules(roles *mapping.Roles, windows []time.Duration) (string, error)
 	if err := group("vllm-derived-now", true, ""); err != nil {
 		return "", err
 	}
-	b.WriteString(rulesEnd)
 	return b.String(), nil
 }
 
 // deploy/prometheus/recording.yml's derived rules are the spec table's, over
 // the default windows, and each parses as PromQL.
 func TestGeneratedRecordingRules(t *testing.T) {
-	raw, err := os.ReadFile(rulesFile)
-	if err != nil {
-		t.Fatal(err)
-	}
-	text := string(raw)
-	i, j := strings.Index(text, rulesBegin), strings.Index(text, rulesEnd)
-	if i < 0 || j < i {
-		t.Fatalf("%s has no %q ... %q section", rulesFile, strings.TrimSpace(rulesBegin), strings.TrimSpace(rulesEnd))
-	}
 	want, err := derivedRules(testRoles(), DefaultWindows())
 	if err != nil {
 		t.Fatal(err)
@@ -190,13 +178,6 @@ func TestGeneratedRecordingRules(t *testing.T) {
 			t.Errorf("generated rule does not parse: %v\n%s", err, m[1])
 		}
 	}
-	if got := text[i : j+len(rulesEnd)]; got != want {
-		if *update {
-			if err := os.WriteFile(rulesFile, []byte(text[:i]+want+text[j+len(rulesEnd):]), 0o644); err != nil {
-				t.Fatal(err)
-			}
-			return
-		}
-		t.Errorf("%s's derived rules differ from derive's spec table; run go test ./derive -run TestGeneratedRecordingRules -update, then go test ./deploy -run TestPrometheusRuleMatchesFiles -update", rulesFile)
-	}
+	checkGenerated(t, rulesFile, rulesBegin, rulesEnd, want,
+		"the derived rules differ from derive's spec table; run go test ./derive -run TestGeneratedRecordingRules -update, then go test ./deploy -run TestPrometheusRuleMatchesFiles -update")
 }
