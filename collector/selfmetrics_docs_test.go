@@ -13,6 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/fos-study/vllm-normalizer/proxy"
+	"github.com/fos-study/vllm-normalizer/scrape"
 )
 
 // docRow is a row of docs/metrics.md's table of the sidecar's own metrics.
@@ -170,6 +171,37 @@ func TestSelfMetricsDocumented(t *testing.T) {
 	for name, row := range docs {
 		if _, ok := code[name]; !ok {
 			t.Errorf("docs/metrics.md:%d documents %s, which the sidecar does not serve", row.line, name)
+		}
+	}
+}
+
+// docs/operating.md's table of failed scrapes explains each reason the
+// scrape counts, and no other.
+func TestScrapeFailureReasonsExplained(t *testing.T) {
+	raw, err := os.ReadFile(filepath.Join("..", "docs", "operating.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(string(raw), "\n")
+	start := slices.Index(lines, "| reason | what happened | what to do |")
+	if start < 0 {
+		t.Fatal("docs/operating.md has no table of failed scrapes (| reason | what happened | what to do |)")
+	}
+	var documented []string
+	for i := start + 2; i < len(lines) && strings.HasPrefix(lines[i], "|"); i++ {
+		first := strings.Split(strings.Trim(lines[i], "|"), "|")[0]
+		for _, m := range regexp.MustCompile("`([a-z_]+)`").FindAllStringSubmatch(first, -1) {
+			documented = append(documented, m[1])
+		}
+	}
+	for _, r := range scrape.FailureReasons {
+		if !slices.Contains(documented, r) {
+			t.Errorf("docs/operating.md's table of failed scrapes has no row for reason %q: add one saying what happened and what to do", r)
+		}
+	}
+	for _, r := range documented {
+		if !slices.Contains(scrape.FailureReasons, r) {
+			t.Errorf("docs/operating.md's table of failed scrapes explains reason %q, which the scrape never counts", r)
 		}
 	}
 }
