@@ -399,10 +399,10 @@ func (c *Collector) scrape(ctx context.Context, sent time.Time) (*scrapeResult, 
 		return nil, &scrape.Error{Reason: scrape.ReasonEmpty, Err: fmt.Errorf("GET %s: the page holds no metric family", c.fetch.Redacted())}
 	}
 	c.metrics.set(c.metrics.samples, float64(stats.Samples))
-	c.metrics.add(c.metrics.dropped, "duplicate", float64(stats.DuplicateSeries))
-	c.metrics.add(c.metrics.dropped, "invalid_name", float64(stats.InvalidNames))
-	c.metrics.add(c.metrics.dropped, "invalid_bound", float64(stats.InvalidBounds))
-	c.metrics.add(c.metrics.dropped, "collision", float64(stats.Collisions))
+	c.metrics.add(c.metrics.dropped, dropDuplicate, float64(stats.DuplicateSeries))
+	c.metrics.add(c.metrics.dropped, dropInvalidName, float64(stats.InvalidNames))
+	c.metrics.add(c.metrics.dropped, dropInvalidBound, float64(stats.InvalidBounds))
+	c.metrics.add(c.metrics.dropped, dropCollision, float64(stats.Collisions))
 
 	// Restarts are read from the _created samples before they are dropped.
 	c.history.NoteStarts(fams)
@@ -456,8 +456,8 @@ func (c *Collector) scrape(ctx context.Context, sent time.Time) (*scrapeResult, 
 	// Normalize leaves room for a few kept legacy families at the end of
 	// norm: most pages need no new slice.
 	page, pstats := mapper.Present(append(norm, report.Kept...))
-	c.metrics.add(c.metrics.dropped, "relabel", float64(pstats.Dropped))
-	c.metrics.add(c.metrics.dropped, "collision", float64(pstats.Collisions))
+	c.metrics.add(c.metrics.dropped, dropRelabel, float64(pstats.Dropped))
+	c.metrics.add(c.metrics.dropped, dropCollision, float64(pstats.Collisions))
 	parts := [][]exposition.Family{page, derived, c.statusFamilies(report)}
 
 	server := ""

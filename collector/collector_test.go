@@ -659,7 +659,7 @@ func TestRedirects(t *testing.T) {
 
 // TestRelabelAppliesToThePageOnly: metric_relabel_configs shape the full
 // page; the routing view and the derived gauges are computed from the
-// normalised upstream before relabelling, as the README says, so a rule
+// normalised upstream before relabelling, as docs/flags.md says, so a rule
 // that drops a family from the page cannot blind a router.
 func TestRelabelAppliesToThePageOnly(t *testing.T) {
 	up := serveFile(t, "../testdata/fixtures/13-vllm-v1-2026-nixl-pd-kserve-llmisvc-context.prom")

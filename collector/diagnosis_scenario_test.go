@@ -100,8 +100,8 @@ func scenarioSeed() int64 {
 	return 3
 }
 
-// TestDiagnosisDemoLongIncident runs every demo scenario with the README's
-// windows (20 s / 60 s) through an incident five baselines long, where a
+// TestDiagnosisDemoLongIncident runs every demo scenario with the windows of
+// docs/diagnosis.md's demo (20 s / 60 s) through an incident five baselines long, where a
 // rolling baseline used to take the incident in and clear the verdict: the
 // scenario's cause, and only it, is named in at least 95 % of the polls from
 // the recent window + 15 s after the shift on.

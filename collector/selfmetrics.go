@@ -139,7 +139,7 @@ func newSelfMetrics() *selfMetrics {
 	m.duration = gauge("vllm_normalizer_scrape_duration_seconds",
 		"Seconds the last scrape cycle took: fetch, parse, normalise, derive.")
 	m.failures = vector("vllm_normalizer_scrape_failures_total",
-		"Failed scrapes of vLLM by reason: refused, network, timeout, http_status, body_too_large, empty, parse, sample_limit, truncated, label_limit, label_name_length_limit, label_value_length_limit.",
+		"Failed scrapes of vLLM by reason: "+strings.Join(scrape.FailureReasons, ", ")+".",
 		"reason", scrape.FailureReasons...)
 	m.lastSuccess = gauge("vllm_normalizer_last_scrape_success_timestamp_seconds",
 		"Unix time of the last successful scrape of vLLM; 0 before the first.")
@@ -149,7 +149,7 @@ func newSelfMetrics() *selfMetrics {
 		"Samples on the last page parsed from vLLM.")
 	m.dropped = vector("vllm_normalizer_dropped_series_total",
 		"Upstream series left out of the output by reason: duplicate (same series twice on a page), invalid_name (UTF-8-only names), invalid_bound (a histogram le or summary quantile that is not a number), relabel (dropped by metric_relabel_configs), collision (two families mapped to one name, or a family named as a histogram's or summary's samples that could not join it).",
-		"reason", "duplicate", "invalid_name", "invalid_bound", "relabel", "collision")
+		"reason", dropReasons...)
 	m.disagreements = vector("vllm_normalizer_rename_disagreements_total",
 		"Scrapes in which a legacy vLLM name and its current name were both exposed with different values; the current name is served.",
 		"metric")
@@ -179,6 +179,20 @@ func newSelfMetrics() *selfMetrics {
 		"outcome", "success", "failure")
 	return m
 }
+
+// Reasons an upstream series is left out, the values of
+// vllm_normalizer_dropped_series_total's reason label.
+const (
+	dropDuplicate    = "duplicate"     // the same series twice on a page
+	dropInvalidName  = "invalid_name"  // a name valid only under UTF-8 naming
+	dropInvalidBound = "invalid_bound" // a bucket le or summary quantile that is not a number
+	dropRelabel      = "relabel"       // dropped by metric_relabel_configs
+	dropCollision    = "collision"     // two families served under one name
+)
+
+// dropReasons lists every reason, so that each counter series exists from
+// the start and the docs test can check them all.
+var dropReasons = []string{dropDuplicate, dropInvalidName, dropInvalidBound, dropRelabel, dropCollision}
 
 // HistoryLimitedName is the gauge, on both pages, that says the series cap
 // bit.

@@ -5,5 +5,5 @@
 // The embedded page (vllm-v1.prom) is a vLLM V1 dump for one engine
 // (engine="0", model TinyLlama) published by the KServe project as
 // config/monitoring/llmisvc/dashboards-odc/context/vllm_metrics.txt in
-// kserve/kserve at commit 925c079e. See README.md for what is simulated.
+// kserve/kserve at commit 925c079e. docs/diagnosis.md#demo-scenarios says what is simulated.
 package demo

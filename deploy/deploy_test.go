@@ -17,8 +17,12 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/prometheus/common/model"
 	"github.com/prometheus/prometheus/promql/parser"
 	yaml "go.yaml.in/yaml/v2"
+
+	"github.com/fos-study/vllm-normalizer/derive"
+	"github.com/fos-study/vllm-normalizer/mapping"
 )
 
 var update = flag.Bool("update", false, "regenerate kubernetes/prometheusrule.yaml from prometheus/*.yml")
@@ -172,20 +176,28 @@ func TestPrometheusRuleMatchesFiles(t *testing.T) {
 
 // ---- rules: PromQL, contract, tests ------------------------------------------
 
-var derivedGauges = []string{
-	"preemptions_per_second", "prefix_cache_hit_ratio", "external_prefix_cache_hit_ratio",
-	"queue_time_mean_seconds", "prefill_time_mean_seconds", "decode_time_mean_seconds",
-	"ttft_queue_ratio", "ttft_seconds", "inter_token_latency_seconds", "e2e_latency_seconds",
-	"prompt_tokens_per_second", "generation_tokens_per_second", "requests_per_second",
-	"prompt_tokens_mean", "generation_tokens_mean",
-	"slo_attainment_ratio", "generation_tokens_per_second_per_request",
+// derivedGauges are derive's gauges, by the name their rules carry
+// (vllm:derived_<gauge>:...): windowed ones, those of the current scrape
+// (one rule each, without window), and which have quantiles or SLO targets.
+func derivedGauges(t *testing.T) (windowed, now []string, quantiles, slos map[string]bool) {
+	t.Helper()
+	cat, err := mapping.LoadCatalogue()
+	if err != nil {
+		t.Fatal(err)
+	}
+	quantiles, slos = map[string]bool{}, map[string]bool{}
+	for _, s := range derive.Specs(cat.Roles()) {
+		g := strings.TrimPrefix(s.Name, "vllm_derived_")
+		if s.Now {
+			now = append(now, g)
+			continue
+		}
+		windowed = append(windowed, g)
+		quantiles[g] = slices.Contains(s.Labels, derive.QuantileLabel)
+		slos[g] = slices.Contains(s.Labels, derive.SLOLabel)
+	}
+	return windowed, now, quantiles, slos
 }
-
-// nowGauges are the derived gauges of the current scrape: one rule each,
-// without window.
-var nowGauges = []string{"requests_in_flight", "kv_cache_free_tokens", "idle_seconds", "engine_imbalance_ratio", "kv_cache_usage_spread", "requests_waiting_deferred_ratio"}
-
-var quantileGauges = map[string]bool{"ttft_seconds": true, "inter_token_latency_seconds": true, "e2e_latency_seconds": true, "kv_transfer_seconds": true}
 
 // fleetSignalNames are the signal label values of the fleet comparison
 // (docs/diagnosis.md#compare-instances).
@@ -198,6 +210,7 @@ var sloRules = map[string]string{"ttft": "0.5", "tpot": "0.05", "e2e": "10.0"}
 // TestRulesParse parses every rule expression with the Prometheus parser and
 // checks names, labels and the coverage of the derived gauges.
 func TestRulesParse(t *testing.T) {
+	windowed, nowGauges, quantileGauges, sloGauges := derivedGauges(t)
 	p := parser.NewParser(parser.Options{})
 	recorded := map[string][]map[string]string{}
 	fleetRe := regexp.MustCompile(`^vllm:fleet_(value|pods|median|ratio|outlier):(pod|model)5m$`)
@@ -255,7 +268,7 @@ func TestRulesParse(t *testing.T) {
 	if alerts < 5 {
 		t.Errorf("only %d alerts", alerts)
 	}
-	recRe := regexp.MustCompile(`^vllm:derived_([a-z0-9_]+):[a-z_]+(1m|5m)$`)
+	recRe := regexp.MustCompile(`^vllm:derived_([a-z0-9_]+):[a-z_]+([0-9]+[smhd])$`)
 	nowRe := regexp.MustCompile(`^vllm:derived_([a-z0-9_]+):[a-z_]+$`)
 	nowFound := map[string]int{}
 	diagRe := regexp.MustCompile(`^vllm:diagnosis_([a-z0-9_]+):(recent1m|baseline30m)$`)
@@ -310,8 +323,9 @@ func TestRulesParse(t *testing.T) {
 			t.Errorf("derived gauge %s: %d recording rules vllm:derived_%s:<op>, want 1", g, nowFound[g], g)
 		}
 	}
-	for _, g := range derivedGauges {
-		for _, w := range []string{"1m", "5m"} {
+	for _, g := range windowed {
+		for _, d := range derive.DefaultWindows() {
+			w := model.Duration(d).String()
 			var found []map[string]string
 			for name, ls := range recorded {
 				m := recRe.FindStringSubmatch(name)
@@ -323,7 +337,7 @@ func TestRulesParse(t *testing.T) {
 			if quantileGauges[g] {
 				want = 3
 			}
-			if g == "slo_attainment_ratio" {
+			if sloGauges[g] {
 				want = len(sloRules)
 				for _, ls := range found {
 					if sloRules[ls["slo"]] != ls["target"] {
@@ -498,12 +512,37 @@ func promtool(t *testing.T) string {
 	t.Helper()
 	p, err := exec.LookPath("promtool")
 	if err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatal("promtool not found but CI=true: the rules must be checked in CI (install it with deploy/ci-deps.sh, Debian package prometheus)")
-		}
-		t.Skip("promtool not found: install it with deploy/ci-deps.sh (Debian package prometheus)")
+		missingTool(t, "promtool not found: install it with deploy/ci-deps.sh (Debian package prometheus)")
 	}
 	return p
+}
+
+// missingTool skips a test whose tool is missing, but fails it under
+// CI=true, where deploy/ci-deps.sh installs every tool: CI never passes
+// without running them.
+func missingTool(t *testing.T, why string) {
+	t.Helper()
+	if os.Getenv("CI") == "true" {
+		t.Fatal(why + " (and CI=true: the test must run in CI)")
+	}
+	t.Skip(why)
+}
+
+// TestPromtoolRequiredUnderCI: without promtool the rule tests are skipped
+// on a laptop but fail under CI=true, as the other packages' promtool tests
+// do, so that CI never passes without running them. It runs promtool's
+// lookup in a child with an empty PATH.
+func TestPromtoolRequiredUnderCI(t *testing.T) {
+	if os.Getenv("DEPLOY_PROMTOOL_CHILD") == "1" {
+		promtool(t)
+		return
+	}
+	cmd := exec.Command(os.Args[0], "-test.run=^TestPromtoolRequiredUnderCI$", "-test.v")
+	cmd.Env = append(os.Environ(), "CI=true", "PATH="+t.TempDir(), "DEPLOY_PROMTOOL_CHILD=1")
+	out, err := cmd.CombinedOutput()
+	if err == nil || !strings.Contains(string(out), "CI=true") {
+		t.Errorf("under CI=true without promtool the test must fail naming CI=true; it exited %v:\n%s", err, out)
+	}
 }
 
 // shippedMemory is the sidecar's memory limit in both manifests: three
@@ -563,11 +602,11 @@ func kustomize(t *testing.T, dir string) []map[string]any {
 	t.Helper()
 	kubectl, err := exec.LookPath("kubectl")
 	if err != nil {
-		t.Skip("kubectl not found: the Kubernetes manifests are not built (install kubectl >= 1.27, which embeds kustomize v5)")
+		missingTool(t, "kubectl not found: the Kubernetes manifests are not built (install kubectl >= 1.27, which embeds kustomize v5, with deploy/ci-deps.sh)")
 	}
 	ver, _ := exec.Command(kubectl, "version", "--client").CombinedOutput()
 	if !regexp.MustCompile(`Kustomize Version: v[45]`).Match(ver) {
-		t.Skipf("kubectl's embedded kustomize is too old or unknown (%q): need v4 or v5", strings.TrimSpace(string(ver)))
+		missingTool(t, fmt.Sprintf("kubectl's embedded kustomize is too old or unknown (%q): need v4 or v5", strings.TrimSpace(string(ver))))
 	}
 	out := run(t, kubectl, "kustomize", dir)
 	dec := yaml.NewDecoder(strings.NewReader(out))
@@ -847,6 +886,7 @@ func TestAutoscalingRulesHavePromtoolTests(t *testing.T) {
 			}
 		}
 	}
+	_, nowGauges, _, _ := derivedGauges(t)
 	autoscaling := append([]string{"slo_attainment_ratio", "generation_tokens_per_second_per_request"}, nowGauges...)
 	rf := readRules(t, "prometheus/recording.yml")
 	n := 0

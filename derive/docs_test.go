@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/prometheus/common/model"
 	"go.yaml.in/yaml/v2"
 
 	"github.com/fos-study/vllm-normalizer/mapping"
@@ -35,25 +36,32 @@ func derivedTable(roles *mapping.Roles) string {
 
 // docs/derived.md's table of derived gauges is the spec table's.
 func TestDerivedTable(t *testing.T) {
-	const path = "../docs/derived.md"
+	checkGenerated(t, "../docs/derived.md", tableBegin, tableEnd, derivedTable(testRoles()),
+		"the derived-gauge table is stale; run go test ./derive -run TestDerivedTable -update")
+}
+
+// checkGenerated fails when the text between the lines begin and end of
+// the file at path is not want, saying stale; with -update it writes want
+// there instead.
+func checkGenerated(t *testing.T, path, begin, end, want, stale string) {
+	t.Helper()
 	raw, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
 	}
 	text := string(raw)
-	i, j := strings.Index(text, tableBegin), strings.Index(text, tableEnd)
+	i, j := strings.Index(text, begin), strings.Index(text, end)
 	if i < 0 || j < i {
-		t.Fatalf("docs/derived.md has no %q ... %q section", strings.TrimSpace(tableBegin), strings.TrimSpace(tableEnd))
+		t.Fatalf("%s has no %q ... %q section", path, strings.TrimSpace(begin), strings.TrimSpace(end))
 	}
-	want := derivedTable(testRoles())
-	if got := text[i+len(tableBegin) : j]; got != want {
+	if got := text[i+len(begin) : j]; got != want {
 		if *update {
-			if err := os.WriteFile(path, []byte(text[:i+len(tableBegin)]+want+text[j:]), 0o644); err != nil {
+			if err := os.WriteFile(path, []byte(text[:i+len(begin)]+want+text[j:]), 0o644); err != nil {
 				t.Fatal(err)
 			}
 			return
 		}
-		t.Errorf("docs/derived.md's derived-gauge table is stale; run go test ./derive -run TestDerivedTable -update\ngot:\n%s\nwant:\n%s", got, want)
+		t.Errorf("%s: %s\ngot:\n%s\nwant:\n%s", path, stale, got, want)
 	}
 }
 
@@ -111,12 +119,15 @@ func TestRecordingRulesCoverSpecs(t *testing.T) {
 	}
 	roles := testRoles()
 	for _, s := range Specs(roles) {
-		windows := []string{"1m", "5m"}
+		var windows []string
+		for _, d := range DefaultWindows() {
+			windows = append(windows, model.Duration(d).String())
+		}
 		if s.Now {
 			windows = []string{""} // a value of the current scrape
 		}
 		for _, w := range windows {
-			rec := "vllm:derived_" + strings.TrimPrefix(s.Name, "vllm_derived_") + ":" + s.Record + w
+			rec := recordName(s, w)
 			expr, ok := exprs[rec]
 			if !ok {
 				t.Errorf("%s: no recording rule %s", s.Name, rec)

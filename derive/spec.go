@@ -2,15 +2,15 @@ package derive
 
 import (
 	"strings"
+	"time"
 
 	"github.com/fos-study/vllm-normalizer/mapping"
 )
 
 // Spec is everything about one derived gauge, in one place: its name,
 // HELP, input roles and the computation itself (Deriver iterates the
-// table; adding a gauge is adding an entry), and the texts the README's
-// table, docs/derived.md and the recording rules in deploy/prometheus are
-// checked against by tests. In Help and PromQL, {role} stands for the
+// table; adding a gauge is adding an entry), and the texts that tests write
+// docs/derived.md's table and deploy/prometheus's recording rules from. In Help and PromQL, {role} stands for the
 // canonical family that plays the role (mapping.Roles.Family), so no
 // metric name is written here.
 type Spec struct {
@@ -25,7 +25,7 @@ type Spec struct {
 	// in the window, and nothing else.
 	Inputs []mapping.Role
 	// PromQL is what Prometheus computes for it over the window [w],
-	// for one grouping (the README's table shows it).
+	// for one grouping (docs/derived.md's table shows it).
 	PromQL string
 	// Decision is the routing or scaling decision it serves.
 	Decision string
@@ -34,6 +34,14 @@ type Spec struct {
 	// Record is the recording-rule operation in deploy/prometheus
 	// (vllm:derived_<gauge>:<Record><window>, or without window for Now).
 	Record string
+	// Rule is the recording rule's expression where it is not PromQL with
+	// each range function summed by the grouping: {role} for a family, [w]
+	// for the window, {by} for the grouping labels, {q} for a quantile,
+	// {histogram} and {le} for an SLO's histogram and target, and
+	// {rule <gauge>} for an earlier gauge's rule in the same window.
+	// deploy/prometheus/recording.yml is generated from it (derive's
+	// TestGeneratedRecordingRules).
+	Rule string
 	// AnyInput marks a gauge with one series per input it finds (SLO
 	// attainment per latency): it exists where any of its inputs does.
 	AnyInput bool
@@ -120,7 +128,12 @@ const (
 	finishedReasonLabel = "finished_reason"
 )
 
-// specs is the table, in the README's order.
+// DefaultWindows are the windows the derived gauges cover unless
+// --derive.window says otherwise, and those deploy/prometheus's recording
+// rules are generated for.
+func DefaultWindows() []time.Duration { return []time.Duration{time.Minute, 5 * time.Minute} }
+
+// specs is the table, in docs/derived.md's order.
 var specs = []Spec{
 	{
 		Name: DerivedPreemptionsPerSecond, Unit: "1/s", Record: "rate",
@@ -156,6 +169,7 @@ var specs = []Spec{
 		Help: "Queueing share of time to first token: " + DerivedQueueTimeMeanSeconds + " / (" + DerivedQueueTimeMeanSeconds + " + " + DerivedPrefillTimeMeanSeconds + ")," +
 			" same labels; absent if either is absent or their sum is 0.",
 		PromQL:   "queue mean / (queue mean + prefill mean)",
+		Rule:     "{rule " + DerivedQueueTimeMeanSeconds + "}\n/\n(\n  ({rule " + DerivedQueueTimeMeanSeconds + "} + {rule " + DerivedPrefillTimeMeanSeconds + "}) > 0\n)",
 		Decision: "saturated (high) vs long prompts (low)",
 		window:   ttftQueueRatio,
 	},
@@ -194,6 +208,7 @@ var specs = []Spec{
 		Help: "Requests in flight now: {requests_running} + {requests_waiting}, summed over API-server processes (and engines where they are collapsed)." +
 			" Absent where either gauge is missing.",
 		PromQL:   "{requests_running} + {requests_waiting} (now)",
+		Rule:     "sum by ({by}) ({requests_running})\n+\nsum by ({by}) ({requests_waiting})",
 		Decision: "scale on load: rises as batches fill, before requests queue",
 		current:  requestsInFlight,
 	},
@@ -205,6 +220,7 @@ var specs = []Spec{
 			" SGLang: max_total_num_tokens, else pages * page size), usage being the highest value over API-server processes; summed over engines where they are collapsed." +
 			" Absent where the usage or the size is missing, or usage is outside 0..1.",
 		PromQL:   "(1 - {kv_cache_usage}) × KV size in tokens (now; PromQL cannot read label values as numbers)",
+		Rule:     "sum by (namespace, model_name) (" + DerivedKVCacheFreeTokens + ")", // per model across pods: the deployment's headroom
 		Decision: "headroom for long prompts; place or admit by free memory",
 		current:  kvCacheFreeTokens,
 	},
@@ -217,6 +233,7 @@ var specs = []Spec{
 			" above the highest finite bound only when no observation lies beyond it. One series per target (--slo.ttft, --slo.tpot, --slo.e2e); none without targets." +
 			" Counters are read at the points scraped in the window (no extrapolation); absent without observations in the window.",
 		PromQL:   "increase(H_bucket{le=\"t\"}[w]) / increase(H_bucket{le=\"+Inf\"}[w]), H = {ttft}, {time_per_output_token}, {e2e_latency}; interpolated between bounds",
+		Rule:     "sum by ({by}) (increase({histogram}_bucket{le=~\"{le}\"}[w]))\n/\n(sum by ({by}) (increase({histogram}_bucket{le=\"+Inf\"}[w])) > 0)", // exact at a bucket bound: one rule per target of deploy/autoscaling/slo
 		Decision: "latency SLOs: scale or shed when the share falls",
 		window:   sloAttainment,
 	},
@@ -227,6 +244,7 @@ var specs = []Spec{
 			" (a counter that restarts counts its value after the restart); since the sidecar started if never." +
 			" Absent without both in-flight gauges. Resolution: one scrape interval.",
 		PromQL:   "time since {requests_running} + {requests_waiting} > 0 or {requests_finished}, {prompt_tokens}, {generation_tokens} last increased (now; state PromQL does not keep)",
+		Rule:     "min by (namespace, model_name) (" + DerivedIdleSeconds + ")", // per model: idle since its most recently busy pod was
 		Decision: "scale to zero after a quiet period",
 		current:  idleSeconds,
 	},
@@ -236,6 +254,7 @@ var specs = []Spec{
 		Help: "Generated tokens per second per running request: rate of {generation_tokens} divided by the mean of {requests_running} over the window's points," +
 			" both summed over all but the grouping labels: the decode speed one request sees, which falls as batches grow." + helpCounter,
 		PromQL:   "rate({generation_tokens}[w]) / avg_over_time({requests_running}[w])",
+		Rule:     "sum by ({by}) (rate({generation_tokens}[w]))\n/\n(sum by ({by}) (avg_over_time({requests_running}[w])) > 0)",
 		Decision: "latency-first routing picks high; throughput-first fills batches",
 		window:   tokensPerSecondPerRequest,
 	},
@@ -246,6 +265,7 @@ var specs = []Spec{
 			" 1 is balanced, the number of engines means one engine holds all the load (one rank queueing while the others idle); 1 when every engine is idle." +
 			" Per model_name on both pages; absent with one engine, or where an engine lacks either gauge or prints NaN.",
 		PromQL:   "max(E) / avg(E) over engines, E = {requests_running} + {requests_waiting} per engine (now); 1 when all E are 0",
+		Rule:     engineImbalanceRule,
 		Decision: "data-parallel balance: route to the rank, or fix the pinning",
 		current:  engineImbalance,
 	},
@@ -255,6 +275,7 @@ var specs = []Spec{
 		Help: "Spread of KV-cache usage over the model's data-parallel engines now: the highest engine's {kv_cache_usage} minus the lowest's, each the highest over API-server processes, 0 to 1." +
 			" Per model_name on both pages; absent with one engine or where an engine prints NaN.",
 		PromQL:   "max({kv_cache_usage}) - min({kv_cache_usage}) over engines (now)",
+		Rule:     kvUsageSpreadRule,
 		Decision: "a rank near full while others have room",
 		current:  kvUsageSpread,
 	},
@@ -274,7 +295,10 @@ var specs = []Spec{
 			" (increase({request_prompt_tokens}_sum) / increase({request_prompt_tokens}_count)), divided by " + DerivedPrefillTokensPerSecond + "." +
 			" Cached prompt tokens count as work, so on a cache-friendly load it overstates. 0 when nothing waits;" +
 			" absent without computed-token counts, without a finished request in the window while requests wait, or when no prompt token was computed." + helpCounter,
-		PromQL:   "avg_over_time({requests_waiting}[w]) × increase({request_prompt_tokens}_sum[w]) / increase({request_prompt_tokens}_count[w]) / rate({prompt_tokens_by_source}{source=\"local_compute\"}[w])",
+		PromQL: "avg_over_time({requests_waiting}[w]) × increase({request_prompt_tokens}_sum[w]) / increase({request_prompt_tokens}_count[w]) / rate({prompt_tokens_by_source}{source=\"local_compute\"}[w])",
+		Rule: "sum by ({by}) (avg_over_time({requests_waiting}[w]))\n" +
+			"* (sum by ({by}) (increase({request_prompt_tokens}_sum[w])) / sum by ({by}) (increase({request_prompt_tokens}_count[w])))\n" +
+			"/ (sum by ({by}) (rate({prompt_tokens_by_source}{source=\"local_compute\"}[w])) > 0)",
 		Decision: "scale the prefill pool on seconds of queue, not requests",
 		window:   prefillBacklog,
 	},
@@ -284,6 +308,7 @@ var specs = []Spec{
 		Help: "Share of the waiting requests that are deferred now (waiting on remote KV, in a P/D decode pool, or on other transient constraints): {requests_waiting_by_reason} with reason=\"deferred\" over all reasons," +
 			" summed over API-server processes (and engines where they are collapsed). Absent when nothing waits or the server does not split waiting by reason.",
 		PromQL:   "{requests_waiting_by_reason}{reason=\"deferred\"} / sum over reasons (now)",
+		Rule:     "sum by ({by}) ({requests_waiting_by_reason}{reason=\"deferred\"})\n/\n(sum by ({by}) ({requests_waiting_by_reason}) > 0)",
 		Decision: "decode pool waiting on KV transfer, not on capacity",
 		current:  deferredShare,
 	},
@@ -324,6 +349,22 @@ var specs = []Spec{
 	},
 }
 
+// The rules of the engine gauges: per model across its data-parallel
+// engines; series without engine (V0's, a scraped routing view's) are no
+// rank, and a model with one engine has none.
+const (
+	engineLoad          = "(sum by ({by}) ({requests_running}{engine!=\"\"}) + sum by ({by}) ({requests_waiting}{engine!=\"\"}))"
+	engineImbalanceRule = "(\n" +
+		"  max by (namespace, pod, model_name) (" + engineLoad + ") / ((sum by (namespace, pod, model_name) (" + engineLoad + ") / count by (namespace, pod, model_name) (" + engineLoad + ")) > 0)\n" +
+		"  or\n" +
+		"  max by (namespace, pod, model_name) (" + engineLoad + ") * 0 + 1\n" +
+		")\n" +
+		"and on (namespace, pod, model_name) (count by (namespace, pod, model_name) (" + engineLoad + ") > 1)"
+	engineUsage       = "max by ({by}) ({kv_cache_usage}{engine!=\"\"})"
+	kvUsageSpreadRule = "(max by (namespace, pod, model_name) (" + engineUsage + ") - min by (namespace, pod, model_name) (" + engineUsage + "))\n" +
+		"and on (namespace, pod, model_name) (count by (namespace, pod, model_name) (" + engineUsage + ") > 1)"
+)
+
 // meanSpec is the mean of a histogram input: increase(sum) / increase(count).
 func meanSpec(name, what string, sum, count mapping.Counter, unit, decision string) Spec {
 	role := sum.Role()
@@ -344,6 +385,7 @@ func quantileSpec(name, what string, buckets mapping.Counter, decision string) S
 		Name: name, Unit: "s", Record: "histogram_quantile", Inputs: []mapping.Role{role}, Labels: []string{QuantileLabel}, window: quantilesOf(buckets),
 		Help:     what + " quantile from " + r + "." + helpQuantile,
 		PromQL:   "histogram_quantile(q, sum by (le) (increase(" + r + "_bucket[w]))), q = 0.5, 0.9, 0.99",
+		Rule:     "histogram_quantile({q}, sum by ({by}, le) (rate(" + r + "_bucket[w])))", // rate or increase: the same quantile
 		Decision: decision,
 	}
 }
@@ -357,6 +399,7 @@ func expandSpecs(table []Spec, roles *mapping.Roles) []Spec {
 	for i, s := range table {
 		s.Help = expandRoles(s.Help, roles)
 		s.PromQL = expandRoles(s.PromQL, roles)
+		s.Rule = expandRoles(s.Rule, roles)
 		s.Inputs = append([]mapping.Role(nil), s.Inputs...)
 		out[i] = s
 	}

@@ -11,6 +11,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/fos-study/vllm-normalizer/mapping"
 )
 
 // APIHandler serves the latest report as JSON (/api/v1/diagnosis).
@@ -109,8 +111,8 @@ type signalPage struct {
 	NoChart bool // a topology signal, judged now only
 }
 
-// serverTitles are the servers' names as people write them.
-var serverTitles = map[string]string{"vllm": "vLLM", "sglang": "SGLang", "tgi": "TGI", "trtllm": "TensorRT-LLM", "llamacpp": "llama.cpp", "ollama": "Ollama"}
+// serverTitles are the servers' names as people write them, by profile.
+var serverTitles = mapping.ServerTitles()
 
 // title names the server kind the models run on, one or several.
 func title(r *Report) string {

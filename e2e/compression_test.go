@@ -12,7 +12,7 @@ import (
 
 // TestUpstreamCompression: the binary asks the upstream for an identity
 // page by default and for gzip with --vllm.enable-compression, and serves
-// the same values either way, as the README's flag table says.
+// the same values either way, as docs/flags.md says.
 func TestUpstreamCompression(t *testing.T) {
 	if testing.Short() {
 		t.Skip("left out of the fast lane (-short): scrapes for seconds with and without gzip")

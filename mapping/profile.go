@@ -1,6 +1,7 @@
 package mapping
 
 import (
+	"cmp"
 	"embed"
 	"errors"
 	"fmt"
@@ -34,7 +35,11 @@ const (
 type Profile struct {
 	Version int    `yaml:"version"`
 	Server  string `yaml:"server"`
-	Detect  struct {
+	// Title is the server's name as people write it (SGLang, llama.cpp):
+	// help texts, the landing and diagnosis pages and the docs name the
+	// servers by it. An operator file may leave it out (Server then).
+	Title  string `yaml:"title"`
+	Detect struct {
 		// Prefixes: the families of this server start with one of them;
 		// the first names the server's families in odd-page evidence.
 		Prefixes []string `yaml:"prefixes"`
@@ -354,6 +359,68 @@ func (p *Profile) from() string {
 
 // Source is the operator file a profile was read from, "" when built in.
 func (p *Profile) Source() string { return p.source }
+
+// ServerTitles maps each built-in profile's server to its title.
+func ServerTitles() map[string]string {
+	out := map[string]string{}
+	for _, p := range builtInHeads() {
+		out[p.Server] = p.Title
+	}
+	return out
+}
+
+// ServerList names the built-in profiles' servers as a sentence does:
+// "vLLM, SGLang and Dynamo", vLLM first and servers that fill gaps around
+// an engine (Dynamo's runtime) last.
+func ServerList() string {
+	heads := builtInHeads()
+	rank := func(h profileHead) int {
+		switch {
+		case h.Server == ServerVLLM:
+			return 0
+		case h.FillsGaps:
+			return 2
+		}
+		return 1
+	}
+	slices.SortStableFunc(heads, func(a, b profileHead) int { return cmp.Compare(rank(a), rank(b)) })
+	var titles []string
+	for _, h := range heads {
+		titles = append(titles, h.Title)
+	}
+	if len(titles) < 2 {
+		return strings.Join(titles, "")
+	}
+	return strings.Join(titles[:len(titles)-1], ", ") + " and " + titles[len(titles)-1]
+}
+
+// profileHead is what names a built-in profile, read without checking the
+// rest (LoadProfiles checks every field).
+type profileHead struct {
+	Server    string `yaml:"server"`
+	Title     string `yaml:"title"`
+	FillsGaps bool   `yaml:"fills_gaps"`
+}
+
+// builtInHeads are the built-in profiles' heads, by file name; a title left
+// out is the server's name.
+func builtInHeads() []profileHead {
+	files, _ := fs.Glob(profilesFS, "profiles/*.yaml") // a valid pattern
+	var out []profileHead
+	for _, f := range files {
+		var h profileHead
+		b, err := profilesFS.ReadFile(f)
+		if err == nil {
+			err = yaml.Unmarshal(b, &h)
+		}
+		if err != nil || h.Server == "" {
+			continue // LoadProfiles reports it
+		}
+		h.Title = cmp.Or(h.Title, h.Server)
+		out = append(out, h)
+	}
+	return out
+}
 
 // All returns every profile, vLLM's first.
 func (ps *Profiles) All() []*Profile { return ps.list }

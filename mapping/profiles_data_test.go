@@ -23,6 +23,7 @@ import (
 type profileDataV1 struct {
 	Version int    `yaml:"version"`
 	Server  string `yaml:"server"`
+	Title   string `yaml:"title"`
 	Detect  struct {
 		Prefixes            []string `yaml:"prefixes"`
 		Fingerprints        []string `yaml:"fingerprints"`
@@ -102,6 +103,9 @@ func TestProfileFilesFollowTheSchema(t *testing.T) {
 	for file, p := range profiles {
 		if p.Version != 1 || p.Server != file {
 			t.Errorf("%s.yaml: version %d server %q, want version 1 and server %q", file, p.Version, p.Server, file)
+		}
+		if p.Title == "" {
+			t.Errorf("%s.yaml has no title: add title: <the server's name as people write it>, e.g. title: SGLang", file)
 		}
 		if len(p.Detect.Prefixes) == 0 || p.Labels.Model == nil || p.Labels.Engine == nil {
 			t.Errorf("%s.yaml: detect.prefixes, labels.model and labels.engine are required", file)

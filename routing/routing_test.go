@@ -82,7 +82,7 @@ func checkSamples(t *testing.T, got, want map[string]float64) {
 	}
 }
 
-// TestRoutingViewDataParallel checks each rule of the README's routing
+// TestRoutingViewDataParallel checks each rule of docs/routing.md's
 // table against values computed by hand.
 func TestRoutingViewDataParallel(t *testing.T) {
 	norm := parsePage(t, dataParallelPage)

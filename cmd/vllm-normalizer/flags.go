@@ -22,6 +22,7 @@ import (
 	"github.com/fos-study/vllm-normalizer/diagnosis"
 	"github.com/fos-study/vllm-normalizer/exposition"
 	"github.com/fos-study/vllm-normalizer/genai"
+	"github.com/fos-study/vllm-normalizer/mapping"
 )
 
 const defaultListen = ":9400"
@@ -93,7 +94,7 @@ func parseFlags(args []string, stdout, stderr io.Writer) (*flags, error) {
 
 // newApp declares every flag, filling f when the application parses.
 func newApp(f *flags, stdout, stderr io.Writer) *kingpin.Application {
-	app := kingpin.New("vllm-normalizer", "Scrapes an LLM inference server's /metrics (vLLM, SGLang, TensorRT-LLM, llama.cpp) and serves stable, router-ready pages.")
+	app := kingpin.New("vllm-normalizer", "Scrapes an LLM inference server's /metrics ("+mapping.ServerList()+") and serves stable, router-ready pages.")
 	app.UsageWriter(stdout)
 	app.ErrorWriter(stderr)
 	app.HelpFlag.Short('h')

@@ -8,6 +8,7 @@ import (
 
 	"github.com/fos-study/vllm-normalizer/collector"
 	"github.com/fos-study/vllm-normalizer/diagnosis"
+	"github.com/fos-study/vllm-normalizer/mapping"
 )
 
 // Fixed paths on the main mux (same TLS and auth as the pages).
@@ -113,7 +114,7 @@ func newMux(f *flags, coll *collector.Collector, diag *diagnosis.Diagnoser, relo
 	}
 	landing, err := web.NewLandingPage(web.LandingConfig{
 		Name:        "vllm-normalizer",
-		Description: "Stable, router-ready metrics for vLLM, SGLang, TensorRT-LLM, llama.cpp and Dynamo",
+		Description: "Stable, router-ready metrics for " + mapping.ServerList(),
 		Version:     versionText(),
 		Links:       links,
 		// The toolkit's own profiling box links to an external upload

@@ -92,7 +92,7 @@ func parseLine(line string) (Sample, error) {
 }
 
 // Truth is what a router should read for one model on one page: the whole
-// server's load, computed here from the raw page by the rules the README
+// server's load, computed here from the raw page by the rules docs/routing.md
 // documents (running and waiting summed over engines and API-server
 // processes; KV usage per engine the highest value over processes, then
 // the mean over engines weighted by num_gpu_blocks; GPU blocks summed over
@@ -292,7 +292,7 @@ type Native struct {
 }
 
 // ComputeNativeTruth computes the Truth for a page of another server, by
-// the README's rules: per engine the highest value over its other ranks,
+// docs/routing.md's rules: per engine the highest value over its other ranks,
 // then running and waiting summed over engines, KV usage the mean over
 // engines; blocks summed over engines.
 func ComputeNativeTruth(page []byte, n Native) (Truth, error) {
