@@ -127,7 +127,7 @@ func newApp(f *flags, stdout, stderr io.Writer) *kingpin.Application {
 	app.Flag("history.max-series", "Most upstream series kept for the derived gauges; the default admits every page --vllm.max-body-bytes admits. 0 means no limit.").
 		Default(strconv.Itoa(collector.DefaultMaxSeries)).IntVar(&f.maxSeries)
 	app.Flag("derive.window", "Window of the derived gauges, repeatable; each gives a window label.").
-		Default("1m", "5m").DurationListVar(&f.windows)
+		Default(durationStrings(derive.DefaultWindows())...).DurationListVar(&f.windows)
 	app.Flag("derive.legacy-labels", "Label latency quantiles quantile and SLO targets le, the names before q and target. Deprecated.").
 		Default("false").BoolVar(&f.legacyLabels)
 	for _, slo := range []struct {
@@ -216,4 +216,13 @@ func newApp(f *flags, stdout, stderr io.Writer) *kingpin.Application {
 	f.web = kingpinflag.AddFlags(app, defaultListen)
 	promslogflag.AddFlags(app, f.log)
 	return app
+}
+
+// durationStrings spells durations as flag defaults, as Prometheus does (1m, 5m).
+func durationStrings(ds []time.Duration) []string {
+	out := make([]string, len(ds))
+	for i, d := range ds {
+		out[i] = model.Duration(d).String()
+	}
+	return out
 }
