@@ -19,6 +19,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/fos-study/vllm-normalizer/internal/testbin"
 	"github.com/prometheus/prometheus/promql/parser"
 	yaml "go.yaml.in/yaml/v2"
 )
@@ -496,13 +497,11 @@ func TestAlertMetricsInSidecarContract(t *testing.T) {
 
 // ---- promtool ----------------------------------------------------------------
 
+// promtool is promtool 3.x (testbin.PrometheusTool): the rule tests hold the
+// rules to the Prometheus users run; under CI=true its absence fails.
 func promtool(t *testing.T) string {
 	t.Helper()
-	p, err := exec.LookPath("promtool")
-	if err != nil {
-		t.Skip("promtool not found: install it with deploy/ci-deps.sh (Debian package prometheus)")
-	}
-	return p
+	return testbin.PrometheusTool(t, "promtool")
 }
 
 // shippedMemory is the sidecar's memory limit in both manifests: three

@@ -34,19 +34,11 @@ func repoRoot(t testing.TB) string {
 	return root
 }
 
-// needPrometheus returns the path of the prometheus server binary. Without
-// one the test skips, except under CI=true, where it fails: CI must run
-// these tests (deploy/ci-deps.sh installs the binary).
+// needPrometheus returns the path of the Prometheus 3.x server
+// (testbin.PrometheusTool); under CI=true its absence fails the test.
 func needPrometheus(t testing.TB) string {
 	t.Helper()
-	path, err := exec.LookPath("prometheus")
-	if err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("prometheus is not on PATH but CI=true: this test must run in CI (install it with deploy/ci-deps.sh): %v", err)
-		}
-		t.Skipf("prometheus is not on PATH (Debian: apt-get install prometheus, or run deploy/ci-deps.sh); skipping: %v", err)
-	}
-	return path
+	return testbin.PrometheusTool(t, "prometheus")
 }
 
 // lockedBuffer collects a process's output safely.
