@@ -72,6 +72,7 @@ type scrapeJob struct {
 	Target      string // host:port
 	MetricsPath string // "" = /metrics
 	Labels      map[string]string
+	Extra       []string // more lines of the job's configuration, e.g. "scrape_protocols: [PrometheusText0.0.4]"
 }
 
 // startPrometheus writes a configuration scraping jobs every second and
@@ -94,6 +95,9 @@ func startPrometheus(t *testing.T, bin string, jobs []scrapeJob, ruleFiles []str
 		fmt.Fprintf(&cfg, "  - job_name: %q\n", j.Name)
 		if j.MetricsPath != "" {
 			fmt.Fprintf(&cfg, "    metrics_path: %q\n", j.MetricsPath)
+		}
+		for _, line := range j.Extra {
+			fmt.Fprintf(&cfg, "    %s\n", line)
 		}
 		fmt.Fprintf(&cfg, "    static_configs:\n      - targets: [%q]\n", j.Target)
 		if len(j.Labels) > 0 {
