@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/fos-study/vllm-normalizer/internal/testbin"
 )
 
 // lintAllowed says whether promtool check metrics may warn about a family:
@@ -22,18 +24,11 @@ func lintAllowed(family string) bool {
 	return strings.Contains(family, ":") || strings.HasPrefix(family, "tgi_")
 }
 
-// promtoolPath finds promtool; under CI=true its absence fails the test,
-// as CI must lint (deploy/ci-deps.sh installs it).
+// promtoolPath finds promtool 3.x (testbin.PrometheusTool); under CI=true
+// its absence fails the test, as CI must lint.
 func promtoolPath(t *testing.T) string {
 	t.Helper()
-	pt, err := exec.LookPath("promtool")
-	if err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("promtool is not on PATH but CI=true: the lint must run in CI (install it with deploy/ci-deps.sh): %v", err)
-		}
-		t.Skipf("promtool is not on PATH (Debian: apt-get install prometheus, or run deploy/ci-deps.sh); skipping: %v", err)
-	}
-	return pt
+	return testbin.PrometheusTool(t, "promtool")
 }
 
 // lintPage runs promtool check metrics over page and fails on any

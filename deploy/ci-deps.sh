@@ -3,13 +3,14 @@
 # on a fresh Debian machine (as root). Idempotent: tools already present are
 # left alone.
 #
-#   promtool  - `promtool check rules` / `promtool test rules`, and
-#               `promtool check metrics` on the GenAI view (genai)
-#               (Debian package "prometheus", which ships promtool)
-#   prometheus - the server of the same package; e2e/prometheus starts its
-#               own instances (temporary storage, loopback port). The
-#               package's system service is never started: a policy-rc.d
-#               refuses it during the install.
+#   prometheus, promtool - Prometheus 3.x, the release tools/prometheus
+#               pins, built from the Go module proxy into $(go env GOPATH)/bin
+#               (.ci/run puts that first on PATH; the tests look there first).
+#               e2e/prometheus starts its own servers (temporary storage,
+#               loopback port); deploy, collector and genai run promtool.
+#               Built with -tags remove_all_sd (static targets only) and
+#               without the web UI's assets (the API needs none). Debian's
+#               package is 2.x, which users no longer run: not used.
 #   python3-prometheus-client - Python's prometheus_client text parser, which
 #               e2e/consumers/production-stack runs to read pages the way vLLM
 #               production-stack's router does (for the system python3).
@@ -29,12 +30,12 @@
 # e2e/prometheus, deploy, e2e/consumers/production-stack and browser tests fail
 # instead when CI=true).
 set -euo pipefail
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 
 SUDO=""
 if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
 
 need_apt=()
-{ command -v promtool && command -v prometheus; } >/dev/null 2>&1 || need_apt+=(prometheus)
 /usr/bin/python3 -c 'import prometheus_client.parser' >/dev/null 2>&1 || need_apt+=(python3-prometheus-client)
 { command -v chromium || command -v chromium-browser; } >/dev/null 2>&1 || need_apt+=(chromium)
 command -v make >/dev/null 2>&1 || need_apt+=(make)
@@ -45,16 +46,7 @@ if [ "${#need_apt[@]}" -gt 0 ] || $need_kubectl; then
   $SUDO apt-get update
 fi
 if [ "${#need_apt[@]}" -gt 0 ]; then
-  # Keep the package's prometheus service from starting (exit 101 = action
-  # forbidden), unless the machine already has a policy of its own.
-  own_policy=false
-  if [ ! -e /usr/sbin/policy-rc.d ]; then
-    printf '#!/bin/sh\nexit 101\n' | $SUDO tee /usr/sbin/policy-rc.d >/dev/null
-    $SUDO chmod 755 /usr/sbin/policy-rc.d
-    own_policy=true
-  fi
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y --no-install-recommends "${need_apt[@]}"
-  if $own_policy; then $SUDO rm -f /usr/sbin/policy-rc.d; fi
 fi
 if $need_kubectl; then
   # Optional: the kustomize test skips without a usable kubectl.
@@ -70,8 +62,23 @@ if ! "$gobin/golangci-lint" version 2>/dev/null | grep -q "version ${GOLANGCI_LI
 fi
 "$gobin/golangci-lint" version 2>&1 | head -n 1
 
-promtool --version 2>&1 | head -n 1
-prometheus --version 2>&1 | head -n 1
+# Prometheus and promtool: the release tools/prometheus/go.mod pins
+# (module v0.3XY.Z is Prometheus 3.XY.Z), stamped with that version so the
+# tests can tell it from a distribution's 2.x.
+prom_module="$(awk '{ for (i = 1; i < NF; i++) if ($i == "github.com/prometheus/prometheus") print $(i + 1) }' "$root/tools/prometheus/go.mod")"
+PROMETHEUS_VERSION="$(printf '%s\n' "$prom_module" | sed -E 's/^v0\.3([0-9]{2})\.([0-9]+)$/3.\1.\2/')"
+case "$PROMETHEUS_VERSION" in
+  3.*.*) ;;
+  *) echo "ci-deps: tools/prometheus/go.mod must require github.com/prometheus/prometheus v0.3XY.Z (Prometheus 3.XY.Z); found '$prom_module'" >&2; exit 1 ;;
+esac
+for tool in prometheus promtool; do
+  if ! "$gobin/$tool" --version 2>/dev/null | grep -q "version ${PROMETHEUS_VERSION} "; then
+    (cd "$root/tools/prometheus" && go build -tags remove_all_sd \
+      -ldflags "-X github.com/prometheus/common/version.Version=${PROMETHEUS_VERSION}" \
+      -o "$gobin/$tool" "github.com/prometheus/prometheus/cmd/$tool")
+  fi
+  "$gobin/$tool" --version 2>&1 | head -n 1
+done
 /usr/bin/python3 -c 'import prometheus_client.parser; print("python3: prometheus_client parser available")'
 kubectl version --client 2>/dev/null | head -n 2 || true
 { chromium --version || chromium-browser --version; } 2>/dev/null | head -n 1

@@ -22,6 +22,7 @@ import (
 	yaml "go.yaml.in/yaml/v2"
 
 	"github.com/fos-study/vllm-normalizer/derive"
+	"github.com/fos-study/vllm-normalizer/internal/testbin"
 	"github.com/fos-study/vllm-normalizer/mapping"
 )
 
@@ -508,13 +509,11 @@ func TestAlertMetricsInSidecarContract(t *testing.T) {
 
 // ---- promtool ----------------------------------------------------------------
 
+// promtool is promtool 3.x (testbin.PrometheusTool): the rule tests hold the
+// rules to the Prometheus users run; under CI=true its absence fails.
 func promtool(t *testing.T) string {
 	t.Helper()
-	p, err := exec.LookPath("promtool")
-	if err != nil {
-		missingTool(t, "promtool not found: install it with deploy/ci-deps.sh (Debian package prometheus)")
-	}
-	return p
+	return testbin.PrometheusTool(t, "promtool")
 }
 
 // missingTool skips a test whose tool is missing, but fails it under
@@ -531,14 +530,15 @@ func missingTool(t *testing.T, why string) {
 // TestPromtoolRequiredUnderCI: without promtool the rule tests are skipped
 // on a laptop but fail under CI=true, as the other packages' promtool tests
 // do, so that CI never passes without running them. It runs promtool's
-// lookup in a child with an empty PATH.
+// lookup in a child with an empty PATH and GOPATH (testbin.PrometheusTool
+// looks in GOPATH/bin first).
 func TestPromtoolRequiredUnderCI(t *testing.T) {
 	if os.Getenv("DEPLOY_PROMTOOL_CHILD") == "1" {
 		promtool(t)
 		return
 	}
 	cmd := exec.Command(os.Args[0], "-test.run=^TestPromtoolRequiredUnderCI$", "-test.v")
-	cmd.Env = append(os.Environ(), "CI=true", "PATH="+t.TempDir(), "DEPLOY_PROMTOOL_CHILD=1")
+	cmd.Env = append(os.Environ(), "CI=true", "PATH="+t.TempDir(), "GOPATH="+t.TempDir(), "DEPLOY_PROMTOOL_CHILD=1")
 	out, err := cmd.CombinedOutput()
 	if err == nil || !strings.Contains(string(out), "CI=true") {
 		t.Errorf("under CI=true without promtool the test must fail naming CI=true; it exited %v:\n%s", err, out)

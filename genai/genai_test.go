@@ -18,6 +18,7 @@ import (
 	"github.com/fos-study/vllm-normalizer/exposition"
 	"github.com/fos-study/vllm-normalizer/internal/fixtures"
 	"github.com/fos-study/vllm-normalizer/internal/pagetest"
+	"github.com/fos-study/vllm-normalizer/internal/testbin"
 	"github.com/fos-study/vllm-normalizer/mapping"
 )
 
@@ -483,13 +484,7 @@ func TestOptionsCheck(t *testing.T) {
 // any fixture, in either name style. Under CI=true a missing promtool fails
 // the test: CI must run it (deploy/ci-deps.sh installs it).
 func TestPromtoolCheckMetrics(t *testing.T) {
-	pt, err := exec.LookPath("promtool")
-	if err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("promtool is not on PATH but CI=true: this test must run in CI (install it with deploy/ci-deps.sh): %v", err)
-		}
-		t.Skipf("promtool is not on PATH (Debian: apt-get install prometheus, or run deploy/ci-deps.sh); skipping: %v", err)
-	}
+	pt := testbin.PrometheusTool(t, "promtool")
 	for _, prefix := range []string{"02-", "04-", "12-", "13-", "20-", "24-", "25-", "26-", "30-", "31-"} {
 		for _, style := range []NameStyle{Suffixed, Unsuffixed} {
 			canon, roles, server := canonical(t, prefix)

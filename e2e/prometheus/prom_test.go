@@ -30,22 +30,15 @@ func repoRoot(t testing.TB) string {
 	return root
 }
 
-// needPrometheus returns the path of the prometheus server binary. Under
-// -short (the fast lane) the test skips; without the binary it skips, except under CI=true, where it fails: CI must run
-// these tests (deploy/ci-deps.sh installs the binary).
+// needPrometheus returns the path of the Prometheus 3.x server
+// (testbin.PrometheusTool): under -short (the fast lane) the test skips;
+// without the binary it skips, except under CI=true, where it fails.
 func needPrometheus(t testing.TB) string {
 	t.Helper()
 	if testing.Short() {
 		t.Skip("left out of the fast lane (-short): runs a real Prometheus beside the sidecar")
 	}
-	path, err := exec.LookPath("prometheus")
-	if err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("prometheus is not on PATH but CI=true: this test must run in CI (install it with deploy/ci-deps.sh): %v", err)
-		}
-		t.Skipf("prometheus is not on PATH (Debian: apt-get install prometheus, or run deploy/ci-deps.sh); skipping: %v", err)
-	}
-	return path
+	return testbin.PrometheusTool(t, "prometheus")
 }
 
 // lockedBuffer collects a process's output safely.
@@ -79,6 +72,7 @@ type scrapeJob struct {
 	Target      string // host:port
 	MetricsPath string // "" = /metrics
 	Labels      map[string]string
+	Extra       []string // more lines of the job's configuration, e.g. "scrape_protocols: [PrometheusText0.0.4]"
 }
 
 // startPrometheus writes a configuration scraping jobs every second and
@@ -101,6 +95,9 @@ func startPrometheus(t *testing.T, bin string, jobs []scrapeJob, ruleFiles []str
 		fmt.Fprintf(&cfg, "  - job_name: %q\n", j.Name)
 		if j.MetricsPath != "" {
 			fmt.Fprintf(&cfg, "    metrics_path: %q\n", j.MetricsPath)
+		}
+		for _, line := range j.Extra {
+			fmt.Fprintf(&cfg, "    %s\n", line)
 		}
 		fmt.Fprintf(&cfg, "    static_configs:\n      - targets: [%q]\n", j.Target)
 		if len(j.Labels) > 0 {
