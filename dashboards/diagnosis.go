@@ -65,8 +65,8 @@ func diagnosis() Dashboard {
 	l.add(timeseries("Model-wide TTFT and inter-token latency p90",
 		"Is the whole model slow or only some instances? 90th percentile over all selected instances, aggregated from the raw vLLM histograms.",
 		tsOpt{unit: "s", min: f(0)},
-		q(fmt.Sprintf(`histogram_quantile(0.9, sum by (model_name, le) (rate(vllm:time_to_first_token_seconds_bucket{%s}[$__rate_interval])))`, selModel), "{{model_name}} TTFT p90"),
-		q(fmt.Sprintf(`histogram_quantile(0.9, sum by (model_name, le) (rate(vllm:inter_token_latency_seconds_bucket{%s}[$__rate_interval])))`, selModel), "{{model_name}} ITL p90")), 8, 8)
+		q(classicOrNative(fmt.Sprintf(`histogram_quantile(0.9, sum by (model_name, le) (rate(vllm:time_to_first_token_seconds_bucket{%s}[$__rate_interval])))`, selModel)), "{{model_name}} TTFT p90"),
+		q(classicOrNative(fmt.Sprintf(`histogram_quantile(0.9, sum by (model_name, le) (rate(vllm:inter_token_latency_seconds_bucket{%s}[$__rate_interval])))`, selModel)), "{{model_name}} ITL p90")), 8, 8)
 
 	// (2) Saturation.
 	l.row("2. Saturation: waiting vs running")
@@ -116,11 +116,11 @@ func diagnosis() Dashboard {
 	l.add(heatmap("Prompt length distribution",
 		"Did the mix of prompt lengths change? Finished requests per prompt-length bucket over time (raw vLLM histogram).",
 		"short",
-		Target{Expr: fmt.Sprintf(`sum by (le) (increase(vllm:request_prompt_tokens_bucket{%s}[$__rate_interval]))`, selModel), LegendFormat: "{{le}}", Range: true}), 8, 8)
+		Target{Expr: classicOrNative(fmt.Sprintf(`sum by (le) (increase(vllm:request_prompt_tokens_bucket{%s}[$__rate_interval]))`, selModel)), LegendFormat: "{{le}}", Range: true}), 8, 8)
 	l.add(heatmap("Output length distribution",
 		"Did the mix of output lengths change? Finished requests per generated-length bucket over time (raw vLLM histogram).",
 		"short",
-		Target{Expr: fmt.Sprintf(`sum by (le) (increase(vllm:request_generation_tokens_bucket{%s}[$__rate_interval]))`, selModel), LegendFormat: "{{le}}", Range: true}), 8, 8)
+		Target{Expr: classicOrNative(fmt.Sprintf(`sum by (le) (increase(vllm:request_generation_tokens_bucket{%s}[$__rate_interval]))`, selModel)), LegendFormat: "{{le}}", Range: true}), 8, 8)
 
 	// (5) Configuration.
 	l.row("5. Configuration")

@@ -4,6 +4,10 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"strings"
+
+	"github.com/fos-study/vllm-normalizer/internal/nhcb"
+	"github.com/fos-study/vllm-normalizer/mapping"
 )
 
 //go:generate go test -run TestGeneratedFilesUpToDate -update .
@@ -158,6 +162,34 @@ func (l *layout) add(p Panel, w, h int) {
 }
 
 func q(expr, legend string) Target { return Target{Expr: expr, LegendFormat: legend, Range: true} }
+
+// classicOrNative is expr, reading the raw vLLM histograms, or the same read
+// as Prometheus 3 stores them natively (convert_classic_histograms_to_nhcb).
+func classicOrNative(expr string) string {
+	// Grafana's range variable is no PromQL duration: a stand-in no query
+	// here uses while the expression is parsed.
+	const rateInterval, standIn = "$__rate_interval", "7y"
+	e, err := nhcb.Either(strings.ReplaceAll(expr, rateInterval, standIn), isHistogram)
+	if err != nil {
+		panic(err) // a dashboard query written here: fixed by writing it otherwise
+	}
+	return strings.ReplaceAll(e, standIn, rateInterval)
+}
+
+// isHistogram says whether a family is one of the catalogue's histograms.
+var isHistogram = func() func(string) bool {
+	cat, err := mapping.LoadCatalogue()
+	if err != nil {
+		panic(err)
+	}
+	set := map[string]bool{}
+	for _, d := range cat.Roles().All() {
+		if d.Type == mapping.RoleTypeHistogram {
+			set[d.Family] = true
+		}
+	}
+	return func(name string) bool { return set[name] }
+}()
 
 // instant is a table query evaluated at the end of the time range.
 func instant(expr string) Target {

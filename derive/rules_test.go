@@ -12,6 +12,7 @@ import (
 	"github.com/prometheus/common/model"
 	"github.com/prometheus/prometheus/promql/parser"
 
+	"github.com/fos-study/vllm-normalizer/internal/nhcb"
 	"github.com/fos-study/vllm-normalizer/mapping"
 )
 
@@ -114,6 +115,18 @@ func specRules(s Spec, w string, roles *mapping.Roles, earlier map[string]Spec) 
 	return out, nil
 }
 
+// histogramFamilies says which family names are histograms' (the canonical
+// families of the histogram roles).
+func histogramFamilies(roles *mapping.Roles) func(string) bool {
+	set := map[string]bool{}
+	for _, d := range roles.All() {
+		if d.Type == mapping.RoleTypeHistogram {
+			set[d.Family] = true
+		}
+	}
+	return func(name string) bool { return set[name] }
+}
+
 // derivedRules is the generated part of recording.yml: a group per window of
 // windows, and one for the gauges of the current scrape.
 func derivedRules(roles *mapping.Roles, windows []time.Duration) (string, error) {
@@ -133,6 +146,13 @@ func derivedRules(roles *mapping.Roles, windows []time.Duration) (string, error)
 			}
 			earlier[s.Name] = s
 			for _, r := range rules {
+				// Prometheus 3 may store the histograms natively
+				// (convert_classic_histograms_to_nhcb): the rule reads either.
+				expr, err := nhcb.Either(r.expr, histogramFamilies(roles))
+				if err != nil {
+					return fmt.Errorf("%s: %w", s.Name, err)
+				}
+				r.expr = expr
 				fmt.Fprintf(&b, "      - record: %s\n        expr: |\n", r.record)
 				for _, line := range strings.Split(r.expr, "\n") {
 					b.WriteString("          " + line + "\n")
