@@ -587,6 +587,9 @@ func TestPromtoolCheckRules(t *testing.T) {
 }
 
 func TestPromtoolTestRules(t *testing.T) {
+	if testing.Short() {
+		t.Skip("left out of the fast lane (-short): evaluates every rule test in Prometheus's engine (20 s on a loaded machine)")
+	}
 	pt := promtool(t)
 	files, _ := filepath.Glob("prometheus/tests/*.yml")
 	out := run(t, pt, append([]string{"test", "rules"}, files...)...)

@@ -269,3 +269,41 @@ func TestSetMemoryLimit(t *testing.T) {
 		t.Errorf("with GOMEMLIMIT=50MiB the soft limit is %d", got)
 	}
 }
+
+// TestReservedPaths: every fixed path of the route table, and any path
+// under one that holds a subtree, is refused to the path flags, and the
+// mux serves each route the table lists.
+func TestReservedPaths(t *testing.T) {
+	f, err := parseFlags([]string{"--web.enable-pprof"}, io.Discard, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fixed := 0
+	for _, r := range f.routes() {
+		if r.flag != "" {
+			continue
+		}
+		fixed++
+		paths := []string{r.pattern}
+		if strings.HasSuffix(r.pattern, "/") {
+			paths = append(paths, r.pattern+"heap")
+		}
+		for _, p := range paths {
+			for _, flag := range []string{"--web.telemetry-path", "--web.routing-path"} {
+				_, err := parseFlags([]string{flag + "=" + p}, io.Discard, io.Discard)
+				if want := flag + "=" + p + " is taken"; err == nil || !strings.Contains(err.Error(), want) {
+					t.Errorf("%s=%s: error %v, want %q", flag, p, err, want)
+				}
+			}
+		}
+	}
+	if fixed < 7 {
+		t.Errorf("only %d fixed routes in the table", fixed)
+	}
+	mux := landingMux(t, "--web.enable-pprof")
+	for _, p := range []string{"/-/healthy", "/-/ready", "/metrics/genai", "/diagnosis", "/api/v1/diagnosis", "/debug/pprof/", "/metrics/routing/engines/0"} {
+		if code, _ := serveGet(mux, p); code == http.StatusNotFound {
+			t.Errorf("%s is not served", p)
+		}
+	}
+}
