@@ -189,7 +189,7 @@ func TestScrapeFailureReasonsExplained(t *testing.T) {
 	}
 	var documented []string
 	for i := start + 2; i < len(lines) && strings.HasPrefix(lines[i], "|"); i++ {
-		first := strings.Split(strings.Trim(lines[i], "|"), "|")[0]
+		first, _, _ := strings.Cut(strings.Trim(lines[i], "|"), "|")
 		for _, m := range regexp.MustCompile("`([a-z_]+)`").FindAllStringSubmatch(first, -1) {
 			documented = append(documented, m[1])
 		}

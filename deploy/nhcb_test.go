@@ -12,6 +12,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/prometheus/common/model"
 	"github.com/prometheus/prometheus/model/labels"
 	"github.com/prometheus/prometheus/promql/parser"
 	yaml "go.yaml.in/yaml/v2"
@@ -121,7 +122,7 @@ func toNativeSeries(t *testing.T, series []any, histograms map[string]bool, conv
 		if err != nil {
 			t.Fatalf("%s %s: %v", desc, values, err)
 		}
-		name := lbls.Get(labels.MetricName)
+		name := lbls.Get(model.MetricNameLabel)
 		base, part := "", ""
 		for _, suffix := range []string{"_bucket", "_sum", "_count"} {
 			if b, ok := strings.CutSuffix(name, suffix); ok && histograms[b] {
@@ -139,7 +140,7 @@ func toNativeSeries(t *testing.T, series []any, histograms map[string]bool, conv
 			}
 			points[i] = v.Value
 		}
-		b := labels.NewBuilder(lbls).Del("le").Set(labels.MetricName, base).Labels()
+		b := labels.NewBuilder(lbls).Del("le").Set(model.MetricNameLabel, base).Labels()
 		key := b.String()
 		np := byKey[key]
 		if np == nil {

@@ -154,7 +154,7 @@ func derivedRules(roles *mapping.Roles, windows []time.Duration) (string, error)
 				}
 				r.expr = expr
 				fmt.Fprintf(&b, "      - record: %s\n        expr: |\n", r.record)
-				for _, line := range strings.Split(r.expr, "\n") {
+				for line := range strings.SplitSeq(r.expr, "\n") {
 					b.WriteString("          " + line + "\n")
 				}
 				if len(r.labels) > 0 {

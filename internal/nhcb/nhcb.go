@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/prometheus/common/model"
 	"github.com/prometheus/prometheus/model/labels"
 	"github.com/prometheus/prometheus/promql/parser"
 )
@@ -149,8 +150,8 @@ func (r *rewriter) toNative(sel *parser.VectorSelector, suffix string) {
 	sel.Name = strings.TrimSuffix(sel.Name, suffix)
 	sel.LabelMatchers = slices.DeleteFunc(sel.LabelMatchers, func(m *labels.Matcher) bool { return m.Name == "le" })
 	for i, m := range sel.LabelMatchers {
-		if m.Name == labels.MetricName {
-			sel.LabelMatchers[i] = parser.MustLabelMatcher(labels.MatchEqual, labels.MetricName, sel.Name)
+		if m.Name == model.MetricNameLabel {
+			sel.LabelMatchers[i] = parser.MustLabelMatcher(labels.MatchEqual, model.MetricNameLabel, sel.Name)
 		}
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strings"
 	"sync"
 	"testing"
 )
@@ -53,7 +54,7 @@ func findPrometheusTool(name string) (path, why string) {
 	if p, err := exec.LookPath(name); err == nil {
 		candidates = append(candidates, p)
 	}
-	seen := ""
+	var seen strings.Builder
 	for _, c := range candidates {
 		out, err := exec.Command(c, "--version").CombinedOutput()
 		if err != nil {
@@ -61,13 +62,13 @@ func findPrometheusTool(name string) (path, why string) {
 		}
 		m := versionLine.FindSubmatch(out)
 		if m == nil {
-			seen += c + " prints no version; "
+			seen.WriteString(c + " prints no version; ")
 			continue
 		}
 		if v := string(m[1]); len(v) > 1 && v[:2] == prometheusMajor+"." {
 			return c, ""
 		}
-		seen += c + " is version " + string(m[1]) + "; "
+		seen.WriteString(c + " is version " + string(m[1]) + "; ")
 	}
-	return "", "no " + name + " " + prometheusMajor + ".x found in GOPATH/bin or on PATH (" + seen + ")"
+	return "", "no " + name + " " + prometheusMajor + ".x found in GOPATH/bin or on PATH (" + seen.String() + ")"
 }
