@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -13,6 +14,8 @@ import (
 	"github.com/prometheus/prometheus/model/labels"
 
 	"github.com/fos-study/vllm-normalizer/exposition"
+	"github.com/fos-study/vllm-normalizer/genai"
+	"github.com/fos-study/vllm-normalizer/routing"
 	"github.com/fos-study/vllm-normalizer/serve"
 )
 
@@ -59,13 +62,13 @@ func (c *Collector) publish(res *scrapeResult, now time.Time) {
 		ownRouting = append(ownRouting, f)
 	}
 
-	var page, routing, compat [][]exposition.Family
-	var gen []exposition.Family
+	var page [][]exposition.Family
+	var views *readerViews
 	var asleep []string
 	failed := ""
 	engines := newEngineViews(nil, nil, nil, c.roles, "", nil, c.cfg.Role)
 	if res != nil {
-		page, routing, compat, gen, asleep = res.page, res.routing, res.compat, res.genai, res.asleep
+		page, views, asleep = res.page, res.views, res.asleep
 		engines = newEngineViews(res.canon, res.derived, ownRouting, c.roles, res.upstream, res.style, c.cfg.Role)
 	} else if c.lastSuccess.Load() != 0 || c.lastReason != "" {
 		failed = cmp.Or(c.lastReason, "unknown")
@@ -74,21 +77,98 @@ func (c *Collector) publish(res *scrapeResult, now time.Time) {
 		// The Gatherer's families (the version, Go and process
 		// collectors) join the full page when it is first read (see
 		// runtimeFamilies).
-		page:    c.pageEnc.Prepare(merge(append(page, own)...), c.withRuntimeFamilies),
-		routing: c.routingEnc.Prepare(merge(append(routing, ownRouting)...), nil),
-		compat:  c.compatEnc.Prepare(merge(append(compat, ownRouting)...), nil),
+		page: c.pageEnc.Prepare(merge(append(page, own)...), c.withRuntimeFamilies),
+		// The views only readers need are built by their first reader
+		// (readerViews), and encoded by it, as every page is: a view no
+		// router reads costs no building and no encoding, and a router
+		// polling many times a second pays one of each per scrape, its
+		// first read after a scrape waiting for them.
+		routing: c.routingEnc.Prepare(ownRouting, func(own []exposition.Family) []exposition.Family {
+			return merge(views.epp(), own)
+		}),
+		compat: c.compatEnc.Prepare(ownRouting, func(own []exposition.Family) []exposition.Family {
+			return merge(views.compat(), views.diagnosisFamilies(), own)
+		}),
 		// After a failed scrape the GenAI view is empty: its series are
 		// withdrawn, never served stale.
-		genai:   c.genaiEnc.Prepare(gen, nil),
+		genai:   c.genaiEnc.Prepare(nil, func([]exposition.Family) []exposition.Family { return views.genaiView() }),
 		asleep:  asleep,
 		failed:  failed,
 		engines: engines,
 	}
-	// Both pages are encoded by their first reader, as their gzip already
-	// was: a view no router reads costs no encoding, and a router polling
-	// many times a second pays one encoding per scrape, as before, its
-	// first read after a scrape waiting for it (~0.1 ms on one engine).
 	c.snap.Store(s)
+}
+
+// readerViews are the pages of one scrape that only readers need: the
+// routing view, the compatibility page and the GenAI view. The scrape
+// keeps what they are built from (the collapsed gauges and the sums,
+// which it advances every scrape: routing.Collapsed) and the first reader
+// of any of them builds the routing views, once, on its own goroutine; the
+// GenAI view is built by its own first reader. A nil *readerViews (after
+// a failed scrape) has no families.
+type readerViews struct {
+	collapsed *routing.Collapsed
+	role      string // the pod role labelling every routing series
+	genai     *genai.Viewer
+	server    string
+	diagnosis []exposition.Family // the diagnosis' gauges, also on the compatibility page
+	// nanSkipped counts the NaN samples the build left out.
+	nanSkipped func(int)
+
+	once             sync.Once
+	eppFams, compatF []exposition.Family
+}
+
+func (v *readerViews) build() {
+	v.once.Do(func() {
+		epp, compat, nan := v.collapsed.Build()
+		v.nanSkipped(nan)
+		if v.role != "" {
+			// compat shares its samples with epp (its first families)
+			// and with the scrape's routing derived gauges: labelled on
+			// copies, so that nothing another goroutine reads changes.
+			for i := range compat {
+				compat[i].Samples = slices.Clone(compat[i].Samples)
+			}
+			compat = withRole(compat, v.role)
+			epp = compat[:len(epp):len(epp)]
+		}
+		v.eppFams, v.compatF = epp, compat
+	})
+}
+
+// epp returns the routing view's families (what endpoint pickers read).
+func (v *readerViews) epp() []exposition.Family {
+	if v == nil {
+		return nil
+	}
+	v.build()
+	return v.eppFams
+}
+
+// compat returns the compatibility page's families but the diagnosis'.
+func (v *readerViews) compat() []exposition.Family {
+	if v == nil {
+		return nil
+	}
+	v.build()
+	return v.compatF
+}
+
+func (v *readerViews) diagnosisFamilies() []exposition.Family {
+	if v == nil {
+		return nil
+	}
+	return v.diagnosis
+}
+
+// genaiView returns the GenAI view, from the sums the compatibility page
+// prints: the two agree.
+func (v *readerViews) genaiView() []exposition.Family {
+	if v == nil {
+		return nil
+	}
+	return v.genai.Render(v.collapsed.Totals(), v.server)
 }
 
 var upstreamAgeLabels = labels.FromStrings(model.MetricNameLabel, "vllm_normalizer_upstream_age_seconds")

@@ -1,18 +1,24 @@
 package collector
 
 import (
+	"bytes"
 	"context"
 	"maps"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/fos-study/vllm-normalizer/demo"
+	"github.com/fos-study/vllm-normalizer/serve"
 )
 
 // countingCollector is a process-level collector (like the Go and process
@@ -137,6 +143,103 @@ func TestStatusFamiliesFollowTheUpstream(t *testing.T) {
 		}
 		if !maps.Equal(got, want) {
 			t.Fatalf("after %s the status series differ from a fresh sidecar's:\n got %v\nwant %v", name, got, want)
+		}
+	}
+}
+
+// The routing view, the compatibility page and the GenAI view are built by
+// their first reader after each scrape, from what every scrape keeps: a
+// sidecar nobody reads for tens of scrapes then serves the bytes of one
+// read after every scrape, and the many readers of one snapshot, reading
+// while the next scrape runs, all get the same bytes (the -race run checks
+// that nothing they share is written).
+func TestReaderViewsOnDemand(t *testing.T) {
+	clock := newFakeClock()
+	up, err := demo.New(demo.Options{Now: clock.Now, Seed: 3, Engines: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	collector := func() (*Collector, *memTransport) {
+		tr := &memTransport{}
+		return newTestCollector(t, "http://127.0.0.1:8000/metrics", clock, func(cfg *Config) {
+			cfg.Client = &http.Client{Transport: tr}
+			cfg.Role = "decode" // labelled on every routing series, on the pages readers build
+		}), tr
+	}
+	read, readTr := collector()
+	unread, unreadTr := collector()
+	n := 0
+	scrape := func() {
+		clock.Advance(time.Second)
+		p := up.Page()
+		if n++; n%7 == 3 {
+			// Engine 2 misses a scrape: the sums carry its last totals,
+			// which only a sum advanced every scrape knows.
+			p = regexp.MustCompile(`(?m)^.*engine="2".*\n`).ReplaceAll(p, nil)
+		}
+		readTr.page, unreadTr.page = p, p
+		read.ScrapeOnce(context.Background())
+		unread.ScrapeOnce(context.Background())
+	}
+	views := func(s *snapshot) map[string]*serve.Page {
+		return map[string]*serve.Page{"routing": s.routing, "compat": s.compat, "genai": s.genai}
+	}
+	body := func(p *serve.Page, gz bool) []byte {
+		req := httptest.NewRequest(http.MethodGet, "/metrics", nil)
+		if gz {
+			req.Header.Set("Accept-Encoding", "gzip")
+		}
+		rec := httptest.NewRecorder()
+		serve.Write(rec, req, p)
+		return rec.Body.Bytes()
+	}
+	scrape()
+	const readers = 6
+	for i := range 40 {
+		s := read.snap.Load()
+		got := map[string][][]byte{}
+		var mu sync.Mutex
+		var wg sync.WaitGroup
+		for name, p := range views(s) {
+			for r := range readers {
+				wg.Go(func() {
+					b := body(p, r%2 == 1)
+					mu.Lock()
+					got[name] = append(got[name], b)
+					mu.Unlock()
+				})
+			}
+		}
+		scrape() // while they read the last snapshot
+		wg.Wait()
+		for name, bodies := range got {
+			var plain []byte
+			for _, b := range bodies {
+				if len(b) == 0 {
+					t.Fatalf("scrape %d: %s read empty", i, name)
+				}
+				if b[0] != 0x1f && plain == nil {
+					plain = b
+				} else if b[0] != 0x1f && !bytes.Equal(b, plain) {
+					t.Fatalf("scrape %d: two readers of one snapshot's %s got different bytes:\n%s\n--\n%s", i, name, plain, b)
+				}
+			}
+		}
+		if i%10 != 9 {
+			continue
+		}
+		// Unread for ten scrapes, then read: what a view read every
+		// scrape serves.
+		want, have := views(read.snap.Load()), views(unread.snap.Load())
+		for name := range want {
+			w, h := body(want[name], false), body(have[name], false)
+			if !bytes.Equal(w, h) {
+				t.Fatalf("scrape %d: %s first read after ten unread scrapes differs from one read every scrape:\n%s\nwant\n%s", i, name, h, w)
+			}
+			checkValidPage(t, h)
+			if name != "genai" && !bytes.Contains(h, []byte(`role="decode"`)) {
+				t.Fatalf("scrape %d: %s has no role label:\n%s", i, name, h)
+			}
 		}
 	}
 }

@@ -181,7 +181,7 @@ func TestViewerRemembersLayouts(t *testing.T) {
 	}
 	// The page's label sets changed in the middle (extraEngine), so the
 	// layouts were rebuilt and are those of the last page.
-	if l := v.sums["vllm:inter_token_latency_seconds"]; l == nil || len(l.out) == 0 {
+	if l := v.sums.layouts["vllm:inter_token_latency_seconds"]; l == nil || len(l.out) == 0 {
 		t.Fatalf("no layout kept for the summed histogram: %v", v.sums)
 	}
 }
@@ -286,7 +286,7 @@ func TestSummedCounterBackAfterLongAbsence(t *testing.T) {
 		total += 7
 		check(&v, map[string]float64{fmt.Sprintf("p%d", i): 7}, total, fmt.Sprintf("process %d", i))
 	}
-	for name, l := range v.sums {
+	for name, l := range v.sums.layouts {
 		if len(l.gone) > maxGone+len(l.out) {
 			t.Errorf("%s remembers %d gone inputs, want at most %d", name, len(l.gone), maxGone+len(l.out))
 		}
