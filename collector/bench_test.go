@@ -141,6 +141,10 @@ func cpuTime(tb testing.TB) time.Duration {
 // process collectors (at most once per second of the clock) happen for
 // the snapshot it reads. read=every reads /metrics after every scrape (the
 // worst case); read=15s once per 15 s of the clock, as Prometheus does.
+// Two more cases, on every page and interval: read=prometheus, where
+// nobody but Prometheus (every 15 s, /metrics) reads anything, and
+// read=all, where /metrics, the routing view, the compatibility page and
+// the GenAI view are all read with gzip after every scrape.
 //
 // Besides ns/op (wall time of the cycle) it reports cpu-ns/op: the whole
 // process's CPU time per cycle, the GC's workers on the other core
@@ -148,20 +152,30 @@ func cpuTime(tb testing.TB) time.Duration {
 func BenchmarkScrapeCycle(b *testing.B) {
 	for _, p := range benchPages(b, newFakeClock()) {
 		for _, interval := range []time.Duration{time.Second, 100 * time.Millisecond} {
-			for _, every := range []time.Duration{0, 15 * time.Second} {
-				read := "every"
-				if every > 0 {
-					read = window.Format(every)
-				}
-				b.Run(p.name+"/interval="+window.Format(interval)+"/read="+read, func(b *testing.B) {
-					benchScrapeCycle(b, p.name, interval, every)
+			for _, r := range []benchReaders{
+				{"every", 0, true, false}, {"15s", 15 * time.Second, true, false},
+				{"prometheus", 15 * time.Second, false, false}, {"all", 0, true, true},
+			} {
+				b.Run(p.name+"/interval="+window.Format(interval)+"/read="+r.name, func(b *testing.B) {
+					benchScrapeCycle(b, p.name, interval, r)
 				})
 			}
 		}
 	}
 }
 
-func benchScrapeCycle(b *testing.B, page string, interval, readEvery time.Duration) {
+// benchReaders is who reads what in a BenchmarkScrapeCycle case.
+type benchReaders struct {
+	name string
+	// metricsEvery is how often /metrics is read, on the clock (0: after
+	// every scrape).
+	metricsEvery time.Duration
+	// routing: a router reads the routing view after every scrape; all:
+	// the compatibility page and the GenAI view are read too.
+	routing, all bool
+}
+
+func benchScrapeCycle(b *testing.B, page string, interval time.Duration, readers benchReaders) {
 	clock := newFakeClock()
 	var next func() []byte
 	for _, q := range benchPages(b, clock) {
@@ -190,8 +204,14 @@ func benchScrapeCycle(b *testing.B, page string, interval, readEvery time.Durati
 		b.StartTimer()
 		c.ScrapeOnce(ctx)
 		s := c.snap.Load()
-		s.routing.Gzipped()
-		if now := clock.Now(); now.Sub(lastRead) >= readEvery {
+		if readers.routing {
+			s.routing.Gzipped()
+		}
+		if readers.all {
+			s.compat.Gzipped()
+			s.genai.Gzipped()
+		}
+		if now := clock.Now(); now.Sub(lastRead) >= readers.metricsEvery {
 			s.page.Gzipped() // encodes the text first
 			lastRead = now
 		}

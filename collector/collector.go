@@ -474,7 +474,7 @@ func (c *Collector) scrape(ctx context.Context, sent time.Time) (*scrapeResult, 
 	if profile != nil {
 		server = profile.Server
 	}
-	in := routing.Input{Canon: canon, Derived: routingDerived, Roles: c.roles, Upstream: report.Upstream.Engine,
+	in := routing.Input{Canon: canon, Derived: routingDerived, HitRatio: derive.PrefixCacheHitRatio(routingDerived), Roles: c.roles, Upstream: report.Upstream.Engine,
 		Server: server, Readers: c.readers, Style: mapper.StyleName}
 	if profile != nil {
 		in.BlockSize, _ = profile.KVBlockSize(norm)

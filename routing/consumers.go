@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"math"
 	"slices"
-	"time"
 
 	"github.com/prometheus/common/model"
 	"github.com/prometheus/prometheus/model/labels"
@@ -40,8 +39,7 @@ import (
 // No metric name is spelled here: the current families are read by role,
 // and the legacy names are the catalogue's renames into a role's family
 // (Roles.Legacy), which is exactly the name older vLLM printed; the
-// derived hit ratio is named by its spec (derive).
-const famDerivedHitRatio = derive.DerivedPrefixCacheHitRatio
+// derived hit ratio is handed over as a value (Input.HitRatio).
 
 // summed says, for the counter inputs (mapping.Counter) whose families
 // the routing view serves summed per model, who reads them: served under
@@ -83,7 +81,7 @@ var summedRoles = slices.DeleteFunc(mapping.CounterRoles(), func(r mapping.Role)
 // (byName; role finds a role's family), the collapsed KV usage already
 // computed (kv), the routing derived gauges, and the vLLM engine the page
 // comes from (mapping's v0, v1 or unknown; empty for other servers).
-func consumerFamilies(byName map[string]*exposition.Family, roles *mapping.Roles, kv []exposition.Sample, sums Totals, derived []exposition.Family, upstream string, style func(string) string) []exposition.Family {
+func consumerFamilies(byName map[string]*exposition.Family, roles *mapping.Roles, kv []exposition.Sample, sums Totals, hitRatio derive.Freshest, upstream string, style func(string) string) []exposition.Family {
 	role := func(r mapping.Role) *exposition.Family { return byName[roles.Family(r)] }
 	var out []exposition.Family
 	gauge := func(name, help string, samples []exposition.Sample) {
@@ -124,9 +122,9 @@ func consumerFamilies(byName map[string]*exposition.Family, roles *mapping.Roles
 		// A V0 server prints the gauge itself (-1 when it has no data):
 		// serve what it says.
 		gauge(rateName, "Prefix-cache hit rate as this V0 server prints it (-1: no data), one series per model_name.", firstByModel(f))
-	} else if samples, window := withNoData(derived, style(famDerivedHitRatio), role(mapping.RolePrefixCacheQueries)); len(samples) > 0 {
+	} else if samples, window := withNoData(hitRatio, role(mapping.RolePrefixCacheQueries)); len(samples) > 0 {
 		gauge(rateName, fmt.Sprintf("Prefix-cache hit rate, 0..1: increase(%s[%s]) / increase(%s[%s]) over all engines of the model (%s of the shortest window); -1 when no query was counted in the window, as V0, whose contract this name carries, printed it.",
-			roles.Family(mapping.RolePrefixCacheHits), window, roles.Family(mapping.RolePrefixCacheQueries), window, style(famDerivedHitRatio)), samples)
+			roles.Family(mapping.RolePrefixCacheHits), window, roles.Family(mapping.RolePrefixCacheQueries), window, style(hitRatio.Name)), samples)
 	}
 
 	for _, r := range summedRoles {
@@ -195,8 +193,8 @@ func firstByModel(f *exposition.Family) []exposition.Sample {
 // withNoData adds -1 (V0's "no data") for each model that counts prefix-cache
 // queries (queries, the canonical family) but has no ratio in the window:
 // no query was counted there yet.
-func withNoData(derived []exposition.Family, name string, queries *exposition.Family) ([]exposition.Sample, string) {
-	samples, window := shortestWindow(derived, name)
+func withNoData(ratio derive.Freshest, queries *exposition.Family) ([]exposition.Sample, string) {
+	samples, window := ratio.Samples, ratio.Window
 	if window == "" {
 		window = "window" // no ratio yet in any window
 	}
@@ -222,34 +220,6 @@ func withNoData(derived []exposition.Family, name string, queries *exposition.Fa
 	}
 	out := append(slices.Clone(samples), modelSamples(order, missing)...)
 	slices.SortFunc(out, func(a, b exposition.Sample) int { return labels.Compare(a.Labels, b.Labels) })
-	return out, window
-}
-
-// shortestWindow returns the samples of the named derived gauge in its
-// shortest window (the freshest reading), without the window label, and
-// that window.
-func shortestWindow(derived []exposition.Family, name string) ([]exposition.Sample, string) {
-	i := slices.IndexFunc(derived, func(f exposition.Family) bool { return f.Name == name })
-	if i < 0 {
-		return nil, ""
-	}
-	var window string
-	var shortest time.Duration = math.MaxInt64
-	for _, s := range derived[i].Samples {
-		w := s.Labels.Get("window")
-		if d, err := model.ParseDuration(w); err == nil && time.Duration(d) < shortest {
-			shortest, window = time.Duration(d), w
-		}
-	}
-	var out []exposition.Sample
-	for _, s := range derived[i].Samples {
-		if s.Labels.Get("window") != window || math.IsNaN(s.Value) {
-			continue
-		}
-		b := labels.NewBuilder(s.Labels)
-		b.Del("window")
-		out = append(out, exposition.Sample{Labels: b.Labels(), Value: s.Value})
-	}
 	return out, window
 }
 

@@ -12,6 +12,7 @@ import (
 	"github.com/prometheus/common/model"
 	"github.com/prometheus/prometheus/model/labels"
 
+	"github.com/fos-study/vllm-normalizer/derive"
 	"github.com/fos-study/vllm-normalizer/exposition"
 )
 
@@ -44,10 +45,10 @@ vllm:prefix_cache_queries_total{engine="1",model_name="m"} 50
 `
 
 func derivedRatio(pairs ...any) []exposition.Family {
-	f := exposition.Family{Name: famDerivedHitRatio, Type: model.MetricTypeGauge, Help: "h"}
+	f := exposition.Family{Name: derive.DerivedPrefixCacheHitRatio, Type: model.MetricTypeGauge, Help: "h"}
 	for i := 0; i < len(pairs); i += 2 {
 		f.Samples = append(f.Samples, exposition.Sample{
-			Labels: labels.FromStrings(model.MetricNameLabel, famDerivedHitRatio, "model_name", "m", "window", pairs[i].(string)),
+			Labels: labels.FromStrings(model.MetricNameLabel, derive.DerivedPrefixCacheHitRatio, "model_name", "m", "window", pairs[i].(string)),
 			Value:  pairs[i+1].(float64),
 		})
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/prometheus/common/model"
 	"github.com/prometheus/prometheus/model/labels"
 
+	"github.com/fos-study/vllm-normalizer/derive"
 	"github.com/fos-study/vllm-normalizer/exposition"
 	"github.com/fos-study/vllm-normalizer/mapping"
 )
@@ -54,14 +55,18 @@ func (v *Viewer) TakeNaN() int {
 // View is the package's View, reusing what v remembers: the
 // compatibility page of Views, without a server's own names.
 func (v *Viewer) View(canon, derived []exposition.Family, roles *mapping.Roles, upstream string, style func(string) string) []exposition.Family {
-	_, compat := v.Views(Input{Canon: canon, Derived: derived, Roles: roles, Upstream: upstream, Style: style})
+	_, compat := v.Views(Input{Canon: canon, Derived: derived, HitRatio: derive.PrefixCacheHitRatio(derived), Roles: roles, Upstream: upstream, Style: style})
 	return compat
 }
 
 // Input is what one scrape's routing views are built from.
 type Input struct {
 	Canon, Derived []exposition.Family // the canonical page; routing derived gauges
-	Roles          *mapping.Roles
+	// HitRatio is the derived prefix-cache hit ratio in its shortest
+	// window, served under V0's hit-rate name (derive.PrefixCacheHitRatio
+	// of Derived).
+	HitRatio derive.Freshest
+	Roles    *mapping.Roles
 	// Upstream is the vLLM engine mapping detected (v0, v1, unknown), empty
 	// for other servers; Server the profile's server (vllm, sglang, ...).
 	Upstream, Server string
@@ -190,7 +195,7 @@ func (c *Collapsed) Build() (epp, compat []exposition.Family, nan int) {
 	}
 	epp = withoutNaN(out, &nan)
 	// The rest is checked on its own: epp's NaN samples are counted once.
-	rest := withoutNaN(append(consumerFamilies(c.byName, roles, kv, c.sums, in.Derived, in.Upstream, style), in.Derived...), &nan)
+	rest := withoutNaN(append(consumerFamilies(c.byName, roles, kv, c.sums, in.HitRatio, in.Upstream, style), in.Derived...), &nan)
 	return epp, append(slices.Clone(epp), rest...), nan
 }
 
