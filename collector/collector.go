@@ -474,8 +474,12 @@ func (c *Collector) scrape(ctx context.Context, sent time.Time) (*scrapeResult, 
 	if profile != nil {
 		server = profile.Server
 	}
-	in := routing.Input{Canon: canon, Derived: routingDerived, HitRatio: derive.PrefixCacheHitRatio(routingDerived), Roles: c.roles, Upstream: report.Upstream.Engine,
-		Server: server, Readers: c.readers, Style: mapper.StyleName}
+	in := routing.Input{
+		Canon: canon, Derived: routingDerived, HitRatio: derive.PrefixCacheHitRatio(routingDerived),
+		Roles: c.roles, Upstream: report.Upstream.Engine, Server: server, Readers: c.readers, Style: mapper.StyleName,
+		// The sums restart where the history found the page announcing it.
+		Restarts: routing.Restarts{All: obs.ProcessRestarted, Series: obs.Announced},
+	}
 	if profile != nil {
 		in.BlockSize, _ = profile.KVBlockSize(norm)
 	}

@@ -174,7 +174,8 @@ func Roles() []mapping.Role {
 // View returns the view's histograms for one canonical page (see
 // mapping.Profile.Canonical) of a server of kind server (the profile's
 // server; "" when no profile matched, then there is nothing to show),
-// advancing the Viewer's own sums: Render of them.
+// advancing the Viewer's own sums (restarts read from the values alone):
+// Render of them.
 func (v *Viewer) View(canon []exposition.Family, roles *mapping.Roles, server string) []exposition.Family {
 	if server == "" {
 		return nil
@@ -183,7 +184,7 @@ func (v *Viewer) View(canon []exposition.Family, roles *mapping.Roles, server st
 	for i := range canon {
 		byName[canon[i].Name] = &canon[i]
 	}
-	return v.Render(v.sums.Sum(func(r mapping.Role) *exposition.Family { return byName[roles.Family(r)] }, Roles()), server)
+	return v.Render(v.sums.Sum(func(r mapping.Role) *exposition.Family { return byName[roles.Family(r)] }, Roles(), routing.Restarts{}), server)
 }
 
 // Render returns the view's histograms from one scrape's sums of a server

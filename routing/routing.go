@@ -73,6 +73,9 @@ type Input struct {
 	// BlockSize is the KV block size in tokens the server prints (0: none),
 	// for the cache information of servers other than vLLM.
 	BlockSize int
+	// Restarts are the restarts the page announced (window.History's
+	// judgement): the summed counters and histograms restart with them.
+	Restarts Restarts
 	// Readers says which names routers read of Server (nil: none).
 	Readers *Readers
 	Style   func(string) string
@@ -119,7 +122,7 @@ func (v *Viewer) Collapse(in Input) *Collapsed {
 	if f := role(mapping.RoleKVCacheUsage); f != nil {
 		c.kv = v.keep(gaugeKVUsage, v.kvByModel(f, blocksPerEngine(role(mapping.RoleCacheConfig))))
 	}
-	c.sums = v.sums.Sum(role, summedRoles)
+	c.sums = v.sums.Sum(role, summedRoles, in.Restarts)
 	return c
 }
 

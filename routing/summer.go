@@ -41,11 +41,41 @@ type Total struct {
 	values []float64 // per layout output
 }
 
+// Restarts are the restarts the upstream announced in one scrape, as
+// window.History judges them (ObserveStats): a _created time or the
+// process start time that moved past the previous scrape, jitter ignored.
+type Restarts struct {
+	// All: the process start time says every counter restarted.
+	All bool
+	// Series are the counter series (canonical labels, with __name__)
+	// whose _created time says they restarted.
+	Series []labels.Labels
+}
+
+// announced returns whether the input of labels l restarted by the
+// announcement, nil when nothing was announced.
+func (r Restarts) announced() func(l labels.Labels) bool {
+	switch {
+	case r.All:
+		return func(labels.Labels) bool { return true }
+	case len(r.Series) == 0:
+		return nil
+	}
+	set := make(map[uint64][]labels.Labels, len(r.Series))
+	for _, l := range r.Series {
+		set[l.Hash()] = append(set[l.Hash()], l)
+	}
+	return func(l labels.Labels) bool {
+		return slices.ContainsFunc(set[l.Hash()], func(m labels.Labels) bool { return labels.Equal(l, m) })
+	}
+}
+
 // Sum advances the sums of the families of want that family finds (nil:
-// none on the page) by this scrape, and returns the scrape's totals. Calls
-// must come once per scrape, in scrape order: each carries the last one's
-// totals.
-func (s *Sums) Sum(family func(mapping.Role) *exposition.Family, want []mapping.Role) Totals {
+// none on the page) by this scrape, whose announced restarts are r, and
+// returns the scrape's totals. Calls must come once per scrape, in scrape
+// order: each carries the last one's totals.
+func (s *Sums) Sum(family func(mapping.Role) *exposition.Family, want []mapping.Role, r Restarts) Totals {
+	announced := r.announced()
 	t := Totals{byRole: make(map[mapping.Role]Total, len(want))}
 	for _, r := range want {
 		f := family(r)
@@ -65,7 +95,7 @@ func (s *Sums) Sum(family func(mapping.Role) *exposition.Family, want []mapping.
 			}
 			s.layouts[f.Name] = l
 		}
-		t.byRole[r] = Total{Type: f.Type, layout: l, values: l.apply(f)}
+		t.byRole[r] = Total{Type: f.Type, layout: l, values: l.apply(f, announced)}
 	}
 	return t
 }
@@ -107,21 +137,35 @@ const maxSumLayouts = 256
 // A sum over engines must not go down when one engine restarts or drops
 // off the page for a scrape: a reader taking its rate would read a reset
 // of the whole sum and count the other engines' totals again. So each
-// input keeps what it counted before it last restarted (a value lower
-// than the last one is a restart, as Prometheus reads counters), and an
-// input gone from the page keeps adding its last total (see carry):
-// every output is monotonic, like the counters it sums. On a page where
-// nothing restarts and nothing goes, each output is exactly the plain
-// sum.
+// input keeps what it counted before it last restarted, and an input gone
+// from the page keeps adding its last total (see carry): every output is
+// monotonic, like the counters it sums, and a summed histogram's buckets
+// stay cumulative. On a page where nothing restarts and nothing goes,
+// each output is exactly the plain sum.
+//
+// One restart rule, the history's (window.History), judged per child (a
+// counter series, or one histogram's buckets, _sum and _count together):
+//   - a restart the page announces (a _created time or the process start
+//     time moved past the last scrape: Restarts) is a restart, whatever
+//     the values did, so a fast restart that counted past the old value
+//     before the next scrape is not read as a small increase;
+//   - a child with a value lower than its last holds its last values for
+//     that scrape; still lower at the next scrape, it restarted (its
+//     values then count from zero, the held ones still count); back at or
+//     above them, it was a one-scrape dip, never counted twice.
 type sumLayout struct {
 	family string
 	typ    model.MetricType
 	in     []labels.Labels
 	to     []int32
 	out    []sumKey
-	// Per input: its last value, and what it counted before it last
-	// restarted. Only Sum touches them.
+	// Per input: its last value (held through a dip), and what it
+	// counted before it last restarted; its child. Only Sum touches them.
 	last, before []float64
+	child        []int32
+	// Per child: whether it was lower than its last values at the last
+	// scrape (held: a dip, or a restart the next scrape confirms).
+	dipped []bool
 	// Inputs gone from the page that still add their total to an output.
 	gone []goneInput
 
@@ -202,29 +246,56 @@ func (l *sumLayout) labelsFor(name string) []labels.Labels {
 
 // apply sums f's values as laid out: each output value is 0 plus its
 // inputs' values in page order, as a map of sums filled in page order
-// would have it.
-func (l *sumLayout) apply(f *exposition.Family) []float64 {
+// would have it. announced says which inputs' restarts the page announced
+// (nil: none).
+func (l *sumLayout) apply(f *exposition.Family, announced func(labels.Labels) bool) []float64 {
 	if len(l.out) == 0 {
 		return nil
 	}
+	// Each child's fate this scrape: restarted, held (dipped), or on.
+	lower := make([]bool, len(l.dipped))
+	restarted := make([]bool, len(l.dipped))
+	for i, s := range f.Samples {
+		if l.to[i] < 0 || math.IsNaN(s.Value) || math.IsInf(s.Value, 0) {
+			continue
+		}
+		c := l.child[i]
+		if s.Value < l.last[i] {
+			lower[c] = true
+		}
+		if announced != nil && !restarted[c] && announced(s.Labels) {
+			restarted[c] = true
+		}
+	}
+	for c := range l.dipped {
+		restarted[c] = restarted[c] || lower[c] && l.dipped[c]
+		l.dipped[c] = lower[c] && !restarted[c]
+	}
 	out := make([]float64, len(l.out))
 	for i, s := range f.Samples {
-		if j := l.to[i]; j >= 0 {
-			v := s.Value
-			if math.IsNaN(v) || math.IsInf(v, 0) {
-				// This scrape's sum is what a plain sum is; the input
-				// goes on from its last finite value (window.Increases
-				// records no such value either), or one +Inf would stay
-				// in the sum for good.
-				out[j] += v
-				continue
-			}
-			if v < l.last[i] {
-				l.before[i] += l.last[i] // it restarted: its count so far still counts
-			}
-			l.last[i] = v
-			out[j] += l.before[i] + v
+		j := l.to[i]
+		if j < 0 {
+			continue
 		}
+		v := s.Value
+		if math.IsNaN(v) || math.IsInf(v, 0) {
+			// This scrape's sum is what a plain sum is; the input goes on
+			// from its last finite value (window.Increases records no
+			// such value either), or one +Inf would stay in the sum for
+			// good.
+			out[j] += v
+			continue
+		}
+		switch c := l.child[i]; {
+		case restarted[c]:
+			l.before[i] += l.last[i] // its count so far still counts
+			l.last[i] = v
+		case l.dipped[c]:
+			// Held: a dip, or a restart the next scrape confirms.
+		default:
+			l.last[i] = v
+		}
+		out[j] += l.before[i] + l.last[i]
 	}
 	for k := range l.gone {
 		g := &l.gone[k]
@@ -235,7 +306,7 @@ func (l *sumLayout) apply(f *exposition.Family) []float64 {
 }
 
 // carry takes over from old, the layout of the last scrape: inputs of the
-// same labels go on from their values and restarts there; inputs that
+// same labels go on from their values, restarts and held dips there; inputs that
 // left the page, or left it earlier and are not back, keep adding their
 // totals (goneInput), to the output of the same key. What adds to an
 // output this layout no longer has (a model gone) is dropped with it.
@@ -261,14 +332,15 @@ func (l *sumLayout) carry(old *sumLayout) {
 		out          sumKey
 		last, before float64
 		age          int
+		dipped       bool // its child held its values at the last scrape
 	}
 	var prev []state
 	for _, g := range old.gone {
-		prev = append(prev, state{g.in, old.out[g.to], g.last, g.before, g.age})
+		prev = append(prev, state{g.in, old.out[g.to], g.last, g.before, g.age, false})
 	}
 	for i, in := range old.in {
 		if j := old.to[i]; j >= 0 {
-			prev = append(prev, state{in, old.out[j], old.last[i], old.before[i], 0})
+			prev = append(prev, state{in, old.out[j], old.last[i], old.before[i], 0, old.dipped[old.child[i]]})
 		}
 	}
 	// The youngest maxGone gone inputs keep their labels: the age of the
@@ -289,6 +361,7 @@ func (l *sumLayout) carry(old *sumLayout) {
 	for _, p := range prev {
 		if i, ok := ins[p.in.String()]; ok && !p.in.IsEmpty() {
 			l.last[i], l.before[i] = p.last, p.before
+			l.dipped[l.child[i]] = l.dipped[l.child[i]] || p.dipped
 			continue
 		}
 		j, ok := outs[p.out]
@@ -312,7 +385,10 @@ func (l *sumLayout) carry(old *sumLayout) {
 }
 
 func newSumLayout(f *exposition.Family) *sumLayout {
-	l := &sumLayout{family: f.Name, typ: f.Type, in: make([]labels.Labels, len(f.Samples)), to: make([]int32, len(f.Samples))}
+	l := &sumLayout{family: f.Name, typ: f.Type, in: make([]labels.Labels, len(f.Samples)), to: make([]int32, len(f.Samples)),
+		child: make([]int32, len(f.Samples))}
+	children := map[string]int32{} // labels but __name__ and le -> child
+	var b labels.Builder
 	index := map[sumKey]int32{}
 	var keys []sumKey
 	bounds := map[string]map[string]bool{} // model -> engine+pid -> le set, as a string
@@ -332,6 +408,15 @@ func newSumLayout(f *exposition.Family) *sumLayout {
 			keys = append(keys, k)
 		}
 		l.to[i] = j
+		b.Reset(s.Labels)
+		b.Del(model.MetricNameLabel, model.BucketLabel)
+		ck := b.Labels().String()
+		c, ok := children[ck]
+		if !ok {
+			c = int32(len(children))
+			children[ck] = c
+		}
+		l.child[i] = c
 		if suffix == "_bucket" {
 			src := s.Labels.Get(mapping.LabelEngine) + "/" + s.Labels.Get("pid")
 			if leSets[k.model] == nil {
@@ -382,6 +467,7 @@ func newSumLayout(f *exposition.Family) *sumLayout {
 			l.to[i] = outOf[j]
 		}
 	}
+	l.dipped = make([]bool, len(children))
 	return l
 }
 

@@ -133,6 +133,11 @@ type ObserveStats struct {
 	// ProcessStartJitter is 1 when process_start_time_seconds changed
 	// without moving past the previous scrape: not a restart.
 	ProcessStartJitter int
+	// ProcessRestarted: process_start_time_seconds says every counter
+	// restarted; Announced are the kept counter series whose _created
+	// time says they restarted, whatever their value did.
+	ProcessRestarted bool
+	Announced        []labels.Labels
 }
 
 // startSlack is how far a start time may lie after the scrape that reads
@@ -380,6 +385,7 @@ func (h *History) Observe(now time.Time, fams []exposition.Family) {
 		if h.procStart != 0 && ps != h.procStart {
 			if ps > h.procStart+procStartSlack && startedBetween(ps, h.lastWall, wall) {
 				restartAll = true
+				h.last.ProcessRestarted = true
 			} else {
 				h.last.ProcessStartJitter = 1
 			}
@@ -460,6 +466,7 @@ func (h *History) Observe(now time.Time, fams []exposition.Family) {
 				if hasCreated && s.lastCreated != 0 && created != s.lastCreated {
 					if created > s.lastCreated && startedBetween(created, s.lastWall, wall) {
 						restarted = true
+						h.last.Announced = append(h.last.Announced, s.lbls)
 					} else if h.jittered[s.createdHash] != h.round {
 						h.jittered[s.createdHash] = h.round
 						h.last.CreatedJitter++
