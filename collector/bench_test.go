@@ -20,6 +20,7 @@ import (
 
 	"github.com/fos-study/vllm-normalizer/demo"
 	"github.com/fos-study/vllm-normalizer/exposition"
+	"github.com/fos-study/vllm-normalizer/serve"
 	"github.com/fos-study/vllm-normalizer/window"
 )
 
@@ -353,5 +354,53 @@ func BenchmarkServe(b *testing.B) {
 			})
 			b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "req/s")
 		})
+	}
+}
+
+// fleetNames are the families the fleet rules read (deploy/prometheus/
+// recording.yml, group vllm-fleet): what a central Prometheus recording
+// only them asks for with name[] (docs/diagnosis.md).
+var fleetNames = []string{"vllm:kv_cache_usage_perc", "vllm_derived_inter_token_latency_seconds", "vllm_derived_preemptions_per_second",
+	"vllm_derived_requests_per_second", "vllm_derived_ttft_queue_ratio", "vllm_derived_ttft_seconds", "vllm_normalizer_upstream_info"}
+
+// BenchmarkMetricsSelection is what one read of /metrics with gzip makes
+// the process do for a scrape's snapshot, the first reader of it: the
+// whole page (select=all), or only the fleet rules' families
+// (select=fleet, /metrics?name[]=...), cut from the page, encoded and
+// compressed. The Go and process collectors are gathered as the binary
+// gathers them (at most once a second of the clock, which does not move).
+func BenchmarkMetricsSelection(b *testing.B) {
+	for _, p := range benchPages(b, newFakeClock()) {
+		if p.name != "v1-demo1" && p.name != "v1-16engines" {
+			continue
+		}
+		clock := newFakeClock()
+		var next func() []byte
+		for _, q := range benchPages(b, clock) {
+			if q.name == p.name {
+				next = q.next
+			}
+		}
+		tr := &memTransport{}
+		c := benchCollector(b, clock, tr, time.Second)
+		warmUp(c, clock, tr, next)
+		full := c.snap.Load().full
+		for _, sel := range []string{"all", "fleet"} {
+			b.Run(p.name+"/select="+sel, func(b *testing.B) {
+				b.ReportAllocs()
+				var n int
+				for b.Loop() {
+					var page *serve.Page
+					if sel == "all" {
+						page = c.pageEnc.Prepare(full, c.withRuntimeFamilies)
+					} else {
+						page = c.selection(&snapshot{full: full}, fleetNames)
+					}
+					gz, _ := page.Gzipped()
+					n = len(gz)
+				}
+				b.ReportMetric(float64(n), "gzip-bytes")
+			})
+		}
 	}
 }

@@ -21,7 +21,11 @@ import (
 
 // snapshot is what the handlers serve until the next scrape ends.
 type snapshot struct {
-	page    *serve.Page
+	page *serve.Page
+	// full is what page is encoded from but the Gatherer's families; the
+	// pages of /metrics?name[]= are cut from it.
+	full     []exposition.Family
+	selected selections
 	routing *serve.Page // what endpoint pickers read (/metrics/routing)
 	compat  *serve.Page // the routing listener's and the proxy's page
 	genai   *serve.Page
@@ -73,11 +77,13 @@ func (c *Collector) publish(res *scrapeResult, now time.Time) {
 	} else if c.lastSuccess.Load() != 0 || c.lastReason != "" {
 		failed = cmp.Or(c.lastReason, "unknown")
 	}
+	full := merge(append(page, own)...)
 	s := &snapshot{
 		// The Gatherer's families (the version, Go and process
 		// collectors) join the full page when it is first read (see
 		// runtimeFamilies).
-		page: c.pageEnc.Prepare(merge(append(page, own)...), c.withRuntimeFamilies),
+		page: c.pageEnc.Prepare(full, c.withRuntimeFamilies),
+		full: full,
 		// The views only readers need are built by their first reader
 		// (readerViews), and encoded by it, as every page is: a view no
 		// router reads costs no building and no encoding, and a router
@@ -235,11 +241,80 @@ func merge(parts ...[]exposition.Family) []exposition.Family {
 }
 
 // MetricsHandler serves the full page: vLLM's families under current names,
-// derived gauges, statuses and the sidecar's own metrics.
+// derived gauges, statuses and the sidecar's own metrics. With name[]
+// query parameters (client_golang's promhttp convention) it serves only
+// the families of those names (the name on the TYPE line), none when no
+// name matches, so that a Prometheus that records a few rules reads a few
+// families.
 func (c *Collector) MetricsHandler() http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		serve.Write(w, r, c.snap.Load().page)
+		snap := c.snap.Load()
+		if names := r.URL.Query()[nameParam]; len(names) > 0 {
+			serve.Write(w, r, c.selection(snap, names))
+			return
+		}
+		serve.Write(w, r, snap.page)
 	})
+}
+
+// nameParam is the query parameter that selects families by name.
+const nameParam = "name[]"
+
+// selections are the pages of /metrics?name[]= of one snapshot, by their
+// selection: each distinct selection is cut and encoded once per scrape.
+type selections struct {
+	mu    sync.Mutex
+	pages map[string]*serve.Page
+}
+
+// maxSelections bounds the selections a snapshot keeps, and
+// maxSelectionKey the size of one kept: a client asking for ever new
+// selections gets its pages encoded for it alone and kept by nobody, so
+// that it cannot grow memory. Fleet-wide scrape configs use one or two.
+const (
+	maxSelections   = 16
+	maxSelectionKey = 4 << 10
+)
+
+// selection returns the page of snap holding only the families named in
+// names (the Gatherer's included), kept for the snapshot's other readers
+// of the same names in any order unless the cache is full.
+func (c *Collector) selection(snap *snapshot, names []string) *serve.Page {
+	names = slices.Compact(slices.Sorted(slices.Values(names)))
+	quoted := make([]string, len(names))
+	for i, n := range names {
+		quoted[i] = strconv.Quote(n)
+	}
+	key := strings.Join(quoted, ",")
+	sel := &snap.selected
+	sel.mu.Lock()
+	defer sel.mu.Unlock()
+	if p, ok := sel.pages[key]; ok {
+		return p
+	}
+	var enc serve.Encoder
+	p := enc.Prepare(nil, func([]exposition.Family) []exposition.Family {
+		return selectFamilies(c.withRuntimeFamilies(snap.full), names)
+	})
+	if len(sel.pages) < maxSelections && len(key) <= maxSelectionKey {
+		if sel.pages == nil {
+			sel.pages = map[string]*serve.Page{}
+		}
+		sel.pages[key] = p
+	}
+	return p
+}
+
+// selectFamilies returns the families of fams (sorted by name) whose names
+// are in names (sorted).
+func selectFamilies(fams []exposition.Family, names []string) []exposition.Family {
+	var out []exposition.Family
+	for _, n := range names {
+		if i, ok := slices.BinarySearchFunc(fams, n, func(f exposition.Family, n string) int { return strings.Compare(f.Name, n) }); ok {
+			out = append(out, fams[i])
+		}
+	}
+	return out
 }
 
 // GenAIHandler serves the OpenTelemetry GenAI view: the gen_ai_server_*

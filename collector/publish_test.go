@@ -3,12 +3,15 @@ package collector
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"maps"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -18,6 +21,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/fos-study/vllm-normalizer/demo"
+	"github.com/fos-study/vllm-normalizer/exposition"
 	"github.com/fos-study/vllm-normalizer/serve"
 )
 
@@ -240,6 +244,137 @@ func TestReaderViewsOnDemand(t *testing.T) {
 			if name != "genai" && !bytes.Contains(h, []byte(`role="decode"`)) {
 				t.Fatalf("scrape %d: %s has no role label:\n%s", i, name, h)
 			}
+		}
+	}
+}
+
+// /metrics?name[]=... serves only the named families, as client_golang's
+// promhttp does (the name on the TYPE line, exact; an empty name matches
+// nothing; no name[] is the whole page): each distinct selection encoded
+// once per scrape and kept for the scrape's other readers, in any order,
+// up to maxSelections, beyond which pages are served but not kept.
+func TestMetricsNameSelection(t *testing.T) {
+	clock := newFakeClock()
+	up, err := demo.New(demo.Options{Now: clock.Now, Seed: 3, Engines: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr := &memTransport{}
+	c := newTestCollector(t, "http://127.0.0.1:8000/metrics", clock, func(cfg *Config) { cfg.Client = &http.Client{Transport: tr} })
+	scrape := func() {
+		clock.Advance(time.Second)
+		tr.page = up.Page()
+		c.ScrapeOnce(context.Background())
+	}
+	query := func(names ...string) string {
+		v := url.Values{}
+		for _, n := range names {
+			v.Add("name[]", n)
+		}
+		return "/metrics?" + v.Encode()
+	}
+	fleet := fleetNames
+	for range 70 { // the 1m window's derived gauges are there
+		scrape()
+	}
+	for round := range 2 {
+		full := get(t, c.MetricsHandler(), "/metrics", nil).Body.Bytes()
+		wantFams := map[string]bool{}
+		for _, n := range fleet {
+			wantFams[n] = true
+		}
+		want := map[string]float64{}
+		for k, v := range samplesOf(t, full) {
+			for n := range wantFams {
+				if strings.HasPrefix(k, `{__name__="`+n+`"`) || strings.HasPrefix(k, `{__name__="`+n+`_`) {
+					want[k] = v
+				}
+			}
+		}
+		body := get(t, c.MetricsHandler(), query(append(slices.Clone(fleet), "no_such_family")...), nil).Body.Bytes()
+		checkValidPage(t, body)
+		got := samplesOf(t, body)
+		if len(got) < len(fleet) || !maps.Equal(got, want) {
+			t.Fatalf("round %d: name[] page holds %d series, want the %d of the full page's named families:\n%s", round, len(got), len(want), body)
+		}
+		fams, _, err := exposition.Parse(body, exposition.ContentTypeText, exposition.ParseOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, f := range fams {
+			if !wantFams[f.Name] {
+				t.Errorf("round %d: family %s served, not asked for", round, f.Name)
+			}
+			delete(wantFams, f.Name)
+		}
+		if len(wantFams) > 0 {
+			t.Errorf("round %d: families asked for and not served: %v", round, wantFams)
+		}
+		// The same selection in another order, a name twice: the page
+		// already encoded.
+		reordered := append(slices.Clone(fleet), "no_such_family", fleet[0])
+		slices.Reverse(reordered)
+		if again := get(t, c.MetricsHandler(), query(reordered...), nil).Body.Bytes(); !bytes.Equal(again, body) {
+			t.Errorf("round %d: the same names in another order served other bytes", round)
+		}
+		if n := len(c.snap.Load().selected.pages); n != 1 {
+			t.Errorf("round %d: %d selections kept for one distinct selection", round, n)
+		}
+		scrape() // the next round reads the next scrape's values
+	}
+	if body := get(t, c.MetricsHandler(), query(""), nil); body.Code != http.StatusOK || body.Body.Len() != 0 {
+		t.Errorf("name[]= (empty): %d %q, want 200 and no family", body.Code, body.Body.String())
+	}
+	// Many distinct selections: each right, the kept ones bounded.
+	for i := range 3 * maxSelections {
+		name := fleet[i%len(fleet)]
+		body := get(t, c.MetricsHandler(), query(name, fmt.Sprintf("hostile_%d", i)), nil).Body.Bytes()
+		fams, _, err := exposition.Parse(body, exposition.ContentTypeText, exposition.ParseOptions{})
+		if err != nil || len(fams) != 1 || fams[0].Name != name {
+			t.Fatalf("selection %d: %v %d families, want only %s", i, err, len(fams), name)
+		}
+	}
+	if n := len(c.snap.Load().selected.pages); n > maxSelections {
+		t.Errorf("%d selections kept, want at most %d", n, maxSelections)
+	}
+}
+
+// TestFleetScrapeConfigNames: fleetNames, the name[] list of the fleet
+// scrape config in docs/diagnosis.md, is every sidecar family the vllm-fleet
+// recording group reads, and the docs list it.
+func TestFleetScrapeConfigNames(t *testing.T) {
+	rules, err := os.ReadFile("../deploy/prometheus/recording.yml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, group, ok := strings.Cut(string(rules), "- name: vllm-fleet\n")
+	if !ok {
+		t.Fatal("no vllm-fleet group in deploy/prometheus/recording.yml")
+	}
+	if i := strings.Index(group, "\n  - name: "); i >= 0 {
+		group = group[:i]
+	}
+	recorded := map[string]bool{}
+	for _, m := range regexp.MustCompile(`record: (\S+)`).FindAllStringSubmatch(group, -1) {
+		recorded[m[1]] = true
+	}
+	var read []string
+	for _, n := range regexp.MustCompile(`vllm[_:][A-Za-z0-9_:]*`).FindAllString(group, -1) {
+		if !recorded[n] && !slices.Contains(read, n) {
+			read = append(read, n)
+		}
+	}
+	slices.Sort(read)
+	if !slices.Equal(read, fleetNames) {
+		t.Errorf("the vllm-fleet group reads %v, the fleet scrape config asks for %v", read, fleetNames)
+	}
+	docs, err := os.ReadFile("../docs/diagnosis.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range fleetNames {
+		if !strings.Contains(string(docs), "        - "+n+"\n") {
+			t.Errorf("docs/diagnosis.md's fleet scrape config does not ask for %s", n)
 		}
 	}
 }
