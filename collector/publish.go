@@ -26,9 +26,9 @@ type snapshot struct {
 	// pages of /metrics?name[]= are cut from it.
 	full     []exposition.Family
 	selected selections
-	routing *serve.Page // what endpoint pickers read (/metrics/routing)
-	compat  *serve.Page // the routing listener's and the proxy's page
-	genai   *serve.Page
+	routing  *serve.Page // what endpoint pickers read (/metrics/routing)
+	compat   *serve.Page // the routing listener's and the proxy's page
+	genai    *serve.Page
 	// asleep: every engine sleeps, in these states; the routing view
 	// answers 503.
 	asleep []string
