@@ -25,22 +25,34 @@ import (
 // counters from zero, _created and process_start_time_seconds at the
 // restart time.
 
-// sumsCollector is a collector reading pages handed to it, on clock.
-// Its windows reach an hour back, so that the history remembers a
-// series across a long gap.
-func sumsCollector(t *testing.T, clock *fakeClock) (*Collector, func(page []byte)) {
+// sumsDemo is a collector scraping the demo upstream (two engines) on a
+// fake clock, scraped once a second n times; it returns the last page
+// scraped. Its windows reach an hour back, so that the history remembers
+// a series across a long gap.
+func sumsDemo(t *testing.T, n int) (c *Collector, clock *fakeClock, up *demo.Upstream, scrape func(page []byte), last []byte) {
+	clock = newFakeClock()
+	up, err := demo.New(demo.Options{Now: clock.Now, Seed: 5, Engines: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
 	tr := &memTransport{}
-	c := newTestCollector(t, "http://127.0.0.1:8000/metrics", clock, func(cfg *Config) {
+	c = newTestCollector(t, "http://127.0.0.1:8000/metrics", clock, func(cfg *Config) {
 		cfg.Client = &http.Client{Transport: tr}
 		cfg.Windows = []time.Duration{time.Minute, time.Hour}
 	})
-	return c, func(page []byte) {
+	scrape = func(page []byte) {
 		tr.page = page
 		c.ScrapeOnce(context.Background())
 		if c.lastReason != "" {
 			t.Fatalf("scrape failed: %s", c.lastReason)
 		}
 	}
+	for range n {
+		clock.Advance(time.Second)
+		last = up.Page()
+		scrape(last)
+	}
+	return c, clock, up, scrape, last
 }
 
 // total sums the samples named name on a text page, over every label set.
@@ -104,18 +116,7 @@ func checkCumulative(t *testing.T, what string, page []byte, name string) {
 // agreeing with each other, where "higher is no restart" read only the
 // difference (fails before the sums used the history's judgement).
 func TestSumsFastRestartAnnounced(t *testing.T) {
-	clock := newFakeClock()
-	up, err := demo.New(demo.Options{Now: clock.Now, Seed: 5, Engines: 2})
-	if err != nil {
-		t.Fatal(err)
-	}
-	c, scrape := sumsCollector(t, clock)
-	var last []byte
-	for range 30 {
-		clock.Advance(time.Second)
-		last = up.Page()
-		scrape(last)
-	}
+	c, clock, up, scrape, last := sumsDemo(t, 30)
 	const hits, count = "vllm:prefix_cache_hits_total", "vllm:e2e_request_latency_seconds_count"
 	clock.Advance(time.Second)
 	up.Restart()
@@ -154,18 +155,7 @@ func TestSumsFastRestartAnnounced(t *testing.T) {
 // value was a restart at once: the bucket's whole count stayed in the sum
 // for good, above the +Inf bucket).
 func TestSumsOneScrapeDip(t *testing.T) {
-	clock := newFakeClock()
-	up, err := demo.New(demo.Options{Now: clock.Now, Seed: 5, Engines: 2})
-	if err != nil {
-		t.Fatal(err)
-	}
-	c, scrape := sumsCollector(t, clock)
-	var last []byte
-	for range 10 {
-		clock.Advance(time.Second)
-		last = up.Page()
-		scrape(last)
-	}
+	c, clock, up, scrape, last := sumsDemo(t, 10)
 	const bucket = "vllm:e2e_request_latency_seconds_bucket"
 	// The highest finite bucket of engine 0: near the count, so that
 	// counting it twice puts it above +Inf.
