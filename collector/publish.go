@@ -122,7 +122,7 @@ type readerViews struct {
 	nanSkipped func(int)
 
 	once             sync.Once
-	eppFams, compatF []exposition.Family
+	eppFams, compatFams []exposition.Family
 }
 
 func (v *readerViews) build() {
@@ -139,7 +139,7 @@ func (v *readerViews) build() {
 			compat = withRole(compat, v.role)
 			epp = compat[:len(epp):len(epp)]
 		}
-		v.eppFams, v.compatF = epp, compat
+		v.eppFams, v.compatFams = epp, compat
 	})
 }
 
@@ -158,7 +158,7 @@ func (v *readerViews) compat() []exposition.Family {
 		return nil
 	}
 	v.build()
-	return v.compatF
+	return v.compatFams
 }
 
 func (v *readerViews) diagnosisFamilies() []exposition.Family {
