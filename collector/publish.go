@@ -121,7 +121,7 @@ type readerViews struct {
 	// nanSkipped counts the NaN samples the build left out.
 	nanSkipped func(int)
 
-	once             sync.Once
+	once                sync.Once
 	eppFams, compatFams []exposition.Family
 }
 
