@@ -20,6 +20,7 @@ import (
 
 	"github.com/fos-study/vllm-normalizer/demo"
 	"github.com/fos-study/vllm-normalizer/exposition"
+	"github.com/fos-study/vllm-normalizer/serve"
 	"github.com/fos-study/vllm-normalizer/window"
 )
 
@@ -141,6 +142,10 @@ func cpuTime(tb testing.TB) time.Duration {
 // process collectors (at most once per second of the clock) happen for
 // the snapshot it reads. read=every reads /metrics after every scrape (the
 // worst case); read=15s once per 15 s of the clock, as Prometheus does.
+// Two more cases, on every page and interval: read=prometheus, where
+// nobody but Prometheus (every 15 s, /metrics) reads anything, and
+// read=all, where /metrics, the routing view, the compatibility page and
+// the GenAI view are all read with gzip after every scrape.
 //
 // Besides ns/op (wall time of the cycle) it reports cpu-ns/op: the whole
 // process's CPU time per cycle, the GC's workers on the other core
@@ -148,20 +153,30 @@ func cpuTime(tb testing.TB) time.Duration {
 func BenchmarkScrapeCycle(b *testing.B) {
 	for _, p := range benchPages(b, newFakeClock()) {
 		for _, interval := range []time.Duration{time.Second, 100 * time.Millisecond} {
-			for _, every := range []time.Duration{0, 15 * time.Second} {
-				read := "every"
-				if every > 0 {
-					read = window.Format(every)
-				}
-				b.Run(p.name+"/interval="+window.Format(interval)+"/read="+read, func(b *testing.B) {
-					benchScrapeCycle(b, p.name, interval, every)
+			for _, r := range []benchReaders{
+				{"every", 0, true, false}, {"15s", 15 * time.Second, true, false},
+				{"prometheus", 15 * time.Second, false, false}, {"all", 0, true, true},
+			} {
+				b.Run(p.name+"/interval="+window.Format(interval)+"/read="+r.name, func(b *testing.B) {
+					benchScrapeCycle(b, p.name, interval, r)
 				})
 			}
 		}
 	}
 }
 
-func benchScrapeCycle(b *testing.B, page string, interval, readEvery time.Duration) {
+// benchReaders is who reads what in a BenchmarkScrapeCycle case.
+type benchReaders struct {
+	name string
+	// metricsEvery is how often /metrics is read, on the clock (0: after
+	// every scrape).
+	metricsEvery time.Duration
+	// routing: a router reads the routing view after every scrape; all:
+	// the compatibility page and the GenAI view are read too.
+	routing, all bool
+}
+
+func benchScrapeCycle(b *testing.B, page string, interval time.Duration, readers benchReaders) {
 	clock := newFakeClock()
 	var next func() []byte
 	for _, q := range benchPages(b, clock) {
@@ -190,8 +205,14 @@ func benchScrapeCycle(b *testing.B, page string, interval, readEvery time.Durati
 		b.StartTimer()
 		c.ScrapeOnce(ctx)
 		s := c.snap.Load()
-		s.routing.Gzipped()
-		if now := clock.Now(); now.Sub(lastRead) >= readEvery {
+		if readers.routing {
+			s.routing.Gzipped()
+		}
+		if readers.all {
+			s.compat.Gzipped()
+			s.genai.Gzipped()
+		}
+		if now := clock.Now(); now.Sub(lastRead) >= readers.metricsEvery {
 			s.page.Gzipped() // encodes the text first
 			lastRead = now
 		}
@@ -333,5 +354,53 @@ func BenchmarkServe(b *testing.B) {
 			})
 			b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "req/s")
 		})
+	}
+}
+
+// fleetNames are the families the fleet rules read (deploy/prometheus/
+// recording.yml, group vllm-fleet): what a central Prometheus recording
+// only them asks for with name[] (docs/diagnosis.md).
+var fleetNames = []string{"vllm:kv_cache_usage_perc", "vllm_derived_inter_token_latency_seconds", "vllm_derived_preemptions_per_second",
+	"vllm_derived_requests_per_second", "vllm_derived_ttft_queue_ratio", "vllm_derived_ttft_seconds", "vllm_normalizer_upstream_info"}
+
+// BenchmarkMetricsSelection is what one read of /metrics with gzip makes
+// the process do for a scrape's snapshot, the first reader of it: the
+// whole page (select=all), or only the fleet rules' families
+// (select=fleet, /metrics?name[]=...), cut from the page, encoded and
+// compressed. The Go and process collectors are gathered as the binary
+// gathers them (at most once a second of the clock, which does not move).
+func BenchmarkMetricsSelection(b *testing.B) {
+	for _, p := range benchPages(b, newFakeClock()) {
+		if p.name != "v1-demo1" && p.name != "v1-16engines" {
+			continue
+		}
+		clock := newFakeClock()
+		var next func() []byte
+		for _, q := range benchPages(b, clock) {
+			if q.name == p.name {
+				next = q.next
+			}
+		}
+		tr := &memTransport{}
+		c := benchCollector(b, clock, tr, time.Second)
+		warmUp(c, clock, tr, next)
+		full := c.snap.Load().full
+		for _, sel := range []string{"all", "fleet"} {
+			b.Run(p.name+"/select="+sel, func(b *testing.B) {
+				b.ReportAllocs()
+				var n int
+				for b.Loop() {
+					var page *serve.Page
+					if sel == "all" {
+						page = c.pageEnc.Prepare(full, c.withRuntimeFamilies)
+					} else {
+						page = c.selection(&snapshot{full: full}, fleetNames)
+					}
+					gz, _ := page.Gzipped()
+					n = len(gz)
+				}
+				b.ReportMetric(float64(n), "gzip-bytes")
+			})
+		}
 	}
 }

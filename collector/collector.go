@@ -334,15 +334,13 @@ func (c *Collector) ScrapeOnce(ctx context.Context) {
 
 // scrapeResult is what one successful scrape yields for publishing.
 type scrapeResult struct {
-	// The parts of each page, merged into one sorted page at publish:
-	// presented upstream families, derived gauges and statuses; the
-	// routing view and the diagnosis.
-	page, routing [][]exposition.Family
-	// compat is the compatibility page of the routing listener and the
-	// proxy: the routing view and what the other routers read.
-	compat [][]exposition.Family
-	// genai is the OpenTelemetry GenAI view.
-	genai []exposition.Family
+	// The parts of the full page, merged into one sorted page at publish:
+	// presented upstream families, derived gauges and statuses, the
+	// diagnosis.
+	page [][]exposition.Family
+	// views builds the routing view, the compatibility page and the GenAI
+	// view when they are first read.
+	views *readerViews
 	// asleep holds the sleep states when every engine sleeps; the routing
 	// view then answers 503.
 	asleep []string
@@ -464,27 +462,35 @@ func (c *Collector) scrape(ctx context.Context, sent time.Time) (*scrapeResult, 
 	if profile != nil {
 		server = profile.Server
 	}
-	in := routing.Input{Canon: canon, Derived: routingDerived, Roles: c.roles, Upstream: report.Upstream.Engine,
-		Server: server, Readers: c.readers, Style: mapper.StyleName}
+	in := routing.Input{
+		Canon: canon, Derived: routingDerived, HitRatio: derive.PrefixCacheHitRatio(routingDerived),
+		Roles: c.roles, Upstream: report.Upstream.Engine, Server: server, Readers: c.readers, Style: mapper.StyleName,
+		// The sums restart where the history found the page announcing it.
+		Restarts: routing.Restarts{All: obs.ProcessRestarted, Series: obs.Announced},
+	}
 	if profile != nil {
 		in.BlockSize, _ = profile.KVBlockSize(norm)
 	}
-	// view starts with epp's families, sharing their samples: labelling
-	// view labels both.
-	epp, view := c.viewer.Views(in)
-	view = withRole(view, c.cfg.Role)
-	c.metrics.add(c.metrics.nanSkipped, "", float64(c.viewer.TakeNaN()))
+	// What the diagnosis reads (the collapsed gauges) and what carries
+	// state from scrape to scrape (the sums) is done now; the pages only
+	// readers need are built from it when first read (readerViews).
+	views := &readerViews{collapsed: c.viewer.Collapse(in), role: c.cfg.Role, genai: c.genai, server: server, nanSkipped: c.countNaN}
+	c.countNaN(c.viewer.TakeNaN())
 	asleep, states := routing.Asleep(canon, c.roles)
 	parts = append(parts, []exposition.Family{asleepFamily(asleep)})
-	compatParts := [][]exposition.Family{view}
 	if d := c.cfg.Diagnosis; d != nil {
-		dfams := d.Observe(now, c.diagIn.observations(canon, c.viewer.Gauges(), c.roles, server, c.cfg.Role))
-		parts = append(parts, dfams)
-		compatParts = append(compatParts, dfams)
+		views.diagnosis = d.Observe(now, c.diagIn.observations(canon, c.viewer.Gauges(), c.roles, server, c.cfg.Role))
+		parts = append(parts, views.diagnosis)
 	}
-	gen := c.genai.View(canon, c.roles, server)
-	return &scrapeResult{page: parts, routing: [][]exposition.Family{epp}, compat: compatParts, genai: gen, asleep: states,
+	return &scrapeResult{page: parts, views: views, asleep: states,
 		canon: canon, derived: derived, upstream: report.Upstream.Engine, style: mapper.StyleName}, nil
+}
+
+// countNaN counts NaN samples the views left out.
+func (c *Collector) countNaN(n int) {
+	if n > 0 {
+		c.metrics.add(c.metrics.nanSkipped, "", float64(n))
+	}
 }
 
 func (c *Collector) logLegacy(names []string) {

@@ -25,30 +25,40 @@ type engineViews struct {
 	upstream string
 	style    func(string) string
 	role     string
-	engines  []string // engine label values on the page, sorted
+
+	listOnce sync.Once
+	list     []string // engine label values on the page, sorted (engines)
 
 	mu    sync.Mutex
 	pages map[string]*serve.Page
 }
 
-// newEngineViews lists the engines of canon; nil canon gives none.
+// newEngineViews keeps what the views are built from; nil canon gives no
+// engine.
 func newEngineViews(canon, derived, own []exposition.Family, roles *mapping.Roles, upstream string, style func(string) string, role string) *engineViews {
-	var engines []string
-	for _, f := range canon {
-		for _, s := range f.Samples {
-			if e := s.Labels.Get(mapping.LabelEngine); e != "" && !slices.Contains(engines, e) {
-				engines = append(engines, e)
+	return &engineViews{canon: canon, derived: derived, own: own, roles: roles, upstream: upstream, style: style, role: role, pages: map[string]*serve.Page{}}
+}
+
+// engines lists the engines of the page, on first use: only a request for
+// an engine's view needs them.
+func (v *engineViews) engines() []string {
+	v.listOnce.Do(func() {
+		for _, f := range v.canon {
+			for _, s := range f.Samples {
+				if e := s.Labels.Get(mapping.LabelEngine); e != "" && !slices.Contains(v.list, e) {
+					v.list = append(v.list, e)
+				}
 			}
 		}
-	}
-	slices.SortFunc(engines, compareEngineLabels)
-	return &engineViews{canon: canon, derived: derived, own: own, roles: roles, upstream: upstream, style: style, role: role, engines: engines, pages: map[string]*serve.Page{}}
+		slices.SortFunc(v.list, compareEngineLabels)
+	})
+	return v.list
 }
 
 // page returns engine e's routing view, false when the page has no such
 // engine.
 func (v *engineViews) page(e string) (*serve.Page, bool) {
-	if !slices.Contains(v.engines, e) {
+	if !slices.Contains(v.engines(), e) {
 		return nil, false
 	}
 	v.mu.Lock()
@@ -114,11 +124,11 @@ func (c *Collector) EngineRoutingHandler() http.Handler {
 		if !ok {
 			w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 			w.WriteHeader(http.StatusNotFound)
-			if len(snap.engines.engines) == 0 {
+			if len(snap.engines.engines()) == 0 {
 				_, _ = w.Write([]byte("the upstream's page has no engine label (one engine, or a server without data-parallel ranks): read the routing view itself\n"))
 				return
 			}
-			_, _ = w.Write([]byte("no engine " + strconvQuote(e) + " on the upstream's page; its engines are " + strings.Join(snap.engines.engines, ", ") + "\n"))
+			_, _ = w.Write([]byte("no engine " + strconvQuote(e) + " on the upstream's page; its engines are " + strings.Join(snap.engines.engines(), ", ") + "\n"))
 			return
 		}
 		serve.Write(w, r, p)

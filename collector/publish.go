@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -13,15 +14,21 @@ import (
 	"github.com/prometheus/prometheus/model/labels"
 
 	"github.com/fos-study/vllm-normalizer/exposition"
+	"github.com/fos-study/vllm-normalizer/genai"
+	"github.com/fos-study/vllm-normalizer/routing"
 	"github.com/fos-study/vllm-normalizer/serve"
 )
 
 // snapshot is what the handlers serve until the next scrape ends.
 type snapshot struct {
-	page    *serve.Page
-	routing *serve.Page // what endpoint pickers read (/metrics/routing)
-	compat  *serve.Page // the routing listener's and the proxy's page
-	genai   *serve.Page
+	page *serve.Page
+	// full is what page is encoded from but the Gatherer's families; the
+	// pages of /metrics?name[]= are cut from it.
+	full     []exposition.Family
+	selected selections
+	routing  *serve.Page // what endpoint pickers read (/metrics/routing)
+	compat   *serve.Page // the routing listener's and the proxy's page
+	genai    *serve.Page
 	// asleep: every engine sleeps, in these states; the routing view
 	// answers 503.
 	asleep []string
@@ -59,36 +66,115 @@ func (c *Collector) publish(res *scrapeResult, now time.Time) {
 		ownRouting = append(ownRouting, f)
 	}
 
-	var page, routing, compat [][]exposition.Family
-	var gen []exposition.Family
+	var page [][]exposition.Family
+	var views *readerViews
 	var asleep []string
 	failed := ""
 	engines := newEngineViews(nil, nil, nil, c.roles, "", nil, c.cfg.Role)
 	if res != nil {
-		page, routing, compat, gen, asleep = res.page, res.routing, res.compat, res.genai, res.asleep
+		page, views, asleep = res.page, res.views, res.asleep
 		engines = newEngineViews(res.canon, res.derived, ownRouting, c.roles, res.upstream, res.style, c.cfg.Role)
 	} else if c.lastSuccess.Load() != 0 || c.lastReason != "" {
 		failed = cmp.Or(c.lastReason, "unknown")
 	}
+	full := merge(append(page, own)...)
 	s := &snapshot{
 		// The Gatherer's families (the version, Go and process
 		// collectors) join the full page when it is first read (see
 		// runtimeFamilies).
-		page:    c.pageEnc.Prepare(merge(append(page, own)...), c.withRuntimeFamilies),
-		routing: c.routingEnc.Prepare(merge(append(routing, ownRouting)...), nil),
-		compat:  c.compatEnc.Prepare(merge(append(compat, ownRouting)...), nil),
+		page: c.pageEnc.Prepare(full, c.withRuntimeFamilies),
+		full: full,
+		// The views only readers need are built by their first reader
+		// (readerViews), and encoded by it, as every page is: a view no
+		// router reads costs no building and no encoding, and a router
+		// polling many times a second pays one of each per scrape, its
+		// first read after a scrape waiting for them.
+		routing: c.routingEnc.Prepare(ownRouting, func(own []exposition.Family) []exposition.Family {
+			return merge(views.epp(), own)
+		}),
+		compat: c.compatEnc.Prepare(ownRouting, func(own []exposition.Family) []exposition.Family {
+			return merge(views.compat(), views.diagnosisFamilies(), own)
+		}),
 		// After a failed scrape the GenAI view is empty: its series are
 		// withdrawn, never served stale.
-		genai:   c.genaiEnc.Prepare(gen, nil),
+		genai:   c.genaiEnc.Prepare(nil, func([]exposition.Family) []exposition.Family { return views.genaiView() }),
 		asleep:  asleep,
 		failed:  failed,
 		engines: engines,
 	}
-	// Both pages are encoded by their first reader, as their gzip already
-	// was: a view no router reads costs no encoding, and a router polling
-	// many times a second pays one encoding per scrape, as before, its
-	// first read after a scrape waiting for it (~0.1 ms on one engine).
 	c.snap.Store(s)
+}
+
+// readerViews are the pages of one scrape that only readers need: the
+// routing view, the compatibility page and the GenAI view. The scrape
+// keeps what they are built from (the collapsed gauges and the sums,
+// which it advances every scrape: routing.Collapsed) and the first reader
+// of any of them builds the routing views, once, on its own goroutine; the
+// GenAI view is built by its own first reader. A nil *readerViews (after
+// a failed scrape) has no families.
+type readerViews struct {
+	collapsed *routing.Collapsed
+	role      string // the pod role labelling every routing series
+	genai     *genai.Viewer
+	server    string
+	diagnosis []exposition.Family // the diagnosis' gauges, also on the compatibility page
+	// nanSkipped counts the NaN samples the build left out.
+	nanSkipped func(int)
+
+	once                sync.Once
+	eppFams, compatFams []exposition.Family
+}
+
+func (v *readerViews) build() {
+	v.once.Do(func() {
+		epp, compat, nan := v.collapsed.Build()
+		v.nanSkipped(nan)
+		if v.role != "" {
+			// compat shares its samples with epp (its first families)
+			// and with the scrape's routing derived gauges: labelled on
+			// copies, so that nothing another goroutine reads changes.
+			for i := range compat {
+				compat[i].Samples = slices.Clone(compat[i].Samples)
+			}
+			compat = withRole(compat, v.role)
+			epp = compat[:len(epp):len(epp)]
+		}
+		v.eppFams, v.compatFams = epp, compat
+	})
+}
+
+// epp returns the routing view's families (what endpoint pickers read).
+func (v *readerViews) epp() []exposition.Family {
+	if v == nil {
+		return nil
+	}
+	v.build()
+	return v.eppFams
+}
+
+// compat returns the compatibility page's families but the diagnosis'.
+func (v *readerViews) compat() []exposition.Family {
+	if v == nil {
+		return nil
+	}
+	v.build()
+	return v.compatFams
+}
+
+func (v *readerViews) diagnosisFamilies() []exposition.Family {
+	if v == nil {
+		return nil
+	}
+	return v.diagnosis
+}
+
+// genaiView returns the GenAI view, from the sums the compatibility page
+// prints: the two agree.
+func (v *readerViews) genaiView() []exposition.Family {
+	if v == nil {
+		return nil
+	}
+	return v.genai.Render(v.collapsed.Totals(), v.server)
 }
 
 var upstreamAgeLabels = labels.FromStrings(model.MetricNameLabel, "vllm_normalizer_upstream_age_seconds")
@@ -155,11 +241,80 @@ func merge(parts ...[]exposition.Family) []exposition.Family {
 }
 
 // MetricsHandler serves the full page: vLLM's families under current names,
-// derived gauges, statuses and the sidecar's own metrics.
+// derived gauges, statuses and the sidecar's own metrics. With name[]
+// query parameters (client_golang's promhttp convention) it serves only
+// the families of those names (the name on the TYPE line), none when no
+// name matches, so that a Prometheus that records a few rules reads a few
+// families.
 func (c *Collector) MetricsHandler() http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		serve.Write(w, r, c.snap.Load().page)
+		snap := c.snap.Load()
+		if names := r.URL.Query()[nameParam]; len(names) > 0 {
+			serve.Write(w, r, c.selection(snap, names))
+			return
+		}
+		serve.Write(w, r, snap.page)
 	})
+}
+
+// nameParam is the query parameter that selects families by name.
+const nameParam = "name[]"
+
+// selections are the pages of /metrics?name[]= of one snapshot, by their
+// selection: each distinct selection is cut and encoded once per scrape.
+type selections struct {
+	mu    sync.Mutex
+	pages map[string]*serve.Page
+}
+
+// maxSelections bounds the selections a snapshot keeps, and
+// maxSelectionKey the size of one kept: a client asking for ever new
+// selections gets its pages encoded for it alone and kept by nobody, so
+// that it cannot grow memory. Fleet-wide scrape configs use one or two.
+const (
+	maxSelections   = 16
+	maxSelectionKey = 4 << 10
+)
+
+// selection returns the page of snap holding only the families named in
+// names (the Gatherer's included), kept for the snapshot's other readers
+// of the same names in any order unless the cache is full.
+func (c *Collector) selection(snap *snapshot, names []string) *serve.Page {
+	names = slices.Compact(slices.Sorted(slices.Values(names)))
+	quoted := make([]string, len(names))
+	for i, n := range names {
+		quoted[i] = strconv.Quote(n)
+	}
+	key := strings.Join(quoted, ",")
+	sel := &snap.selected
+	sel.mu.Lock()
+	defer sel.mu.Unlock()
+	if p, ok := sel.pages[key]; ok {
+		return p
+	}
+	var enc serve.Encoder
+	p := enc.Prepare(nil, func([]exposition.Family) []exposition.Family {
+		return selectFamilies(c.withRuntimeFamilies(snap.full), names)
+	})
+	if len(sel.pages) < maxSelections && len(key) <= maxSelectionKey {
+		if sel.pages == nil {
+			sel.pages = map[string]*serve.Page{}
+		}
+		sel.pages[key] = p
+	}
+	return p
+}
+
+// selectFamilies returns the families of fams (sorted by name) whose names
+// are in names (sorted).
+func selectFamilies(fams []exposition.Family, names []string) []exposition.Family {
+	var out []exposition.Family
+	for _, n := range names {
+		if i, ok := slices.BinarySearchFunc(fams, n, func(f exposition.Family, n string) int { return strings.Compare(f.Name, n) }); ok {
+			out = append(out, fams[i])
+		}
+	}
+	return out
 }
 
 // GenAIHandler serves the OpenTelemetry GenAI view: the gen_ai_server_*

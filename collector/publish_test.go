@@ -1,18 +1,28 @@
 package collector
 
 import (
+	"bytes"
 	"context"
+	"fmt"
 	"maps"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"os"
 	"path/filepath"
+	"regexp"
+	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/fos-study/vllm-normalizer/demo"
+	"github.com/fos-study/vllm-normalizer/exposition"
+	"github.com/fos-study/vllm-normalizer/serve"
 )
 
 // countingCollector is a process-level collector (like the Go and process
@@ -137,6 +147,234 @@ func TestStatusFamiliesFollowTheUpstream(t *testing.T) {
 		}
 		if !maps.Equal(got, want) {
 			t.Fatalf("after %s the status series differ from a fresh sidecar's:\n got %v\nwant %v", name, got, want)
+		}
+	}
+}
+
+// The routing view, the compatibility page and the GenAI view are built by
+// their first reader after each scrape, from what every scrape keeps: a
+// sidecar nobody reads for tens of scrapes then serves the bytes of one
+// read after every scrape, and the many readers of one snapshot, reading
+// while the next scrape runs, all get the same bytes (the -race run checks
+// that nothing they share is written).
+func TestReaderViewsOnDemand(t *testing.T) {
+	clock := newFakeClock()
+	up, err := demo.New(demo.Options{Now: clock.Now, Seed: 3, Engines: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	collector := func() (*Collector, *memTransport) {
+		tr := &memTransport{}
+		return newTestCollector(t, "http://127.0.0.1:8000/metrics", clock, func(cfg *Config) {
+			cfg.Client = &http.Client{Transport: tr}
+			cfg.Role = "decode" // labelled on every routing series, on the pages readers build
+		}), tr
+	}
+	read, readTr := collector()
+	unread, unreadTr := collector()
+	n := 0
+	scrape := func() {
+		clock.Advance(time.Second)
+		p := up.Page()
+		if n++; n%7 == 3 {
+			// Engine 2 misses a scrape: the sums carry its last totals,
+			// which only a sum advanced every scrape knows.
+			p = regexp.MustCompile(`(?m)^.*engine="2".*\n`).ReplaceAll(p, nil)
+		}
+		readTr.page, unreadTr.page = p, p
+		read.ScrapeOnce(context.Background())
+		unread.ScrapeOnce(context.Background())
+	}
+	views := func(s *snapshot) map[string]*serve.Page {
+		return map[string]*serve.Page{"routing": s.routing, "compat": s.compat, "genai": s.genai}
+	}
+	body := func(p *serve.Page, gz bool) []byte {
+		req := httptest.NewRequest(http.MethodGet, "/metrics", nil)
+		if gz {
+			req.Header.Set("Accept-Encoding", "gzip")
+		}
+		rec := httptest.NewRecorder()
+		serve.Write(rec, req, p)
+		return rec.Body.Bytes()
+	}
+	scrape()
+	const readers = 6
+	for i := range 40 {
+		s := read.snap.Load()
+		got := map[string][][]byte{}
+		var mu sync.Mutex
+		var wg sync.WaitGroup
+		for name, p := range views(s) {
+			for r := range readers {
+				wg.Go(func() {
+					b := body(p, r%2 == 1)
+					mu.Lock()
+					got[name] = append(got[name], b)
+					mu.Unlock()
+				})
+			}
+		}
+		scrape() // while they read the last snapshot
+		wg.Wait()
+		for name, bodies := range got {
+			var plain []byte
+			for _, b := range bodies {
+				if len(b) == 0 {
+					t.Fatalf("scrape %d: %s read empty", i, name)
+				}
+				if b[0] != 0x1f && plain == nil {
+					plain = b
+				} else if b[0] != 0x1f && !bytes.Equal(b, plain) {
+					t.Fatalf("scrape %d: two readers of one snapshot's %s got different bytes:\n%s\n--\n%s", i, name, plain, b)
+				}
+			}
+		}
+		if i%10 != 9 {
+			continue
+		}
+		// Unread for ten scrapes, then read: what a view read every
+		// scrape serves.
+		want, have := views(read.snap.Load()), views(unread.snap.Load())
+		for name := range want {
+			w, h := body(want[name], false), body(have[name], false)
+			if !bytes.Equal(w, h) {
+				t.Fatalf("scrape %d: %s first read after ten unread scrapes differs from one read every scrape:\n%s\nwant\n%s", i, name, h, w)
+			}
+			checkValidPage(t, h)
+			if name != "genai" && !bytes.Contains(h, []byte(`role="decode"`)) {
+				t.Fatalf("scrape %d: %s has no role label:\n%s", i, name, h)
+			}
+		}
+	}
+}
+
+// /metrics?name[]=... serves only the named families, as client_golang's
+// promhttp does (the name on the TYPE line, exact; an empty name matches
+// nothing; no name[] is the whole page): each distinct selection encoded
+// once per scrape and kept for the scrape's other readers, in any order,
+// up to maxSelections, beyond which pages are served but not kept.
+func TestMetricsNameSelection(t *testing.T) {
+	clock := newFakeClock()
+	up, err := demo.New(demo.Options{Now: clock.Now, Seed: 3, Engines: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr := &memTransport{}
+	c := newTestCollector(t, "http://127.0.0.1:8000/metrics", clock, func(cfg *Config) { cfg.Client = &http.Client{Transport: tr} })
+	scrape := func() {
+		clock.Advance(time.Second)
+		tr.page = up.Page()
+		c.ScrapeOnce(context.Background())
+	}
+	query := func(names ...string) string {
+		v := url.Values{}
+		for _, n := range names {
+			v.Add("name[]", n)
+		}
+		return "/metrics?" + v.Encode()
+	}
+	fleet := fleetNames
+	for range 70 { // the 1m window's derived gauges are there
+		scrape()
+	}
+	for round := range 2 {
+		full := get(t, c.MetricsHandler(), "/metrics", nil).Body.Bytes()
+		wantFams := map[string]bool{}
+		for _, n := range fleet {
+			wantFams[n] = true
+		}
+		want := map[string]float64{}
+		for k, v := range samplesOf(t, full) {
+			for n := range wantFams {
+				if strings.HasPrefix(k, `{__name__="`+n+`"`) || strings.HasPrefix(k, `{__name__="`+n+`_`) {
+					want[k] = v
+				}
+			}
+		}
+		body := get(t, c.MetricsHandler(), query(append(slices.Clone(fleet), "no_such_family")...), nil).Body.Bytes()
+		checkValidPage(t, body)
+		got := samplesOf(t, body)
+		if len(got) < len(fleet) || !maps.Equal(got, want) {
+			t.Fatalf("round %d: name[] page holds %d series, want the %d of the full page's named families:\n%s", round, len(got), len(want), body)
+		}
+		fams, _, err := exposition.Parse(body, exposition.ContentTypeText, exposition.ParseOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, f := range fams {
+			if !wantFams[f.Name] {
+				t.Errorf("round %d: family %s served, not asked for", round, f.Name)
+			}
+			delete(wantFams, f.Name)
+		}
+		if len(wantFams) > 0 {
+			t.Errorf("round %d: families asked for and not served: %v", round, wantFams)
+		}
+		// The same selection in another order, a name twice: the page
+		// already encoded.
+		reordered := append(slices.Clone(fleet), "no_such_family", fleet[0])
+		slices.Reverse(reordered)
+		if again := get(t, c.MetricsHandler(), query(reordered...), nil).Body.Bytes(); !bytes.Equal(again, body) {
+			t.Errorf("round %d: the same names in another order served other bytes", round)
+		}
+		if n := len(c.snap.Load().selected.pages); n != 1 {
+			t.Errorf("round %d: %d selections kept for one distinct selection", round, n)
+		}
+		scrape() // the next round reads the next scrape's values
+	}
+	if body := get(t, c.MetricsHandler(), query(""), nil); body.Code != http.StatusOK || body.Body.Len() != 0 {
+		t.Errorf("name[]= (empty): %d %q, want 200 and no family", body.Code, body.Body.String())
+	}
+	// Many distinct selections: each right, the kept ones bounded.
+	for i := range 3 * maxSelections {
+		name := fleet[i%len(fleet)]
+		body := get(t, c.MetricsHandler(), query(name, fmt.Sprintf("hostile_%d", i)), nil).Body.Bytes()
+		fams, _, err := exposition.Parse(body, exposition.ContentTypeText, exposition.ParseOptions{})
+		if err != nil || len(fams) != 1 || fams[0].Name != name {
+			t.Fatalf("selection %d: %v %d families, want only %s", i, err, len(fams), name)
+		}
+	}
+	if n := len(c.snap.Load().selected.pages); n > maxSelections {
+		t.Errorf("%d selections kept, want at most %d", n, maxSelections)
+	}
+}
+
+// TestFleetScrapeConfigNames: fleetNames, the name[] list of the fleet
+// scrape config in docs/diagnosis.md, is every sidecar family the vllm-fleet
+// recording group reads, and the docs list it.
+func TestFleetScrapeConfigNames(t *testing.T) {
+	rules, err := os.ReadFile("../deploy/prometheus/recording.yml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, group, ok := strings.Cut(string(rules), "- name: vllm-fleet\n")
+	if !ok {
+		t.Fatal("no vllm-fleet group in deploy/prometheus/recording.yml")
+	}
+	if i := strings.Index(group, "\n  - name: "); i >= 0 {
+		group = group[:i]
+	}
+	recorded := map[string]bool{}
+	for _, m := range regexp.MustCompile(`record: (\S+)`).FindAllStringSubmatch(group, -1) {
+		recorded[m[1]] = true
+	}
+	var read []string
+	for _, n := range regexp.MustCompile(`vllm[_:][A-Za-z0-9_:]*`).FindAllString(group, -1) {
+		if !recorded[n] && !slices.Contains(read, n) {
+			read = append(read, n)
+		}
+	}
+	slices.Sort(read)
+	if !slices.Equal(read, fleetNames) {
+		t.Errorf("the vllm-fleet group reads %v, the fleet scrape config asks for %v", read, fleetNames)
+	}
+	docs, err := os.ReadFile("../docs/diagnosis.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range fleetNames {
+		if !strings.Contains(string(docs), "        - "+n+"\n") {
+			t.Errorf("docs/diagnosis.md's fleet scrape config does not ask for %s", n)
 		}
 	}
 }

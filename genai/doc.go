@@ -5,7 +5,7 @@
 // a panel can put a gateway's numbers beside any engine's.
 //
 // Each histogram is the role's family summed over engines per model with
-// the routing view's reset-safe rules (routing.Summer), then re-bucketed to
+// the routing view's reset-safe rules (routing.Sums), then re-bucketed to
 // the bounds the conventions advise where those are a subset of the
 // engine's bounds (exact: the cumulative counts at the shared bounds),
 // else left with the engine's bounds. Counts are never interpolated.

@@ -130,12 +130,13 @@ func unwrapAddrErr(err error) error {
 	return err
 }
 
-// Viewer builds GenAI views, one per scrape, keeping the sums' state from
-// one to the next (see routing.Summer). Not safe for concurrent use.
+// Viewer builds GenAI views. View keeps its own sums from one scrape to
+// the next (routing.Sums) and is not safe for concurrent use; Render,
+// from sums kept elsewhere, is.
 type Viewer struct {
 	opts       Options
 	host, port string
-	sums       routing.Summer
+	sums       routing.Sums
 }
 
 // New returns a Viewer for valid options.
@@ -149,11 +150,20 @@ func New(o Options) (*Viewer, error) {
 	return &Viewer{opts: o, host: host, port: port}, nil
 }
 
+// Roles are the roles of the view's histograms: the sums Render reads.
+func Roles() []mapping.Role {
+	out := make([]mapping.Role, len(Metrics))
+	for i, m := range Metrics {
+		out[i] = m.Role
+	}
+	return out
+}
+
 // View returns the view's histograms for one canonical page (see
 // mapping.Profile.Canonical) of a server of kind server (the profile's
-// server; "" when no profile matched, then there is nothing to show).
-// A role the page lacks, or whose engines print different bounds for one
-// model, gives no histogram.
+// server; "" when no profile matched, then there is nothing to show),
+// advancing the Viewer's own sums (restarts read from the values alone):
+// Render of them.
 func (v *Viewer) View(canon []exposition.Family, roles *mapping.Roles, server string) []exposition.Family {
 	if server == "" {
 		return nil
@@ -162,18 +172,26 @@ func (v *Viewer) View(canon []exposition.Family, roles *mapping.Roles, server st
 	for i := range canon {
 		byName[canon[i].Name] = &canon[i]
 	}
+	return v.Render(v.sums.Sum(func(r mapping.Role) *exposition.Family { return byName[roles.Family(r)] }, Roles(), routing.Restarts{}), server)
+}
+
+// Render returns the view's histograms from one scrape's sums of a server
+// of kind server ("": nothing to show). A role without summed histogram
+// totals (the page lacks it, or its engines print different bounds for
+// one model) gives no histogram.
+func (v *Viewer) Render(sums routing.Totals, server string) []exposition.Family {
+	if server == "" {
+		return nil
+	}
 	provider := cmp.Or(v.opts.Provider, server)
 	var out []exposition.Family
 	for _, m := range Metrics {
-		f := byName[roles.Family(m.Role)]
-		if f == nil || f.Type != model.MetricTypeHistogram || len(f.Samples) == 0 {
+		tot, ok := sums.Of(m.Role)
+		if !ok || tot.Type != model.MetricTypeHistogram {
 			continue
 		}
 		name := m.Name(v.opts.NameStyle)
-		summed := v.sums.Sum(f, name)
-		if len(summed) == 0 {
-			continue
-		}
+		summed := tot.Samples(name)
 		keep, exact := rebucket(summed, m.Advised)
 		help := fmt.Sprintf("%s, in seconds (OpenTelemetry %s), from the server's %s histogram summed over engines per model. ", m.what, m.Convention, m.Role)
 		if exact {

@@ -381,10 +381,13 @@ func TestSumOverEnginesResetSafe(t *testing.T) {
 	}{
 		{"both engines", 5, 6, 3, 4, 8, 10},
 		{"both count on", 7, 9, 4, 6, 11, 15},
-		// Engine 1 restarts: its 4 and 6 so far still count.
-		{"engine 1 restarted", 8, 10, 1, 1, 8 + 4 + 1, 10 + 6 + 1},
+		// Engine 1 restarts: lower for one scrape, it holds its 4 and 6
+		// (a one-scrape dip is no restart); still lower at the next, it
+		// restarted, and its 4 and 6 so far still count.
+		{"engine 1 lower", 8, 10, 1, 1, 8 + 4, 10 + 6},
+		{"engine 1 restarted", 9, 11, 2, 2, 9 + 4 + 2, 11 + 6 + 2},
 		// Engine 1 is gone: its last totals stay in the sum.
-		{"engine 1 gone", 9, 11, -1, -1, 9 + 5, 11 + 7},
+		{"engine 1 gone", 10, 12, -1, -1, 10 + 4 + 2, 12 + 6 + 2},
 	}
 	for _, s := range steps {
 		canon, roles, server := canonicalOf(t, page(t, s.e0a, s.e0b, s.e1a, s.e1b))

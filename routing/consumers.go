@@ -1,13 +1,9 @@
 package routing
 
 import (
-	"cmp"
 	"fmt"
 	"math"
 	"slices"
-	"strconv"
-	"strings"
-	"time"
 
 	"github.com/prometheus/common/model"
 	"github.com/prometheus/prometheus/model/labels"
@@ -43,8 +39,7 @@ import (
 // No metric name is spelled here: the current families are read by role,
 // and the legacy names are the catalogue's renames into a role's family
 // (Roles.Legacy), which is exactly the name older vLLM printed; the
-// derived hit ratio is named by its spec (derive).
-const famDerivedHitRatio = derive.DerivedPrefixCacheHitRatio
+// derived hit ratio is handed over as a value (Input.HitRatio).
 
 // summed says, for the counter inputs (mapping.Counter) whose families
 // the routing view serves summed per model, who reads them: served under
@@ -76,11 +71,17 @@ var summed = map[mapping.Role]struct {
 	mapping.RoleRequestGenerationTokens:    {false, "Generated tokens per request", "AIBrix", ""},
 }
 
+// summedRoles are summed's roles in the counter table's order.
+var summedRoles = slices.DeleteFunc(mapping.CounterRoles(), func(r mapping.Role) bool {
+	_, ok := summed[r]
+	return !ok
+})
+
 // consumerFamilies returns the table's families for the canonical page
 // (byName; role finds a role's family), the collapsed KV usage already
 // computed (kv), the routing derived gauges, and the vLLM engine the page
 // comes from (mapping's v0, v1 or unknown; empty for other servers).
-func (v *Viewer) consumerFamilies(byName map[string]*exposition.Family, roles *mapping.Roles, kv []exposition.Sample, derived []exposition.Family, upstream string, style func(string) string) []exposition.Family {
+func consumerFamilies(byName map[string]*exposition.Family, roles *mapping.Roles, kv []exposition.Sample, sums Totals, hitRatio derive.Freshest, upstream string, style func(string) string) []exposition.Family {
 	role := func(r mapping.Role) *exposition.Family { return byName[roles.Family(r)] }
 	var out []exposition.Family
 	gauge := func(name, help string, samples []exposition.Sample) {
@@ -121,15 +122,15 @@ func (v *Viewer) consumerFamilies(byName map[string]*exposition.Family, roles *m
 		// A V0 server prints the gauge itself (-1 when it has no data):
 		// serve what it says.
 		gauge(rateName, "Prefix-cache hit rate as this V0 server prints it (-1: no data), one series per model_name.", firstByModel(f))
-	} else if samples, window := withNoData(derived, style(famDerivedHitRatio), role(mapping.RolePrefixCacheQueries)); len(samples) > 0 {
+	} else if samples, window := withNoData(hitRatio, role(mapping.RolePrefixCacheQueries)); len(samples) > 0 {
 		gauge(rateName, fmt.Sprintf("Prefix-cache hit rate, 0..1: increase(%s[%s]) / increase(%s[%s]) over all engines of the model (%s of the shortest window); -1 when no query was counted in the window, as V0, whose contract this name carries, printed it.",
-			roles.Family(mapping.RolePrefixCacheHits), window, roles.Family(mapping.RolePrefixCacheQueries), window, style(famDerivedHitRatio)), samples)
+			roles.Family(mapping.RolePrefixCacheHits), window, roles.Family(mapping.RolePrefixCacheQueries), window, style(hitRatio.Name)), samples)
 	}
 
-	for _, r := range mapping.CounterRoles() {
-		s, ok := summed[r]
-		f := role(r)
-		if !ok || f == nil || len(f.Samples) == 0 {
+	for _, r := range summedRoles {
+		s, f := summed[r], role(r)
+		tot, ok := sums.Of(r)
+		if !ok || f == nil {
 			continue
 		}
 		rule := " summed over data-parallel engines and API-server processes"
@@ -146,7 +147,7 @@ func (v *Viewer) consumerFamilies(byName map[string]*exposition.Family, roles *m
 				help = "Legacy name of " + f.Name + " (same values," + rule + "), for routers that still read it (" + s.legacyReader + ")."
 			}
 			name := style(n)
-			if samples := v.sumHistogramOrCounter(f, name); len(samples) > 0 {
+			if samples := tot.Samples(name); len(samples) > 0 {
 				out = append(out, exposition.Family{Name: name, Type: f.Type, Help: help, Samples: samples})
 			}
 		}
@@ -192,8 +193,8 @@ func firstByModel(f *exposition.Family) []exposition.Sample {
 // withNoData adds -1 (V0's "no data") for each model that counts prefix-cache
 // queries (queries, the canonical family) but has no ratio in the window:
 // no query was counted there yet.
-func withNoData(derived []exposition.Family, name string, queries *exposition.Family) ([]exposition.Sample, string) {
-	samples, window := shortestWindow(derived, name)
+func withNoData(ratio derive.Freshest, queries *exposition.Family) ([]exposition.Sample, string) {
+	samples, window := ratio.Samples, ratio.Window
 	if window == "" {
 		window = "window" // no ratio yet in any window
 	}
@@ -220,334 +221,6 @@ func withNoData(derived []exposition.Family, name string, queries *exposition.Fa
 	out := append(slices.Clone(samples), modelSamples(order, missing)...)
 	slices.SortFunc(out, func(a, b exposition.Sample) int { return labels.Compare(a.Labels, b.Labels) })
 	return out, window
-}
-
-// shortestWindow returns the samples of the named derived gauge in its
-// shortest window (the freshest reading), without the window label, and
-// that window.
-func shortestWindow(derived []exposition.Family, name string) ([]exposition.Sample, string) {
-	i := slices.IndexFunc(derived, func(f exposition.Family) bool { return f.Name == name })
-	if i < 0 {
-		return nil, ""
-	}
-	var window string
-	var shortest time.Duration = math.MaxInt64
-	for _, s := range derived[i].Samples {
-		w := s.Labels.Get("window")
-		if d, err := model.ParseDuration(w); err == nil && time.Duration(d) < shortest {
-			shortest, window = time.Duration(d), w
-		}
-	}
-	var out []exposition.Sample
-	for _, s := range derived[i].Samples {
-		if s.Labels.Get("window") != window || math.IsNaN(s.Value) {
-			continue
-		}
-		b := labels.NewBuilder(s.Labels)
-		b.Del("window")
-		out = append(out, exposition.Sample{Labels: b.Labels(), Value: s.Value})
-	}
-	return out, window
-}
-
-// sumHistogramOrCounter sums a counter's or a histogram's samples per
-// model_name (and per le for buckets), and names them after the family
-// name (keeping the _bucket, _sum, _count or _total suffix). A histogram
-// whose engines do not print the same bucket bounds is not summed (the sum
-// would not be a histogram): nothing is returned for it.
-//
-// Which input sample adds to which output sample, and the output label
-// sets, depend only on the input label sets, which are the same from one
-// scrape to the next: the Viewer remembers them per output name (a
-// sumLayout) and, while the family's label sets are those of the last
-// scrape, only adds the values. This was the routing view's largest cost
-// (about 0.25 ms of a 1.9 ms cycle on one engine, BenchmarkScrapeCycle).
-//
-// A sum over engines must not go down when one engine restarts or drops
-// off the page for a scrape: a reader taking its rate would read a reset
-// of the whole sum and count the other engines' totals again. So each
-// input keeps what it counted before it last restarted (a value lower
-// than the last one is a restart, as Prometheus reads counters), and an
-// input gone from the page keeps adding its last total (see carry):
-// every output is monotonic, like the counters it sums. On a page where
-// nothing restarts and nothing goes, each output is exactly the plain
-// sum.
-func (v *Viewer) sumHistogramOrCounter(f *exposition.Family, name string) []exposition.Sample {
-	l := v.sums[name]
-	if l == nil || !l.matches(f) {
-		old := l
-		l = newSumLayout(f, name)
-		l.carry(old)
-		if v.sums == nil {
-			v.sums = map[string]*sumLayout{}
-		}
-		if len(v.sums) >= maxSumLayouts {
-			clear(v.sums) // names of an old name style, after a reload
-		}
-		v.sums[name] = l
-	}
-	return l.apply(f)
-}
-
-// maxSumLayouts bounds the layouts a Viewer keeps (the summed table's
-// canonical and legacy names, ~20, under one name style).
-const maxSumLayouts = 256
-
-// sumLayout is what sumHistogramOrCounter computes from a family's label
-// sets: for each input sample the output sample its value adds to (-1:
-// none), and the output samples' label sets.
-type sumLayout struct {
-	family string
-	typ    model.MetricType
-	in     []labels.Labels
-	to     []int32
-	out    []labels.Labels
-	// Per input: its last value, and what it counted before it last
-	// restarted.
-	last, before []float64
-	// Inputs gone from the page that still add their total to an output.
-	gone []goneInput
-}
-
-// goneInput is an input that left the page: it adds total to output to.
-// Back on the page (same labels), however long after, it goes on from
-// where it was, as Prometheus reads a series that comes back: a lower
-// value is a restart, a higher one counted on. Only the maxGone youngest
-// are remembered by their labels; an older one's total stays in the
-// output for good, as the counts it made.
-type goneInput struct {
-	in     labels.Labels // "" once it is folded into the output for good
-	to     int32
-	last   float64
-	before float64
-	age    int // scrapes since it went
-}
-
-// maxGone is how many gone inputs a layout remembers by their labels,
-// which bounds its memory when label values churn (a pid per restart).
-const maxGone = 64
-
-func (l *sumLayout) matches(f *exposition.Family) bool {
-	if f.Name != l.family || f.Type != l.typ || len(f.Samples) != len(l.in) {
-		return false
-	}
-	for i := range f.Samples {
-		if !labels.Equal(f.Samples[i].Labels, l.in[i]) {
-			return false
-		}
-	}
-	return true
-}
-
-// apply sums f's values as laid out: each output value is 0 plus its
-// inputs' values in page order, as a map of sums filled in page order
-// would have it.
-func (l *sumLayout) apply(f *exposition.Family) []exposition.Sample {
-	if len(l.out) == 0 {
-		return nil
-	}
-	out := make([]exposition.Sample, len(l.out))
-	for i := range out {
-		out[i].Labels = l.out[i]
-	}
-	for i, s := range f.Samples {
-		if j := l.to[i]; j >= 0 {
-			v := s.Value
-			if math.IsNaN(v) || math.IsInf(v, 0) {
-				// This scrape's sum is what a plain sum is; the input
-				// goes on from its last finite value (window.Increases
-				// records no such value either), or one +Inf would stay
-				// in the sum for good.
-				out[j].Value += v
-				continue
-			}
-			if v < l.last[i] {
-				l.before[i] += l.last[i] // it restarted: its count so far still counts
-			}
-			l.last[i] = v
-			out[j].Value += l.before[i] + v
-		}
-	}
-	for k := range l.gone {
-		g := &l.gone[k]
-		out[g.to].Value += g.before + g.last
-		g.age++
-	}
-	return out
-}
-
-// carry takes over from old, the layout of the last scrape: inputs of the
-// same labels go on from their values and restarts there; inputs that
-// left the page, or left it earlier and are not back, keep adding their
-// totals (goneInput), to the output of the same labels. What adds to an
-// output this layout no longer has (a model gone) is dropped with it.
-func (l *sumLayout) carry(old *sumLayout) {
-	l.last, l.before = make([]float64, len(l.in)), make([]float64, len(l.in))
-	if old == nil {
-		return
-	}
-	outs := make(map[string]int32, len(l.out))
-	for j, o := range l.out {
-		outs[o.String()] = int32(j)
-	}
-	ins := make(map[string]int, len(l.in))
-	for i, in := range l.in {
-		if l.to[i] >= 0 {
-			ins[in.String()] = i
-		}
-	}
-	// The inputs that gone before, then the last scrape's: an input back on
-	// the page takes its state (the last scrape's wins).
-	type state struct {
-		in           labels.Labels
-		out          labels.Labels
-		last, before float64
-		age          int
-	}
-	var prev []state
-	for _, g := range old.gone {
-		prev = append(prev, state{g.in, old.out[g.to], g.last, g.before, g.age})
-	}
-	for i, in := range old.in {
-		if j := old.to[i]; j >= 0 {
-			prev = append(prev, state{in, old.out[j], old.last[i], old.before[i], 0})
-		}
-	}
-	// The youngest maxGone gone inputs keep their labels: the age of the
-	// maxGone-th youngest is the oldest remembered.
-	var ages []int
-	for _, p := range prev {
-		if _, back := ins[p.in.String()]; !back && !p.in.IsEmpty() {
-			ages = append(ages, p.age)
-		}
-	}
-	oldest := math.MaxInt
-	if len(ages) > maxGone {
-		slices.Sort(ages)
-		oldest = ages[maxGone-1]
-	}
-	kept := 0
-	forGood := map[int32]int{} // output -> its entry of totals kept for good
-	for _, p := range prev {
-		if i, ok := ins[p.in.String()]; ok && !p.in.IsEmpty() {
-			l.last[i], l.before[i] = p.last, p.before
-			continue
-		}
-		j, ok := outs[p.out.String()]
-		if !ok || p.last+p.before == 0 {
-			continue
-		}
-		if !p.in.IsEmpty() && p.age <= oldest && kept < maxGone {
-			l.gone = append(l.gone, goneInput{in: p.in, to: j, last: p.last, before: p.before, age: p.age})
-			kept++
-			continue
-		}
-		// For good: no input takes it back, and one entry per output
-		// holds all such totals.
-		if k, ok := forGood[j]; ok {
-			l.gone[k].before += p.before + p.last
-			continue
-		}
-		forGood[j] = len(l.gone)
-		l.gone = append(l.gone, goneInput{in: labels.EmptyLabels(), to: j, before: p.before + p.last})
-	}
-}
-
-func newSumLayout(f *exposition.Family, name string) *sumLayout {
-	type key struct{ model, suffix, le string }
-	l := &sumLayout{family: f.Name, typ: f.Type, in: make([]labels.Labels, len(f.Samples)), to: make([]int32, len(f.Samples))}
-	index := map[key]int32{}
-	var keys []key
-	bounds := map[string]map[string]bool{} // model -> engine+pid -> le set, as a string
-	leSets := map[string]map[string]string{}
-	for i, s := range f.Samples {
-		l.in[i] = s.Labels
-		l.to[i] = -1
-		suffix, ok := exposition.SampleSuffix(f.Name, f.Type, s.Name())
-		if !ok {
-			continue
-		}
-		k := key{s.Labels.Get("model_name"), suffix, s.Labels.Get("le")}
-		j, seen := index[k]
-		if !seen {
-			j = int32(len(keys))
-			index[k] = j
-			keys = append(keys, k)
-		}
-		l.to[i] = j
-		if suffix == "_bucket" {
-			src := s.Labels.Get("engine") + "/" + s.Labels.Get("pid")
-			if leSets[k.model] == nil {
-				leSets[k.model] = map[string]string{}
-			}
-			leSets[k.model][src] += k.le + ","
-		}
-	}
-	for m, perSource := range leSets {
-		bounds[m] = map[string]bool{}
-		for _, set := range perSource {
-			bounds[m][set] = true
-		}
-	}
-	order := func(suffix string) int {
-		switch suffix {
-		case "_bucket":
-			return 0
-		case "_sum":
-			return 1
-		case "_count":
-			return 2
-		}
-		return 3
-	}
-	sorted := make([]int32, len(keys))
-	for i := range sorted {
-		sorted[i] = int32(i)
-	}
-	slices.SortStableFunc(sorted, func(i, j int32) int {
-		a, b := keys[i], keys[j]
-		return cmp.Or(cmp.Compare(a.model, b.model), cmp.Compare(order(a.suffix), order(b.suffix)), compareLe(a.le, b.le))
-	})
-	outOf := make([]int32, len(keys))
-	for i := range outOf {
-		outOf[i] = -1
-	}
-	for _, ki := range sorted {
-		k := keys[ki]
-		if len(bounds[k.model]) > 1 {
-			continue // engines with different bucket bounds
-		}
-		sample := name + k.suffix
-		if k.suffix == "_total" {
-			// An OpenMetrics counter family is named without _total.
-			sample = strings.TrimSuffix(name, "_total") + "_total"
-		}
-		kv := []string{model.MetricNameLabel, sample}
-		if k.le != "" {
-			kv = append(kv, "le", k.le)
-		}
-		if k.model != "" {
-			kv = append(kv, "model_name", k.model)
-		}
-		outOf[ki] = int32(len(l.out))
-		l.out = append(l.out, labels.FromStrings(kv...))
-	}
-	for i, j := range l.to {
-		if j >= 0 {
-			l.to[i] = outOf[j]
-		}
-	}
-	return l
-}
-
-// compareLe orders bucket bounds as numbers (+Inf last).
-func compareLe(a, b string) int {
-	fa, erra := strconv.ParseFloat(a, 64)
-	fb, errb := strconv.ParseFloat(b, 64)
-	if erra != nil || errb != nil {
-		return strings.Compare(a, b)
-	}
-	return cmp.Compare(fa, fb)
 }
 
 // offloads reports whether the page counts KV offload traffic (bytes

@@ -12,6 +12,7 @@ import (
 	"github.com/prometheus/common/model"
 	"github.com/prometheus/prometheus/model/labels"
 
+	"github.com/fos-study/vllm-normalizer/derive"
 	"github.com/fos-study/vllm-normalizer/exposition"
 )
 
@@ -44,10 +45,10 @@ vllm:prefix_cache_queries_total{engine="1",model_name="m"} 50
 `
 
 func derivedRatio(pairs ...any) []exposition.Family {
-	f := exposition.Family{Name: famDerivedHitRatio, Type: model.MetricTypeGauge, Help: "h"}
+	f := exposition.Family{Name: derive.DerivedPrefixCacheHitRatio, Type: model.MetricTypeGauge, Help: "h"}
 	for i := 0; i < len(pairs); i += 2 {
 		f.Samples = append(f.Samples, exposition.Sample{
-			Labels: labels.FromStrings(model.MetricNameLabel, famDerivedHitRatio, "model_name", "m", "window", pairs[i].(string)),
+			Labels: labels.FromStrings(model.MetricNameLabel, derive.DerivedPrefixCacheHitRatio, "model_name", "m", "window", pairs[i].(string)),
 			Value:  pairs[i+1].(float64),
 		})
 	}
@@ -181,7 +182,7 @@ func TestViewerRemembersLayouts(t *testing.T) {
 	}
 	// The page's label sets changed in the middle (extraEngine), so the
 	// layouts were rebuilt and are those of the last page.
-	if l := v.sums["vllm:inter_token_latency_seconds"]; l == nil || len(l.out) == 0 {
+	if l := v.sums.layouts["vllm:inter_token_latency_seconds"]; l == nil || len(l.out) == 0 {
 		t.Fatalf("no layout kept for the summed histogram: %v", v.sums)
 	}
 }
@@ -208,11 +209,15 @@ func TestSummedCountersNeverGoDown(t *testing.T) {
 	}{
 		{10, "20", 30},
 		{15, "25", 40},
-		{2, "30", 15 + 2 + 30},    // engine 0 restarted
-		{5, "", 15 + 5 + 30},      // engine 1 missed a scrape
-		{6, "31", 15 + 6 + 31},    // and is back, going on
-		{7, "1", 15 + 7 + 31 + 1}, // engine 1 restarted
-		{8, "", 15 + 8 + 31 + 1},
+		{14, "26", 15 + 26},    // engine 0 dips for one scrape: held
+		{15, "27", 15 + 27},    // and is back: never counted twice
+		{2, "30", 15 + 30},     // engine 0 lower again: held
+		{5, "", 15 + 5 + 30},   // still lower: it restarted; engine 1 missed a scrape
+		{6, "31", 15 + 6 + 31}, // and is back, going on
+		{7, "1", 15 + 7 + 31},  // engine 1 lower: held
+		// Gone while held: what it counted before stays (a restart no
+		// later scrape confirms adds nothing of its own).
+		{8, "", 15 + 8 + 31},
 	} {
 		got := routingSamples(t, v.View(page(c.e0, c.e1), nil, testRoles, "v1", id))
 		if got[sum] != c.want {
@@ -222,7 +227,7 @@ func TestSummedCountersNeverGoDown(t *testing.T) {
 	// Gone for long: its total stays, and the sum goes on with engine 0.
 	for i := range 2*maxGone + 3 {
 		got := routingSamples(t, v.View(page(float64(9+i), ""), nil, testRoles, "v1", id))
-		if want := 15 + float64(9+i) + 31 + 1; got[sum] != want {
+		if want := 15 + float64(9+i) + 31; got[sum] != want {
 			t.Fatalf("%d views after engine 1 went: sum %v, want %v", i+1, got[sum], want)
 		}
 	}
@@ -232,8 +237,8 @@ func TestSummedCountersNeverGoDown(t *testing.T) {
 		`vllm:prefix_cache_hits_total{engine="0",model_name="m"} 1000`+"\n"+
 		`vllm:prefix_cache_hits_total{engine="2",model_name="m"} 5`+"\n")
 	for i := range 2 {
-		if got := routingSamples(t, v.View(e2, nil, testRoles, "v1", id)); got[sum] != 15+1000+31+1+5 {
-			t.Fatalf("view %d with engine 2: sum %v, want %v", i, got[sum], 15+1000+31+1+5)
+		if got := routingSamples(t, v.View(e2, nil, testRoles, "v1", id)); got[sum] != 15+1000+31+5 {
+			t.Fatalf("view %d with engine 2: sum %v, want %v", i, got[sum], 15+1000+31+5)
 		}
 	}
 	// A fresh View, which keeps nothing, prints the plain sum.
@@ -264,11 +269,11 @@ func TestSummedCounterBackAfterLongAbsence(t *testing.T) {
 		}
 	}
 	for _, c := range []struct {
-		back, want float64
-		what       string
+		back, want, next, nextWant float64
+		what                       string
 	}{
-		{520, 10 + 520, "counted on from 500 to 520"},
-		{3, 10 + 500 + 3, "restarted, counted 3"},
+		{520, 10 + 520, 521, 10 + 521, "counted on from 500 to 520"},
+		{3, 10 + 500, 4, 10 + 500 + 4, "lower: held, then restarted, counted 4"},
 	} {
 		var v Viewer
 		check(&v, map[string]float64{"0": 10, "1": 500}, 510, "both engines")
@@ -276,6 +281,7 @@ func TestSummedCounterBackAfterLongAbsence(t *testing.T) {
 			check(&v, map[string]float64{"0": 10}, 510, fmt.Sprintf("%d views without engine 1", i+1))
 		}
 		check(&v, map[string]float64{"0": 10, "1": c.back}, c.want, "engine 1 back: "+c.what)
+		check(&v, map[string]float64{"0": 10, "1": c.next}, c.nextWant, "engine 1 back, a scrape on: "+c.what)
 	}
 
 	// A new pid label for every restart, 5 times maxGone of them: the
@@ -286,7 +292,7 @@ func TestSummedCounterBackAfterLongAbsence(t *testing.T) {
 		total += 7
 		check(&v, map[string]float64{fmt.Sprintf("p%d", i): 7}, total, fmt.Sprintf("process %d", i))
 	}
-	for name, l := range v.sums {
+	for name, l := range v.sums.layouts {
 		if len(l.gone) > maxGone+len(l.out) {
 			t.Errorf("%s remembers %d gone inputs, want at most %d", name, len(l.gone), maxGone+len(l.out))
 		}
@@ -309,8 +315,8 @@ func TestSummedCounterNonFiniteInput(t *testing.T) {
 		{"+Inf", math.Inf(1)},
 		{"110", 160},
 		{"NaN", math.NaN()},
-		{"5", 50 + 110 + 5}, // restarted while the last value was NaN
-		{"7", 50 + 110 + 7},
+		{"5", 50 + 110},     // lower than the last finite value: held
+		{"7", 50 + 110 + 7}, // still lower: restarted
 	} {
 		text := "# TYPE vllm:prefix_cache_hits_total counter\n" +
 			`vllm:prefix_cache_hits_total{engine="0",model_name="m"} 50` + "\n" +

@@ -9,6 +9,7 @@ import (
 	"github.com/prometheus/common/model"
 	"github.com/prometheus/prometheus/model/labels"
 
+	"github.com/fos-study/vllm-normalizer/derive"
 	"github.com/fos-study/vllm-normalizer/exposition"
 	"github.com/fos-study/vllm-normalizer/mapping"
 )
@@ -33,7 +34,7 @@ func View(canon, derived []exposition.Family, roles *mapping.Roles, upstream str
 // scrape redoes less. Its views are those of View. A Viewer is not safe
 // for concurrent use; its zero value is ready.
 type Viewer struct {
-	sums map[string]*sumLayout // by output family name
+	sums Sums
 	// nan counts the NaN samples met since TakeNaN last read it.
 	nan int
 	// gauges are the last view's collapsed gauges (Gauges).
@@ -51,38 +52,97 @@ func (v *Viewer) TakeNaN() int {
 // View is the package's View, reusing what v remembers: the
 // compatibility page of Views, without a server's own names.
 func (v *Viewer) View(canon, derived []exposition.Family, roles *mapping.Roles, upstream string, style func(string) string) []exposition.Family {
-	_, compat := v.Views(Input{Canon: canon, Derived: derived, Roles: roles, Upstream: upstream, Style: style})
+	_, compat := v.Views(Input{Canon: canon, Derived: derived, HitRatio: derive.PrefixCacheHitRatio(derived), Roles: roles, Upstream: upstream, Style: style})
 	return compat
 }
 
 // Input is what one scrape's routing views are built from.
 type Input struct {
 	Canon, Derived []exposition.Family // the canonical page; routing derived gauges
-	Roles          *mapping.Roles
+	// HitRatio is the derived prefix-cache hit ratio in its shortest
+	// window, served under V0's hit-rate name (derive.PrefixCacheHitRatio
+	// of Derived).
+	HitRatio derive.Freshest
+	Roles    *mapping.Roles
 	// Upstream is the vLLM engine mapping detected (v0, v1, unknown), empty
 	// for other servers; Server the profile's server (vllm, sglang, ...).
 	Upstream, Server string
 	// BlockSize is the KV block size in tokens the server prints (0: none),
 	// for the cache information of servers other than vLLM.
 	BlockSize int
+	// Restarts are the restarts the page announced (window.History's
+	// judgement): the summed counters and histograms restart with them.
+	Restarts Restarts
 	// Readers says which names routers read of Server (nil: none).
 	Readers *Readers
 	Style   func(string) string
 }
 
-// Views builds the two router-facing pages. epp holds only what endpoint
-// pickers read: the running, waiting, KV-usage, cache and LoRA gauges under
-// vLLM's current names, the legacy KV name, and the names the Readers table
-// lists for the server. compat holds epp and everything the other routers
-// and autoscalers read (legacy gauges, summed counters and histograms,
-// routing derived gauges).
+// Views builds the two router-facing pages of one scrape: Collapse, then
+// Build, counting Build's NaN samples as Collapse's.
 func (v *Viewer) Views(in Input) (epp, compat []exposition.Family) {
-	canon, roles, style := in.Canon, in.Roles, in.Style
-	byName := make(map[string]*exposition.Family, len(canon))
-	for i := range canon {
-		byName[canon[i].Name] = &canon[i]
+	c := v.Collapse(in)
+	epp, compat, nan := c.Build()
+	v.nan += nan
+	return epp, compat
+}
+
+// Collapsed is what one scrape keeps for its routing views: the input,
+// the gauges collapsed per model (which the diagnosis reads every scrape,
+// see Gauges) and the scrape's sums (which carry state from scrape to
+// scrape). Build makes the pages from it when a reader first asks, on any
+// goroutine: it changes nothing Collapse made.
+type Collapsed struct {
+	in                   Input
+	byName               map[string]*exposition.Family
+	running, waiting, kv []exposition.Sample // per model_name, unnamed; nil without the role
+	sums                 Totals
+}
+
+// Collapse does the part of one scrape's routing views that must happen
+// every scrape, in scrape order: the gauges collapsed per model (Gauges;
+// NaN samples counted, see TakeNaN) and the summed counters and histograms
+// advanced (Sums). Everything else is left to Build.
+func (v *Viewer) Collapse(in Input) *Collapsed {
+	c := &Collapsed{in: in, byName: make(map[string]*exposition.Family, len(in.Canon))}
+	for i := range in.Canon {
+		c.byName[in.Canon[i].Name] = &in.Canon[i]
 	}
-	role := func(r mapping.Role) *exposition.Family { return byName[roles.Family(r)] }
+	role := c.role
+	v.gauges = map[string]ModelGauges{}
+	if f := role(mapping.RoleRequestsRunning); f != nil {
+		c.running = v.keep(gaugeRunning, v.sumByModel(f))
+	}
+	if f := role(mapping.RoleRequestsWaiting); f != nil {
+		c.waiting = v.keep(gaugeWaiting, v.sumByModel(f))
+	}
+	if f := role(mapping.RoleKVCacheUsage); f != nil {
+		c.kv = v.keep(gaugeKVUsage, v.kvByModel(f, blocksPerEngine(role(mapping.RoleCacheConfig))))
+	}
+	c.sums = v.sums.Sum(role, summedRoles, in.Restarts)
+	return c
+}
+
+// role returns the canonical page's family of role r, nil without one.
+func (c *Collapsed) role(r mapping.Role) *exposition.Family {
+	return c.byName[c.in.Roles.Family(r)]
+}
+
+// Totals are the scrape's sums, for other views that print summed
+// families (the GenAI view): their totals move exactly as the
+// compatibility page's.
+func (c *Collapsed) Totals() Totals { return c.sums }
+
+// Build makes the two router-facing pages, and says how many NaN samples
+// they left out. epp holds only what endpoint pickers read: the running,
+// waiting, KV-usage, cache and LoRA gauges under vLLM's current names, the
+// legacy KV name, and the names the Readers table lists for the server.
+// compat holds epp and everything the other routers and autoscalers read
+// (legacy gauges, summed counters and histograms, routing derived gauges).
+// Its families are new, their samples new but for the routing derived
+// gauges', which compat shares with the Input.
+func (c *Collapsed) Build() (epp, compat []exposition.Family, nan int) {
+	in, roles, style, role := c.in, c.in.Roles, c.in.Style, c.role
 	var out []exposition.Family
 	add := func(name, help string, samples []exposition.Sample) {
 		if len(samples) == 0 {
@@ -98,19 +158,14 @@ func (v *Viewer) Views(in Input) (epp, compat []exposition.Family) {
 	if in.Server == mapping.ServerVLLM {
 		natives = Natives{} // vLLM's own names are the current ones
 	}
-	blocks := blocksPerEngine(role(mapping.RoleCacheConfig))
-	v.gauges = map[string]ModelGauges{}
-	var running, waiting, kv []exposition.Sample
+	running, waiting, kv := c.running, c.waiting, c.kv
 	if f := role(mapping.RoleRequestsRunning); f != nil {
-		running = v.keep(gaugeRunning, v.sumByModel(f))
 		add(f.Name, "Requests in the running batch, summed over data-parallel engines and API-server processes.", slices.Clone(running))
 	}
 	if f := role(mapping.RoleRequestsWaiting); f != nil {
-		waiting = v.keep(gaugeWaiting, v.sumByModel(f))
 		add(f.Name, "Requests waiting to be scheduled, summed over data-parallel engines and API-server processes.", slices.Clone(waiting))
 	}
 	if f := role(mapping.RoleKVCacheUsage); f != nil {
-		kv = v.keep(gaugeKVUsage, v.kvByModel(f, blocks))
 		add(f.Name, "KV-cache usage, 0..1: per engine the highest value over API-server processes (idle processes report 0), then the mean over engines weighted by each engine's num_gpu_blocks (plain mean when unknown).", slices.Clone(kv))
 		for _, legacy := range roles.Legacy(mapping.RoleKVCacheUsage) {
 			add(legacy, "Legacy name of "+f.Name+", same value, for routers that still read it (GIE up to 1.2, AIBrix, production-stack).", slices.Clone(kv))
@@ -138,10 +193,10 @@ func (v *Viewer) Views(in Input) (epp, compat []exposition.Family) {
 			add(name, "The server's own name for "+style(n.what)+", same value, for routers that read it by engine label.", slices.Clone(n.samples))
 		}
 	}
-	epp = v.withoutNaN(out)
+	epp = withoutNaN(out, &nan)
 	// The rest is checked on its own: epp's NaN samples are counted once.
-	rest := v.withoutNaN(append(v.consumerFamilies(byName, roles, kv, in.Derived, in.Upstream, style), in.Derived...))
-	return epp, append(slices.Clone(epp), rest...)
+	rest := withoutNaN(append(consumerFamilies(c.byName, roles, kv, c.sums, in.HitRatio, in.Upstream, style), in.Derived...), &nan)
+	return epp, append(slices.Clone(epp), rest...), nan
 }
 
 // nativeCacheInfo builds, for a server other than vLLM, the cache
@@ -191,17 +246,17 @@ func nativeCacheInfo(roles *mapping.Roles, capacity *exposition.Family, blockSiz
 	return out
 }
 
-// withoutNaN leaves out, and counts, any NaN sample still in the view (a
-// gauge passed through as printed): a router is never served NaN, and a
-// family left without samples is left out.
-func (v *Viewer) withoutNaN(fams []exposition.Family) []exposition.Family {
+// withoutNaN leaves out, and counts in nan, any NaN sample still in the
+// view (a gauge passed through as printed): a router is never served NaN,
+// and a family left without samples is left out.
+func withoutNaN(fams []exposition.Family, nan *int) []exposition.Family {
 	out := fams[:0]
 	for _, f := range fams {
 		if slices.ContainsFunc(f.Samples, func(s exposition.Sample) bool { return math.IsNaN(s.Value) }) {
 			kept := make([]exposition.Sample, 0, len(f.Samples))
 			for _, s := range f.Samples {
 				if math.IsNaN(s.Value) {
-					v.nan++
+					*nan++
 					continue
 				}
 				kept = append(kept, s)

@@ -4,7 +4,7 @@
 # loopback upstream at the same time, so that whatever else loads the
 # machine loads both alike.
 #
-#   scripts/sidebyside.sh [-r ROUNDS] [-w WARM] [-d SECONDS] [-s LABEL=REV]... [PAGE@INTERVAL]...
+#   scripts/sidebyside.sh [-r ROUNDS] [-w WARM] [-d SECONDS] [-s LABEL=REV]... [-v] [PAGE@INTERVAL]...
 #
 #   -r  rounds (default 3); each round runs every PAGE@INTERVAL once, in
 #       order, so that the rounds interleave and a burst of load elsewhere
@@ -25,6 +25,10 @@
 #       tree's sidecar with --vllm.enable-compression (by default both ask
 #       for identity; sidecars built from a revision before that flag
 #       always ask for gzip)
+#   -v  every view is read after every scrape, with gzip: each sidecar's
+#       /metrics/routing, /metrics/genai and, on a routing listener, the
+#       compatibility page (the views are built by their first reader, so
+#       this is their whole cost); the floor serves no such view
 #   -O  also run the OpenTelemetry Collector doing the same renames
 #       (scripts/otelcol: prometheus receiver, metrics_transform, prometheus
 #       exporter), as "otel". Its build downloads about 2 GB of modules
@@ -47,8 +51,8 @@
 set -euo pipefail
 
 rounds=3 warm=10 dur=60 out="" read_every=15 floor_procs=""
-revs=() floor_args=() sidecar_args=() otel=""
-while getopts "r:w:d:s:o:p:F:zO" opt; do
+revs=() floor_args=() sidecar_args=() otel="" views=""
+while getopts "r:w:d:s:o:p:F:zvO" opt; do
 	case $opt in
 	r) rounds=$OPTARG ;;
 	w) warm=$OPTARG ;;
@@ -58,8 +62,9 @@ while getopts "r:w:d:s:o:p:F:zO" opt; do
 	p) read_every=$OPTARG ;;
 	F) floor_procs=$OPTARG ;;
 	z) floor_args=(-gzip) sidecar_args=(--vllm.enable-compression) ;;
+	v) views=1 ;;
 	O) otel=1 ;;
-	*) sed -n '2,46p' "$0" >&2; exit 2 ;;
+	*) sed -n '2,50p' "$0" >&2; exit 2 ;;
 	esac
 done
 shift $((OPTIND - 1))
@@ -123,7 +128,7 @@ printf 'round\tpage\tinterval\tproc\tbytes\tscrapes\tcpu_ms_per_scrape\tsteady_r
 
 run_one() { # round page interval
 	local round=$1 page=$2 interval=$3 args upstream bytes name
-	declare -A pid c0 n0 addr
+	declare -A pid c0 n0 addr compat
 	case "$page" in
 	demo:*) args=(-demo-engines "${page#demo:}" -demo-refresh 1s) ;;
 	*) args=(-page "$page") ;;
@@ -151,6 +156,10 @@ run_one() { # round page interval
 			addr[$name]="127.0.0.1:$(free_port)"
 			local extra=()
 			[ "$name" = sidecar ] && extra=("${sidecar_args[@]}")
+			if [ -n "$views" ]; then
+				compat[$name]="127.0.0.1:$(free_port)"
+				extra+=(--web.routing-listen-address="${compat[$name]}")
+			fi
 			"$work/$name" "${extra[@]}" --vllm.scrape-uri="http://$upstream/metrics?who=$name" --vllm.scrape-interval="$interval" \
 				--web.listen-address="${addr[$name]}" --log.level=error &
 			pid[$name]=$!
@@ -160,6 +169,17 @@ run_one() { # round page interval
 	if [ "$read_every" != 0 ]; then
 		(while sleep "$read_every"; do
 			for name in "${procs[@]}"; do curl -s --compressed -o /dev/null "http://${addr[$name]}/metrics" || true; done
+		done) &
+		pids+=($!)
+	fi
+	if [ -n "$views" ]; then
+		local every
+		every=$(awk -v i="$interval" 'BEGIN { if (i ~ /ms$/) print substr(i, 1, length(i) - 2) / 1000; else print substr(i, 1, length(i) - 1) }')
+		(while sleep "$every"; do
+			for name in "${!compat[@]}"; do
+				curl -s --compressed -o /dev/null -o /dev/null -o /dev/null \
+					"http://${addr[$name]}/metrics/routing" "http://${addr[$name]}/metrics/genai" "http://${compat[$name]}/metrics" || true
+			done
 		done) &
 		pids+=($!)
 	fi

@@ -15,9 +15,8 @@ import (
 
 // Page is one page, encoded once, on its first use, and served as is: a
 // page nobody reads costs no encoding, and the scrape cycle that publishes
-// it never waits for an encoder or a compressor (Encode encodes at once,
-// for pages that must be ready for the first reader). Every later request
-// for the same page writes the same bytes. The gzip variant is compressed
+// it never waits for an encoder or a compressor. Every later request for
+// the same page writes the same bytes. The gzip variant is compressed
 // on the first request that accepts gzip, the OpenMetrics variant encoded
 // on the first that asks for it (none of the known consumers does).
 type Page struct {
@@ -90,8 +89,8 @@ func (e *Encoder) Prepare(fams []exposition.Family, finish func([]exposition.Fam
 	return &Page{base: fams, finish: finish, enc: e}
 }
 
-// Encode encodes the text page now, if it is not yet.
-func (p *Page) Encode() {
+// encode encodes the text page now, if it is not yet.
+func (p *Page) encode() {
 	p.textOnce.Do(func() {
 		p.fams = p.base
 		if p.finish != nil {
@@ -176,7 +175,7 @@ func Write(w http.ResponseWriter, r *http.Request, p *Page) {
 		write(w, hdrText, body, n, true)
 		return
 	}
-	p.Encode()
+	p.encode()
 	write(w, hdrText, p.text, p.textLen, false)
 }
 
@@ -228,12 +227,12 @@ func acceptsGzip(header string) bool {
 
 // Text returns the text page, encoding it on first use.
 func (p *Page) Text() []byte {
-	p.Encode()
+	p.encode()
 	return p.text
 }
 
 // Families returns the families the page is encoded from.
 func (p *Page) Families() []exposition.Family {
-	p.Encode()
+	p.encode()
 	return p.fams
 }

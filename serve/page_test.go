@@ -188,23 +188,6 @@ func TestPageEncodesOnce(t *testing.T) {
 	}
 }
 
-// TestEncodeNow: Encode encodes the page at once, for a page that must be
-// ready before its first reader; later reads do not encode again.
-func TestEncodeNow(t *testing.T) {
-	var calls atomic.Int32
-	var enc serve.Encoder
-	p := enc.Prepare(page13(t), func(in []exposition.Family) []exposition.Family { calls.Add(1); return in })
-	p.Encode()
-	if calls.Load() != 1 {
-		t.Fatalf("Encode did not finish the page (calls %d)", calls.Load())
-	}
-	first := p.Text()
-	request(t, p, nil)
-	if calls.Load() != 1 || !bytes.Equal(first, p.Text()) {
-		t.Errorf("a read after Encode encoded again (calls %d)", calls.Load())
-	}
-}
-
 // TestPagesIndependent: an Encoder's next page does not write into the
 // bytes of the page before it, which a slow client may still be reading.
 func TestPagesIndependent(t *testing.T) {

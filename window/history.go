@@ -115,6 +115,11 @@ type ObserveStats struct {
 	// ProcessStartJitter is 1 when process_start_time_seconds changed
 	// without moving past the previous scrape: not a restart.
 	ProcessStartJitter int
+	// ProcessRestarted: process_start_time_seconds says every counter
+	// restarted; Announced are the kept counter series whose _created
+	// time says they restarted, whatever their value did.
+	ProcessRestarted bool
+	Announced        []labels.Labels
 }
 
 // maxUnwindowed bounds the label sets remembered for Reader.Unwindowed.

@@ -94,6 +94,7 @@ func (h *History) processRestarted(wall float64) bool {
 	if h.procStart != 0 && ps != h.procStart {
 		if ps > h.procStart+procStartSlack && startedBetween(ps, h.lastWall, wall) {
 			restarted = true
+			h.last.ProcessRestarted = true
 		} else {
 			h.last.ProcessStartJitter = 1
 		}
@@ -113,6 +114,7 @@ func (h *History) counterIncrease(s *Series, v float64, o *observation) float64 
 		if hasCreated && s.lastCreated != 0 && created != s.lastCreated {
 			if created > s.lastCreated && startedBetween(created, s.lastWall, o.wall) {
 				restarted = true
+				h.last.Announced = append(h.last.Announced, s.lbls)
 			} else if h.jittered[s.createdHash] != h.round {
 				h.jittered[s.createdHash] = h.round
 				h.last.CreatedJitter++
