@@ -81,8 +81,9 @@ type Config struct {
 	Diagnosis *diagnosis.Diagnoser
 	// GenAI sets the OpenTelemetry GenAI view's attributes and names.
 	GenAI genai.Options
-	// Role is the pod role: prefill, decode or both ("" means both). It
-	// labels the derived and routing series and the upstream info.
+	// Role is the pod role, a value of llm-d's llm-d.ai/role label ("" means
+	// both; mapping.ParsePodRole). It labels the derived and routing series
+	// and the upstream info; its stages tell the diagnosis what the pod serves.
 	Role string
 }
 
@@ -101,6 +102,7 @@ const DefaultMaxSeries = DefaultMaxBodyBytes / 256
 type Collector struct {
 	cfg     Config
 	roles   *mapping.Roles
+	podRole mapping.PodRole  // what the pod serves (cfg.Role read)
 	readers *routing.Readers // which names routers read of each server
 	deriver *derive.Deriver
 	idle    *derive.IdleTracker // owned by the scrape loop
@@ -190,11 +192,6 @@ func New(cfg Config) (*Collector, error) {
 	if cfg.Mapper == nil {
 		return nil, errors.New("collector needs a mapping.Mapper")
 	}
-	role, err := mapping.ParsePodRole(cfg.Role)
-	if err != nil {
-		return nil, err
-	}
-	cfg.Role = role
 	if cfg.Registry == nil {
 		cfg.Registry = prometheus.NewRegistry()
 	}
@@ -204,6 +201,11 @@ func New(cfg Config) (*Collector, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
+	podRole, warning := mapping.ParsePodRole(cfg.Role)
+	if warning != "" {
+		cfg.Logger.Warn(warning)
+	}
+	cfg.Role = podRole.Value
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
@@ -255,6 +257,7 @@ func New(cfg Config) (*Collector, error) {
 		idle:    deriver.NewIdleTracker(cfg.Now()),
 		metrics: m,
 		symbols: labels.NewSymbolTable(),
+		podRole: podRole,
 	}
 	c.history.SetMaxSeries(cfg.MaxSeries)
 	c.mapper.Store(cfg.Mapper)
@@ -490,7 +493,7 @@ func (c *Collector) scrape(ctx context.Context, sent time.Time) (*scrapeResult, 
 	parts = append(parts, []exposition.Family{asleepFamily(asleep)})
 	compatParts := [][]exposition.Family{view}
 	if d := c.cfg.Diagnosis; d != nil {
-		dfams := d.Observe(now, c.diagIn.observations(canon, c.viewer.Gauges(), c.roles, server, c.cfg.Role))
+		dfams := d.Observe(now, c.diagIn.observations(canon, c.viewer.Gauges(), c.roles, server, c.podRole.DiagnosisRole()))
 		parts = append(parts, dfams)
 		compatParts = append(compatParts, dfams)
 	}

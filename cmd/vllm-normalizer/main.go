@@ -134,9 +134,6 @@ func (f *flags) check() error {
 			return fmt.Errorf("%s=%s is taken by one of the sidecar's own endpoints; choose another path", p.flag, p.path)
 		}
 	}
-	if _, err := mapping.ParsePodRole(f.upstreamRole); err != nil {
-		return fmt.Errorf("--upstream.role: %w", err)
-	}
 	if f.telemetryPath == f.routingPath {
 		return fmt.Errorf("--web.telemetry-path and --web.routing-path are both %s; the full page and the routing view need different paths", f.routingPath)
 	}
@@ -292,7 +289,7 @@ func newApp(f *flags, stdout, stderr io.Writer) *kingpin.Application {
 		Default("128").IntVar(&f.labelLimits.NameLength)
 	app.Flag("vllm.label-value-length-limit", "Longest label value in bytes; 0 means none.").
 		Default("4096").IntVar(&f.labelLimits.ValueLength)
-	app.Flag("upstream.role", "What the pod serves: prefill, decode or both (empty means both); labels derived and routing series.").
+	app.Flag("upstream.role", "What the pod serves: a value of llm-d's llm-d.ai/role (decode, prefill, encode, prefill-decode, encode-prefill, encode-prefill-decode, both; empty means both); labels derived and routing series. Any other value is served with a warning, never refused.").
 		Default("both").StringVar(&f.upstreamRole)
 
 	// History and derived gauges.
