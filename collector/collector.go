@@ -444,6 +444,9 @@ func (c *Collector) scrape(ctx context.Context, sent time.Time) (*scrapeResult, 
 		canon = slices.Clip(canon)
 		c.metrics.add(c.metrics.kvDisagreements, "", float64(cst.KVCapacityDisagreements))
 		c.metrics.add(c.metrics.nanSkipped, "", float64(cst.NaNSkipped))
+		for fam, n := range cst.OutOfRange {
+			c.metrics.add(c.metrics.outOfRange, fam, float64(n))
+		}
 	}
 
 	now := sent // everything windowed is stamped when the request went out

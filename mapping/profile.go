@@ -296,7 +296,7 @@ const (
 // to 1 only with a scale of at most 1 (0.01 for a percentage), and any
 // role's values stay finite and distinct from 0 only within nano to giga.
 func scaleOutOfRange(d RoleDef, scale float64) string {
-	if (d.Unit == "ratio" || d.Unit == "boolean") && scale > 1 {
+	if _, hi, ok := d.Range(); ok && hi == 1 && scale > 1 || d.Unit == "boolean" && scale > 1 {
 		return fmt.Sprintf("would carry the role's 0 to 1 (%s) past 1; give at most 1 (0.01 turns a percentage into a fraction)", d.Unit)
 	}
 	if scale < minScale || scale > maxScale {
@@ -651,6 +651,11 @@ type CanonicalStats struct {
 	// hybrid-KV models vLLM's block_size is the smallest group's); the
 	// printed tokens are used.
 	KVCapacityDisagreements int
+	// OutOfRange are samples of a gauge role outside the role's range (a
+	// negative count, a usage past 1, an infinite or absurd size), by
+	// canonical family: the canonical page carries them as NaN, so every
+	// collapse leaves them out as it does NaN (RoleDef.Range).
+	OutOfRange map[string]int
 }
 
 // CanonicalStats is Canonical, with what it counted. For every profile,
@@ -661,7 +666,7 @@ func (p *Profile) CanonicalStats(fams []exposition.Family, roles *Roles) ([]expo
 	kv := p.kvFamilies(fams, roles, &st)
 	if p.RolesFromCatalogue {
 		if len(kv) == 0 {
-			return fams, st
+			return withinRange(fams, roles, &st), st
 		}
 		out := make([]exposition.Family, len(fams), len(fams)+len(kv))
 		copy(out, fams)
@@ -669,7 +674,7 @@ func (p *Profile) CanonicalStats(fams []exposition.Family, roles *Roles) ([]expo
 			i, _ := slices.BinarySearchFunc(out, f.Name, func(a exposition.Family, name string) int { return strings.Compare(a.Name, name) })
 			out = slices.Insert(out, i, f)
 		}
-		return out, st
+		return withinRange(out, roles, &st), st
 	}
 	// The binding used per role: the lowest index present on the page.
 	use := map[Role]int{}
@@ -695,7 +700,7 @@ func (p *Profile) CanonicalStats(fams []exposition.Family, roles *Roles) ([]expo
 	}
 	out = append(out, kv...)
 	slices.SortFunc(out, func(a, b exposition.Family) int { return strings.Compare(a.Name, b.Name) })
-	return out, st
+	return withinRange(out, roles, &st), st
 }
 
 // canonicalFamily rewrites one native family as the role's canonical one.
