@@ -77,7 +77,7 @@ func TestEngineRoutingPage(t *testing.T) {
 		}
 	}
 	rec := get(t, mux, "/metrics/routing/engines/7", nil)
-	if rec.Code != http.StatusNotFound || !strings.Contains(rec.Body.String(), "0, 1, 2, 3") {
+	if rec.Code != http.StatusNotFound || !strings.Contains(rec.Body.String(), `"0", "1", "2", "3" (4 engines)`) {
 		t.Errorf("an engine the page lacks: %d %q, want 404 naming engines 0, 1, 2, 3", rec.Code, rec.Body)
 	}
 }
