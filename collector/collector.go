@@ -56,6 +56,9 @@ type Config struct {
 	// MaxSeries bounds the series the history keeps; 0 means no bound.
 	// DefaultMaxSeries admits every page DefaultMaxBodyBytes admits.
 	MaxSeries int
+	// MaxModels bounds the model_name values whose state is kept across
+	// scrapes (windows, idle times, the diagnosis); 0 means no bound.
+	MaxModels int
 	Windows   []time.Duration
 	// SLOs are the latency targets of vllm_derived_slo_attainment_ratio;
 	// none means no attainment series.
@@ -136,6 +139,7 @@ type Collector struct {
 	lastStatus     mapping.Report
 	lastStatusFams []exposition.Family
 	diagIn         diagnosisInput
+	models         modelCap // which models state is kept for; owned by the scrape loop
 }
 
 // Validate checks the settings New checks, without building anything: a
@@ -160,7 +164,7 @@ func (cfg Config) Validate() error {
 	for _, n := range []struct {
 		field string
 		v     int
-	}{{"SampleLimit", cfg.SampleLimit}, {"LabelLimits.Labels", cfg.LabelLimits.Labels}, {"LabelLimits.NameLength", cfg.LabelLimits.NameLength}, {"LabelLimits.ValueLength", cfg.LabelLimits.ValueLength}, {"MaxSeries", cfg.MaxSeries}} {
+	}{{"SampleLimit", cfg.SampleLimit}, {"LabelLimits.Labels", cfg.LabelLimits.Labels}, {"LabelLimits.NameLength", cfg.LabelLimits.NameLength}, {"LabelLimits.ValueLength", cfg.LabelLimits.ValueLength}, {"MaxSeries", cfg.MaxSeries}, {"MaxModels", cfg.MaxModels}} {
 		if n.v < 0 {
 			return bad(n.field, strconv.Itoa(n.v), "is negative", "give 0 (no limit) or a positive number")
 		}
@@ -260,6 +264,7 @@ func New(cfg Config) (*Collector, error) {
 		podRole: podRole,
 	}
 	c.history.SetMaxSeries(cfg.MaxSeries)
+	c.models.max = cfg.MaxModels
 	c.mapper.Store(cfg.Mapper)
 	m.set(m.reloadOK, 1)
 	m.set(m.reloadOKTime, float64(cfg.Now().UnixNano())/1e9)
@@ -449,8 +454,20 @@ func (c *Collector) scrape(ctx context.Context, sent time.Time) (*scrapeResult, 
 		}
 	}
 
+	// State kept across scrapes is kept for the admitted models only;
+	// kept is canon without the others.
+	kept, leftOut, gone := c.models.admit(canon)
+	for _, m := range gone {
+		c.diagIn.forget(m)
+		if d := c.cfg.Diagnosis; d != nil {
+			d.Forget(m)
+		}
+	}
+	c.metrics.set(c.metrics.historyModels, float64(c.models.Len()))
+	c.metrics.set(c.metrics.modelsLeftOut, float64(len(leftOut)))
+
 	now := sent // everything windowed is stamped when the request went out
-	c.history.Observe(now, canon)
+	c.history.Observe(now, kept)
 	obs := c.history.LastObservation()
 	c.metrics.add(c.metrics.unwindowed, "", float64(obs.Unwindowed))
 	c.metrics.add(c.metrics.layoutChanges, "", float64(obs.LayoutChanges))
@@ -459,14 +476,14 @@ func (c *Collector) scrape(ctx context.Context, sent time.Time) (*scrapeResult, 
 	c.metrics.add(c.metrics.jitter, MetadataProcessStart, float64(obs.ProcessStartJitter))
 	c.metrics.set(c.metrics.historySeries, float64(c.history.StoredSeries()))
 	both := c.deriver.Groupings(c.history, now, []string{mapping.LabelModel, mapping.LabelEngine}, []string{mapping.LabelModel})
-	c.idle.Observe(now, canon)
+	c.idle.Observe(now, kept)
 	// Both pages are sorted by family name when published (merge).
-	derived := withRole(slices.Concat(both[0], c.deriver.Capacity(canon, c.idle, now, true)), c.cfg.Role)
-	routingDerived := slices.Concat(both[1], c.deriver.Capacity(canon, c.idle, now, false))
+	derived := withRole(slices.Concat(both[0], c.deriver.Capacity(kept, c.idle, now, true)), c.cfg.Role)
+	routingDerived := slices.Concat(both[1], c.deriver.Capacity(kept, c.idle, now, false))
 	// A model the series cap bit has all its derived gauges or none.
 	limited := derive.LimitedBy(c.history, now)
 	derived, routingDerived = limited.Without(derived), limited.Without(routingDerived)
-	c.metrics.set(c.metrics.historyLimited, b2f(limited.Any()))
+	c.metrics.set(c.metrics.historyLimited, b2f(limited.Any() || len(leftOut) > 0))
 
 	// The page serves legacy families as the upstream printed them beside
 	// their current names; windows, derived gauges and the routing view
@@ -496,7 +513,12 @@ func (c *Collector) scrape(ctx context.Context, sent time.Time) (*scrapeResult, 
 	parts = append(parts, []exposition.Family{asleepFamily(asleep)})
 	compatParts := [][]exposition.Family{view}
 	if d := c.cfg.Diagnosis; d != nil {
-		dfams := d.Observe(now, c.diagIn.observations(canon, c.viewer.Gauges(), c.roles, server, c.podRole.DiagnosisRole()))
+		gauges := c.viewer.Gauges()
+		if len(leftOut) > 0 {
+			gauges = maps.Clone(gauges)
+			maps.DeleteFunc(gauges, func(m string, _ routing.ModelGauges) bool { return leftOut[m] })
+		}
+		dfams := d.Observe(now, c.diagIn.observations(kept, gauges, c.roles, server, c.podRole.DiagnosisRole()))
 		parts = append(parts, dfams)
 		compatParts = append(compatParts, dfams)
 	}

@@ -39,6 +39,7 @@ type selfMetrics struct {
 	failures, dropped, disagreements                         *ownFamily
 	unwindowed, layoutChanges, restarts, jitter              *ownFamily
 	kvDisagreements, nanSkipped, outOfRange                  *ownFamily
+	historyModels, modelsLeftOut                             *ownFamily
 	reloadOK, reloadOKTime, reloads                          *ownFamily
 }
 
@@ -172,7 +173,11 @@ func newSelfMetrics() *selfMetrics {
 	m.historySeries = gauge("vllm_normalizer_history_series",
 		"Upstream series the history keeps for the derived gauges.")
 	m.historyLimited = gauge(HistoryLimitedName,
-		"1 when the last scrape had samples the history could not keep (--history.max-series): the models they belong to have none of their derived gauges, so that none reads less load than there is. 0 otherwise.")
+		"1 when the last scrape had samples the history could not keep (--history.max-series) or models beyond --history.max-models: the models they belong to have none of their derived gauges (nor a diagnosis, for the models left out), so that none reads less load than there is. 0 otherwise.")
+	m.historyModels = gauge("vllm_normalizer_history_models",
+		"model_name values whose state (windows, idle times, the diagnosis) is kept across scrapes, at most --history.max-models.")
+	m.modelsLeftOut = gauge("vllm_normalizer_history_models_left_out",
+		"model_name values of the last page beyond --history.max-models: none of their derived gauges and no diagnosis are served.")
 	m.reloadOK = gauge("vllm_normalizer_config_last_reload_successful",
 		"1 if the last load of the configuration succeeded, 0 if it failed (the previous one is still in use).")
 	m.reloadOKTime = gauge("vllm_normalizer_config_last_reload_success_timestamp_seconds",

@@ -249,3 +249,98 @@ func TestDefaultsFitTheContainer(t *testing.T) {
 		t.Errorf("peak RSS %.1f MiB with the default limits, want <= %d MiB (3/4 of the container's %d MiB)", float64(hwm)/mib, memoryBudget/mib, containerLimit/mib)
 	}
 }
+
+// manyModelsPage is a constructed vLLM V1 page (names and labels as vLLM
+// v0.11 prints them) of n models on one engine, five series each, about
+// 340 bytes a model: 9,000 models make a 3.1 MB page of 45,000 samples,
+// within every default limit. v moves the counters.
+func manyModelsPage(n, v int) []byte {
+	var b bytes.Buffer
+	for _, f := range []struct{ name, typ, extra string }{
+		{"vllm:num_requests_running", "gauge", ""},
+		{"vllm:num_requests_waiting", "gauge", ""},
+		{"vllm:kv_cache_usage_perc", "gauge", ""},
+		{"vllm:request_success_total", "counter", `,finished_reason="stop"`},
+		{"vllm:generation_tokens_total", "counter", ""},
+	} {
+		fmt.Fprintf(&b, "# TYPE %s %s\n", f.name, f.typ)
+		for i := range n {
+			val := 1
+			if f.typ == "counter" {
+				val = v * (i%5 + 1)
+			}
+			fmt.Fprintf(&b, "%s{engine=\"0\"%s,model_name=\"org/m-%05d\"} %d\n", f.name, f.extra, i, val)
+		}
+	}
+	return b.Bytes()
+}
+
+// TestManyModelsFitTheContainer runs the binary with its default limits on
+// a page of 9,000 models (3.1 MB, within every default limit), with the
+// shipped container's soft limit and four readers, until the diagnosis'
+// recent and baseline windows are full (6 s and 30 s here; its 30-minute
+// chart is not, see docs/operating.md), and checks that the model bound
+// bites as documented and the peak RSS stays within three quarters of the
+// container's limit. Before the bound, 9,000 models peaked at 386.6 MiB.
+func TestManyModelsFitTheContainer(t *testing.T) {
+	if testing.Short() {
+		t.Skip("fills the diagnosis' windows")
+	}
+	const models = 9000
+	maxModels := defaultLimit(t, "history.max-models")
+	containerLimit := shippedMemoryLimit(t)
+	memoryBudget := containerLimit * 3 / 4
+	ratio, err := strconv.ParseFloat(readmeDefault(t, "auto-gomemlimit.ratio"), 64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("GOMEMLIMIT", strconv.FormatInt(int64(float64(containerLimit)*ratio), 10))
+	var step atomic.Int64
+	first := manyModelsPage(models, 0)
+	if len(first) < 2_900_000 || len(first) > 3_300_000 {
+		t.Fatalf("the page is %d bytes, want about 3.1 MB", len(first))
+	}
+	up := newSwitchable(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "text/plain; version=0.0.4")
+		_, _ = w.Write(manyModelsPage(models, int(step.Add(1))))
+	}))
+	ln := listen(t, "127.0.0.1:0")
+	serveOn(t, ln, up)
+	uri := "http://" + ln.Addr().String() + "/metrics"
+	p := testbin.Start(t, "--vllm.scrape-uri="+uri, "--vllm.scrape-interval=1s",
+		"--derive.window=6s", "--derive.window=30s", "--diagnosis.window=6s", "--diagnosis.baseline=30s")
+	waitFor(t, settle, "vllm_up 1", func() bool { q, _ := quick(t, p); return q["vllm_up"] == 1 })
+	stop := make(chan struct{})
+	var readers sync.WaitGroup
+	t.Cleanup(func() { close(stop); readers.Wait() })
+	for _, r := range []struct{ path, enc string }{{"/metrics", "identity"}, {"/metrics", "gzip"}, {"/metrics/routing", "identity"}, {"/api/v1/diagnosis", "identity"}} {
+		readers.Go(func() {
+			for {
+				select {
+				case <-stop:
+					return
+				case <-time.After(200 * time.Millisecond):
+				}
+				_, _ = get(client, p.URL+r.path, map[string]string{"Accept-Encoding": r.enc})
+			}
+		})
+	}
+	time.Sleep(45 * time.Second) // the recent and baseline windows, with room
+	s, _ := metrics(t, p)
+	if s["vllm_up"] != 1 || s["vllm_normalizer_upstream_samples"] != 5*models {
+		t.Fatalf("the page was not accepted: vllm_up %v, %v samples\n%s", s["vllm_up"], s["vllm_normalizer_upstream_samples"], p.Logs())
+	}
+	kept, leftOut := s["vllm_normalizer_history_models"], s["vllm_normalizer_history_models_left_out"]
+	if want := float64(min(models, maxModels)); kept != want || kept+leftOut != models {
+		t.Errorf("models kept %v, left out %v; want %v kept of %d", kept, leftOut, want, models)
+	}
+	if limited := s["vllm_normalizer_history_limited"]; (leftOut > 0) != (limited == 1) {
+		t.Errorf("history_limited %v with %v models left out", limited, leftOut)
+	}
+	hwm := procStatus(t, p.Cmd.Process.Pid, "VmHWM")
+	t.Logf("peak RSS %.1f MiB on a %.1f MB page of %d models (%v kept, --history.max-models=%d), 4 readers polling (budget %d MiB of the container's %d MiB)",
+		float64(hwm)/mib, float64(len(first))/1e6, models, kept, maxModels, memoryBudget/mib, containerLimit/mib)
+	if hwm > memoryBudget {
+		t.Errorf("peak RSS %.1f MiB with %d models, want <= %d MiB (3/4 of the container's %d MiB)", float64(hwm)/mib, models, memoryBudget/mib, containerLimit/mib)
+	}
+}

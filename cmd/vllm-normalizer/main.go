@@ -69,6 +69,7 @@ type flags struct {
 	sampleLimit      int
 	labelLimits      exposition.LabelLimits
 	maxSeries        int
+	maxModels        int
 	windows          []time.Duration
 	slos             derive.SLOTargets
 	legacyAliases    bool
@@ -191,6 +192,7 @@ var settingFlags = map[string]string{
 	"collector.Config.LabelLimits.NameLength":  "--vllm.label-name-length-limit",
 	"collector.Config.LabelLimits.ValueLength": "--vllm.label-value-length-limit",
 	"collector.Config.MaxSeries":               "--history.max-series",
+	"collector.Config.MaxModels":               "--history.max-models",
 	"collector.Config.Windows":                 "--derive.window",
 	"derive.SLOTargets.TTFT":                   "--slo.ttft",
 	"derive.SLOTargets.TPOT":                   "--slo.tpot",
@@ -244,6 +246,7 @@ func (f *flags) collectorConfig() collector.Config {
 		SampleLimit:  f.sampleLimit,
 		LabelLimits:  f.labelLimits,
 		MaxSeries:    f.maxSeries,
+		MaxModels:    f.maxModels,
 		Windows:      uniqueWindows(f.windows),
 		SLOs:         f.slos,
 		LegacyLabels: f.legacyLabels,
@@ -295,6 +298,8 @@ func newApp(f *flags, stdout, stderr io.Writer) *kingpin.Application {
 	// History and derived gauges.
 	app.Flag("history.max-series", "Most upstream series kept for the derived gauges; the default admits every page --vllm.max-body-bytes admits. 0 means no limit.").
 		Default(strconv.Itoa(collector.DefaultMaxSeries)).IntVar(&f.maxSeries)
+	app.Flag("history.max-models", "Most model_name values whose state (windows, idle times, the diagnosis) is kept; models beyond have no derived gauges and no diagnosis. 0 means no limit.").
+		Default(strconv.Itoa(collector.DefaultMaxModels)).IntVar(&f.maxModels)
 	app.Flag("derive.window", "Window of the derived gauges, repeatable; each gives a window label.").
 		Default("1m", "5m").DurationListVar(&f.windows)
 	app.Flag("derive.legacy-labels", "Label latency quantiles quantile and SLO targets le, the names before q and target. Deprecated.").
