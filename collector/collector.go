@@ -264,7 +264,7 @@ func New(cfg Config) (*Collector, error) {
 		podRole: podRole,
 	}
 	c.history.SetMaxSeries(cfg.MaxSeries)
-	c.models.max = cfg.MaxModels
+	c.models.max, c.models.maxSeries, c.models.inputs = cfg.MaxModels, cfg.MaxSeries, deriver.Inputs()
 	c.mapper.Store(cfg.Mapper)
 	m.set(m.reloadOK, 1)
 	m.set(m.reloadOKTime, float64(cfg.Now().UnixNano())/1e9)

@@ -6,6 +6,7 @@ import (
 
 	"github.com/fos-study/vllm-normalizer/exposition"
 	"github.com/fos-study/vllm-normalizer/mapping"
+	"github.com/fos-study/vllm-normalizer/window"
 )
 
 // DefaultMaxModels is the default bound on the model_name values whose
@@ -18,14 +19,20 @@ import (
 const DefaultMaxModels = 512
 
 // modelCap decides which models the sidecar keeps state for: at most max
-// model_name values (series without one, the server's, are always kept), those it admitted before first, then the page's in
-// name order while there is room. A model off the page for forgetAfter
+// model_name values (series without one, the server's, are always kept),
+// those it admitted before first, then the page's in name order while
+// there is room, in models and in the history's series (maxSeries): a
+// page with more series than the history keeps then loses whole models,
+// the last in name order, instead of the last families of every model,
+// which left no model with its derived gauges. A model off the page for forgetAfter
 // scrapes gives its place up. A model without a place has none of its
 // derived gauges and no diagnosis (all or nothing per model), and
 // vllm_normalizer_history_limited says so.
 type modelCap struct {
-	max    int // 0: no bound
-	scrape uint64
+	max       int // 0: no bound
+	maxSeries int // the history's bound; 0: none
+	inputs    *window.Inputs
+	scrape    uint64
 	// admitted: model -> the scrape it was last on the page.
 	admitted map[string]uint64
 }
@@ -39,21 +46,35 @@ func (m *modelCap) admit(canon []exposition.Family) (kept []exposition.Family, l
 	if m.admitted == nil {
 		m.admitted = map[string]uint64{}
 	}
-	var fresh map[string]bool // models on the page not admitted before
+	var fresh map[string]bool  // models on the page not admitted before
+	series := map[string]int{} // the history's series of each model
+	total := 0                 // of the series kept: the admitted models' and the server's own
 	for fi := range canon {
+		input := m.inputs != nil && m.inputs.Family(canon[fi].Name)
 		for si := range canon[fi].Samples {
-			model := canon[fi].Samples[si].Labels.Get(mapping.LabelModel)
-			if model == "" {
-				continue // the server's own series (cache configuration): always kept
+			s := &canon[fi].Samples[si]
+			model := s.Labels.Get(mapping.LabelModel)
+			windowed := false
+			if input {
+				_, windowed = m.inputs.Sample(s.Name())
 			}
-			if _, ok := m.admitted[model]; ok {
+			_, admitted := m.admitted[model]
+			if windowed {
+				series[model]++
+				if admitted || model == "" {
+					total++
+				}
+			}
+			switch {
+			case model == "": // the server's own series (cache configuration): always kept
+			case admitted:
 				m.admitted[model] = m.scrape
-				continue
+			default:
+				if fresh == nil {
+					fresh = map[string]bool{}
+				}
+				fresh[model] = true
 			}
-			if fresh == nil {
-				fresh = map[string]bool{}
-			}
-			fresh[model] = true
 		}
 	}
 	for model, last := range m.admitted {
@@ -63,7 +84,7 @@ func (m *modelCap) admit(canon []exposition.Family) (kept []exposition.Family, l
 		}
 	}
 	for _, model := range slices.Sorted(maps.Keys(fresh)) {
-		if m.max > 0 && len(m.admitted) >= m.max {
+		if m.max > 0 && len(m.admitted) >= m.max || m.maxSeries > 0 && total+series[model] > m.maxSeries {
 			if limited == nil {
 				limited = map[string]bool{}
 			}
@@ -71,6 +92,7 @@ func (m *modelCap) admit(canon []exposition.Family) (kept []exposition.Family, l
 			continue
 		}
 		m.admitted[model] = m.scrape
+		total += series[model]
 	}
 	if len(limited) == 0 {
 		return canon, nil, gone

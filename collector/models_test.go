@@ -180,3 +180,58 @@ func BenchmarkModelMemory(b *testing.B) {
 		b.ReportMetric((float64(held.HeapAlloc)-float64(released.HeapAlloc))/models, "retained-B/model")
 	}
 }
+
+// TestDensePageKeepsWholeModels: a page of more models' series than
+// --history.max-series keeps whole models, the first in name order, with
+// all their derived gauges, and leaves the others out whole; before, the
+// history dropped the last families of every model and no model kept its
+// derived gauges (a dense 280-model page lost all of them at the default
+// cap).
+func TestDensePageKeepsWholeModels(t *testing.T) {
+	const models = 10
+	var step atomic.Int64
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		_, _ = w.Write(manyModelsPage(0, models, int(step.Add(1))))
+	}))
+	defer up.Close()
+	run := func(maxSeries int) (derived map[string]int, series, limited float64) {
+		clock := newFakeClock()
+		c := newTestCollector(t, up.URL, clock, func(cfg *Config) { cfg.MaxSeries = maxSeries })
+		for range 5 {
+			clock.Advance(time.Second)
+			c.ScrapeOnce(context.Background())
+		}
+		derived = map[string]int{}
+		pagetest.EachSeries(t, get(t, c.MetricsHandler(), "/metrics", nil).Body.Bytes(), "text/plain", func(l labels.Labels, v float64) {
+			switch name := l.Get("__name__"); {
+			case strings.HasPrefix(name, "vllm_derived_"):
+				derived[l.Get("model_name")]++
+			case name == "vllm_normalizer_history_series":
+				series = v
+			case name == HistoryLimitedName:
+				limited = v
+			}
+		})
+		return
+	}
+	all, series, _ := run(0)
+	perModel := int(series) / models
+	if perModel == 0 || int(series)%models != 0 {
+		t.Fatalf("%v history series for %d models", series, models)
+	}
+	// Room for three models and a bit.
+	derived, _, limited := run(3*perModel + 1)
+	for i := range models {
+		m := fmt.Sprintf("org/m-%05d", i)
+		want := 0
+		if i < 3 {
+			want = all[m]
+		}
+		if derived[m] != want {
+			t.Errorf("%s serves %d derived gauges, want %d (all for the first 3 models, none beyond)", m, derived[m], want)
+		}
+	}
+	if limited != 1 {
+		t.Errorf("history_limited %v, want 1", limited)
+	}
+}
