@@ -17,34 +17,6 @@ import (
 	"github.com/fos-study/vllm-normalizer/internal/pagetest"
 )
 
-// manyModelsPage is a constructed vLLM V1 page (family names and labels as
-// vLLM v0.11 prints them, testdata/fixtures/13-*) serving n models from one
-// engine, five series each, about 340 bytes a model: the most models a
-// page within the default limits can name with the gauges and counters a
-// diagnosis reads (9,000 models: 3.1 MB, 45,000 samples). from names the
-// first model; v moves the counters.
-func manyModelsPage(from, n, v int) []byte {
-	var b strings.Builder
-	b.Grow(n * 360)
-	for _, f := range []struct{ name, typ, extra string }{
-		{"vllm:num_requests_running", "gauge", ""},
-		{"vllm:num_requests_waiting", "gauge", ""},
-		{"vllm:kv_cache_usage_perc", "gauge", ""},
-		{"vllm:request_success_total", "counter", `,finished_reason="stop"`},
-		{"vllm:generation_tokens_total", "counter", ""},
-	} {
-		fmt.Fprintf(&b, "# TYPE %s %s\n", f.name, f.typ)
-		for i := from; i < from+n; i++ {
-			val := 1
-			if f.typ == "counter" {
-				val = v * (i%5 + 1)
-			}
-			fmt.Fprintf(&b, "%s{engine=\"0\"%s,model_name=\"org/m-%05d\"} %d\n", f.name, f.extra, i, val)
-		}
-	}
-	return []byte(b.String())
-}
-
 // TestModelCapAllOrNothing: beyond --history.max-models, the models left
 // out have none of their derived gauges and no diagnosis, the admitted
 // ones all of theirs, history_limited is 1; an admitted model keeps its
@@ -56,7 +28,7 @@ func TestModelCapAllOrNothing(t *testing.T) {
 	n.Store(6)
 	var step atomic.Int64
 	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
-		_, _ = w.Write(manyModelsPage(int(from.Load()), int(n.Load()), int(step.Add(1))))
+		_, _ = w.Write(pagetest.ManyModelsPage(int(from.Load()), int(n.Load()), int(step.Add(1))))
 	}))
 	defer up.Close()
 	d, err := diagnosis.New(diagnosis.Options{Window: diagnosis.DefaultWindow, Baseline: diagnosis.DefaultBaseline, MinChange: diagnosis.DefaultMinChange, Interval: time.Second})
@@ -154,7 +126,7 @@ func BenchmarkModelMemory(b *testing.B) {
 	for range b.N {
 		var step atomic.Int64
 		up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
-			_, _ = w.Write(manyModelsPage(0, models, int(step.Add(1))))
+			_, _ = w.Write(pagetest.ManyModelsPage(0, models, int(step.Add(1))))
 		}))
 		d, err := diagnosis.New(diagnosis.Options{Window: diagnosis.DefaultWindow, Baseline: diagnosis.DefaultBaseline, MinChange: diagnosis.DefaultMinChange, Interval: 2 * time.Second})
 		if err != nil {
@@ -191,7 +163,7 @@ func TestDensePageKeepsWholeModels(t *testing.T) {
 	const models = 10
 	var step atomic.Int64
 	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
-		_, _ = w.Write(manyModelsPage(0, models, int(step.Add(1))))
+		_, _ = w.Write(pagetest.ManyModelsPage(0, models, int(step.Add(1))))
 	}))
 	defer up.Close()
 	run := func(maxSeries int) (derived map[string]int, series, limited float64) {

@@ -27,15 +27,7 @@ var llmdRoles = []string{"decode", "prefill", "encode", "prefill-decode", "encod
 // readiness as the Component's readinessProbe does: a correctly labelled
 // pod must stay in rotation, whatever its role.
 func TestSidecarComponentReadyWithEveryRole(t *testing.T) {
-	comp, err := filepath.Abs("components/sidecar")
-	if err != nil {
-		t.Fatal(err)
-	}
-	dir := t.TempDir()
-	rel, err := filepath.Rel(dir, comp)
-	if err != nil {
-		t.Fatal(err)
-	}
+	dir, rel := overlayDir(t, "components/sidecar")
 	var resources []string
 	for i, role := range llmdRoles {
 		label := ""
