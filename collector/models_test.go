@@ -15,6 +15,7 @@ import (
 
 	"github.com/fos-study/vllm-normalizer/diagnosis"
 	"github.com/fos-study/vllm-normalizer/internal/pagetest"
+	"github.com/fos-study/vllm-normalizer/scripts/manymodels"
 )
 
 // TestModelCapAllOrNothing: beyond --history.max-models, the models left
@@ -28,7 +29,7 @@ func TestModelCapAllOrNothing(t *testing.T) {
 	n.Store(6)
 	var step atomic.Int64
 	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
-		_, _ = w.Write(pagetest.ManyModelsPage(int(from.Load()), int(n.Load()), int(step.Add(1))))
+		_, _ = w.Write(manymodels.Page(int(from.Load()), int(n.Load()), int(step.Add(1))))
 	}))
 	defer up.Close()
 	d, err := diagnosis.New(diagnosis.Options{Window: diagnosis.DefaultWindow, Baseline: diagnosis.DefaultBaseline, MinChange: diagnosis.DefaultMinChange, Interval: time.Second})
@@ -126,7 +127,7 @@ func BenchmarkModelMemory(b *testing.B) {
 	for range b.N {
 		var step atomic.Int64
 		up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
-			_, _ = w.Write(pagetest.ManyModelsPage(0, models, int(step.Add(1))))
+			_, _ = w.Write(manymodels.Page(0, models, int(step.Add(1))))
 		}))
 		d, err := diagnosis.New(diagnosis.Options{Window: diagnosis.DefaultWindow, Baseline: diagnosis.DefaultBaseline, MinChange: diagnosis.DefaultMinChange, Interval: 2 * time.Second})
 		if err != nil {
@@ -163,7 +164,7 @@ func TestDensePageKeepsWholeModels(t *testing.T) {
 	const models = 10
 	var step atomic.Int64
 	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
-		_, _ = w.Write(pagetest.ManyModelsPage(0, models, int(step.Add(1))))
+		_, _ = w.Write(manymodels.Page(0, models, int(step.Add(1))))
 	}))
 	defer up.Close()
 	run := func(maxSeries int) (derived map[string]int, series, limited float64) {

@@ -14,8 +14,8 @@ import (
 
 	"go.yaml.in/yaml/v2"
 
-	"github.com/fos-study/vllm-normalizer/internal/pagetest"
 	"github.com/fos-study/vllm-normalizer/internal/testbin"
+	"github.com/fos-study/vllm-normalizer/scripts/manymodels"
 )
 
 // shippedMemoryLimit is the sidecar container's memory limit in the shipped
@@ -259,13 +259,13 @@ func TestManyModelsFitTheContainer(t *testing.T) {
 	maxModels := defaultLimit(t, "history.max-models")
 	containerLimit, memoryBudget := shippedContainer(t)
 	var step atomic.Int64
-	first := pagetest.ManyModelsPage(0, models, 0)
+	first := manymodels.Page(0, models, 0)
 	if len(first) < 2_900_000 || len(first) > 3_300_000 {
 		t.Fatalf("the page is %d bytes, want about 3.1 MB", len(first))
 	}
 	up := newSwitchable(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; version=0.0.4")
-		_, _ = w.Write(pagetest.ManyModelsPage(0, models, int(step.Add(1))))
+		_, _ = w.Write(manymodels.Page(0, models, int(step.Add(1))))
 	}))
 	ln := listen(t, "127.0.0.1:0")
 	serveOn(t, ln, up)

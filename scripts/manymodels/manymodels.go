@@ -1,17 +1,20 @@
-package pagetest
+// Package manymodels writes the constructed page of many models the memory
+// tests and benchmarks read: the worst case of what the sidecar keeps per
+// model.
+package manymodels
 
 import (
 	"fmt"
 	"strings"
 )
 
-// ManyModelsPage is a constructed vLLM V1 page (family names and labels as
+// Page is a constructed vLLM V1 page (family names and labels as
 // vLLM v0.11 prints them, testdata/fixtures/13-*) of n models on one
 // engine, the first named org/m-<from>, five series each, about 350 bytes
 // a model: the most models a page within the default limits names with
 // the gauges and counters a diagnosis reads (9,000 models: 3.2 MB, 45,000
 // samples). v moves the counters.
-func ManyModelsPage(from, n, v int) []byte {
+func Page(from, n, v int) []byte {
 	var b strings.Builder
 	b.Grow(n * 360)
 	for _, f := range []struct{ name, typ, extra string }{
