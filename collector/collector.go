@@ -46,6 +46,9 @@ type Config struct {
 	// MaxSeries bounds the series the history keeps; 0 means no bound.
 	// DefaultMaxSeries admits every page DefaultMaxBodyBytes admits.
 	MaxSeries int
+	// MaxModels bounds the model_name values whose state is kept across
+	// scrapes (windows, idle times, the diagnosis); 0 means no bound.
+	MaxModels int
 	Windows   []time.Duration
 	// SLOs are the latency targets of vllm_derived_slo_attainment_ratio;
 	// none means no attainment series.
@@ -71,8 +74,9 @@ type Config struct {
 	Diagnosis *diagnosis.Diagnoser
 	// GenAI sets the OpenTelemetry GenAI view's attributes and names.
 	GenAI genai.Options
-	// Role is the pod role: prefill, decode or both ("" means both). It
-	// labels the derived and routing series and the upstream info.
+	// Role is the pod role, a value of llm-d's llm-d.ai/role label ("" means
+	// both; mapping.ParsePodRole). It labels the derived and routing series
+	// and the upstream info; its stages tell the diagnosis what the pod serves.
 	Role string
 }
 
@@ -91,6 +95,7 @@ const DefaultMaxSeries = DefaultMaxBodyBytes / 256
 type Collector struct {
 	cfg     Config
 	roles   *mapping.Roles
+	podRole mapping.PodRole  // what the pod serves (cfg.Role read)
 	readers *routing.Readers // which names routers read of each server
 	deriver *derive.Deriver
 	idle    *derive.IdleTracker // owned by the scrape loop
@@ -124,6 +129,7 @@ type Collector struct {
 	lastStatus     mapping.Report
 	lastStatusFams []exposition.Family
 	diagIn         diagnosisInput
+	models         modelCap // which models state is kept for; owned by the scrape loop
 }
 
 // Validate checks the settings New checks, without building anything: a
@@ -148,7 +154,7 @@ func (cfg Config) Validate() error {
 	for _, n := range []struct {
 		field string
 		v     int
-	}{{"SampleLimit", cfg.SampleLimit}, {"LabelLimits.Labels", cfg.LabelLimits.Labels}, {"LabelLimits.NameLength", cfg.LabelLimits.NameLength}, {"LabelLimits.ValueLength", cfg.LabelLimits.ValueLength}, {"MaxSeries", cfg.MaxSeries}} {
+	}{{"SampleLimit", cfg.SampleLimit}, {"LabelLimits.Labels", cfg.LabelLimits.Labels}, {"LabelLimits.NameLength", cfg.LabelLimits.NameLength}, {"LabelLimits.ValueLength", cfg.LabelLimits.ValueLength}, {"MaxSeries", cfg.MaxSeries}, {"MaxModels", cfg.MaxModels}} {
 		if n.v < 0 {
 			return bad(n.field, strconv.Itoa(n.v), "is negative", "give 0 (no limit) or a positive number")
 		}
@@ -180,11 +186,6 @@ func New(cfg Config) (*Collector, error) {
 	if cfg.Mapper == nil {
 		return nil, errors.New("collector needs a mapping.Mapper")
 	}
-	role, err := mapping.ParsePodRole(cfg.Role)
-	if err != nil {
-		return nil, err
-	}
-	cfg.Role = role
 	if cfg.Registry == nil {
 		cfg.Registry = prometheus.NewRegistry()
 	}
@@ -194,6 +195,11 @@ func New(cfg Config) (*Collector, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
+	podRole, warning := mapping.ParsePodRole(cfg.Role)
+	if warning != "" {
+		cfg.Logger.Warn(warning)
+	}
+	cfg.Role = podRole.Value
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
@@ -245,8 +251,10 @@ func New(cfg Config) (*Collector, error) {
 		idle:    deriver.NewIdleTracker(cfg.Now()),
 		metrics: m,
 		symbols: labels.NewSymbolTable(),
+		podRole: podRole,
 	}
 	c.history.SetMaxSeries(cfg.MaxSeries)
+	c.models.max, c.models.maxSeries, c.models.inputs = cfg.MaxModels, cfg.MaxSeries, deriver.Inputs()
 	c.mapper.Store(cfg.Mapper)
 	m.set(m.reloadOK, 1)
 	m.set(m.reloadOKTime, float64(cfg.Now().UnixNano())/1e9)
@@ -427,10 +435,25 @@ func (c *Collector) scrape(ctx context.Context, sent time.Time) (*scrapeResult, 
 		canon = slices.Clip(canon)
 		c.metrics.add(c.metrics.kvDisagreements, "", float64(cst.KVCapacityDisagreements))
 		c.metrics.add(c.metrics.nanSkipped, "", float64(cst.NaNSkipped))
+		for fam, n := range cst.OutOfRange {
+			c.metrics.add(c.metrics.outOfRange, fam, float64(n))
+		}
 	}
 
+	// State kept across scrapes is kept for the admitted models only;
+	// kept is canon without the others.
+	kept, leftOut, gone := c.models.admit(canon)
+	for _, m := range gone {
+		c.diagIn.forget(m)
+		if d := c.cfg.Diagnosis; d != nil {
+			d.Forget(m)
+		}
+	}
+	c.metrics.set(c.metrics.historyModels, float64(c.models.Len()))
+	c.metrics.set(c.metrics.modelsLeftOut, float64(len(leftOut)))
+
 	now := sent // everything windowed is stamped when the request went out
-	c.history.Observe(now, canon)
+	c.history.Observe(now, kept)
 	obs := c.history.LastObservation()
 	c.metrics.add(c.metrics.unwindowed, "", float64(obs.Unwindowed))
 	c.metrics.add(c.metrics.layoutChanges, "", float64(obs.LayoutChanges))
@@ -439,14 +462,14 @@ func (c *Collector) scrape(ctx context.Context, sent time.Time) (*scrapeResult, 
 	c.metrics.add(c.metrics.jitter, MetadataProcessStart, float64(obs.ProcessStartJitter))
 	c.metrics.set(c.metrics.historySeries, float64(c.history.StoredSeries()))
 	both := c.deriver.Groupings(c.history, now, []string{mapping.LabelModel, mapping.LabelEngine}, []string{mapping.LabelModel})
-	c.idle.Observe(now, canon)
+	c.idle.Observe(now, kept)
 	// Both pages are sorted by family name when published (merge).
-	derived := withRole(slices.Concat(both[0], c.deriver.Capacity(canon, c.idle, now, true)), c.cfg.Role)
-	routingDerived := slices.Concat(both[1], c.deriver.Capacity(canon, c.idle, now, false))
+	derived := withRole(slices.Concat(both[0], c.deriver.Capacity(kept, c.idle, now, true)), c.cfg.Role)
+	routingDerived := slices.Concat(both[1], c.deriver.Capacity(kept, c.idle, now, false))
 	// A model the series cap bit has all its derived gauges or none.
 	limited := derive.LimitedBy(c.history, now)
 	derived, routingDerived = limited.Without(derived), limited.Without(routingDerived)
-	c.metrics.set(c.metrics.historyLimited, b2f(limited.Any()))
+	c.metrics.set(c.metrics.historyLimited, b2f(limited.Any() || len(leftOut) > 0))
 
 	// The page serves legacy families as the upstream printed them beside
 	// their current names; windows, derived gauges and the routing view
@@ -479,7 +502,12 @@ func (c *Collector) scrape(ctx context.Context, sent time.Time) (*scrapeResult, 
 	asleep, states := routing.Asleep(canon, c.roles)
 	parts = append(parts, []exposition.Family{asleepFamily(asleep)})
 	if d := c.cfg.Diagnosis; d != nil {
-		views.diagnosis = d.Observe(now, c.diagIn.observations(canon, c.viewer.Gauges(), c.roles, server, c.cfg.Role))
+		gauges := c.viewer.Gauges()
+		if len(leftOut) > 0 {
+			gauges = maps.Clone(gauges)
+			maps.DeleteFunc(gauges, func(m string, _ routing.ModelGauges) bool { return leftOut[m] })
+		}
+		views.diagnosis = d.Observe(now, c.diagIn.observations(kept, gauges, c.roles, server, c.podRole.DiagnosisRole()))
 		parts = append(parts, views.diagnosis)
 	}
 	return &scrapeResult{page: parts, views: views, asleep: states,

@@ -127,10 +127,14 @@ type modelTotals struct {
 // that a series missing from one page is not taken for a new one.
 const forgetAfter = 64
 
+// forget drops the totals kept for model (the series' state goes by
+// itself after forgetAfter scrapes).
+func (in *diagnosisInput) forget(model string) { delete(in.models, model) }
+
 // observations returns one Observation per model on the canonical page.
 // gauges are the routing view's collapsed running, waiting and KV usage
 // per model, as values; server is the kind of server that printed the page,
-// role the pod's role (--upstream.role).
+// role the pod's role as the diagnosis reads it (mapping.PodRole.DiagnosisRole).
 func (in *diagnosisInput) observations(canon []exposition.Family, gauges map[string]routing.ModelGauges, roles *mapping.Roles, server, role string) []diagnosis.Observation {
 	if in.series == nil {
 		in.series, in.models = window.NewIncreases(forgetAfter), map[string]*modelTotals{}

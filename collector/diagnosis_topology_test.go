@@ -268,6 +268,8 @@ func TestTopologyPrefillDecode(t *testing.T) {
 		{"slow", decode, slow, "decode", diagnosis.CauseKVTransferSlow},
 		{"failing", decode, failing, "decode", diagnosis.CauseKVTransferFailures},
 		{"saturated", prefill, saturated, "prefill", diagnosis.CausePrefillSaturated},
+		// llm-d's encode-prefill pod prefills and does not decode.
+		{"saturated encode-prefill", prefill, saturated, "encode-prefill", diagnosis.CausePrefillSaturated},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			polls, d := runTopology(t, c.before, c.after, c.role)
@@ -292,7 +294,10 @@ func TestTopologyPrefillDecode(t *testing.T) {
 		})
 	}
 	// The role gates the findings: the saturated prefill page scraped as a
-	// decode pod names no prefill finding.
-	polls, _ := runTopology(t, prefill, saturated, "decode")
-	neverNamed(t, polls, false, diagnosis.CausePrefillSaturated)
+	// decode pod, or as one that serves both (llm-d's prefill-decode), names
+	// no prefill finding.
+	for _, role := range []string{"decode", "prefill-decode"} {
+		polls, _ := runTopology(t, prefill, saturated, role)
+		neverNamed(t, polls, false, diagnosis.CausePrefillSaturated)
+	}
 }

@@ -1,10 +1,15 @@
 package collector
 
 import (
+	"fmt"
+	"io"
+	"maps"
 	"net/http"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
+	"unicode/utf8"
 
 	"github.com/prometheus/prometheus/model/labels"
 
@@ -26,8 +31,14 @@ type engineViews struct {
 	style    func(string) string
 	role     string
 
+	// Made on first use (list): only a request for an engine's view needs
+	// them. Linear in the page's samples.
 	listOnce sync.Once
-	list     []string // engine label values on the page, sorted (engines)
+	engines  []string            // engine label values on the page, sorted
+	known    map[string]struct{} // engines, for lookups
+	// notFound ends the 404 body of an unknown engine: built once per
+	// scrape, bounded whatever the page prints.
+	notFound string
 
 	mu    sync.Mutex
 	pages map[string]*serve.Page
@@ -39,26 +50,66 @@ func newEngineViews(canon, derived, own []exposition.Family, roles *mapping.Role
 	return &engineViews{canon: canon, derived: derived, own: own, roles: roles, upstream: upstream, style: style, role: role, pages: map[string]*serve.Page{}}
 }
 
-// engines lists the engines of the page, on first use: only a request for
-// an engine's view needs them.
-func (v *engineViews) engines() []string {
+// list makes the engine list, its lookup set and the 404 body, once.
+func (v *engineViews) list() *engineViews {
 	v.listOnce.Do(func() {
+		v.known = map[string]struct{}{}
 		for _, f := range v.canon {
 			for _, s := range f.Samples {
-				if e := s.Labels.Get(mapping.LabelEngine); e != "" && !slices.Contains(v.list, e) {
-					v.list = append(v.list, e)
+				if e := s.Labels.Get(mapping.LabelEngine); e != "" {
+					v.known[e] = struct{}{}
 				}
 			}
 		}
-		slices.SortFunc(v.list, compareEngineLabels)
+		v.engines = slices.Collect(maps.Keys(v.known))
+		slices.SortFunc(v.engines, compareEngineLabels)
+		v.notFound = "the upstream's page has no engine label (one engine, or a server without data-parallel ranks): read the routing view itself\n"
+		if len(v.engines) > 0 {
+			v.notFound = "its engines are " + boundedList(v.engines, "engines") + "\n"
+		}
 	})
-	return v.list
+	return v
+}
+
+// An error body names at most errorListItems values of a list, each cut at
+// errorItemBytes: a page of thousands of engines with long names, or a
+// long request, must not make every error megabytes.
+const (
+	errorListItems = 5
+	errorItemBytes = 64
+)
+
+// boundedList names the first few items, each cut short, and how many
+// there are ("0, 1, 2, 3, 4, … (9000 engines)").
+func boundedList(items []string, what string) string {
+	shown := make([]string, 0, min(len(items), errorListItems))
+	for _, it := range items[:min(len(items), errorListItems)] {
+		shown = append(shown, boundedQuote(it))
+	}
+	list := strings.Join(shown, ", ")
+	if len(items) > errorListItems {
+		list += ", …"
+	}
+	return fmt.Sprintf("%s (%d %s)", list, len(items), what)
+}
+
+// boundedQuote quotes s, cut at errorItemBytes (on a rune boundary) with
+// "…" when longer.
+func boundedQuote(s string) string {
+	if len(s) <= errorItemBytes {
+		return strconv.Quote(s)
+	}
+	cut := errorItemBytes
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return strconv.Quote(s[:cut]) + "…"
 }
 
 // page returns engine e's routing view, false when the page has no such
 // engine.
 func (v *engineViews) page(e string) (*serve.Page, bool) {
-	if !slices.Contains(v.engines(), e) {
+	if _, ok := v.list().known[e]; !ok {
 		return nil, false
 	}
 	v.mu.Lock()
@@ -124,15 +175,13 @@ func (c *Collector) EngineRoutingHandler() http.Handler {
 		if !ok {
 			w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 			w.WriteHeader(http.StatusNotFound)
-			if len(snap.engines.engines()) == 0 {
-				_, _ = w.Write([]byte("the upstream's page has no engine label (one engine, or a server without data-parallel ranks): read the routing view itself\n"))
+			if list := snap.engines.list(); len(list.engines) == 0 {
+				_, _ = io.WriteString(w, list.notFound)
 				return
 			}
-			_, _ = w.Write([]byte("no engine " + strconvQuote(e) + " on the upstream's page; its engines are " + strings.Join(snap.engines.engines(), ", ") + "\n"))
+			_, _ = io.WriteString(w, "no engine "+boundedQuote(e)+" on the upstream's page; "+snap.engines.list().notFound)
 			return
 		}
 		serve.Write(w, r, p)
 	})
 }
-
-func strconvQuote(s string) string { return `"` + strings.ReplaceAll(s, `"`, `\"`) + `"` }

@@ -173,7 +173,8 @@ func TestDefaultSeriesCapAdmitsDefaultPages(t *testing.T) {
 // series: room for 56 of them), the model has none of its derived gauges on
 // either page, where it used to keep those of 56 engines on /metrics (a sum
 // over engines reading 12 % less load) and 3 on the routing view; and
-// vllm_normalizer_history_limited says so on both pages.
+// vllm_normalizer_history_limited says so on both pages. The model is left
+// out whole as it does not fit (--history.max-models' admission).
 func TestSeriesCapAllOrNothing(t *testing.T) {
 	if testing.Short() {
 		t.Skip("left out of the fast lane (-short): scrapes a 64-engine demo for windows of history")
@@ -192,8 +193,10 @@ func TestSeriesCapAllOrNothing(t *testing.T) {
 			t.Errorf("%s: %d derived series of a model the cap bit, on %d engines; want none", name, n, len(byEngine))
 		}
 	}
-	if _, n, _ := derivedByEngine(t, page, "vllm_normalizer_history_unwindowed_samples_total"); n == 0 {
-		t.Errorf("no unwindowed samples counted")
+	// The model does not fit: it is left out whole before the history
+	// sees it, so no sample of it is windowed either.
+	if _, n, _ := derivedByEngine(t, page, "vllm_normalizer_history_models_left_out"); n != 1 {
+		t.Errorf("%v models left out, want the 1 that does not fit", n)
 	}
 }
 

@@ -384,7 +384,7 @@ func (c *Collector) refuseRouting(w http.ResponseWriter) bool {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 		w.Header().Set("Retry-After", strconv.Itoa(max(1, int(c.cfg.Interval.Seconds()))))
 		w.WriteHeader(http.StatusServiceUnavailable)
-		_, _ = w.Write([]byte("every engine of the upstream is asleep (sleep_state " + strings.Join(snap.asleep, ", ") + "): it reports no load but serves nothing; see " + AsleepName + " on /metrics\n"))
+		_, _ = w.Write([]byte("every engine of the upstream is asleep (sleep_state " + boundedList(snap.asleep, "states") + "): it reports no load but serves nothing; see " + AsleepName + " on /metrics\n"))
 		return true
 	}
 	return false

@@ -38,7 +38,8 @@ type selfMetrics struct {
 	historyLimited                                           *ownFamily
 	failures, dropped, disagreements                         *ownFamily
 	unwindowed, layoutChanges, restarts, jitter              *ownFamily
-	kvDisagreements, nanSkipped                              *ownFamily
+	kvDisagreements, nanSkipped, outOfRange                  *ownFamily
+	historyModels, modelsLeftOut                             *ownFamily
 	reloadOK, reloadOKTime, reloads                          *ownFamily
 }
 
@@ -166,10 +167,17 @@ func newSelfMetrics() *selfMetrics {
 		"Engine-scrapes whose page printed the KV cache's size in tokens (vLLM's kv_cache_size_tokens) beside blocks and block size whose product differs; the printed tokens are used (on hybrid-KV models block_size is the smallest group's).")
 	m.nanSkipped = counter("vllm_normalizer_collapse_nan_samples_total",
 		"NaN samples left out where the series of ranks, processes or engines are combined into one (as PromQL's max and min leave NaN out); where all are NaN there is no series, never a NaN.")
+	m.outOfRange = vector("vllm_normalizer_out_of_range_samples_total",
+		"Samples of a gauge role outside its range (a negative count, a usage outside 0..1, an infinite size, a count past 2^53), by canonical family: read as NaN by every combination of ranks, processes and engines (left out of maxima, a sum with one withdrawn), as a NaN the server printed. The server's own series are served as printed.",
+		"family")
 	m.historySeries = gauge("vllm_normalizer_history_series",
 		"Upstream series the history keeps for the derived gauges.")
 	m.historyLimited = gauge(HistoryLimitedName,
-		"1 when the last scrape had samples the history could not keep (--history.max-series): the models they belong to have none of their derived gauges, so that none reads less load than there is. 0 otherwise.")
+		"1 when the last scrape had samples the history could not keep (--history.max-series) or models beyond --history.max-models: the models they belong to have none of their derived gauges (nor a diagnosis, for the models left out), so that none reads less load than there is. 0 otherwise.")
+	m.historyModels = gauge("vllm_normalizer_history_models",
+		"model_name values whose state (windows, idle times, the diagnosis) is kept across scrapes, at most --history.max-models.")
+	m.modelsLeftOut = gauge("vllm_normalizer_history_models_left_out",
+		"model_name values of the last page beyond --history.max-models: none of their derived gauges and no diagnosis are served.")
 	m.reloadOK = gauge("vllm_normalizer_config_last_reload_successful",
 		"1 if the last load of the configuration succeeded, 0 if it failed (the previous one is still in use).")
 	m.reloadOKTime = gauge("vllm_normalizer_config_last_reload_success_timestamp_seconds",

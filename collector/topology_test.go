@@ -1,8 +1,10 @@
 package collector
 
 import (
+	"bytes"
 	"context"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -75,7 +77,7 @@ func TestEngineRoutingPage(t *testing.T) {
 		}
 	}
 	rec := get(t, mux, "/metrics/routing/engines/7", nil)
-	if rec.Code != http.StatusNotFound || !strings.Contains(rec.Body.String(), "0, 1, 2, 3") {
+	if rec.Code != http.StatusNotFound || !strings.Contains(rec.Body.String(), `"0", "1", "2", "3" (4 engines)`) {
 		t.Errorf("an engine the page lacks: %d %q, want 404 naming engines 0, 1, 2, 3", rec.Code, rec.Body)
 	}
 }
@@ -93,34 +95,45 @@ func TestEngineRoutingPageBeforeScrape(t *testing.T) {
 	}
 }
 
-// --upstream.role labels derived and routing series and the upstream info;
-// a bad role is refused with the values it may take.
+// --upstream.role labels derived and routing series and the upstream info
+// with its value, whichever llm-d role it is; a value llm-d does not define
+// is served with a warning, a malformed one as both: a role never stops the
+// sidecar.
 func TestUpstreamRoleLabel(t *testing.T) {
-	c := scrapeScenario(t, scenario.PrefillDecode[0], "prefill", 3)
-	page := get(t, c.MetricsHandler(), "/metrics", nil).Body.String()
-	routing := get(t, c.RoutingHandler(), "/metrics/routing", nil).Body.String()
-	for l := range strings.SplitSeq(page, "\n") {
-		if strings.HasPrefix(l, "vllm_derived_") && !strings.Contains(l, `role="prefill"`) {
-			t.Errorf("derived series without role=\"prefill\": %s", l)
+	for _, role := range []string{"prefill", "decode", "encode", "prefill-decode", "encode-prefill", "encode-prefill-decode", "both", "Prefill"} {
+		c := scrapeScenario(t, scenario.PrefillDecode[0], role, 3)
+		page := get(t, c.MetricsHandler(), "/metrics", nil).Body.String()
+		routing := get(t, c.RoutingHandler(), "/metrics/routing", nil).Body.String()
+		label := fmt.Sprintf("role=%q", role)
+		for l := range strings.SplitSeq(page, "\n") {
+			if strings.HasPrefix(l, "vllm_derived_") && !strings.Contains(l, label) {
+				t.Errorf("%s: derived series without %s: %s", role, label, l)
+			}
+			if strings.HasPrefix(l, "vllm_normalizer_upstream_info{") && !strings.Contains(l, label) {
+				t.Errorf("%s: upstream info without the role: %s", role, l)
+			}
+			if strings.HasPrefix(l, "vllm:num_requests_running{") && strings.Contains(l, "role=") {
+				t.Errorf("%s: the upstream's own series got a role label: %s", role, l)
+			}
 		}
-		if strings.HasPrefix(l, "vllm_normalizer_upstream_info{") && !strings.Contains(l, `role="prefill"`) {
-			t.Errorf("upstream info without the role: %s", l)
-		}
-		if strings.HasPrefix(l, "vllm:num_requests_running{") && strings.Contains(l, "role=") {
-			t.Errorf("the upstream's own series got a role label: %s", l)
+		for _, l := range strings.Split(routing, "\n") {
+			if l == "" || strings.HasPrefix(l, "#") || strings.HasPrefix(l, "vllm_up") || strings.HasPrefix(l, "vllm_normalizer_") {
+				continue
+			}
+			if !strings.Contains(l, label) {
+				t.Errorf("%s: routing series without %s: %s", role, label, l)
+			}
 		}
 	}
-	for l := range strings.SplitSeq(routing, "\n") {
-		if l == "" || strings.HasPrefix(l, "#") || strings.HasPrefix(l, "vllm_up") || strings.HasPrefix(l, "vllm_normalizer_") {
-			continue
+	for _, c := range []struct{ role, served string }{{"Prefill", "Prefill"}, {"pre fill", "both"}} {
+		var logs bytes.Buffer
+		col, err := New(Config{ScrapeURI: "http://127.0.0.1:1/metrics", Interval: time.Second, MaxBodyBytes: 1, Windows: []time.Duration{time.Minute},
+			Mapper: testMapper(t, mapping.Options{}), Role: c.role, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+		if err != nil {
+			t.Fatalf("role %q refused: %v; a role never stops the sidecar", c.role, err)
 		}
-		if !strings.Contains(l, `role="prefill"`) {
-			t.Errorf("routing series without role=\"prefill\": %s", l)
+		if col.cfg.Role != c.served || !strings.Contains(logs.String(), "level=WARN") || !strings.Contains(logs.String(), "prefill-decode") {
+			t.Errorf("role %q: served as %q, logs %q; want %q and a warning naming llm-d's values", c.role, col.cfg.Role, logs.String(), c.served)
 		}
-	}
-	_, err := New(Config{ScrapeURI: "http://127.0.0.1:1/metrics", Interval: time.Second, MaxBodyBytes: 1, Windows: []time.Duration{time.Minute},
-		Mapper: testMapper(t, mapping.Options{}), Role: "Prefill"})
-	if err == nil || !strings.Contains(err.Error(), `"Prefill"`) || !strings.Contains(err.Error(), "prefill, decode or both") {
-		t.Errorf("role Prefill: error %v, want one naming the value and prefill, decode or both", err)
 	}
 }

@@ -630,6 +630,22 @@ func kustomize(t *testing.T, dir string) []map[string]any {
 	return docs
 }
 
+// overlayDir returns a new directory for an overlay and the path of target
+// (relative to this package) from it: kustomize refuses absolute paths.
+func overlayDir(t *testing.T, target string) (dir, rel string) {
+	t.Helper()
+	abs, err := filepath.Abs(target)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir = t.TempDir()
+	rel, err = filepath.Rel(dir, abs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return dir, rel
+}
+
 // get walks a path of map keys and list indexes through generic YAML.
 func get(v any, path ...any) any {
 	for _, p := range path {
@@ -827,16 +843,7 @@ func TestKustomizeBuild(t *testing.T) {
 // TestKustomizeImageOverride proves the sidecar image can be pinned with a
 // kustomize images: entry in an overlay.
 func TestKustomizeImageOverride(t *testing.T) {
-	base, err := filepath.Abs("kubernetes")
-	if err != nil {
-		t.Fatal(err)
-	}
-	dir := t.TempDir()
-	// kustomize refuses absolute paths in resources: use a relative one.
-	rel, err := filepath.Rel(dir, base)
-	if err != nil {
-		t.Fatal(err)
-	}
+	dir, rel := overlayDir(t, "kubernetes")
 	overlay := fmt.Sprintf(`apiVersion: kustomize.config.k8s.io/v1beta1
 kind: Kustomization
 resources:
@@ -1238,15 +1245,7 @@ func TestKustomizeSidecarComponent(t *testing.T) {
 // TestSidecarComponentSelectsByLabel: only Deployments labelled
 // vllm-normalizer/sidecar=true get the sidecar.
 func TestSidecarComponentSelectsByLabel(t *testing.T) {
-	comp, err := filepath.Abs("components/sidecar")
-	if err != nil {
-		t.Fatal(err)
-	}
-	dir := t.TempDir()
-	rel, err := filepath.Rel(dir, comp)
-	if err != nil {
-		t.Fatal(err)
-	}
+	dir, rel := overlayDir(t, "components/sidecar")
 	deployment := func(name, label string) string {
 		return fmt.Sprintf(`apiVersion: apps/v1
 kind: Deployment

@@ -227,6 +227,15 @@ func (d *Diagnoser) Observe(now time.Time, obs []Observation) []exposition.Famil
 	return families(rep)
 }
 
+// Forget drops all the diagnosis keeps of model, as when it has been off
+// the page for the window and baseline: the caller's bound on the models
+// it keeps state for gave the model's place to another.
+func (d *Diagnoser) Forget(model string) {
+	d.mu.Lock()
+	delete(d.tracks, model)
+	d.mu.Unlock()
+}
+
 // Fail records a failed scrape at now: the diagnosis is withdrawn until
 // the next success (the history stays).
 func (d *Diagnoser) Fail(now time.Time) {

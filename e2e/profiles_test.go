@@ -132,9 +132,18 @@ func TestEngineProfileFile(t *testing.T) {
 	if !strings.Contains(p.Logs(), `no_such_role`) || !strings.Contains(p.Logs(), "acme.yaml") {
 		t.Errorf("the log does not name the bad role:\n%s", p.Logs())
 	}
+	// A contradictory edit (the queue served as the running batch) is
+	// refused the same way.
+	writeFile(t, path, strings.Replace(fmt.Sprintf(acmeProfile, "0.02"), "family: batch_size", "family: queue_depth", 1))
+	if r := post(t, p.URL+"/-/reload"); r != http.StatusInternalServerError {
+		t.Fatalf("POST /-/reload of a profile binding queue_depth to two roles answered %d, want 500", r)
+	}
 	time.Sleep(3 * fastInterval)
 	if got := routing()[`vllm:kv_cache_usage_perc{model_name="m1",role="both"}`]; got != 0.8 {
 		t.Errorf("after a refused reload KV usage is %v, want 0.8 from the last good profile", got)
+	}
+	if got := routing()[`vllm:num_requests_running{model_name="m1",role="both"}`]; got != 3 {
+		t.Errorf("after a refused reload running is %v, want 3 from the last good profile", got)
 	}
 }
 
@@ -166,6 +175,12 @@ func TestEngineProfileCheck(t *testing.T) {
 	writeFile(t, good, fmt.Sprintf(acmeProfile, "0.01"))
 	overlap := filepath.Join(dir, "overlap.yaml")
 	writeFile(t, overlap, strings.NewReplacer("server: acme", "server: acme2", `["acme:"]`, `["sglang"]`).Replace(fmt.Sprintf(acmeProfile, "0.01")))
+	// edit writes the good profile with one line changed.
+	edit := func(name, from, to string) string {
+		p := filepath.Join(dir, name+".yaml")
+		writeFile(t, p, strings.Replace(fmt.Sprintf(acmeProfile, "0.01"), from, to, 1))
+		return p
+	}
 	for _, c := range []struct {
 		name string
 		args []string
@@ -175,6 +190,12 @@ func TestEngineProfileCheck(t *testing.T) {
 		{"good", []string{"--engine.profile-file=" + good}, 0, []string{"acme.yaml is valid"}},
 		{"missing", []string{"--engine.profile-file=" + filepath.Join(dir, "none.yaml")}, 1, []string{"--engine.profile-file", "none.yaml"}},
 		{"overlap", []string{"--engine.profile-file=" + good, "--engine.profile-file=" + overlap}, 1, []string{"overlap.yaml", `"sglang" overlaps "sglang:"`, "server: sglang"}},
+		// Profiles that contradict themselves.
+		{"family for two roles", []string{"--engine.profile-file=" + edit("two-roles", "family: batch_size", "family: queue_depth")}, 1, []string{"two-roles.yaml", `family "queue_depth" already plays requests_running`, "why:"}},
+		{"engine is model", []string{"--engine.profile-file=" + edit("engine-model", `engine: ""`, "engine: served_model")}, 1, []string{`labels.engine "served_model" is also labels.model`}},
+		{"engine le", []string{"--engine.profile-file=" + edit("engine-le", `engine: ""`, "engine: le")}, 1, []string{`labels.engine "le"`, "reserves"}},
+		{"model __name__", []string{"--engine.profile-file=" + edit("model-name", "model: served_model", "model: __name__")}, 1, []string{`labels.model "__name__"`, "reserves"}},
+		{"scale past 1", []string{"--engine.profile-file=" + edit("scale", "scale: 0.01", "scale: 1e308")}, 1, []string{"scale 1e+308", "past 1", "give at most 1"}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			cmd := exec.Command(bin, append([]string{"--config.check"}, c.args...)...)

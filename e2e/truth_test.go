@@ -3,6 +3,7 @@ package e2e
 import (
 	"bufio"
 	"bytes"
+	"errors"
 	"fmt"
 	"io"
 	"math"
@@ -155,6 +156,56 @@ func TestIdleConnectionsDoNotKeepRoutersOut(t *testing.T) {
 	t.Logf("router answered in %v (best of 3) with %d idle connections open, cap 512; %v before they opened", best, idle, control)
 	if best > time.Second+control {
 		t.Errorf("the router waited %v with %d idle connections open; want at most 1 s beyond the %v it took before they opened", best, idle, control)
+	}
+}
+
+// TestSilentConnectionsDoNotKeepRoutersOut: 520 connections to the
+// routing listener that connect and send nothing fill the default cap of
+// 512; they are closed once the short header timeout (2 s) passes, so a
+// router's new request is answered in seconds. (It waited 8.9 s for the
+// 10 s header timeout before.)
+func TestSilentConnectionsDoNotKeepRoutersOut(t *testing.T) {
+	up := newSwitchable(static(v1Page(1, 1)))
+	ln := listen(t, "127.0.0.1:0")
+	serveOn(t, ln, up)
+	routingAddr := testbin.FreeAddr(t)
+	p := testbin.Start(t, sidecarArgs("http://"+ln.Addr().String()+"/metrics", fastInterval, fastTimeout, "--web.routing-listen-address="+routingAddr)...)
+	waitFor(t, settle, "vllm_up 1", func() bool { q, _ := quick(t, p); return q["vllm_up"] == 1 })
+	router := &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{Proxy: nil, DisableKeepAlives: true}}
+	ask := func() time.Duration {
+		start := time.Now()
+		r, err := get(router, "http://"+routingAddr+"/metrics", nil)
+		if err != nil {
+			t.Fatalf("the router's request: %v", err)
+		}
+		if r.status != http.StatusOK && r.status != http.StatusServiceUnavailable {
+			t.Fatalf("the router's request answered %d", r.status)
+		}
+		return time.Since(start)
+	}
+	control := ask()
+	const silent = 520
+	conns := make([]net.Conn, silent)
+	for i := range conns {
+		c, err := net.Dial("tcp", routingAddr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		conns[i] = c
+		t.Cleanup(func() { _ = c.Close() })
+	}
+	time.Sleep(200 * time.Millisecond) // let the sidecar accept up to its cap
+	took := ask()
+	t.Logf("router answered in %v beside %d silent connections (cap 512); %v before they opened", took, silent, control)
+	// The header timeout is 2 s; the rest is room for a busy machine. The
+	// old 10 s timeout made it 8.9 s.
+	if bound := 6*time.Second + control; took > bound {
+		t.Errorf("the router waited %v beside %d silent connections; want at most %v", took, silent, bound)
+	}
+	// The sidecar closed the silent ones.
+	_ = conns[0].SetReadDeadline(time.Now().Add(20 * time.Second))
+	if _, err := conns[0].Read(make([]byte, 1)); !errors.Is(err, io.EOF) {
+		t.Errorf("a silent connection was not closed by the sidecar: read %v, want EOF", err)
 	}
 }
 

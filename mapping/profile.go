@@ -109,6 +109,10 @@ type Binding struct {
 	// (SGLang's kv_transfer_* gauges became histograms): such a page
 	// leaves the role empty. Documentation, checked against the fixtures.
 	OlderType string `yaml:"older_type"`
+	// Why says why the family plays more than one role; a family bound
+	// twice without it is refused, as it would serve one quantity as
+	// another (waiting served as running).
+	Why string `yaml:"why"`
 }
 
 // KVSource is one place a page gives a KV-cache figure in tokens. Family
@@ -243,6 +247,8 @@ func parseProfile(file string, b []byte, roles *Roles) (*Profile, error) {
 		}
 		if r.Scale < 0 || math.IsInf(r.Scale, 0) || math.IsNaN(r.Scale) {
 			bad("roles[%d] (%s): scale %v must be a positive number", i, r.Role, r.Scale)
+		} else if msg := scaleOutOfRange(d, r.Scale); msg != "" {
+			bad("roles[%d] (%s): scale %v %s", i, r.Role, r.Scale, msg)
 		}
 		if r.OlderType != "" && (!validRoleTypes[r.OlderType] || r.OlderType == d.Type) {
 			bad("roles[%d] (%s): older_type %q must be another type than the role's %s (gauge, counter or histogram)", i, r.Role, r.OlderType, d.Type)
@@ -258,6 +264,12 @@ func parseProfile(file string, b []byte, roles *Roles) (*Profile, error) {
 				p.byName[base] = append(p.byName[base], i)
 			}
 		}
+	}
+	for _, msg := range sharedFamilies(p.Roles) {
+		bad("%s", msg)
+	}
+	for _, msg := range labelCollisions(p) {
+		bad("%s", msg)
 	}
 	for list, srcs := range map[string][]KVSource{"kv.capacity": p.KV.Capacity, "kv.free": p.KV.Free} {
 		for i, k := range srcs {
@@ -275,6 +287,90 @@ func parseProfile(file string, b []byte, roles *Roles) (*Profile, error) {
 		return nil, errors.Join(errs...)
 	}
 	return p, nil
+}
+
+// Scale bounds: a unit conversion spans at most nano to giga; a larger
+// factor turns ordinary values into +Inf or 0.
+const (
+	minScale = 1e-9
+	maxScale = 1e9
+)
+
+// scaleOutOfRange says how a scale can carry a role's values out of its
+// range, "" when it cannot: a share (unit ratio or boolean) stays within 0
+// to 1 only with a scale of at most 1 (0.01 for a percentage), and any
+// role's values stay finite and distinct from 0 only within nano to giga.
+func scaleOutOfRange(d RoleDef, scale float64) string {
+	if _, hi, ok := d.Range(); ok && hi == 1 && scale > 1 || d.Unit == "boolean" && scale > 1 {
+		return fmt.Sprintf("would carry the role's 0 to 1 (%s) past 1; give at most 1 (0.01 turns a percentage into a fraction)", d.Unit)
+	}
+	if scale < minScale || scale > maxScale {
+		return fmt.Sprintf("is outside %g to %g, the widest unit conversion (nano to giga), and would turn ordinary values into +Inf or 0; give the factor from the family's unit to the role's %s", minScale, maxScale, d.Unit)
+	}
+	return ""
+}
+
+// sharedFamilies returns an error message for each family bound more than
+// once: twice to one role always (a copy), to two roles unless each
+// binding says why (one quantity would be served as another).
+func sharedFamilies(bs []Binding) []string {
+	var out []string
+	first := map[string]int{}
+	for i, b := range bs {
+		j, seen := first[b.Family]
+		if !seen {
+			first[b.Family] = i
+			continue
+		}
+		switch {
+		case bs[j].Role == b.Role:
+			out = append(out, fmt.Sprintf("roles[%d] (%s): family %q is bound to %s already by roles[%d]; remove the copy", i, b.Role, b.Family, b.Role, j))
+		case b.Why == "" || bs[j].Why == "":
+			out = append(out, fmt.Sprintf("roles[%d] (%s): family %q already plays %s (roles[%d]): one family would be served as two quantities; bind each role to the family that measures it, or say in why: on both entries why this family is both", i, b.Role, b.Family, bs[j].Role, j))
+		}
+	}
+	return out
+}
+
+// reservedLabels are label names a profile's label roles may not take:
+// the bucket and quantile bounds, the metric name, and the names the
+// sidecar reserves (a leading __).
+var reservedLabels = []string{model.BucketLabel, model.QuantileLabel, model.MetricNameLabel}
+
+// labelCollisions returns an error message for each label role of p that
+// is not a label name, is reserved, or names the same label as another:
+// the model label equal to the engine label would read every engine as a
+// model.
+func labelCollisions(p *Profile) []string {
+	var out []string
+	type use struct{ field, name string }
+	var uses []use
+	if p.Labels.Model != "" {
+		uses = append(uses, use{"labels.model", p.Labels.Model})
+	}
+	if p.Labels.Engine != "" {
+		uses = append(uses, use{"labels.engine", p.Labels.Engine})
+	}
+	for i, l := range p.Labels.Process {
+		uses = append(uses, use{fmt.Sprintf("labels.process[%d]", i), l})
+	}
+	for i, l := range p.Labels.Parts {
+		uses = append(uses, use{fmt.Sprintf("labels.parts[%d]", i), l})
+	}
+	seen := map[string]string{}
+	for _, u := range uses {
+		switch {
+		case !model.LegacyValidation.IsValidLabelName(u.name):
+			out = append(out, fmt.Sprintf("%s %q is not a label name; give the label as the page prints it, e.g. model_name", u.field, u.name))
+		case slices.Contains(reservedLabels, u.name) || strings.HasPrefix(u.name, "__"):
+			out = append(out, fmt.Sprintf("%s %q is a label Prometheus reserves (le, quantile, __name__, __*): its values are bounds or names, never a model, engine or process; give the label the page names it with", u.field, u.name))
+		case seen[u.name] != "":
+			out = append(out, fmt.Sprintf("%s %q is also %s: one label cannot say two things; give each its own label, or leave one out (\"\" for no engine label)", u.field, u.name, seen[u.name]))
+		default:
+			seen[u.name] = u.field
+		}
+	}
+	return out
 }
 
 // ProfileSource is one operator-supplied profile file: where it came
@@ -617,6 +713,11 @@ type CanonicalStats struct {
 	// hybrid-KV models vLLM's block_size is the smallest group's); the
 	// printed tokens are used.
 	KVCapacityDisagreements int
+	// OutOfRange are samples of a gauge role outside the role's range (a
+	// negative count, a usage past 1, an infinite or absurd size), by
+	// canonical family: the canonical page carries them as NaN, so every
+	// collapse leaves them out as it does NaN (RoleDef.Range).
+	OutOfRange map[string]int
 }
 
 // CanonicalStats is Canonical, with what it counted. For every profile,
@@ -627,7 +728,7 @@ func (p *Profile) CanonicalStats(fams []exposition.Family, roles *Roles) ([]expo
 	kv := p.kvFamilies(fams, roles, &st)
 	if p.RolesFromCatalogue {
 		if len(kv) == 0 {
-			return fams, st
+			return withinRange(fams, roles, &st), st
 		}
 		out := make([]exposition.Family, len(fams), len(fams)+len(kv))
 		copy(out, fams)
@@ -635,7 +736,7 @@ func (p *Profile) CanonicalStats(fams []exposition.Family, roles *Roles) ([]expo
 			i, _ := slices.BinarySearchFunc(out, f.Name, func(a exposition.Family, name string) int { return strings.Compare(a.Name, name) })
 			out = slices.Insert(out, i, f)
 		}
-		return out, st
+		return withinRange(out, roles, &st), st
 	}
 	// The binding used per role: the lowest index present on the page.
 	use := map[Role]int{}
@@ -661,7 +762,7 @@ func (p *Profile) CanonicalStats(fams []exposition.Family, roles *Roles) ([]expo
 	}
 	out = append(out, kv...)
 	slices.SortFunc(out, func(a, b exposition.Family) int { return strings.Compare(a.Name, b.Name) })
-	return out, st
+	return withinRange(out, roles, &st), st
 }
 
 // canonicalFamily rewrites one native family as the role's canonical one.

@@ -97,6 +97,22 @@ func TestParseProfilesRejects(t *testing.T) {
 		{"catalogue roles on another server", good + "roles_from_catalogue: true\n", "for the vllm profile only"},
 		{"unknown key", good + "colour: red\n", "colour"},
 		{"same server twice", strings.Replace(good, "server: x", "server: vllm", 1), "roles_from_catalogue is for the vllm profile only"},
+		// Contradictions: one quantity served as another, labels that say
+		// two things or name bounds, a scale that leaves the role's range.
+		{"family for two roles", good + "  - {role: requests_waiting, family: running}\n", `family "running" already plays requests_running (roles[0])`},
+		{"family for two roles, one why", good + "  - {role: requests_waiting, family: running, why: both}\n", "why: on both entries"},
+		{"family twice for one role", good + "  - {role: requests_running, family: running, why: again}\n", "remove the copy"},
+		{"engine is model", strings.Replace(good, "{model: model}", "{model: model, engine: model}", 1), `labels.engine "model" is also labels.model`},
+		{"process is engine", strings.Replace(good, "{model: model}", "{model: model, engine: rank, process: [rank]}", 1), `labels.process[0] "rank" is also labels.engine`},
+		{"engine le", strings.Replace(good, "{model: model}", "{model: model, engine: le}", 1), `labels.engine "le" is a label Prometheus reserves`},
+		{"model __name__", strings.Replace(good, "{model: model}", "{model: __name__}", 1), `labels.model "__name__" is a label Prometheus reserves`},
+		{"process quantile", strings.Replace(good, "{model: model}", "{model: model, process: [quantile]}", 1), `labels.process[0] "quantile"`},
+		{"parts reserved", strings.Replace(good, "{model: model}", "{model: model, parts: [__meta]}", 1), `labels.parts[0] "__meta"`},
+		{"model not a label", strings.Replace(good, "{model: model}", "{model: model-name}", 1), "is not a label name"},
+		{"ratio scale past 1", good + "  - {role: kv_cache_usage, family: kv, scale: 1e308}\n", "scale 1e+308 would carry the role's 0 to 1 (ratio) past 1"},
+		{"ratio scale just past 1", good + "  - {role: kv_cache_usage, family: kv, scale: 100}\n", "past 1"},
+		{"count scale huge", strings.Replace(good, "family: running}", "family: running, scale: 1e300}", 1), "is outside 1e-09 to 1e+09"},
+		{"seconds scale tiny", good + "  - {role: ttft, family: ttft_ms, scale: 1e-300}\n", "is outside 1e-09 to 1e+09"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := parseProfiles(map[string][]byte{"vllm.yaml": vllm, "x.yaml": []byte(tc.yaml)}, roles)
@@ -105,8 +121,15 @@ func TestParseProfilesRejects(t *testing.T) {
 			}
 		})
 	}
-	if _, err := parseProfiles(map[string][]byte{"vllm.yaml": vllm, "x.yaml": []byte(good)}, roles); err != nil {
-		t.Fatalf("valid profile rejected: %v", err)
+	for _, ok := range []string{good,
+		good + "  - {role: kv_cache_usage, family: kv_percent, scale: 0.01}\n",
+		good + "  - {role: ttft, family: ttft_ns, scale: 1e-9}\n",
+		// A family that plays two roles, saying why on both entries.
+		strings.Replace(good, "family: running}", "family: running, why: the server counts one queue}", 1) + "  - {role: requests_waiting, family: running, why: the server counts one queue}\n",
+	} {
+		if _, err := parseProfiles(map[string][]byte{"vllm.yaml": vllm, "x.yaml": []byte(ok)}, roles); err != nil {
+			t.Fatalf("valid profile rejected: %v\n%s", err, ok)
+		}
 	}
 	if _, err := parseProfiles(map[string][]byte{"x.yaml": []byte(good)}, roles); err == nil {
 		t.Fatal("profiles without vllm accepted")

@@ -100,6 +100,8 @@ type RoleDef struct {
 	Type string `yaml:"type"`
 	Unit string `yaml:"unit"`
 	Help string `yaml:"help"`
+	// Bounds overrides the range the unit gives a gauge role ([lo, hi]).
+	Bounds []float64 `yaml:"range"`
 	// Family is the canonical family name, as a text-format TYPE line
 	// prints it (counters end in _total): the catalogue family marked with
 	// the role, or, for a role the sidecar computes (Computed), the name
@@ -124,8 +126,9 @@ const (
 
 // Roles is every role with its canonical family. Read-only once built.
 type Roles struct {
-	defs   []RoleDef
-	byName map[Role]int
+	defs     []RoleDef
+	byName   map[Role]int
+	byFamily map[string]int // canonical family name -> index into defs
 	// legacy are the catalogue's legacy names of each role's family (the
 	// families it renamed into it), for consumers that still read them.
 	legacy map[Role][]string
@@ -165,6 +168,9 @@ func buildRoles(b []byte, c *Catalogue) (*Roles, error) {
 		}
 		if d.Unit == "" || d.Help == "" {
 			errs = append(errs, fmt.Errorf("%s: unit and help are required", where))
+		}
+		if d.Bounds != nil && (len(d.Bounds) != 2 || !(d.Bounds[0] < d.Bounds[1]) || d.Type != RoleTypeGauge) {
+			errs = append(errs, fmt.Errorf("%s: range %v must be [lo, hi] with lo < hi, on a gauge", where, d.Bounds))
 		}
 		if d.Family != "" {
 			r.defs[i].Computed = true
@@ -206,6 +212,10 @@ func buildRoles(b []byte, c *Catalogue) (*Roles, error) {
 			errs = append(errs, fmt.Errorf("role %q: no catalogue family has it; mark the current vLLM family that plays it with role: %s", d.Name, d.Name))
 		}
 	}
+	r.byFamily = make(map[string]int, len(r.defs))
+	for i, d := range r.defs {
+		r.byFamily[d.Family] = i
+	}
 	r.legacy = map[Role][]string{}
 	for i := range c.Metrics {
 		m := &c.Metrics[i]
@@ -231,6 +241,15 @@ func buildRoles(b []byte, c *Catalogue) (*Roles, error) {
 // Def returns a role's definition.
 func (r *Roles) Def(role Role) (RoleDef, bool) {
 	i, ok := r.byName[role]
+	if !ok {
+		return RoleDef{}, false
+	}
+	return r.defs[i], true
+}
+
+// ByFamily returns the definition of the role a canonical family plays.
+func (r *Roles) ByFamily(family string) (RoleDef, bool) {
+	i, ok := r.byFamily[family]
 	if !ok {
 		return RoleDef{}, false
 	}

@@ -34,8 +34,11 @@ const (
 	// would open and close a connection for most of them.
 	MaxIdleConnsPerHost = 128
 	// ReadHeaderTimeout bounds how long a client may take to send its
-	// request header (slowloris); it never applies to a body or a response.
-	ReadHeaderTimeout = 10 * time.Second
+	// request header after connecting (slowloris, or a connection that
+	// sends nothing); it never applies to a body or a response. Short: a
+	// router or Prometheus sends its header at once, and connections that
+	// send none must not hold the sidecar's connection slots for long.
+	ReadHeaderTimeout = 2 * time.Second
 	// ServerIdleTimeout closes client keep-alive connections left idle.
 	ServerIdleTimeout = 2 * time.Minute
 )

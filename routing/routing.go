@@ -172,7 +172,7 @@ func (c *Collapsed) Build() (epp, compat []exposition.Family, nan int) {
 		}
 	}
 	if f := role(mapping.RoleCacheConfig); f != nil {
-		add(f.Name, "vLLM cache configuration (value 1): labels of the lowest engine, engine and pid labels dropped, num_gpu_blocks and num_cpu_blocks summed over engines.", cacheConfig(f))
+		add(f.Name, "vLLM cache configuration (value 1): labels of the lowest engine, engine and pid labels dropped, num_gpu_blocks, num_cpu_blocks and kv_cache_size_tokens summed over engines together (all the lowest engine prints as counts), or none where an engine does not print one as a count.", cacheConfig(f))
 	} else if in.Server != mapping.ServerVLLM {
 		out = append(out, nativeCacheInfo(roles, role(mapping.RoleKVCacheCapacity), in.BlockSize, natives, style)...)
 	}
@@ -404,6 +404,13 @@ func (v *Viewer) kvByModel(f *exposition.Family, blocks map[string]float64) []ex
 	return modelSamples(order, res)
 }
 
+// count reads a label value as a count of blocks or tokens: an integer
+// from 0 to mapping.MaxCount, so that a sum over engines cannot overflow.
+func count(s string) (int64, bool) {
+	v, err := strconv.ParseInt(s, 10, 64)
+	return v, err == nil && v >= 0 && v <= mapping.MaxCount
+}
+
 // blocksPerEngine reads num_gpu_blocks of each engine's cache_config_info.
 // An engine printed more than once (once per API-server process) counts
 // once, with its first sample.
@@ -424,10 +431,19 @@ func blocksPerEngine(f *exposition.Family) map[string]float64 {
 	return out
 }
 
+// capacityLabels are cache_config_info's labels that give one engine's KV
+// capacity: summed over engines they are the server's, and they must be
+// summed together, or a router reads the pod's blocks beside one engine's
+// tokens.
+var capacityLabels = []string{"num_gpu_blocks", "num_cpu_blocks", "kv_cache_size_tokens"}
+
 // cacheConfig keeps the labels of the lowest engine's cache_config_info,
-// without the engine label, and sums num_gpu_blocks and num_cpu_blocks over
-// engines (each engine once, however many processes print it). A count that
-// some engine does not print as an integer is left as the lowest engine has it.
+// without the engine label, and sums its capacity labels (capacityLabels)
+// over engines, each engine once however many processes print it: all of
+// those the lowest engine prints as a count together, or, where some
+// engine does not print one of them as a count, none (the lowest engine's
+// configuration as printed). A label printed as no number ("None") stays
+// as printed.
 func cacheConfig(f *exposition.Family) []exposition.Sample {
 	if len(f.Samples) == 0 {
 		return nil
@@ -446,16 +462,21 @@ func cacheConfig(f *exposition.Family) []exposition.Sample {
 		}
 	}
 	if len(perEngine) > 1 {
-		for _, key := range []string{"num_gpu_blocks", "num_cpu_blocks"} {
-			total, ok := 0, true
+		summable := true
+		for _, key := range capacityLabels {
+			if _, ok := count(lowest.Labels.Get(key)); !ok {
+				continue // absent, or no number ("None"): kept as printed
+			}
+			var total int64
 			for _, l := range perEngine {
-				v, err := strconv.Atoi(l.Get(key))
-				ok = ok && err == nil
+				v, ok := count(l.Get(key))
 				total += v
+				summable = summable && ok && total <= mapping.MaxCount
 			}
-			if ok {
-				set = append(set, key, strconv.Itoa(total))
-			}
+			set = append(set, key, strconv.FormatInt(total, 10))
+		}
+		if !summable {
+			set = nil
 		}
 	}
 	return []exposition.Sample{{Labels: rebuild(lowest.Labels, keep, set...), Value: lowest.Value}}

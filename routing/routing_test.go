@@ -429,3 +429,31 @@ func TestRoutingViewServesNoNaN(t *testing.T) {
 		t.Errorf("running %v, want 2", got)
 	}
 }
+
+// TestRoutingViewCacheCapacityTogether: the capacity labels of
+// cache_config_info are summed over engines together or not at all, so a
+// router never reads the pod's blocks beside one engine's tokens (a
+// constructed page; labels as vLLM v0.11 prints them, kv_cache_size_tokens
+// as in testdata/fixtures/20-*).
+func TestRoutingViewCacheCapacityTogether(t *testing.T) {
+	line := func(engine, tokens string) string {
+		return fmt.Sprintf("vllm:cache_config_info{block_size=\"16\",engine=%q,kv_cache_size_tokens=%q,num_cpu_blocks=\"None\",num_gpu_blocks=\"4000\"} 1\n", engine, tokens)
+	}
+	for _, c := range []struct {
+		name, page, want string
+	}{
+		{"every engine prints counts", line("0", "64000") + line("1", "64000") + line("2", "64000") + line("3", "64000"),
+			`{__name__="vllm:cache_config_info", block_size="16", kv_cache_size_tokens="256000", num_cpu_blocks="None", num_gpu_blocks="16000"}`},
+		{"one engine's tokens not a count", line("0", "64000") + line("1", "64000") + line("2", "1e30") + line("3", "64000"),
+			`{__name__="vllm:cache_config_info", block_size="16", kv_cache_size_tokens="64000", num_cpu_blocks="None", num_gpu_blocks="4000"}`},
+		{"a count past 2^53", line("0", "64000") + line("1", "9007199254740993"),
+			`{__name__="vllm:cache_config_info", block_size="16", kv_cache_size_tokens="64000", num_cpu_blocks="None", num_gpu_blocks="4000"}`},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			got := routingSamples(t, View(parsePage(t, "# TYPE vllm:cache_config_info gauge\n"+c.page), nil, testRoles, "v1", func(s string) string { return s }))
+			if _, ok := got[c.want]; !ok || len(got) != 1 {
+				t.Errorf("got %v, want only %s", got, c.want)
+			}
+		})
+	}
+}

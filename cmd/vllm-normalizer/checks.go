@@ -14,7 +14,6 @@ import (
 	"github.com/fos-study/vllm-normalizer/diagnosis"
 	"github.com/fos-study/vllm-normalizer/genai"
 	"github.com/fos-study/vllm-normalizer/internal/setting"
-	"github.com/fos-study/vllm-normalizer/mapping"
 )
 
 // check rejects flag values that would fail later or silently do something
@@ -30,9 +29,6 @@ func (f *flags) check() error {
 		if f.reserved(p.path) != "" {
 			return badFlag(p.flag, p.path, "is taken by one of the sidecar's own endpoints", "choose another path")
 		}
-	}
-	if _, err := mapping.ParsePodRole(f.upstreamRole); err != nil {
-		return fmt.Errorf("--upstream.role: %w", err)
 	}
 	if f.telemetryPath == f.routingPath {
 		return badFlag("--web.telemetry-path and --web.routing-path", "", "are both "+f.routingPath, "the full page and the routing view need different paths")
@@ -97,6 +93,7 @@ var settingFlags = map[string]string{
 	"collector.Config.LabelLimits.NameLength":  "--vllm.label-name-length-limit",
 	"collector.Config.LabelLimits.ValueLength": "--vllm.label-value-length-limit",
 	"collector.Config.MaxSeries":               "--history.max-series",
+	"collector.Config.MaxModels":               "--history.max-models",
 	"collector.Config.Windows":                 "--derive.window",
 	"derive.SLOTargets.TTFT":                   "--slo.ttft",
 	"derive.SLOTargets.TPOT":                   "--slo.tpot",
@@ -150,6 +147,7 @@ func (f *flags) collectorConfig() collector.Config {
 		SampleLimit:  f.sampleLimit,
 		LabelLimits:  f.labelLimits,
 		MaxSeries:    f.maxSeries,
+		MaxModels:    f.maxModels,
 		Windows:      uniqueWindows(f.windows),
 		SLOs:         f.slos,
 		LegacyLabels: f.legacyLabels,

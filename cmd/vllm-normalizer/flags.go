@@ -38,6 +38,7 @@ type flags struct {
 	sampleLimit      int
 	labelLimits      exposition.LabelLimits
 	maxSeries        int
+	maxModels        int
 	windows          []time.Duration
 	slos             derive.SLOTargets
 	legacyAliases    bool
@@ -120,12 +121,14 @@ func newApp(f *flags, stdout, stderr io.Writer) *kingpin.Application {
 		Default("128").IntVar(&f.labelLimits.NameLength)
 	app.Flag("vllm.label-value-length-limit", "Longest label value in bytes; 0 means none.").
 		Default("4096").IntVar(&f.labelLimits.ValueLength)
-	app.Flag("upstream.role", "What the pod serves: prefill, decode or both (empty means both); labels derived and routing series.").
+	app.Flag("upstream.role", "What the pod serves: a value of llm-d's llm-d.ai/role (decode, prefill, encode, prefill-decode, encode-prefill, encode-prefill-decode, both; empty means both); labels derived and routing series. Any other value is served with a warning, never refused.").
 		Default("both").StringVar(&f.upstreamRole)
 
 	// History and derived gauges.
 	app.Flag("history.max-series", "Most upstream series kept for the derived gauges; the default admits every page --vllm.max-body-bytes admits. 0 means no limit.").
 		Default(strconv.Itoa(collector.DefaultMaxSeries)).IntVar(&f.maxSeries)
+	app.Flag("history.max-models", "Most model_name values whose state (windows, idle times, the diagnosis) is kept; models beyond have no derived gauges and no diagnosis. 0 means no limit.").
+		Default(strconv.Itoa(collector.DefaultMaxModels)).IntVar(&f.maxModels)
 	app.Flag("derive.window", "Window of the derived gauges, repeatable; each gives a window label.").
 		Default(durationStrings(derive.DefaultWindows())...).DurationListVar(&f.windows)
 	app.Flag("derive.legacy-labels", "Label latency quantiles quantile and SLO targets le, the names before q and target. Deprecated.").

@@ -23,6 +23,13 @@ import (
 // sidecar's own listeners (the main one and the routing listener).
 const shutdownGrace = 5 * time.Second
 
+// headerTimeout closes a connection to the sidecar's own listeners (the
+// main one and the routing listener, both read by routers) that has not
+// sent its request header this long after connecting: silent connections
+// would otherwise hold --web.max-connections' slots and keep a router's
+// request waiting. The proxy's bound, for the same reason.
+const headerTimeout = proxy.ReadHeaderTimeout
+
 // checkListeners rejects router-facing listener flags that cannot work.
 func (f *flags) checkListeners() error {
 	named := []struct{ flag, addr string }{
@@ -130,7 +137,7 @@ func newServers(logger *slog.Logger) *servers {
 // serveWeb serves h through exporter-toolkit on flags' addresses, with TLS
 // and basic auth from flags' web config file.
 func (s *servers) serveWeb(name string, h http.Handler, flags *web.FlagConfig) {
-	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, WriteTimeout: s.writeTimeout, IdleTimeout: idleTimeout(s.writeTimeout), ConnState: trackIdle}
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: headerTimeout, WriteTimeout: s.writeTimeout, IdleTimeout: idleTimeout(s.writeTimeout), ConnState: trackIdle}
 	s.own = append(s.own, srv)
 	go func() {
 		logger := s.logger.With("listener", name)

@@ -1,0 +1,117 @@
+package collector
+
+import (
+	"maps"
+	"slices"
+
+	"github.com/fos-study/vllm-normalizer/exposition"
+	"github.com/fos-study/vllm-normalizer/mapping"
+	"github.com/fos-study/vllm-normalizer/window"
+)
+
+// DefaultMaxModels is the default bound on the model_name values whose
+// state the sidecar keeps across scrapes (--history.max-models): windows,
+// idle times, the diagnosis. A model's state is 160 to 200 KB once the
+// diagnosis' rings are full (BenchmarkModelMemory, the demo's
+// BenchmarkDiagnosisMemory), so 512 models hold at most about 100 MB beside
+// a full history: within the shipped container's budget (docs/operating.md,
+// "Memory"), and far above the models real servers name.
+const DefaultMaxModels = 512
+
+// modelCap decides which models the sidecar keeps state for: at most max
+// model_name values (series without one, the server's, are always kept),
+// those it admitted before first, then the page's in name order while
+// there is room, in models and in the history's series (maxSeries): a
+// page with more series than the history keeps then loses whole models,
+// the last in name order, instead of the last families of every model,
+// which left no model with its derived gauges. A model off the page for forgetAfter
+// scrapes gives its place up. A model without a place has none of its
+// derived gauges and no diagnosis (all or nothing per model), and
+// vllm_normalizer_history_limited says so.
+type modelCap struct {
+	max       int // 0: no bound
+	maxSeries int // the history's bound; 0: none
+	inputs    *window.Inputs
+	scrape    uint64
+	// admitted: model -> the scrape it was last on the page.
+	admitted map[string]uint64
+}
+
+// admit reads the models of canon and returns canon with only the
+// samples of admitted models (canon itself when none is left out), the
+// models left out, and the models that gave their place up (for whatever
+// keeps state per model to forget them).
+func (m *modelCap) admit(canon []exposition.Family) (kept []exposition.Family, limited map[string]bool, gone []string) {
+	m.scrape++
+	if m.admitted == nil {
+		m.admitted = map[string]uint64{}
+	}
+	var fresh map[string]bool  // models on the page not admitted before
+	series := map[string]int{} // the history's series of each model
+	total := 0                 // of the series kept: the admitted models' and the server's own
+	for fi := range canon {
+		input := m.inputs != nil && m.inputs.Family(canon[fi].Name)
+		for si := range canon[fi].Samples {
+			s := &canon[fi].Samples[si]
+			model := s.Labels.Get(mapping.LabelModel)
+			windowed := false
+			if input {
+				_, windowed = m.inputs.Sample(s.Name())
+			}
+			_, admitted := m.admitted[model]
+			if windowed {
+				series[model]++
+				if admitted || model == "" {
+					total++
+				}
+			}
+			switch {
+			case model == "": // the server's own series (cache configuration): always kept
+			case admitted:
+				m.admitted[model] = m.scrape
+			default:
+				if fresh == nil {
+					fresh = map[string]bool{}
+				}
+				fresh[model] = true
+			}
+		}
+	}
+	for model, last := range m.admitted {
+		if m.scrape-last > forgetAfter {
+			delete(m.admitted, model)
+			gone = append(gone, model)
+		}
+	}
+	for _, model := range slices.Sorted(maps.Keys(fresh)) {
+		if m.max > 0 && len(m.admitted) >= m.max || m.maxSeries > 0 && total+series[model] > m.maxSeries {
+			if limited == nil {
+				limited = map[string]bool{}
+			}
+			limited[model] = true
+			continue
+		}
+		m.admitted[model] = m.scrape
+		total += series[model]
+	}
+	if len(limited) == 0 {
+		return canon, nil, gone
+	}
+	kept = make([]exposition.Family, 0, len(canon))
+	for _, f := range canon {
+		g := f
+		g.Samples = make([]exposition.Sample, 0, len(f.Samples))
+		for _, s := range f.Samples {
+			if !limited[s.Labels.Get(mapping.LabelModel)] {
+				g.Samples = append(g.Samples, s)
+			}
+		}
+		if len(g.Samples) > 0 {
+			kept = append(kept, g)
+		}
+	}
+	return kept, limited, gone
+}
+
+// Len is the number of models admitted.
+func (m *modelCap) Len() int { return len(m.admitted) }

@@ -1,0 +1,210 @@
+package collector
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"runtime"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/prometheus/prometheus/model/labels"
+
+	"github.com/fos-study/vllm-normalizer/diagnosis"
+	"github.com/fos-study/vllm-normalizer/internal/pagetest"
+	"github.com/fos-study/vllm-normalizer/scripts/manymodels"
+)
+
+// TestModelCapAllOrNothing: beyond --history.max-models, the models left
+// out have none of their derived gauges and no diagnosis, the admitted
+// ones all of theirs, history_limited is 1; an admitted model keeps its
+// place while new ones come, and one gone from the page for forgetAfter
+// scrapes gives its place up.
+func TestModelCapAllOrNothing(t *testing.T) {
+	var from, n atomic.Int64
+	from.Store(0)
+	n.Store(6)
+	var step atomic.Int64
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		_, _ = w.Write(manymodels.Page(int(from.Load()), int(n.Load()), int(step.Add(1))))
+	}))
+	defer up.Close()
+	d, err := diagnosis.New(diagnosis.Options{Window: diagnosis.DefaultWindow, Baseline: diagnosis.DefaultBaseline, MinChange: diagnosis.DefaultMinChange, Interval: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	clock := newFakeClock()
+	c := newTestCollector(t, up.URL, clock, func(cfg *Config) { cfg.MaxModels, cfg.Diagnosis = 4, d })
+	scrape := func(k int) {
+		for range k {
+			clock.Advance(time.Second)
+			c.ScrapeOnce(context.Background())
+		}
+	}
+	// models served: derived gauges by model on the full page, the
+	// history_limited and model gauges.
+	read := func() (derived map[string]int, limited, kept, leftOut float64) {
+		derived = map[string]int{}
+		pagetest.EachSeries(t, get(t, c.MetricsHandler(), "/metrics", nil).Body.Bytes(), "text/plain", func(l labels.Labels, v float64) {
+			name := l.Get("__name__")
+			switch {
+			case strings.HasPrefix(name, "vllm_derived_"):
+				derived[l.Get("model_name")]++
+			case name == HistoryLimitedName:
+				limited = v
+			case name == "vllm_normalizer_history_models":
+				kept = v
+			case name == "vllm_normalizer_history_models_left_out":
+				leftOut = v
+			}
+		})
+		return
+	}
+	model := func(i int) string { return fmt.Sprintf("org/m-%05d", i) }
+	scrape(5)
+	derived, limited, kept, leftOut := read()
+	for i := range 6 {
+		if got := derived[model(i)]; (i < 4) != (got > 0) {
+			t.Errorf("%s has %d derived gauges; want all of them for the first 4 models, none beyond", model(i), got)
+		}
+	}
+	if derived[model(0)] != derived[model(3)] {
+		t.Errorf("admitted models serve %d and %d derived gauges; want the same set", derived[model(0)], derived[model(3)])
+	}
+	if limited != 1 || kept != 4 || leftOut != 2 {
+		t.Errorf("history_limited %v, models kept %v, left out %v; want 1, 4, 2", limited, kept, leftOut)
+	}
+	var diagnosed []string
+	for _, m := range d.Report().Models {
+		diagnosed = append(diagnosed, m.Model)
+	}
+	if fmt.Sprint(diagnosed) != fmt.Sprint([]string{model(0), model(1), model(2), model(3)}) {
+		t.Errorf("the diagnosis holds %v, want the 4 admitted models", diagnosed)
+	}
+	// New models in front do not take the admitted ones' places.
+	from.Store(-2) // models -2 and -1 sort first
+	n.Store(8)
+	scrape(2)
+	if derived, _, _, _ = read(); derived[fmt.Sprintf("org/m-%05d", -2)] > 0 || derived[model(0)] == 0 {
+		t.Errorf("a new model took an admitted one's place: %v", derived)
+	}
+	// Models 0 and 1 leave the page; after forgetAfter scrapes their places
+	// go to the first models waiting.
+	from.Store(2)
+	n.Store(4)
+	scrape(forgetAfter + 2)
+	derived, limited, kept, leftOut = read()
+	for i := 2; i < 6; i++ {
+		if derived[model(i)] == 0 {
+			t.Errorf("%s has no derived gauges once models 0 and 1 gave their places up", model(i))
+		}
+	}
+	if limited != 0 || kept != 4 || leftOut != 0 {
+		t.Errorf("history_limited %v, models kept %v, left out %v; want 0, 4, 0", limited, kept, leftOut)
+	}
+	for _, m := range d.Report().Models {
+		if m.Model == model(0) || m.Model == model(1) {
+			t.Errorf("the diagnosis still holds %s, which gave its place up", m.Model)
+		}
+	}
+}
+
+// BenchmarkModelMemory measures what the sidecar keeps per model between
+// scrapes (history, idle times, diagnosis input and diagnosis) on
+// manyModelsPage, once 32 minutes of scrapes every 2 s have filled the
+// diagnosis' rings: the heap retained after a forced GC, less what the
+// same collector retains with no model, per model. Run it once:
+// go test -run '^$' -bench ModelMemory -benchtime 1x ./collector
+func BenchmarkModelMemory(b *testing.B) {
+	const models = 300
+	scrapes := 32 * 30
+	if testing.Short() {
+		scrapes = 30
+	}
+	for range b.N {
+		var step atomic.Int64
+		up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+			_, _ = w.Write(manymodels.Page(0, models, int(step.Add(1))))
+		}))
+		d, err := diagnosis.New(diagnosis.Options{Window: diagnosis.DefaultWindow, Baseline: diagnosis.DefaultBaseline, MinChange: diagnosis.DefaultMinChange, Interval: 2 * time.Second})
+		if err != nil {
+			b.Fatal(err)
+		}
+		clock := newFakeClock()
+		c := newTestCollector(b, up.URL, clock, func(cfg *Config) { cfg.Diagnosis, cfg.Interval = d, 2*time.Second })
+		for range scrapes {
+			clock.Advance(2 * time.Second)
+			c.ScrapeOnce(context.Background())
+		}
+		up.Close()
+		if got := len(d.Report().Models); got != models {
+			b.Fatalf("the diagnosis holds %d models, want %d", got, models)
+		}
+		var held, released runtime.MemStats
+		runtime.GC()
+		runtime.ReadMemStats(&held)
+		runtime.KeepAlive(c)
+		runtime.KeepAlive(d)
+		runtime.GC()
+		runtime.ReadMemStats(&released)
+		b.ReportMetric((float64(held.HeapAlloc)-float64(released.HeapAlloc))/models, "retained-B/model")
+	}
+}
+
+// TestDensePageKeepsWholeModels: a page of more models' series than
+// --history.max-series keeps whole models, the first in name order, with
+// all their derived gauges, and leaves the others out whole; before, the
+// history dropped the last families of every model and no model kept its
+// derived gauges (a dense 280-model page lost all of them at the default
+// cap).
+func TestDensePageKeepsWholeModels(t *testing.T) {
+	const models = 10
+	var step atomic.Int64
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		_, _ = w.Write(manymodels.Page(0, models, int(step.Add(1))))
+	}))
+	defer up.Close()
+	run := func(maxSeries int) (derived map[string]int, series, limited float64) {
+		clock := newFakeClock()
+		c := newTestCollector(t, up.URL, clock, func(cfg *Config) { cfg.MaxSeries = maxSeries })
+		for range 5 {
+			clock.Advance(time.Second)
+			c.ScrapeOnce(context.Background())
+		}
+		derived = map[string]int{}
+		pagetest.EachSeries(t, get(t, c.MetricsHandler(), "/metrics", nil).Body.Bytes(), "text/plain", func(l labels.Labels, v float64) {
+			switch name := l.Get("__name__"); {
+			case strings.HasPrefix(name, "vllm_derived_"):
+				derived[l.Get("model_name")]++
+			case name == "vllm_normalizer_history_series":
+				series = v
+			case name == HistoryLimitedName:
+				limited = v
+			}
+		})
+		return
+	}
+	all, series, _ := run(0)
+	perModel := int(series) / models
+	if perModel == 0 || int(series)%models != 0 {
+		t.Fatalf("%v history series for %d models", series, models)
+	}
+	// Room for three models and a bit.
+	derived, _, limited := run(3*perModel + 1)
+	for i := range models {
+		m := fmt.Sprintf("org/m-%05d", i)
+		want := 0
+		if i < 3 {
+			want = all[m]
+		}
+		if derived[m] != want {
+			t.Errorf("%s serves %d derived gauges, want %d (all for the first 3 models, none beyond)", m, derived[m], want)
+		}
+	}
+	if limited != 1 {
+		t.Errorf("history_limited %v, want 1", limited)
+	}
+}
