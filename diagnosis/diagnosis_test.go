@@ -831,3 +831,44 @@ func TestKVRiseIsNotBad(t *testing.T) {
 		})
 	}
 }
+
+// TestGapLeavesReady: a 45 s outage (every scrape failed, the pod idle as
+// seen from outside) leaves the next minute's recent window three quarters
+// unobserved: from the first scrape after it until a whole window is
+// observed again the model is warming up and nothing is named (it stayed
+// ready for 15 s and named throughput_down, issue 32). The gap is 7.5 % of
+// the baseline, which stays, so a window later the pod is judged again.
+func TestGapLeavesReady(t *testing.T) {
+	d, err := New(testOpts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := newPod()
+	at := t0
+	for range 700 {
+		at = at.Add(time.Second)
+		d.Observe(at, []Observation{p.tick(healthy)})
+	}
+	for range 45 {
+		at = at.Add(time.Second)
+		d.Fail(at)
+	}
+	for i := range 64 { // i s after the first scrape after the outage
+		at = at.Add(time.Second)
+		fams := d.Observe(at, []Observation{p.tick(healthy)})
+		mr := d.Report().Models[0]
+		if a := append(active(values(fams, FamilySymptom, "symptom")), active(values(fams, FamilyCause, "cause"))...); len(a) != 0 {
+			t.Errorf("%d s after a 45 s outage: named %v", i, a)
+		}
+		switch {
+		case i < 60 && mr.Readiness.State != ReadyWarmingUp:
+			t.Fatalf("%d s after a 45 s outage the recent window is partly unobserved, yet the state is %q", i, mr.Readiness.State)
+		case i < 60 && (mr.Readiness.SecondsLeft == nil || *mr.Readiness.SecondsLeft != float64(60-i)):
+			t.Errorf("%d s after the outage: seconds left %v, want %d", i, mr.Readiness.SecondsLeft, 60-i)
+		case i >= 62 && mr.Readiness.State != ReadyOK:
+			// (the first point after the outage may share its 2 s slot
+			// with the next, which then bounds the window)
+			t.Errorf("%d s after a 45 s outage, a whole window observed again: %q (%s), want ready", i, mr.Readiness.State, mr.Readiness.Message)
+		}
+	}
+}

@@ -102,7 +102,12 @@ func (d *Diagnoser) readiness(tr *track, t int64, covered bool, recent, base *st
 		r.Message = fmt.Sprintf("This server does not print %s: no diagnosis.", strings.Join(r.Missing, ", "))
 	case !covered:
 		r.State = ReadyWarmingUp
-		need := tr.since + int64(d.opts.Window) + int64(d.minBaseline())
+		// The recent window fills from the latest gap (or the start); the
+		// baseline then too, unless the history before the gap serves.
+		need := tr.since + int64(d.opts.Window)
+		if _, ok := d.baselineStart(tr, tr.since); !ok {
+			need += int64(d.minBaseline())
+		}
 		left := math.Max(float64(need-t)/nanosPerSecond, 0)
 		r.SecondsLeft = &left
 		r.Message = fmt.Sprintf("Warming up: the recent window (%s) and a baseline of at least %s are covered in %s.",

@@ -286,6 +286,10 @@ type simRun struct {
 type simPoll struct {
 	at     time.Duration
 	causes []string
+	// gapWindow: the poll is not ready within a recent window (and a
+	// scrape) of the end of a gap in the scrapes, which the diagnosis
+	// does not judge (the window is under-observed).
+	gapWindow bool
 }
 
 // simulate runs a scenario: steady until shift, the scenario's load until
@@ -303,6 +307,10 @@ func simulate(scenario string, seed uint64, window, baseline time.Duration, shif
 	restarts := []time.Duration{shift / 2, shift + (back-shift)/2}
 	var causes []string
 	ready := false
+	// a gap is spacing beyond the slack of the recent window's ring
+	res := window / fineSlots
+	gapSlack := res + max(res, 2*time.Second)
+	lastGood, gapEnd := time.Duration(0), time.Duration(-1)
 	for at := time.Second; at <= end; at += time.Second {
 		l := &before
 		if !strings.HasPrefix(scenario, "steady") && at > shift && at <= back {
@@ -330,6 +338,10 @@ func simulate(scenario string, seed uint64, window, baseline time.Duration, shif
 			// The report keeps the last verdict, marked; the poll reads it.
 			d.Fail(now)
 		} else {
+			if lastGood > 0 && at-lastGood > gapSlack {
+				gapEnd = at
+			}
+			lastGood = at
 			fams := d.Observe(now, []Observation{pod.observe()})
 			causes = causes[:0:0]
 			for k, v := range values(fams, FamilyCause, "cause") {
@@ -350,7 +362,8 @@ func simulate(scenario string, seed uint64, window, baseline time.Duration, shif
 			}
 			fmt.Println(at, causes, rep.Models[0].Readiness.State, b.String())
 		}
-		run.polls = append(run.polls, simPoll{at: at, causes: causes})
+		run.polls = append(run.polls, simPoll{at: at, causes: causes,
+			gapWindow: !ready && gapEnd >= 0 && at < gapEnd+window+2*time.Second})
 		if ready && (strings.HasPrefix(scenario, "steady") || at <= shift) {
 			run.steadyPolls++
 			if len(causes) > 0 {
@@ -368,6 +381,7 @@ type simResult struct {
 	firstNamed       time.Duration // after the shift; -1 never
 	cleared          time.Duration // after the load returned, from when nothing is named to the end; -1 never
 	preemptionBlamed int           // polls naming preemptions where there are only background ones
+	notJudged        int           // incident polls not ready after a gap in the scrapes, not counted in wrongShare
 }
 
 // simExpected is what a scenario's incident is named: its cause, and for
@@ -398,6 +412,10 @@ func (r *simRun) result() simResult {
 			res.firstNamed = p.at - r.shift
 		}
 		if p.at > grace && p.at <= r.back {
+			if p.gapWindow {
+				res.notJudged++
+				continue
+			}
 			n++
 			if !slices.Equal(p.causes, simExpected(r.scenario)) {
 				wrong++
