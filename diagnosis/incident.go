@@ -48,6 +48,10 @@ type incidentState struct {
 	ended    bool
 	endedAt  int64
 	endStart int64 // the start of the incident that ended
+	// chainStart is the start of the first incident whose frozen baseline
+	// this one inherited (its own start when it froze a rolling one): a
+	// chain of incidents is as long as --diagnosis.max-incident allows.
+	chainStart int64
 	// adopted is set when an incident outlived the maximum: its level
 	// became the baseline at adoptedAt.
 	adopted              bool
@@ -72,8 +76,16 @@ func (in *incidentState) step(t, w int64, ev, lenient, long *evaluation, ref *st
 		if !anyTrue(ev.symptoms[:]) {
 			return
 		}
+		// An incident that starts while an ended one's frozen baseline is
+		// the reference inherits it and belongs to its chain. The ended
+		// one's state stays, so that a flash leaves it the reference.
+		chain := t
+		if in.ended && refEnd == in.baseEnd {
+			chain = in.chainStart
+		}
 		*in = incidentState{open: true, start: t, base: ref.clone(), baseStart: refStart, baseEnd: refEnd,
-			uncausedSince: -1, adopted: in.adopted, adoptedAt: in.adoptedAt, adoptedOf: in.adoptedOf}
+			uncausedSince: -1, adopted: in.adopted, adoptedAt: in.adoptedAt, adoptedOf: in.adoptedOf,
+			ended: in.ended, endedAt: in.endedAt, endStart: in.endStart, chainStart: chain}
 	}
 	var sym [numSymptoms]bool
 	for y := range in.sym {
@@ -90,7 +102,9 @@ func (in *incidentState) step(t, w int64, ev, lenient, long *evaluation, ref *st
 			if anyTrue(ev.symptoms[:]) {
 				in.calm = 0
 			} else if in.calm++; in.calm >= HoldEvaluations {
-				in.open = false // a flash: nothing held
+				// A flash: nothing held. An ended incident's frozen
+				// baseline, if it was the reference, stays it.
+				in.open = false
 			}
 			return
 		}
@@ -139,11 +153,11 @@ func (in *incidentState) step(t, w int64, ev, lenient, long *evaluation, ref *st
 		// Every symptom is back within the minimum change of the frozen
 		// baseline (or no longer significantly beyond it).
 		*in = incidentState{ended: true, endedAt: t, endStart: in.start, base: in.base,
-			baseStart: in.baseStart, baseEnd: in.baseEnd, uncausedSince: -1,
+			baseStart: in.baseStart, baseEnd: in.baseEnd, uncausedSince: -1, chainStart: in.chainStart,
 			adopted: in.adopted, adoptedAt: in.adoptedAt, adoptedOf: in.adoptedOf}
-	case t-in.start >= maxIncident:
-		// The new level has lasted too long to be an incident: it becomes
-		// the baseline.
-		*in = incidentState{adopted: true, adoptedAt: t, adoptedOf: in.start, uncausedSince: -1}
+	case t-in.chainStart >= maxIncident:
+		// The new level has lasted too long to be an incident (or a chain
+		// of incidents on one frozen baseline): it becomes the baseline.
+		*in = incidentState{adopted: true, adoptedAt: t, adoptedOf: in.chainStart, uncausedSince: -1}
 	}
 }
