@@ -34,6 +34,9 @@ type second struct {
 	preemptions       float64
 	hitRatio          float64
 	missingHistograms bool
+	// starts, when set, is the requests that got their first token (TTFT
+	// observations), unlike the finished ones
+	starts float64
 }
 
 var testBounds = []float64{0.1, 0.2, 0.4, 0.8, math.Inf(1)}
@@ -68,7 +71,11 @@ func (p *pod) tick(s second) Observation {
 	o.GenerationTokens += s.requests * s.output
 	o.PrefixQueries += s.requests * s.prompt
 	o.PrefixHits += s.requests * s.prompt * s.hitRatio
-	observeInto(&o.TTFT, s.ttft, s.requests)
+	starts := s.requests
+	if s.starts > 0 {
+		starts = s.starts
+	}
+	observeInto(&o.TTFT, s.ttft, starts)
 	observeInto(&o.ITL, s.itl, s.requests*s.itlPerReq)
 	out := *o
 	out.TTFT.Counts = append([]float64(nil), o.TTFT.Counts...)
@@ -870,5 +877,28 @@ func TestGapLeavesReady(t *testing.T) {
 			// with the next, which then bounds the window)
 			t.Errorf("%d s after a 45 s outage, a whole window observed again: %q (%s), want ready", i, mr.Readiness.State, mr.Readiness.Message)
 		}
+	}
+}
+
+// TestMeansPerFinishedRequest: after a burst of starts, few requests start
+// while the batch keeps generating: 4 requests a second finish with 75
+// output tokens (0.75x the baseline's 100), 300 tokens a second are
+// generated, and 0.5 requests a second get a first token. Tokens per
+// request started read 600 (6x) and named long_outputs behind the ITL rise
+// (issue 30: 12x where the outputs were 0.75x); per finished request the
+// mean is 75, 0.75x, and long outputs are no cause. Fails on the code
+// before: generation_tokens_mean read 6.
+func TestMeansPerFinishedRequest(t *testing.T) {
+	s := healthy
+	s.output, s.starts, s.itl = 75, 0.5, 0.15
+	_, fams, _ := run(t, testOpts, timeline(640, 61, s))
+	if r := values(fams, FamilyChangeRatio, "signal")[SignalGenerationTokensMean]; math.Abs(r-0.75) > 1e-9 {
+		t.Errorf("generation_tokens_mean ratio %v, want 0.75 (75 tokens per finished request against 100)", r)
+	}
+	if r := values(fams, FamilyChangeRatio, "signal")[SignalPromptTokensMean]; math.Abs(r-1) > 1e-9 {
+		t.Errorf("prompt_tokens_mean ratio %v, want 1 (400 tokens per finished request both)", r)
+	}
+	if values(fams, FamilyCause, "cause")[CauseLongOutputs] != 0 {
+		t.Errorf("long_outputs named for outputs 0.75x as long")
 	}
 }

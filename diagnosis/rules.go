@@ -141,8 +141,14 @@ func testSignal(i int, r, b *stats, dir int) float64 {
 		if i == sGenMean {
 			w = hGenLen
 		}
-		v1, n1 := lengthVar(r, w, r.v[i]), firstPositive(r.started, r.c[cPromptLenCount])
-		v0, n0 := lengthVar(b, w, b.v[i]), firstPositive(b.started, b.c[cPromptLenCount])
+		// n is the finished requests the mean is of (the requests started
+		// for a prompt mean without its histogram).
+		c := cPromptLenCount
+		if i == sGenMean {
+			c = cGenLenCount
+		}
+		v1, n1 := lengthVar(r, w, r.v[i]), firstPositive(r.c[c], r.started)
+		v0, n0 := lengthVar(b, w, b.v[i]), firstPositive(b.c[c], b.started)
 		return welch(r.v[i], v1, n1, b.v[i], v0, n0, dir)
 	case sHitRatio:
 		// A request's tokens hit or miss together: per request, the hit

@@ -100,6 +100,7 @@ type simEngine struct {
 	running []*simRequest
 	// cumulative counters, as a reset-correcting caller would keep them
 	finished, preempt, promptTok, genTok, hitTok, queryTok float64
+	promptSum, genSum                                      float64   // of the finished requests' lengths
 	ttft, itl, promptLen, genLen                           []float64 // per-bucket (not cumulative) counts
 	nextBackground                                         float64
 }
@@ -200,6 +201,8 @@ func (e *simEngine) run(until float64, l *simLoad) {
 			}
 			if r.started && r.generated >= r.output {
 				e.finished++
+				e.promptSum += float64(r.prompt)
+				e.genSum += float64(r.generated)
 				e.promptLen[bucketOf(simLenBounds, float64(r.prompt))]++
 				e.genLen[bucketOf(simLenBounds, float64(r.generated))]++
 				continue
@@ -254,6 +257,8 @@ func (p *simPod) observe() Observation {
 		o.Running += float64(len(e.running))
 		o.Waiting += float64(len(e.waiting))
 		o.Finished += e.finished
+		o.PromptLenSum += e.promptSum
+		o.GenLenSum += e.genSum
 		o.Preemptions += e.preempt
 		o.PromptTokens += e.promptTok
 		o.GenerationTokens += e.genTok
@@ -269,8 +274,7 @@ func (p *simPod) observe() Observation {
 	o.ITL = cumulate(simITLBounds, p.engines, func(e *simEngine) []float64 { return e.itl })
 	o.PromptLen = cumulate(simLenBounds, p.engines, func(e *simEngine) []float64 { return e.promptLen })
 	o.GenLen = cumulate(simLenBounds, p.engines, func(e *simEngine) []float64 { return e.genLen })
-	o.PromptLenSum, o.PromptLenCount = math.NaN(), math.NaN()
-	o.GenLenSum, o.GenLenCount = math.NaN(), math.NaN()
+	o.PromptLenCount, o.GenLenCount = o.Finished, o.Finished
 	return o
 }
 
