@@ -68,10 +68,17 @@ var causes = []Cause{
 		// grew with preemptions is memory, not inflow: while preemptions
 		// even look up in numbers that could explain it (the lenient
 		// reading), queueing waits, so a burst's first seconds are not
-		// called queueing.
+		// called queueing. Preemptions too few to account for the queue's
+		// growth never hide it (issue 30: 11 preemptions while 751 waited).
 		rule: func(x *causeInput) bool {
+			if !x.prefill || !x.up(sWaiting) {
+				return false
+			}
+			if !x.e.preemptionsExplainQueue {
+				return true
+			}
 			exPreempt := x.exUp(sPreempt) && x.ex.excessPreemptions >= x.ex.preemptionShare
-			return x.prefill && x.up(sWaiting) && !x.holds(kPreemptions) && !x.named[kPreemptions] && !exPreempt
+			return !x.holds(kPreemptions) && !x.named[kPreemptions] && !exPreempt
 		}},
 	{Name: CauseLongPrompts, Step: 4, Short: "longer prompts",
 		Sentence: "Prompts got longer: each prefill does more work.",

@@ -220,6 +220,12 @@ func TestEachCause(t *testing.T) {
 		{"preemptions", func(s *second) { s.preemptions, s.waiting, s.itl = 2, 3, 0.15 },
 			// preempted requests wait again: not queueing
 			[]string{SymptomITLUp}, []string{CausePreemptions}, SignalPreemptionsPerSecond, math.Inf(1), 0},
+		{"preemptions too few for the queue do not hide queueing", func(s *second) { s.preemptions, s.waiting, s.ttft = 0.2, 50, 0.3 },
+			// 12 preemptions a window (5 % of 240 requests: named) while 49
+			// more requests wait than in the baseline: the queue is inflow
+			// (issue 30: 11 preemptions among 387 requests while 751 waited;
+			// preemptions alone were named). Fails on the code before.
+			[]string{SymptomTTFTUp}, []string{CausePreemptions, CauseQueueing}, SignalWaiting, 50, 0},
 		{"unexplained", func(s *second) { s.itl = 0.15 },
 			// unexplained only after a whole window without a cause
 			[]string{SymptomITLUp}, []string{CauseUnexplained}, "", 0, 130},

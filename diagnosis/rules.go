@@ -41,7 +41,17 @@ type evaluation struct {
 	// excessPreemptions is the recent preemptions above what the
 	// baseline rate predicts, per request started.
 	excessPreemptions float64
-	preemptionShare   float64 // the share they must reach
+	// preemptionsExplainQueue: memory explains the queue. Either the
+	// running batch shrank (memory, not the batch limit, holds requests
+	// back: a KV cache too small admits fewer), or the recent window's
+	// preemptions above the baseline rate are at least as many as the
+	// requests waiting above the baseline's mean: a preempted request
+	// waits again until memory frees, and if none waits longer than the
+	// window, preemptions account for at most that many waiting at a time
+	// (Little's law). A queue that grew by more beside a batch that did
+	// not shrink is inflow too.
+	preemptionsExplainQueue bool
+	preemptionShare         float64 // the share they must reach
 }
 
 // rules are the settings the tests need.
@@ -79,7 +89,9 @@ func (ru *rules) evaluate(recent, base *stats) evaluation {
 	e.enough = recent.requests >= ru.minRequests && base.requests >= ru.minRequests
 	e.preemptionShare = ru.preemptionShare
 	if n := firstPositive(recent.started, recent.requests); n > 0 && recent.seconds > 0 && base.seconds > 0 {
-		e.excessPreemptions = (recent.c[cPreemptions] - base.c[cPreemptions]*recent.seconds/base.seconds) / n
+		excess := recent.c[cPreemptions] - base.c[cPreemptions]*recent.seconds/base.seconds
+		e.excessPreemptions = excess / n
+		e.preemptionsExplainQueue = !(excess < recent.gMean[gWaiting]-base.gMean[gWaiting]) || recent.gMean[gRunning] < base.gMean[gRunning]
 	}
 	if !e.enough {
 		return e
