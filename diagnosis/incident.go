@@ -118,10 +118,15 @@ func (in *incidentState) step(t, w int64, ev, lenient, long *evaluation, ref *st
 	strict, hold := causesFor(ev, lenient, sym, &prev), causesFor(lenient, lenient, sym, &prev)
 	if long != nil {
 		// A named cause also holds on the last few windows together: a
-		// rate of a few events per window is significant over several.
+		// rate of a few events per window is significant over several;
+		// but only while the recent window still shows its signals past
+		// the minimum change, so that the older windows' evidence does
+		// not hold it after the data stopped showing it.
 		lh := causesFor(long, long, sym, &prev)
+		shown := lenient.beyondOnly()
+		still := causesFor(&shown, &shown, sym, &prev)
 		for k := range hold {
-			hold[k] = hold[k] || lh[k]
+			hold[k] = hold[k] || lh[k] && still[k]
 		}
 	}
 	named := false

@@ -104,6 +104,23 @@ func (ru *rules) evaluate(recent, base *stats) evaluation {
 	return e
 }
 
+// beyondOnly is e with every signal whose ratio is past the minimum change
+// read as changed that way, significant or not.
+func (e *evaluation) beyondOnly() evaluation {
+	out := *e
+	for i := range numSignals {
+		switch {
+		case !e.beyond[i]:
+			out.change[i] = ChangeFlat
+		case e.ratio[i] > 1:
+			out.change[i] = ChangeUp
+		default:
+			out.change[i] = ChangeDown
+		}
+	}
+	return out
+}
+
 func firstPositive(vs ...float64) float64 {
 	for _, v := range vs {
 		if v > 0 {
