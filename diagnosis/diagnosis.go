@@ -300,26 +300,27 @@ func (d *Diagnoser) minBaseline() time.Duration {
 // needs, at least, before anything is claimed.
 const MinBaselineWindows = 5
 
-// MaxUnobservedBaseline is the largest share of the baseline that gaps in
-// the scrapes may cover; beyond it the baseline starts after the latest gap,
-// if that leaves minBaseline of it.
-const MaxUnobservedBaseline = 0.1
+// MaxUnobserved is the largest share of a window that gaps in the scrapes
+// may cover: a recent window with more is not judged; a baseline with more
+// starts after the latest gap, if that leaves minBaseline of it.
+const MaxUnobserved = 0.1
 
 // windows returns the points that bound the recent window (a to now) and
 // the baseline (from to a). The recent window needs history reaching back
-// to its start without a gap: after an outage its span would cover the
-// outage, its gauges would be the means of a few scrapes, and a counter's
-// rate would read the outage as a collapse. Nothing is then claimed until
-// the window is observed whole again. The baseline takes what history
-// there is before that, as long as it covers minBaseline and gaps cover at
-// most MaxUnobservedBaseline of it.
+// to its start, gaps covering at most MaxUnobserved of it: after an outage
+// its span would cover the outage, its gauges would be the means of a few
+// scrapes, and a counter's rate would read the outage as a collapse.
+// Nothing is then claimed until the window is observed again. The baseline
+// takes what history there is before that, as long as it covers
+// minBaseline and gaps cover at most MaxUnobserved of it.
 func (d *Diagnoser) windows(tr *track, t int64) (from, a, now *point, ok bool) {
 	if len(tr.fine.pts) == 0 {
 		return nil, nil, nil, false
 	}
 	now = &tr.fine.pts[len(tr.fine.pts)-1]
 	a = tr.fine.atOrBefore(t - int64(d.opts.Window))
-	if a == nil || a.t < t-int64(d.opts.Window)-d.slack(d.fineRes) || tr.gapIn(a.t, now.t) {
+	if a == nil || a.t < t-int64(d.opts.Window)-d.slack(d.fineRes) ||
+		float64(tr.unobserved(a.t, now.t)) > MaxUnobserved*float64(now.t-a.t) {
 		return nil, nil, now, false
 	}
 	from, ok = d.baselineStart(tr, a.t)
@@ -331,7 +332,7 @@ func (d *Diagnoser) baselineStart(tr *track, end int64) (*point, bool) {
 	start := end - int64(d.opts.Baseline)
 	from := tr.coarse.atOrBefore(start)
 	if from != nil && from.t >= start-d.slack(d.coarseRes) &&
-		float64(tr.unobserved(from.t, end)) <= MaxUnobservedBaseline*float64(end-from.t) {
+		float64(tr.unobserved(from.t, end)) <= MaxUnobserved*float64(end-from.t) {
 		return from, true
 	}
 	// A shorter baseline: from the end of the latest gap, or the history's

@@ -847,10 +847,10 @@ func TestKVRiseIsNotBad(t *testing.T) {
 
 // TestGapLeavesReady: a 45 s outage (every scrape failed, the pod idle as
 // seen from outside) leaves the next minute's recent window three quarters
-// unobserved: from the first scrape after it until a whole window is
-// observed again the model is warming up and nothing is named (it stayed
+// unobserved: from the first scrape after it until the window is observed
+// whole again the model is warming up and nothing is named (it stayed
 // ready for 15 s and named throughput_down, issue 32). The gap is 7.5 % of
-// the baseline, which stays, so a window later the pod is judged again.
+// the baseline, which stays.
 func TestGapLeavesReady(t *testing.T) {
 	d, err := New(testOpts)
 	if err != nil {
@@ -906,5 +906,32 @@ func TestMeansPerFinishedRequest(t *testing.T) {
 	}
 	if values(fams, FamilyCause, "cause")[CauseLongOutputs] != 0 {
 		t.Errorf("long_outputs named for outputs 0.75x as long")
+	}
+}
+
+// TestShortGapKeepsReady: four failed scrapes (a gap of 5 s, a twelfth of
+// the recent window) on a busy machine leave the window observed enough:
+// the model stays ready while the gap lies inside the window.
+func TestShortGapKeepsReady(t *testing.T) {
+	d, err := New(testOpts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := newPod()
+	at := t0
+	for range 700 {
+		at = at.Add(time.Second)
+		d.Observe(at, []Observation{p.tick(healthy)})
+	}
+	for range 4 {
+		at = at.Add(time.Second)
+		d.Fail(at)
+	}
+	for i := range 50 {
+		at = at.Add(time.Second)
+		d.Observe(at, []Observation{p.tick(healthy)})
+		if mr := d.Report().Models[0]; mr.Readiness.State != ReadyOK {
+			t.Fatalf("%d s after a 5 s gap: %q (%s), want ready", i, mr.Readiness.State, mr.Readiness.Message)
+		}
 	}
 }

@@ -125,11 +125,6 @@ func (tr *track) unobserved(start, end int64) int64 {
 	return n
 }
 
-// gapIn reports whether a gap lies in (start, end].
-func (tr *track) gapIn(start, end int64) bool {
-	return tr.unobserved(start, end) > 0
-}
-
 func slotOf(t, res int64) int64 {
 	if t >= 0 {
 		return t / res

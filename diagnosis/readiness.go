@@ -102,7 +102,8 @@ func (d *Diagnoser) readiness(tr *track, t int64, covered bool, recent, base *st
 		r.Message = fmt.Sprintf("This server does not print %s: no diagnosis.", strings.Join(r.Missing, ", "))
 	case !covered:
 		r.State = ReadyWarmingUp
-		// The recent window fills from the latest gap (or the start); the
+		// The recent window fills from the start or the latest gap (whose
+		// span at the window's start would read as a collapse); the
 		// baseline then too, unless the history before the gap serves.
 		need := tr.since + int64(d.opts.Window)
 		if _, ok := d.baselineStart(tr, tr.since); !ok {
