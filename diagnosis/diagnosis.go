@@ -197,6 +197,7 @@ func (d *Diagnoser) Observe(now time.Time, obs []Observation) []exposition.Famil
 			continue // time went backwards; keep the history as it is
 		} else if t-tr.lastT > d.slack(d.fineRes) {
 			tr.since = t // after a gap, the windows fill again from here
+			tr.gaps = append(tr.gaps, gap{tr.lastT, t})
 		}
 		tr.observe(t, o)
 	}
@@ -215,6 +216,9 @@ func (d *Diagnoser) Observe(now time.Time, obs []Observation) []exposition.Famil
 		// that: keep a coarse point at or before the earliest such start.
 		tr.coarse.prune(t - w - b - d.slack(d.fineRes))
 		tr.chart.prune(t - d.chartSpan)
+		for len(tr.gaps) > 0 && tr.gaps[0].to < t-w-b-d.slack(d.fineRes)-d.slack(d.coarseRes) {
+			tr.gaps = tr.gaps[1:]
+		}
 		if tr.lastT == t {
 			models = append(models, m)
 		}
@@ -305,33 +309,54 @@ func (d *Diagnoser) minBaseline() time.Duration {
 // needs, at least, before anything is claimed.
 const MinBaselineWindows = 5
 
+// MaxUnobserved is the largest share of a window that gaps in the scrapes
+// may cover: a recent window with more is not judged; a baseline with more
+// starts after the latest gap, if that leaves minBaseline of it.
+const MaxUnobserved = 0.1
+
 // windows returns the points that bound the recent window (a to now) and
 // the baseline (from to a). The recent window needs history reaching back
-// to its start; the baseline takes what history there is before that, as
-// long as it covers minBaseline.
+// to its start, gaps covering at most MaxUnobserved of it: after an outage
+// its span would cover the outage, its gauges would be the means of a few
+// scrapes, and a counter's rate would read the outage as a collapse.
+// Nothing is then claimed until the window is observed again. The baseline
+// takes what history there is before that, as long as it covers
+// minBaseline and gaps cover at most MaxUnobserved of it.
 func (d *Diagnoser) windows(tr *track, t int64) (from, a, now *point, ok bool) {
 	if len(tr.fine.pts) == 0 {
 		return nil, nil, nil, false
 	}
 	now = &tr.fine.pts[len(tr.fine.pts)-1]
-	// A bound older than its window's start by more than the slack means
-	// no point was kept there, as after an outage: the
-	// span would cover the outage and call it a change. Nothing is then
-	// claimed until the window is covered again.
 	a = tr.fine.atOrBefore(t - int64(d.opts.Window))
-	if a == nil || a.t < t-int64(d.opts.Window)-d.slack(d.fineRes) {
+	if a == nil || a.t < t-int64(d.opts.Window)-d.slack(d.fineRes) ||
+		float64(tr.unobserved(a.t, now.t)) > MaxUnobserved*float64(now.t-a.t) {
 		return nil, nil, now, false
 	}
-	from = tr.coarse.atOrBefore(a.t - int64(d.opts.Baseline))
-	if from != nil && from.t < a.t-int64(d.opts.Baseline)-d.slack(d.coarseRes) {
-		return nil, a, now, false
+	from, ok = d.baselineStart(tr, a.t)
+	return from, a, now, ok
+}
+
+// baselineStart is the point the baseline ending at end starts from.
+func (d *Diagnoser) baselineStart(tr *track, end int64) (*point, bool) {
+	start := end - int64(d.opts.Baseline)
+	from := tr.coarse.atOrBefore(start)
+	if from != nil && from.t >= start-d.slack(d.coarseRes) &&
+		float64(tr.unobserved(from.t, end)) <= MaxUnobserved*float64(end-from.t) {
+		return from, true
 	}
-	if from == nil && len(tr.coarse.pts) > 0 {
-		if oldest := &tr.coarse.pts[0]; a.t-oldest.t >= int64(d.minBaseline()) {
-			from = oldest
+	// A shorter baseline: from the end of the latest gap, or the history's
+	// start, whichever is later.
+	after := int64(math.MinInt64)
+	for _, g := range tr.gaps {
+		if g.to <= end {
+			after = g.to
 		}
 	}
-	return from, a, now, from != nil
+	from = tr.coarse.atOrAfter(max(after, start))
+	if from == nil || end-from.t < int64(d.minBaseline()) {
+		return nil, false
+	}
+	return from, true
 }
 
 // slack is how far before its nominal start a window's first point may lie
@@ -397,13 +422,13 @@ func (d *Diagnoser) diagnose(m string, tr *track, t int64) ModelReport {
 		mr.Baseline = windowInfo(d.wall(from), ref)
 	}
 	var sym [numSymptoms]bool
-	var causes [numCauses]bool
+	var named causeSet
 	if in.open && in.named {
 		for y := range sym {
 			sym[y] = in.sym[y].on
 		}
 		for k := range causes {
-			causes[k] = in.cause[k].on
+			named[k] = in.cause[k].on
 		}
 	}
 	var held *evaluation
@@ -411,9 +436,12 @@ func (d *Diagnoser) diagnose(m string, tr *track, t int64) ModelReport {
 		held = &lenient
 	}
 	if anyTrue(topoOn[:]) {
-		causes[kUnexplained] = false // a topology finding explains the symptom
+		named[kUnexplained] = false // a topology finding explains the symptom
 	}
-	mr.fill(ready, &ev, held, sym, causes, &recent, ref)
+	for k := range causes {
+		named[k] = named[k] || topoOn[k]
+	}
+	mr.fill(ready, &ev, held, sym, named, &recent, ref)
 	mr.fillTopology(ready, &tr.topo, topoOn)
 	mr.Readiness.Topology = d.topoNotes(&tr.topo)
 	if in.open && in.named && ready {

@@ -102,6 +102,29 @@ func (r *ring) atOrBefore(cut int64) *point {
 	return nil
 }
 
+// atOrAfter returns the oldest point at or after cut, nil if none.
+func (r *ring) atOrAfter(cut int64) *point {
+	for i := range r.pts {
+		if r.pts[i].t >= cut {
+			return &r.pts[i]
+		}
+	}
+	return nil
+}
+
+// gap is a stretch without observations: from the last one before it to
+// the first one after it.
+type gap struct{ from, to int64 }
+
+// unobserved is how much of (start, end] the track's gaps cover.
+func (tr *track) unobserved(start, end int64) int64 {
+	var n int64
+	for _, g := range tr.gaps {
+		n += max(0, min(g.to, end)-max(g.from, start))
+	}
+	return n
+}
+
 func slotOf(t, res int64) int64 {
 	if t >= 0 {
 		return t / res
@@ -120,6 +143,7 @@ type track struct {
 	lastT         int64
 	firstT        int64
 	since         int64 // the first observation after the latest gap
+	gaps          []gap // over the windows' span, oldest first
 	server        string
 	missing       []string // inputs the latest observation lacked
 	inc           incidentState

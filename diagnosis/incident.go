@@ -39,15 +39,19 @@ type incidentState struct {
 	// baseStart and baseEnd bound the frozen baseline.
 	baseStart, baseEnd int64
 	sym                [numSymptoms]hysteresis
-	cause              [numCauses]hysteresis
-	calm               int   // consecutive evaluations without a symptom, before naming
-	uncausedSince      int64 // -1: some cause is named, or no symptom
+	cause              [maxCauses]hysteresis // by record
+	calm               int                   // consecutive evaluations without a symptom, before naming
+	uncausedSince      int64                 // -1: some cause is named, or no symptom
 	// After an incident, the rolling baseline still holds it for a
 	// while: the frozen one stays the reference until ended + window +
 	// baseline.
 	ended    bool
 	endedAt  int64
 	endStart int64 // the start of the incident that ended
+	// chainStart is the start of the first incident whose frozen baseline
+	// this one inherited (its own start when it froze a rolling one): a
+	// chain of incidents is as long as --diagnosis.max-incident allows.
+	chainStart int64
 	// adopted is set when an incident outlived the maximum: its level
 	// became the baseline at adoptedAt.
 	adopted              bool
@@ -72,8 +76,16 @@ func (in *incidentState) step(t, w int64, ev, lenient, long *evaluation, ref *st
 		if !anyTrue(ev.symptoms[:]) {
 			return
 		}
+		// An incident that starts while an ended one's frozen baseline is
+		// the reference inherits it and belongs to its chain. The ended
+		// one's state stays, so that a flash leaves it the reference.
+		chain := t
+		if in.ended && refEnd == in.baseEnd {
+			chain = in.chainStart
+		}
 		*in = incidentState{open: true, start: t, base: ref.clone(), baseStart: refStart, baseEnd: refEnd,
-			uncausedSince: -1, adopted: in.adopted, adoptedAt: in.adoptedAt, adoptedOf: in.adoptedOf}
+			uncausedSince: -1, adopted: in.adopted, adoptedAt: in.adoptedAt, adoptedOf: in.adoptedOf,
+			ended: in.ended, endedAt: in.endedAt, endStart: in.endStart, chainStart: chain}
 	}
 	var sym [numSymptoms]bool
 	for y := range in.sym {
@@ -90,28 +102,38 @@ func (in *incidentState) step(t, w int64, ev, lenient, long *evaluation, ref *st
 			if anyTrue(ev.symptoms[:]) {
 				in.calm = 0
 			} else if in.calm++; in.calm >= HoldEvaluations {
-				in.open = false // a flash: nothing held
+				// A flash: nothing held. An ended incident's frozen
+				// baseline, if it was the reference, stays it.
+				in.open = false
 			}
 			return
 		}
 	}
 	// Causes are looked for on the incident's symptoms, which outlive a
 	// noisy evaluation, strict to name and lenient to hold.
-	var prev [numCauses]bool
-	for k := range prev {
+	var prev causeSet
+	for k := range causes {
 		prev[k] = in.cause[k].on
 	}
-	strict, hold := causesFor(ev, lenient, sym, prev), causesFor(lenient, lenient, sym, prev)
+	strict, hold := causesFor(ev, lenient, sym, &prev), causesFor(lenient, lenient, sym, &prev)
 	if long != nil {
 		// A named cause also holds on the last few windows together: a
-		// rate of a few events per window is significant over several.
-		lh := causesFor(long, long, sym, prev)
+		// rate of a few events per window is significant over several;
+		// but only while the recent window still shows its signals past
+		// the minimum change, so that the older windows' evidence does
+		// not hold it after the data stopped showing it.
+		lh := causesFor(long, long, sym, &prev)
+		shown := lenient.beyondOnly()
+		still := causesFor(&shown, &shown, sym, &prev)
 		for k := range hold {
-			hold[k] = hold[k] || lh[k]
+			hold[k] = hold[k] || lh[k] && still[k]
 		}
 	}
 	named := false
-	for k := range kUnexplained {
+	for k := range causes {
+		if causes[k].rule == nil {
+			continue
+		}
 		raw := strict[k]
 		if in.cause[k].on {
 			raw = hold[k]
@@ -122,7 +144,7 @@ func (in *incidentState) step(t, w int64, ev, lenient, long *evaluation, ref *st
 	// window's requests are affected; the means that explain it move in
 	// proportion to the affected share. So a symptom is unexplained only
 	// once it has gone a whole recent window without any cause.
-	if anyTrue(sym[:]) && !named && !anyTrue(strict[:kUnexplained]) {
+	if anyTrue(sym[:]) && !named && !anyTrue(strict[:]) {
 		if in.uncausedSince < 0 {
 			in.uncausedSince = t
 		}
@@ -136,11 +158,11 @@ func (in *incidentState) step(t, w int64, ev, lenient, long *evaluation, ref *st
 		// Every symptom is back within the minimum change of the frozen
 		// baseline (or no longer significantly beyond it).
 		*in = incidentState{ended: true, endedAt: t, endStart: in.start, base: in.base,
-			baseStart: in.baseStart, baseEnd: in.baseEnd, uncausedSince: -1,
+			baseStart: in.baseStart, baseEnd: in.baseEnd, uncausedSince: -1, chainStart: in.chainStart,
 			adopted: in.adopted, adoptedAt: in.adoptedAt, adoptedOf: in.adoptedOf}
-	case t-in.start >= maxIncident:
-		// The new level has lasted too long to be an incident: it becomes
-		// the baseline.
-		*in = incidentState{adopted: true, adoptedAt: t, adoptedOf: in.start, uncausedSince: -1}
+	case t-in.chainStart >= maxIncident:
+		// The new level has lasted too long to be an incident (or a chain
+		// of incidents on one frozen baseline): it becomes the baseline.
+		*in = incidentState{adopted: true, adoptedAt: t, adoptedOf: in.chainStart, uncausedSince: -1}
 	}
 }

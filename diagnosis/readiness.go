@@ -102,7 +102,13 @@ func (d *Diagnoser) readiness(tr *track, t int64, covered bool, recent, base *st
 		r.Message = fmt.Sprintf("This server does not print %s: no diagnosis.", strings.Join(r.Missing, ", "))
 	case !covered:
 		r.State = ReadyWarmingUp
-		need := tr.since + int64(d.opts.Window) + int64(d.minBaseline())
+		// The recent window fills from the start or the latest gap (whose
+		// span at the window's start would read as a collapse); the
+		// baseline then too, unless the history before the gap serves.
+		need := tr.since + int64(d.opts.Window)
+		if _, ok := d.baselineStart(tr, tr.since); !ok {
+			need += int64(d.minBaseline())
+		}
 		left := math.Max(float64(need-t)/nanosPerSecond, 0)
 		r.SecondsLeft = &left
 		r.Message = fmt.Sprintf("Warming up: the recent window (%s) and a baseline of at least %s are covered in %s.",
@@ -140,9 +146,9 @@ func (d *Diagnoser) incidentReport(in *incidentState, t int64, mr *ModelReport) 
 				signalInfo[s.index].what, ratioWords(&s), formatNumber(s.Recent), s.Unit, formatNumber(s.Baseline), s.Unit))
 		}
 	}
-	for _, c := range mr.Causes {
-		if w, ok := causeWords[c.Name]; ok && c.Active {
-			inc.Causes = append(inc.Causes, Action{Cause: c.Name, Sentence: w.sentence, Action: w.action})
+	for k, c := range mr.Causes {
+		if r := &causes[k]; c.Active && r.finding == nil {
+			inc.Causes = append(inc.Causes, Action{Cause: c.Name, Sentence: r.Sentence, Action: r.Action})
 		}
 	}
 	inc.Causes = append(inc.Causes, mr.Topology...)

@@ -49,8 +49,8 @@ var signalInfo = [numSignals]struct {
 	sRunning:    {SignalRunning, "requests", "requests running, mean"},
 	sKV:         {SignalKVCacheUsage, "ratio", "KV-cache usage, mean"},
 	sPreempt:    {SignalPreemptionsPerSecond, "1/s", "preemptions per second"},
-	sPromptMean: {SignalPromptTokensMean, "tokens", "prompt tokens per request started"},
-	sGenMean:    {SignalGenerationTokensMean, "tokens", "generated tokens per request started"},
+	sPromptMean: {SignalPromptTokensMean, "tokens", "prompt tokens per finished request"},
+	sGenMean:    {SignalGenerationTokensMean, "tokens", "generated tokens per finished request"},
 	sHitRatio:   {SignalPrefixCacheHitRatio, "ratio", "prefix-cache hit ratio, in tokens"},
 }
 
@@ -123,22 +123,22 @@ func between(tr *track, a, b *point) stats {
 	sv.v[sITL] = histQuantile(sv.bounds[hITL], sv.h[hITL], signalQuantile)
 	sv.v[sGenTPS] = sv.c[cGenerationTokens] / sv.seconds
 	sv.v[sPreempt] = sv.c[cPreemptions] / sv.seconds
-	// Lengths per request started (per first token), not per request
-	// finished: a request's prompt is processed when its first token
-	// comes, as its TTFT is observed, and its output starts growing the
-	// batch at once, while the per-request length histograms are only
-	// observed when the request ends, a request's duration later. Without
-	// a TTFT histogram, the finished requests' lengths are used.
 	if h := sv.h[hTTFT]; h != nil {
 		sv.started = h[len(h)-1]
 	}
-	if sv.started > 0 {
+	// Lengths per finished request, from the per-request length
+	// histograms' sum and count (observed as each request ends): the token
+	// counters grow as tokens are processed and requests start in bursts,
+	// so tokens per request started swing with every burst of starts
+	// (12x where the outputs were 0.75x, issue 30). Without the prompt
+	// histogram, prompt tokens per request started (a prompt is processed
+	// as its first token comes, when its TTFT is observed); without the
+	// generation one, the output length is unknown.
+	sv.v[sPromptMean] = ratio(sv.c[cPromptLenSum], sv.c[cPromptLenCount])
+	if math.IsNaN(sv.c[cPromptLenCount]) && sv.started > 0 {
 		sv.v[sPromptMean] = ratio(sv.c[cPromptTokens], sv.started)
-		sv.v[sGenMean] = ratio(sv.c[cGenerationTokens], sv.started)
-	} else {
-		sv.v[sPromptMean] = ratio(sv.c[cPromptLenSum], sv.c[cPromptLenCount])
-		sv.v[sGenMean] = ratio(sv.c[cGenLenSum], sv.c[cGenLenCount])
 	}
+	sv.v[sGenMean] = ratio(sv.c[cGenLenSum], sv.c[cGenLenCount])
 	sv.v[sHitRatio] = ratio(sv.c[cPrefixHits], sv.c[cPrefixQueries])
 	for i, s := range [numGauges]int{gRunning: sRunning, gWaiting: sWaiting, gKVUsage: sKV} {
 		n := b.gn[i] - a.gn[i]

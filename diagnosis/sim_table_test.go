@@ -54,6 +54,11 @@ func checkSim(t *testing.T, s simSetting, sc string, r simResult) {
 	if r.firstNamed < 0 || r.firstNamed > s.window+15*time.Second {
 		t.Errorf("%s: first named %s after the shift, want within %s", sc, r.firstNamed, s.window+15*time.Second)
 	}
+	// one restart's gap falls in the incident: a recent window of polls
+	// (and a scrape) is not judged after it, no more
+	if limit := int((s.window + 3*time.Second) / time.Second); r.notJudged > limit {
+		t.Errorf("%s: %d incident polls not judged after a gap in the scrapes, want at most %d (a recent window after the restart's)", sc, r.notJudged, limit)
+	}
 	if r.wrongShare > 0.05 {
 		t.Errorf("%s: a wrong or missing verdict in %.1f %% of the incident's polls, want at most 5 %%", sc, 100*r.wrongShare)
 	}
@@ -88,13 +93,13 @@ func TestSimulator(t *testing.T) {
 				if run.steadyPolls < int((shift-s.window-s.baseline).Seconds())/2 {
 					t.Errorf("%s: only %d steady polls were judged (ready)", sc, run.steadyPolls)
 				}
-				fmt.Fprintf(&table, "| %s | `%s` | %s | %.2f %% of %d | %s | %s |\n", s.name, sc, pct(r.wrongShare, sc), 100*r.falseShare, run.steadyPolls,
-					dur(r.firstNamed, sc), dur(r.cleared, sc))
+				fmt.Fprintf(&table, "| %s | `%s` | %s | %s | %.2f %% of %d | %s | %s |\n", s.name, sc, pct(r.wrongShare, sc), count(r.notJudged, sc),
+					100*r.falseShare, run.steadyPolls, dur(r.firstNamed, sc), dur(r.cleared, sc))
 			})
 		}
 	}
 	if os.Getenv("DIAGNOSIS_TABLE") != "" {
-		fmt.Print("| windows | scenario | wrong or missing during the incident | false claims, steady | first named after the shift | cleared after the load returned |\n|---|---|---|---|---|---|\n" + table.String())
+		fmt.Print("| windows | scenario | wrong or missing during the incident | not judged after a gap | false claims, steady | first named after the shift | cleared after the load returned |\n|---|---|---|---|---|---|---|\n" + table.String())
 	}
 }
 
@@ -103,6 +108,13 @@ func pct(v float64, sc string) string {
 		return "–"
 	}
 	return fmt.Sprintf("%.1f %%", 100*v)
+}
+
+func count(n int, sc string) string {
+	if strings.HasPrefix(sc, "steady") {
+		return "–"
+	}
+	return fmt.Sprintf("%d s", n)
 }
 
 func dur(d time.Duration, sc string) string {

@@ -100,6 +100,7 @@ type simEngine struct {
 	running []*simRequest
 	// cumulative counters, as a reset-correcting caller would keep them
 	finished, preempt, promptTok, genTok, hitTok, queryTok float64
+	promptSum, genSum                                      float64   // of the finished requests' lengths
 	ttft, itl, promptLen, genLen                           []float64 // per-bucket (not cumulative) counts
 	nextBackground                                         float64
 }
@@ -200,6 +201,8 @@ func (e *simEngine) run(until float64, l *simLoad) {
 			}
 			if r.started && r.generated >= r.output {
 				e.finished++
+				e.promptSum += float64(r.prompt)
+				e.genSum += float64(r.generated)
 				e.promptLen[bucketOf(simLenBounds, float64(r.prompt))]++
 				e.genLen[bucketOf(simLenBounds, float64(r.generated))]++
 				continue
@@ -254,6 +257,8 @@ func (p *simPod) observe() Observation {
 		o.Running += float64(len(e.running))
 		o.Waiting += float64(len(e.waiting))
 		o.Finished += e.finished
+		o.PromptLenSum += e.promptSum
+		o.GenLenSum += e.genSum
 		o.Preemptions += e.preempt
 		o.PromptTokens += e.promptTok
 		o.GenerationTokens += e.genTok
@@ -269,8 +274,7 @@ func (p *simPod) observe() Observation {
 	o.ITL = cumulate(simITLBounds, p.engines, func(e *simEngine) []float64 { return e.itl })
 	o.PromptLen = cumulate(simLenBounds, p.engines, func(e *simEngine) []float64 { return e.promptLen })
 	o.GenLen = cumulate(simLenBounds, p.engines, func(e *simEngine) []float64 { return e.genLen })
-	o.PromptLenSum, o.PromptLenCount = math.NaN(), math.NaN()
-	o.GenLenSum, o.GenLenCount = math.NaN(), math.NaN()
+	o.PromptLenCount, o.GenLenCount = o.Finished, o.Finished
 	return o
 }
 
@@ -286,6 +290,10 @@ type simRun struct {
 type simPoll struct {
 	at     time.Duration
 	causes []string
+	// gapWindow: the poll is not ready within a recent window (and a
+	// scrape) of the end of a gap in the scrapes, which the diagnosis
+	// does not judge (the window is under-observed).
+	gapWindow bool
 }
 
 // simulate runs a scenario: steady until shift, the scenario's load until
@@ -303,6 +311,10 @@ func simulate(scenario string, seed uint64, window, baseline time.Duration, shif
 	restarts := []time.Duration{shift / 2, shift + (back-shift)/2}
 	var causes []string
 	ready := false
+	// a gap is spacing beyond the slack of the recent window's ring
+	res := window / fineSlots
+	gapSlack := res + max(res, 2*time.Second)
+	lastGood, gapEnd := time.Duration(0), time.Duration(-1)
 	for at := time.Second; at <= end; at += time.Second {
 		l := &before
 		if !strings.HasPrefix(scenario, "steady") && at > shift && at <= back {
@@ -330,6 +342,10 @@ func simulate(scenario string, seed uint64, window, baseline time.Duration, shif
 			// The report keeps the last verdict, marked; the poll reads it.
 			d.Fail(now)
 		} else {
+			if lastGood > 0 && at-lastGood > gapSlack {
+				gapEnd = at
+			}
+			lastGood = at
 			fams := d.Observe(now, []Observation{pod.observe()})
 			causes = causes[:0:0]
 			for k, v := range values(fams, FamilyCause, "cause") {
@@ -350,7 +366,8 @@ func simulate(scenario string, seed uint64, window, baseline time.Duration, shif
 			}
 			fmt.Println(at, causes, rep.Models[0].Readiness.State, b.String())
 		}
-		run.polls = append(run.polls, simPoll{at: at, causes: causes})
+		run.polls = append(run.polls, simPoll{at: at, causes: causes,
+			gapWindow: !ready && gapEnd >= 0 && at < gapEnd+window+2*time.Second})
 		if ready && (strings.HasPrefix(scenario, "steady") || at <= shift) {
 			run.steadyPolls++
 			if len(causes) > 0 {
@@ -368,6 +385,7 @@ type simResult struct {
 	firstNamed       time.Duration // after the shift; -1 never
 	cleared          time.Duration // after the load returned, from when nothing is named to the end; -1 never
 	preemptionBlamed int           // polls naming preemptions where there are only background ones
+	notJudged        int           // incident polls not ready after a gap in the scrapes, not counted in wrongShare
 }
 
 // simExpected is what a scenario's incident is named: its cause, and for
@@ -398,6 +416,10 @@ func (r *simRun) result() simResult {
 			res.firstNamed = p.at - r.shift
 		}
 		if p.at > grace && p.at <= r.back {
+			if p.gapWindow {
+				res.notJudged++
+				continue
+			}
 			n++
 			if !slices.Equal(p.causes, simExpected(r.scenario)) {
 				wrong++
