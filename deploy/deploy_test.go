@@ -23,7 +23,7 @@ import (
 	yaml "go.yaml.in/yaml/v2"
 )
 
-var update = flag.Bool("update", false, "regenerate kubernetes/prometheusrule.yaml from prometheus/*.yml")
+var update = flag.Bool("update", false, "regenerate kubernetes/prometheusrule.yaml from prometheus/*.yml and the Helm chart's copies in helm/vllm-normalizer/files")
 
 var ruleFiles = []string{"prometheus/alerts.yml", "prometheus/recording.yml"}
 
