@@ -20,6 +20,9 @@
 #   golangci-lint - static analysis (.golangci.yml), built from the Go module
 #               proxy at GOLANGCI_LINT_VERSION into $(go env GOPATH)/bin
 #               (.ci/run puts that on PATH)
+#   helm      - `helm lint` / `helm template` of deploy/helm/vllm-normalizer
+#               (deploy/helm/test), Helm v4 built from the Go module proxy at
+#               HELM_VERSION into $(go env GOPATH)/bin
 #   kubectl   - `kubectl kustomize deploy/kubernetes` (needs embedded kustomize
 #               v4 or v5, i.e. kubectl >= 1.21; the Go machine image ships one).
 #               Debian 12's "kubernetes-client" is 1.20 with kustomize v2,
@@ -69,6 +72,13 @@ if ! "$gobin/golangci-lint" version 2>/dev/null | grep -q "version ${GOLANGCI_LI
   go install "github.com/golangci/golangci-lint/v2/cmd/golangci-lint@${GOLANGCI_LINT_VERSION}"
 fi
 "$gobin/golangci-lint" version 2>&1 | head -n 1
+
+# Helm v4: pinned, from the Go module proxy (helm.sh/helm/v4).
+HELM_VERSION="v4.3.2"
+if ! "$gobin/helm" version --template '{{.Version}}' 2>/dev/null | grep -qx "${HELM_VERSION}"; then
+  go install -ldflags "-X helm.sh/helm/v4/internal/version.version=${HELM_VERSION}" "helm.sh/helm/v4/cmd/helm@${HELM_VERSION}"
+fi
+"$gobin/helm" version --template 'helm {{.Version}} ({{.GoVersion}})' && echo
 
 promtool --version 2>&1 | head -n 1
 prometheus --version 2>&1 | head -n 1

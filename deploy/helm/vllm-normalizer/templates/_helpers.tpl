@@ -151,6 +151,9 @@ The admissionregistration.k8s.io version of the injection objects.
 {{- $v = "v1" }}
 {{- else if .Capabilities.APIVersions.Has "admissionregistration.k8s.io/v1beta1/MutatingAdmissionPolicy" }}
 {{- $v = "v1beta1" }}
+{{- else if semverCompare ">=1.36.0-0" .Capabilities.KubeVersion.Version }}
+{{- /* helm template without a cluster knows versions, not kinds: v1 is GA and on from 1.36 */}}
+{{- $v = "v1" }}
 {{- else }}
 {{- fail "injection.enabled: this cluster serves no MutatingAdmissionPolicy API (admissionregistration.k8s.io/v1 from Kubernetes 1.36, v1beta1 in 1.34-1.35 when enabled); set injection.enabled=false and add the sidecar through your controller's values (docs/deploy.md), or set injection.apiVersion" }}
 {{- end }}
