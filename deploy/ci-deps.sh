@@ -21,6 +21,9 @@
 #   golangci-lint - static analysis (.golangci.yml), built from the Go module
 #               proxy at GOLANGCI_LINT_VERSION into $(go env GOPATH)/bin
 #               (.ci/run puts that on PATH)
+#   helm      - `helm lint` / `helm template` of deploy/helm/vllm-normalizer
+#               (deploy/helm/test), Helm v4 built from the Go module proxy at
+#               HELM_VERSION into $(go env GOPATH)/bin
 #   kubectl   - `kubectl kustomize deploy/kubernetes` (needs embedded kustomize
 #               v4 or v5, i.e. kubectl >= 1.21; the Go machine image ships one).
 #               Debian 12's "kubernetes-client" is 1.20 with kustomize v2,
@@ -79,6 +82,14 @@ for tool in prometheus promtool; do
   fi
   "$gobin/$tool" --version 2>&1 | head -n 1
 done
+
+# Helm v4: pinned, from the Go module proxy (helm.sh/helm/v4).
+HELM_VERSION="v4.3.2"
+if ! "$gobin/helm" version --template '{{.Version}}' 2>/dev/null | grep -qx "${HELM_VERSION}"; then
+  go install -ldflags "-X helm.sh/helm/v4/internal/version.version=${HELM_VERSION}" "helm.sh/helm/v4/cmd/helm@${HELM_VERSION}"
+fi
+"$gobin/helm" version --template 'helm {{.Version}} ({{.GoVersion}})' && echo
+
 /usr/bin/python3 -c 'import prometheus_client.parser; print("python3: prometheus_client parser available")'
 kubectl version --client 2>/dev/null | head -n 2 || true
 { chromium --version || chromium-browser --version; } 2>/dev/null | head -n 1

@@ -26,7 +26,7 @@ import (
 	"github.com/fos-study/vllm-normalizer/mapping"
 )
 
-var update = flag.Bool("update", false, "regenerate kubernetes/prometheusrule.yaml from prometheus/*.yml")
+var update = flag.Bool("update", false, "regenerate kubernetes/prometheusrule.yaml from prometheus/*.yml and the Helm chart's copies in helm/vllm-normalizer/files")
 
 var ruleFiles = []string{"prometheus/alerts.yml", "prometheus/recording.yml"}
 
