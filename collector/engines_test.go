@@ -7,6 +7,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/prometheus/prometheus/model/labels"
 
@@ -37,7 +38,12 @@ func TestEngineNotFoundBounded(t *testing.T) {
 	page := manyEnginesPage(1000, long)
 	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte(page)) }))
 	defer up.Close()
-	c := newTestCollector(t, up.URL, newFakeClock(), func(cfg *Config) { cfg.SampleLimit = 0; cfg.LabelLimits.ValueLength = 0 })
+	// A 12 MB page: a minute to read it, so a loaded machine cannot turn
+	// the scrape into a timeout (and the 404 into the 503 of a failed one).
+	c := newTestCollector(t, up.URL, newFakeClock(), func(cfg *Config) {
+		cfg.SampleLimit, cfg.LabelLimits.ValueLength = 0, 0
+		cfg.Interval, cfg.Timeout = time.Minute, time.Minute
+	})
 	c.ScrapeOnce(context.Background())
 	mux := http.NewServeMux()
 	mux.Handle("/metrics/routing/engines/{engine}", c.EngineRoutingHandler())
@@ -45,7 +51,7 @@ func TestEngineNotFoundBounded(t *testing.T) {
 		rec := get(t, mux, "/metrics/routing/engines/"+ask, nil)
 		body := rec.Body.String()
 		if rec.Code != http.StatusNotFound {
-			t.Fatalf("engine %.20s…: %d, want 404", ask, rec.Code)
+			t.Fatalf("engine %.20s…: %d, want 404: %.300s", ask, rec.Code, body)
 		}
 		if len(body) > 1024 {
 			t.Errorf("404 body is %d bytes, want at most 1 KiB: %.300s…", len(body), body)
