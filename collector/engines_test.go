@@ -43,6 +43,7 @@ func TestEngineNotFoundBounded(t *testing.T) {
 	c := newTestCollector(t, up.URL, newFakeClock(), func(cfg *Config) {
 		cfg.SampleLimit, cfg.LabelLimits.ValueLength = 0, 0
 		cfg.Interval, cfg.Timeout = time.Minute, time.Minute
+		cfg.Windows = []time.Duration{5 * time.Minute}
 	})
 	c.ScrapeOnce(context.Background())
 	mux := http.NewServeMux()
