@@ -182,13 +182,7 @@ var isHistogram = func() func(string) bool {
 	if err != nil {
 		panic(err)
 	}
-	set := map[string]bool{}
-	for _, d := range cat.Roles().All() {
-		if d.Type == mapping.RoleTypeHistogram {
-			set[d.Family] = true
-		}
-	}
-	return func(name string) bool { return set[name] }
+	return cat.Roles().IsHistogram
 }()
 
 // instant is a table query evaluated at the end of the time range.

@@ -76,20 +76,14 @@ func TestRulesOnNativeHistograms(t *testing.T) {
 	t.Logf("%d histograms read natively: the rules give recording_test.yml's answers", converted)
 }
 
-// catalogueHistograms are the catalogue's histogram families.
-func catalogueHistograms(t *testing.T) map[string]bool {
+// catalogueHistograms says which families are the catalogue's histograms.
+func catalogueHistograms(t *testing.T) func(string) bool {
 	t.Helper()
 	cat, err := mapping.LoadCatalogue()
 	if err != nil {
 		t.Fatal(err)
 	}
-	set := map[string]bool{}
-	for _, d := range cat.Roles().All() {
-		if d.Type == mapping.RoleTypeHistogram {
-			set[d.Family] = true
-		}
-	}
-	return set
+	return cat.Roles().IsHistogram
 }
 
 // nativeParts are one classic histogram's input series, point by point.
@@ -101,7 +95,7 @@ type nativeParts struct {
 
 // toNativeSeries replaces the parts of every histogram in series by one
 // native histogram series with custom buckets per label set.
-func toNativeSeries(t *testing.T, series []any, histograms map[string]bool, converted int) ([]any, int) {
+func toNativeSeries(t *testing.T, series []any, isHistogram func(string) bool, converted int) ([]any, int) {
 	t.Helper()
 	p := parser.NewParser(parser.Options{})
 	var out []any
@@ -125,7 +119,7 @@ func toNativeSeries(t *testing.T, series []any, histograms map[string]bool, conv
 		name := lbls.Get(model.MetricNameLabel)
 		base, part := "", ""
 		for _, suffix := range []string{"_bucket", "_sum", "_count"} {
-			if b, ok := strings.CutSuffix(name, suffix); ok && histograms[b] {
+			if b, ok := strings.CutSuffix(name, suffix); ok && isHistogram(b) {
 				base, part = b, suffix
 			}
 		}
@@ -226,8 +220,7 @@ func (np *nativeParts) values(t *testing.T) string {
 // writes it, "(classic) or (native)", so that a job with
 // convert_classic_histograms_to_nhcb: true does not leave it empty.
 func TestEveryRuleReadsNativeHistograms(t *testing.T) {
-	histograms := catalogueHistograms(t)
-	isHistogram := func(name string) bool { return histograms[name] }
+	isHistogram := catalogueHistograms(t)
 	p := parser.NewParser(parser.Options{})
 	checked := 0
 	for _, path := range ruleFiles {

@@ -115,18 +115,6 @@ func specRules(s Spec, w string, roles *mapping.Roles, earlier map[string]Spec) 
 	return out, nil
 }
 
-// histogramFamilies says which family names are histograms' (the canonical
-// families of the histogram roles).
-func histogramFamilies(roles *mapping.Roles) func(string) bool {
-	set := map[string]bool{}
-	for _, d := range roles.All() {
-		if d.Type == mapping.RoleTypeHistogram {
-			set[d.Family] = true
-		}
-	}
-	return func(name string) bool { return set[name] }
-}
-
 // derivedRules is the generated part of recording.yml: a group per window of
 // windows, and one for the gauges of the current scrape.
 func derivedRules(roles *mapping.Roles, windows []time.Duration) (string, error) {
@@ -148,7 +136,7 @@ func derivedRules(roles *mapping.Roles, windows []time.Duration) (string, error)
 			for _, r := range rules {
 				// Prometheus 3 may store the histograms natively
 				// (convert_classic_histograms_to_nhcb): the rule reads either.
-				expr, err := nhcb.Either(r.expr, histogramFamilies(roles))
+				expr, err := nhcb.Either(r.expr, roles.IsHistogram)
 				if err != nil {
 					return fmt.Errorf("%s: %w", s.Name, err)
 				}

@@ -265,6 +265,18 @@ func (r *Roles) Family(role Role) string {
 	return d.Family
 }
 
+// IsHistogram reports whether family is the canonical family of a
+// histogram role (what rules and dashboards may read as _bucket, _sum and
+// _count, or as one native histogram).
+func (r *Roles) IsHistogram(family string) bool {
+	for _, d := range r.defs {
+		if d.Type == RoleTypeHistogram && d.Family == family {
+			return true
+		}
+	}
+	return false
+}
+
 // Legacy returns the names vLLM printed before the role's canonical family
 // (the catalogue's renames into it), in catalogue order; nil if none.
 func (r *Roles) Legacy(role Role) []string { return r.legacy[role] }
