@@ -4,24 +4,36 @@ import (
 	"fmt"
 	"strings"
 	"time"
+
+	"github.com/fos-study/vllm-normalizer/diagnosis"
 )
 
 // Scenarios: a steady load, or a steady load that after Options.ShiftAfter
 // changes exactly one thing, so that the diagnosis has one cause to find.
+// A shift is named by the cause it should be diagnosed as (the cause
+// records of package diagnosis).
 const (
 	ScenarioSteady            = "steady"
-	ScenarioQueueing          = "queueing"
-	ScenarioLongPrompts       = "long_prompts"
-	ScenarioPrefixCacheMisses = "prefix_cache_misses"
-	ScenarioBatchGrowth       = "batch_growth"
-	ScenarioPreemptions       = "preemptions"
-	ScenarioLongOutputs       = "long_outputs"
+	ScenarioQueueing          = diagnosis.CauseQueueing
+	ScenarioLongPrompts       = diagnosis.CauseLongPrompts
+	ScenarioPrefixCacheMisses = diagnosis.CausePrefixCacheMisses
+	ScenarioBatchGrowth       = diagnosis.CauseBatchGrowth
+	ScenarioPreemptions       = diagnosis.CausePreemptions
+	ScenarioLongOutputs       = diagnosis.CauseLongOutputs
 )
 
-// Scenarios lists every scenario, steady first.
-var Scenarios = []string{
-	ScenarioSteady, ScenarioQueueing, ScenarioLongPrompts, ScenarioPrefixCacheMisses,
-	ScenarioBatchGrowth, ScenarioPreemptions, ScenarioLongOutputs,
+// Scenarios lists every scenario, steady first, then one per cause record
+// that has one, in the records' order (TestScenarioPerCause).
+var Scenarios = scenarioNames()
+
+func scenarioNames() []string {
+	out := []string{ScenarioSteady}
+	for _, c := range diagnosis.Causes() {
+		if c.NoDemo == "" {
+			out = append(out, c.Name)
+		}
+	}
+	return out
 }
 
 // DefaultShiftAfter is when a scenario shifts, counted from the start of
