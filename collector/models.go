@@ -46,37 +46,50 @@ func (m *modelCap) admit(canon []exposition.Family) (kept []exposition.Family, l
 	if m.admitted == nil {
 		m.admitted = map[string]uint64{}
 	}
-	var fresh map[string]bool  // models on the page not admitted before
-	series := map[string]int{} // the history's series of each model
-	total := 0                 // of the series kept: the admitted models' and the server's own
+	// Samples of one model mostly come in runs (a histogram child, a
+	// family of one model): each run is looked up once.
+	var fresh map[string]int // models on the page not admitted before -> their history series
+	total := 0               // of the series kept: the admitted models' and the server's own
+	cur, curSeries, inRun := "", 0, false
+	flush := func() {
+		if !inRun {
+			return
+		}
+		if _, admitted := m.admitted[cur]; admitted || cur == "" {
+			// The server's own series (cache configuration) are always kept.
+			if cur != "" {
+				m.admitted[cur] = m.scrape
+			}
+			total += curSeries
+			return
+		}
+		if fresh == nil {
+			fresh = map[string]int{}
+		}
+		fresh[cur] += curSeries
+	}
 	for fi := range canon {
 		input := m.inputs != nil && m.inputs.Family(canon[fi].Name)
+		lastName, windowed := "", false // a family's samples have a few names, in runs too
 		for si := range canon[fi].Samples {
 			s := &canon[fi].Samples[si]
-			model := s.Labels.Get(mapping.LabelModel)
-			windowed := false
-			if input {
-				_, windowed = m.inputs.Sample(s.Name())
+			if model := s.Labels.Get(mapping.LabelModel); !inRun || model != cur {
+				flush()
+				cur, curSeries, inRun = model, 0, true
 			}
-			_, admitted := m.admitted[model]
+			if !input {
+				continue
+			}
+			if name := s.Name(); name != lastName {
+				lastName = name
+				_, windowed = m.inputs.Sample(name)
+			}
 			if windowed {
-				series[model]++
-				if admitted || model == "" {
-					total++
-				}
-			}
-			switch {
-			case model == "": // the server's own series (cache configuration): always kept
-			case admitted:
-				m.admitted[model] = m.scrape
-			default:
-				if fresh == nil {
-					fresh = map[string]bool{}
-				}
-				fresh[model] = true
+				curSeries++
 			}
 		}
 	}
+	flush()
 	for model, last := range m.admitted {
 		if m.scrape-last > forgetAfter {
 			delete(m.admitted, model)
@@ -84,7 +97,7 @@ func (m *modelCap) admit(canon []exposition.Family) (kept []exposition.Family, l
 		}
 	}
 	for _, model := range slices.Sorted(maps.Keys(fresh)) {
-		if m.max > 0 && len(m.admitted) >= m.max || m.maxSeries > 0 && total+series[model] > m.maxSeries {
+		if m.max > 0 && len(m.admitted) >= m.max || m.maxSeries > 0 && total+fresh[model] > m.maxSeries {
 			if limited == nil {
 				limited = map[string]bool{}
 			}
@@ -92,7 +105,7 @@ func (m *modelCap) admit(canon []exposition.Family) (kept []exposition.Family, l
 			continue
 		}
 		m.admitted[model] = m.scrape
-		total += series[model]
+		total += fresh[model]
 	}
 	if len(limited) == 0 {
 		return canon, nil, gone

@@ -13,8 +13,12 @@ import (
 
 	"github.com/prometheus/prometheus/model/labels"
 
+	"github.com/fos-study/vllm-normalizer/demo"
+	"github.com/fos-study/vllm-normalizer/derive"
 	"github.com/fos-study/vllm-normalizer/diagnosis"
+	"github.com/fos-study/vllm-normalizer/exposition"
 	"github.com/fos-study/vllm-normalizer/internal/pagetest"
+	"github.com/fos-study/vllm-normalizer/mapping"
 	"github.com/fos-study/vllm-normalizer/scripts/manymodels"
 )
 
@@ -207,4 +211,34 @@ func TestDensePageKeepsWholeModels(t *testing.T) {
 	if limited != 1 {
 		t.Errorf("history_limited %v, want 1", limited)
 	}
+}
+
+// BenchmarkModelAdmission measures the model bound's share of a scrape:
+// admitting the models of the 16-engine demo page's canonical page (compare
+// BenchmarkScrapeCycle/v1-16engines).
+func BenchmarkModelAdmission(b *testing.B) {
+	clock := newFakeClock()
+	up, err := demo.New(demo.Options{Now: clock.Now, Seed: 1, Engines: 16})
+	if err != nil {
+		b.Fatal(err)
+	}
+	mapper := testMapper(b, mapping.Options{})
+	fams, _, err := exposition.Parse(up.Page(), exposition.ContentTypeText, exposition.ParseOptions{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	norm, _ := mapper.Normalize(exposition.DropCreated(fams))
+	canon := mapper.Profiles().All()[0].Canonical(norm, mapper.Catalogue().Roles())
+	m := modelCap{max: DefaultMaxModels, maxSeries: DefaultMaxSeries, inputs: derive.New(mapper.Catalogue().Roles()).Inputs()}
+	samples := 0
+	for _, f := range canon {
+		samples += len(f.Samples)
+	}
+	b.ReportAllocs()
+	cpu0 := cpuTime(b)
+	for b.Loop() {
+		m.admit(canon)
+	}
+	b.ReportMetric(float64(cpuTime(b)-cpu0)/float64(b.N), "cpu-ns/op")
+	b.ReportMetric(float64(samples), "samples")
 }

@@ -110,10 +110,7 @@ spec:
 			// The role labels the upstream info once the first scrape is in.
 			info := regexp.MustCompile(`vllm_normalizer_upstream_info\{[^}]*role="` + regexp.QuoteMeta(want) + `"`)
 			deadline := time.Now().Add(30 * time.Second)
-			for {
-				if info.MatchString(getBody(t, p.URL+"/metrics")) {
-					break
-				}
+			for !info.MatchString(getBody(t, p.URL+"/metrics")) {
 				if time.Now().After(deadline) {
 					t.Fatalf("no vllm_normalizer_upstream_info with role=%q within 30 s\n%s", want, p.Logs())
 				}

@@ -9,6 +9,7 @@ import (
 	"math"
 	"net"
 	"net/http"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -273,4 +274,54 @@ func TestSlowReadersLetGo(t *testing.T) {
 	bound := write + write
 	waitFor(t, 3*bound+5*time.Second, "goroutines back at their baseline", func() bool { return goroutines() <= base+5 })
 	t.Logf("goroutines %v -> %v with 200 slow readers, back to %v in %v (write timeout %v + idle timeout %v = %v)", base, peak, goroutines(), time.Since(start).Round(100*time.Millisecond), write, write, bound)
+}
+
+// TestHostileRanksAgainstTheBinary: a constructed vLLM V1 page of four
+// data-parallel engines (names and labels as vLLM v0.11 prints them;
+// kv_cache_size_tokens as in testdata/fixtures/20-*) with a negative
+// running count and a negative KV usage on one rank, an absurd KV size on
+// another and 4 KB engine names: the routing view withdraws the sums and
+// the mean the bad ranks would make wrong and counts them, serves
+// cache_config_info's capacity labels from the same engines, and the
+// per-engine 404 stays small.
+func TestHostileRanksAgainstTheBinary(t *testing.T) {
+	name := func(e int) string { return fmt.Sprintf("%d", e) + strings.Repeat("r", 4000) }
+	var b strings.Builder
+	running, kv, tokens := []string{"3", "2", "-5", "1"}, []string{"0.5", "0.5", "0.5", "-0.5"}, []string{"64000", "64000", "64000", "64000"}
+	for _, f := range []struct {
+		family string
+		vals   []string
+	}{{"vllm:num_requests_running", running}, {"vllm:num_requests_waiting", []string{"0", "0", "0", "0"}}, {"vllm:kv_cache_usage_perc", kv}} {
+		fmt.Fprintf(&b, "# TYPE %s gauge\n", f.family)
+		for e, v := range f.vals {
+			fmt.Fprintf(&b, "%s{engine=%q,model_name=\"m\"} %s\n", f.family, name(e), v)
+		}
+	}
+	b.WriteString("# TYPE vllm:cache_config_info gauge\n")
+	for e, v := range tokens {
+		fmt.Fprintf(&b, "vllm:cache_config_info{block_size=\"16\",engine=%q,kv_cache_size_tokens=%q,num_gpu_blocks=\"4000\"} 1\n", name(e), v)
+	}
+	ln := listen(t, "127.0.0.1:0")
+	serveOn(t, ln, static([]byte(b.String())))
+	p := testbin.Start(t, sidecarArgs("http://"+ln.Addr().String()+"/metrics", fastInterval, fastTimeout)...)
+	waitFor(t, settle, "vllm_up 1", func() bool { q, _ := quick(t, p); return q["vllm_up"] == 1 })
+	s, _ := metrics(t, p)
+	for _, fam := range []string{"vllm:num_requests_running", "vllm:kv_cache_usage_perc"} {
+		if got := s[fmt.Sprintf("vllm_normalizer_out_of_range_samples_total{family=%q}", fam)]; got < 1 {
+			t.Errorf("out-of-range samples of %s counted %v, want at least 1", fam, got)
+		}
+	}
+	r := mustParse(t, mustGet(t, p.URL+"/metrics/routing").body)
+	for k, v := range r {
+		if strings.HasPrefix(k, "vllm:num_requests_running{") || strings.HasPrefix(k, "vllm:kv_cache_usage_perc{") {
+			t.Errorf("routing view serves %s = %v; a sum or mean with an out-of-range rank is withdrawn", k, v)
+		}
+	}
+	if v, ok := r[`vllm:cache_config_info{block_size="16",kv_cache_size_tokens="256000",num_gpu_blocks="16000",role="both"}`]; !ok || v != 1 {
+		t.Errorf("cache_config_info's capacity labels not summed together: %v", r.with("vllm:cache_config_info"))
+	}
+	nf := mustGet(t, p.URL+"/metrics/routing/engines/nope")
+	if nf.status != http.StatusNotFound || len(nf.body) > 1024 || !strings.Contains(string(nf.body), "(4 engines)") {
+		t.Errorf("the 404 of an unknown engine: %d, %d bytes: %.200s", nf.status, len(nf.body), nf.body)
+	}
 }
