@@ -25,12 +25,26 @@ const (
 	perTPRank = "tp_rank"
 )
 
-// prefillTokensRate is the rate of prompt tokens computed locally.
+// prefillTokensRate is the rate of prompt tokens computed locally: the
+// server's own split by source, else (V1 before it printed one) prompt
+// tokens less those the local and external prefix caches supplied.
 func prefillTokensRate(c *windowCalc) (float64, bool) {
-	for _, r := range c.split() {
-		if r.counter == mapping.CounterPromptTokensBySource && r.value == sourceLocalCompute {
-			return r.rate, true
+	if c.inWindow(mapping.CounterPromptTokensBySource) {
+		for _, r := range c.split() {
+			if r.counter == mapping.CounterPromptTokensBySource && r.value == sourceLocalCompute {
+				return r.rate, true
+			}
 		}
+		return 0, false
+	}
+	prompt, ok := c.rate(mapping.CounterPromptTokens)
+	hits, hok := c.rate(mapping.CounterPrefixCacheHits)
+	if !ok || !hok {
+		return 0, false // V0 counts no hits in tokens: no fallback
+	}
+	ext, _ := c.rate(mapping.CounterExternalPrefixCacheHits)
+	if v := prompt - hits - ext; v >= 0 {
+		return v, true
 	}
 	return 0, false
 }

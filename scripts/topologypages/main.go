@@ -1,7 +1,8 @@
 // Command topologypages writes the constructed pages of the topologies no
 // published /metrics dump shows (see package scenario): a vLLM
 // prefill/decode pair and a four-engine data-parallel pod with one rank
-// queueing while the others idle, each at two scrapes 15 s apart.
+// queueing while the others idle, and two pods refusing at admission, each
+// at two scrapes 15 s apart.
 //
 //	go run ./scripts/topologypages           # rewrite testdata/fixtures
 //	go run ./scripts/topologypages -dir X
@@ -13,6 +14,7 @@ import (
 	"log"
 	"os"
 	"path/filepath"
+	"slices"
 
 	"github.com/fos-study/vllm-normalizer/scripts/topologypages/scenario"
 )
@@ -32,7 +34,7 @@ func main() {
 // pages returns every constructed page by file name.
 func pages() map[string]string {
 	out := map[string]string{}
-	for _, p := range append(append([]scenario.Pod(nil), scenario.PrefillDecode...), scenario.DataParallel) {
+	for _, p := range slices.Concat(scenario.PrefillDecode, []scenario.Pod{scenario.DataParallel}, scenario.Admission) {
 		for _, t := range scenario.Times {
 			out[scenario.FileName(p, t)] = scenario.Page(p, t)
 		}
