@@ -84,6 +84,11 @@ type Config struct {
 	// Role is the pod role: prefill, decode or both ("" means both). It
 	// labels the derived and routing series and the upstream info.
 	Role string
+	// QueuedReqsCap is the server's cap on waiting + running requests
+	// (vLLM's --max-num-queued-reqs), 0 when not known: with it,
+	// vllm_derived_admission_at_cap says a server at its cap before it
+	// refuses.
+	QueuedReqsCap int
 }
 
 // DefaultMaxBodyBytes is the default page size limit (--vllm.max-body-bytes).
@@ -174,6 +179,9 @@ func (cfg Config) Validate() error {
 	if err := cfg.SLOs.Validate(); err != nil {
 		return err
 	}
+	if cfg.QueuedReqsCap < 0 {
+		return bad("QueuedReqsCap", strconv.Itoa(cfg.QueuedReqsCap), "is negative", "give the server's --max-num-queued-reqs, or 0 when it runs without one")
+	}
 	_, err := setting.ScrapeURL("collector.Config.ScrapeURI", cfg.ScrapeURI)
 	return err
 }
@@ -236,7 +244,7 @@ func New(cfg Config) (*Collector, error) {
 	if cfg.LegacyLabels {
 		base = base.WithLegacyLabels()
 	}
-	deriver, err := base.WithSLOs(cfg.SLOs)
+	deriver, err := base.WithQueuedReqsCap(cfg.QueuedReqsCap).WithSLOs(cfg.SLOs)
 	if err != nil {
 		return nil, err
 	}

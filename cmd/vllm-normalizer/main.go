@@ -62,6 +62,7 @@ func main() {
 type flags struct {
 	scrapeURI        string
 	upstreamRole     string
+	queuedReqsCap    int
 	scrapeInterval   time.Duration
 	timeout          time.Duration
 	maxBody          units.Base2Bytes
@@ -195,6 +196,7 @@ var settingFlags = map[string]string{
 	"collector.Config.LabelLimits.ValueLength": "--vllm.label-value-length-limit",
 	"collector.Config.MaxSeries":               "--history.max-series",
 	"collector.Config.Windows":                 "--derive.window",
+	"collector.Config.QueuedReqsCap":           "--upstream.max-num-queued-reqs",
 	"derive.SLOTargets.TTFT":                   "--slo.ttft",
 	"derive.SLOTargets.TPOT":                   "--slo.tpot",
 	"derive.SLOTargets.E2E":                    "--slo.e2e",
@@ -239,18 +241,19 @@ func (f *flags) checkGenAI() error {
 // what run wires in (mapper, registries, diagnosis, logger).
 func (f *flags) collectorConfig() collector.Config {
 	return collector.Config{
-		ScrapeURI:    f.scrapeURI,
-		Interval:     f.scrapeInterval,
-		Timeout:      f.timeout,
-		MaxBodyBytes: int64(f.maxBody),
-		AskGzip:      f.askGzip,
-		SampleLimit:  f.sampleLimit,
-		LabelLimits:  f.labelLimits,
-		MaxSeries:    f.maxSeries,
-		Windows:      uniqueWindows(f.windows),
-		SLOs:         f.slos,
-		LegacyLabels: f.legacyLabels,
-		Role:         f.upstreamRole,
+		ScrapeURI:     f.scrapeURI,
+		Interval:      f.scrapeInterval,
+		Timeout:       f.timeout,
+		MaxBodyBytes:  int64(f.maxBody),
+		AskGzip:       f.askGzip,
+		SampleLimit:   f.sampleLimit,
+		LabelLimits:   f.labelLimits,
+		MaxSeries:     f.maxSeries,
+		Windows:       uniqueWindows(f.windows),
+		SLOs:          f.slos,
+		LegacyLabels:  f.legacyLabels,
+		Role:          f.upstreamRole,
+		QueuedReqsCap: f.queuedReqsCap,
 	}
 }
 
@@ -294,6 +297,8 @@ func newApp(f *flags, stdout, stderr io.Writer) *kingpin.Application {
 		Default("4096").IntVar(&f.labelLimits.ValueLength)
 	app.Flag("upstream.role", "What the pod serves: prefill, decode or both (empty means both); labels derived and routing series.").
 		Default("both").StringVar(&f.upstreamRole)
+	app.Flag("upstream.max-num-queued-reqs", "The server's --max-num-queued-reqs (vLLM 0.29 on), so that vllm_derived_admission_at_cap says when waiting + running reach it; 0 means not known.").
+		Default("0").IntVar(&f.queuedReqsCap)
 
 	// History and derived gauges.
 	app.Flag("history.max-series", "Most upstream series kept for the derived gauges; the default admits every page --vllm.max-body-bytes admits. 0 means no limit.").
