@@ -16,12 +16,13 @@ const (
 	ScenarioBatchGrowth       = "batch_growth"
 	ScenarioPreemptions       = "preemptions"
 	ScenarioLongOutputs       = "long_outputs"
+	ScenarioAdmission         = "admission"
 )
 
 // Scenarios lists every scenario, steady first.
 var Scenarios = []string{
 	ScenarioSteady, ScenarioQueueing, ScenarioLongPrompts, ScenarioPrefixCacheMisses,
-	ScenarioBatchGrowth, ScenarioPreemptions, ScenarioLongOutputs,
+	ScenarioBatchGrowth, ScenarioPreemptions, ScenarioLongOutputs, ScenarioAdmission,
 }
 
 // DefaultShiftAfter is when a scenario shifts, counted from the start of
@@ -38,6 +39,10 @@ type load struct {
 	hit          float64 // prefix-cache hit fraction of a prompt
 	maxRunning   int     // max_num_seqs
 	kvCapacity   int     // tokens of KV cache
+	// queuedCap is --max-num-queued-reqs (vLLM 0.29 on) per engine: the
+	// API server refuses a request (HTTP 503) when waiting + running of
+	// all its engines reach this times the engines. 0: no cap.
+	queuedCap int
 }
 
 // steadyLoad runs at about a third of the batch limit and a fifth of the
@@ -62,6 +67,13 @@ func scenarioLoads(name string) (before, after load) {
 		after.rate *= 2.5 // more traffic, and room in the batch for it
 	case ScenarioPreemptions:
 		after.kvCapacity /= 30 // less KV cache (another process took GPU memory)
+	case ScenarioAdmission:
+		// The queueing pod with --max-num-queued-reqs at its batch size:
+		// when the inflow rises, nothing queues (waiting stays 0, running
+		// at its limit) and the surplus is refused at admission.
+		before.maxRunning, after.maxRunning = 12, 12
+		before.queuedCap, after.queuedCap = 12, 12
+		after.rate *= 2.5
 	case ScenarioLongOutputs:
 		// On a pod with room in the batch for three times the outputs: at
 		// the steady limit the batch fills and requests queue, which is
