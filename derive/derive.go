@@ -71,8 +71,14 @@ type Deriver struct {
 	// labels (see WithLegacyLabels).
 	quantileLabel, targetLabel string
 	labels                     *labelCache
-	// perModel says whether some spec is computed per model only.
-	perModel bool
+	// perModel says whether some spec is computed per model only, and
+	// perModelCounter and perModelGauge which inputs such specs read: the
+	// grouping without engine accumulates only those.
+	perModel        bool
+	perModelCounter [mapping.NumCounters]bool
+	perModelGauge   [numWindowGauges]bool
+	// perModelOnly are the counter inputs no other spec reads.
+	perModelOnly [mapping.NumCounters]bool
 	// queuedReqsCap is the server's cap on waiting + running
 	// (--upstream.max-num-queued-reqs), 0 when not known.
 	queuedReqsCap float64
@@ -88,9 +94,29 @@ func New(roles *mapping.Roles) *Deriver {
 func newDeriver(roles *mapping.Roles, table []Spec) *Deriver {
 	d := &Deriver{roles: roles, specs: expandSpecs(table, roles), help: map[string]string{}, labels: &labelCache{},
 		quantileLabel: QuantileLabel, targetLabel: SLOTargetLabel}
+	var others [mapping.NumCounters]bool
 	for _, s := range d.specs {
 		d.help[s.Name] = s.Help
-		d.perModel = d.perModel || s.PerModel
+		if !s.PerModel {
+			for _, r := range s.Inputs {
+				for c := range mapping.NumCounters {
+					others[c] = others[c] || c.Role() == r
+				}
+			}
+			continue
+		}
+		d.perModel = true
+		for _, r := range s.Inputs {
+			for c := range mapping.NumCounters {
+				d.perModelCounter[c] = d.perModelCounter[c] || c.Role() == r
+			}
+			for g, gr := range windowGaugeRoles {
+				d.perModelGauge[g] = d.perModelGauge[g] || gr == r
+			}
+		}
+	}
+	for c := range mapping.NumCounters {
+		d.perModelOnly[c] = d.perModelCounter[c] && !others[c]
 	}
 	d.inputs = d.buildInputs(nil)
 	return d
@@ -246,6 +272,16 @@ func (d *Deriver) Groupings(h *window.History, now time.Time, groupBys ...[]stri
 func (d *Deriver) derive(r *window.Reader, groupBys [][]string, res [][]exposition.Family) {
 	series := r.Series()
 
+	// The PerModel specs need a grouping of their own only where the page
+	// has what only they read (vLLM's admission rejections) or a cap is
+	// known: other pages pay nothing for them.
+	perModel := d.perModel && d.queuedReqsCap > 0
+	for _, s := range series {
+		if cn, ok := keyCounter(s.Key()); ok && d.perModelOnly[cn] {
+			perModel = d.perModel
+			break
+		}
+	}
 	bys := make([][]string, 0, len(groupBys)+1)
 	gs := make([]grouping, 0, len(groupBys)+1)
 	for _, groupBy := range groupBys {
@@ -260,7 +296,7 @@ func (d *Deriver) derive(r *window.Reader, groupBys [][]string, res [][]expositi
 			}
 		}
 		out := map[string][]exposition.Sample{}
-		if !d.perModel || !slices.Contains(by, mapping.LabelEngine) {
+		if !perModel || !slices.Contains(by, mapping.LabelEngine) {
 			bys = append(bys, by)
 			gs = append(gs, grouping{out: out, all: true})
 			continue
@@ -344,6 +380,9 @@ func (d *Deriver) derive(r *window.Reader, groupBys [][]string, res [][]expositi
 		for i, s := range series {
 			if s.Kind() == window.Gauge {
 				for k := range gs {
+					if gs[k].perModel && !d.perModelGauge[s.Key()-gaugeKey(0)] {
+						continue // only the PerModel specs read it
+					}
 					gi := gs[k].groupOf[i]
 					accumulateGauge(r, s, &gs[k].groups[gi].acc, rg)
 				}
@@ -358,6 +397,9 @@ func (d *Deriver) derive(r *window.Reader, groupBys [][]string, res [][]expositi
 				continue
 			}
 			for k := range gs {
+				if gs[k].perModel && !d.perModelCounter[cn] {
+					continue
+				}
 				gi := gs[k].groupOf[i]
 				a := &gs[k].groups[gi].acc
 				a.inWindow[cn] = true
