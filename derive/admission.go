@@ -18,14 +18,7 @@ func (d *Deriver) WithQueuedReqsCap(limit int) *Deriver {
 
 // admissionRejectedRatio is the refused attempts over all attempts: the
 // refused plus those that started (reached their first token).
-func admissionRejectedRatio(c *windowCalc) {
-	a := c.a
-	rej, started := mapping.CounterAdmissionRejections, mapping.CounterTTFTCount
-	if !a.has[rej] || !a.has[started] || a.inc[rej]+a.inc[started] == 0 {
-		return
-	}
-	c.emit(a.inc[rej] / (a.inc[rej] + a.inc[started]))
-}
+var admissionRejectedRatio = shareOf(mapping.CounterAdmissionRejections, mapping.CounterTTFTCount)
 
 // admissionAtCap is 1 when the server refused a request in the window or
 // its waiting + running stand at the known cap at the window's end, 0

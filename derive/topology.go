@@ -76,14 +76,7 @@ func prefillBacklog(c *windowCalc) {
 
 // kvTransferFailureRatio is failed transfers over all transfers: the
 // failures plus the completed ones (each observed in kv_transfer_time).
-func kvTransferFailureRatio(c *windowCalc) {
-	a := c.a
-	f, n := mapping.CounterKVTransferFailures, mapping.CounterKVTransferTimeCount
-	if !a.has[f] || !a.has[n] || a.inc[f]+a.inc[n] == 0 {
-		return
-	}
-	c.emit(a.inc[f] / (a.inc[f] + a.inc[n]))
-}
+var kvTransferFailureRatio = shareOf(mapping.CounterKVTransferFailures, mapping.CounterKVTransferTimeCount)
 
 // kvTransferBandwidth is bytes moved over seconds spent moving them, per
 // TP rank as vLLM pools the ranks' observations.
