@@ -644,7 +644,7 @@ func TestAdmissionScenario(t *testing.T) {
 	for _, engines := range []int{1, 4} {
 		t.Run(strconv.Itoa(engines), func(t *testing.T) {
 			c := newClock()
-			const shift = 2 * time.Minute
+			const shift, step = 90 * time.Second, 2 * time.Second
 			u, err := New(Options{Now: c.Now, Seed: 3, Engines: engines, Scenario: ScenarioAdmission, ShiftAfter: shift})
 			if err != nil {
 				t.Fatal(err)
@@ -671,8 +671,8 @@ func TestAdmissionScenario(t *testing.T) {
 			}
 			maxInFlight, maxWaiting := 0.0, 0.0
 			var atShift page
-			for s := time.Duration(0); s < shift+3*time.Minute; s += time.Second {
-				c.Advance(time.Second)
+			for s := time.Duration(0); s < shift+2*time.Minute; s += step {
+				c.Advance(step)
 				p := parse(t, u.Page())
 				inFlight, waiting := 0.0, 0.0
 				for e := range engines {
@@ -681,7 +681,7 @@ func TestAdmissionScenario(t *testing.T) {
 					inFlight += p.getEngine(t, eng, "vllm:num_requests_running") + p.getEngine(t, eng, "vllm:num_requests_waiting")
 				}
 				maxInFlight, maxWaiting = max(maxInFlight, inFlight), max(maxWaiting, waiting)
-				if s == shift-time.Second {
+				if s == shift-2*step { // the clock stands a step before the shift
 					atShift = p
 					if r := rejected(p); r != 0 {
 						t.Errorf("%d refusals before the shift, want none", int(r))
