@@ -322,7 +322,7 @@ var specs = []Spec{
 		Inputs: []mapping.Role{mapping.RoleAdmissionRejections},
 		Help: "Requests refused at admission per second (HTTP 503 before they reach an engine) by reason, the cap that refused them: rate of {admission_rejections}." +
 			" Per model_name on every page: the server refuses before an engine sees the request." + helpRate + helpCounter,
-		PromQL:   "sum by (reason) (rate({admission_rejections}[w]))",
+		PromQL:   "rate({admission_rejections}[w])",
 		Decision: "a pod refusing work: send it elsewhere, scale out",
 		window:   ratesBy(mapping.CounterAdmissionRejections),
 	},
@@ -331,7 +331,7 @@ var specs = []Spec{
 		Inputs: []mapping.Role{mapping.RoleAdmissionRejections, mapping.RoleTTFT},
 		Help: "Share of the admission attempts refused: increase({admission_rejections}) / (increase({admission_rejections}) + increase({ttft}_count))," +
 			" the requests started being those that reached their first token. Per model_name on every page." + helpRatio + helpCounter,
-		PromQL:   "sum(increase({admission_rejections}[w])) / (sum(increase({admission_rejections}[w])) + sum(increase({ttft}_count[w])))",
+		PromQL:   "increase({admission_rejections}[w]) / (increase({admission_rejections}[w]) + increase({ttft}_count[w]))",
 		Decision: "how much of the offered load the pod turns away",
 		window:   admissionRejectedRatio,
 	},
@@ -342,7 +342,7 @@ var specs = []Spec{
 			" reached the cap on them that --upstream.max-num-queued-reqs gives (vLLM's --max-num-queued-reqs); else 0." +
 			" Waiting + running then stay at the cap however much more arrives, so the queue looks short. Per model_name on every page;" +
 			" absent where the server prints no rejection counter and no cap is given.",
-		PromQL:   "max(increase({admission_rejections}[w]) > bool 0, sum(last_over_time({requests_running}[w])) + sum(last_over_time({requests_waiting}[w])) >= bool cap) (PromQL does not know the cap flag)",
+		PromQL:   "increase({admission_rejections}[w]) > bool 0, or last_over_time({requests_running}[w]) + last_over_time({requests_waiting}[w]) >= bool cap (PromQL does not know the cap flag)",
 		Decision: "a pod at its cap looks idle to a least-queue router: skip it",
 		window:   admissionAtCap,
 	},
