@@ -98,7 +98,7 @@ const DefaultMaxBodyBytes = 4 << 20
 // 256 bytes of the largest page admitted. The densest pages measured have
 // 252 to 259 bytes per kept series (single-engine vLLM V0 and SGLang pages,
 // fixtures 02 and 04) and data-parallel vLLM V1 pages 407 to 445 (the demo
-// upstream, 109 kept series an engine with its NIXL histograms, ~107 engines in 4 MiB), so a page
+// upstream, 110 kept series an engine with its NIXL histograms, ~107 engines in 4 MiB), so a page
 // within the size limit is never cut by the series limit.
 const DefaultMaxSeries = DefaultMaxBodyBytes / 256
 
