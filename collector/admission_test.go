@@ -11,11 +11,11 @@ import (
 )
 
 // The demo's admission scenario through the whole pipeline on a fake
-// clock: before the inflow rises the server refuses nothing and the
-// sidecar says so (at_cap 0, no refusals); a minute after, it refuses part
-// of the inflow and both /metrics and the compatibility page say it is at
-// its cap, per model (vLLM counts refusals without engine), with the
-// refused share of the window's attempts.
+// clock: before the inflow rises the cap refuses part of the bursts (under
+// 30 % of the attempts); a minute after, it refuses most of the surplus
+// and both /metrics and the compatibility page say it is at its cap, per
+// model (vLLM counts refusals without engine), with the refused share of
+// the window's attempts.
 func TestDemoAdmissionScenario(t *testing.T) {
 	const shift = 90 * time.Second
 	clock := newFakeClock()
@@ -41,11 +41,11 @@ func TestDemoAdmissionScenario(t *testing.T) {
 	}
 	scrapeUntil(shift - 10*time.Second)
 	page := samplesOf(t, get(t, c.MetricsHandler(), "/metrics", nil).Body.Bytes())
-	if v, ok := page[atCap]; !ok || v != 0 {
-		t.Errorf("before the shift: at_cap %v (present %v), want 0: the counter says nothing was refused", v, ok)
+	if _, ok := page[atCap]; !ok {
+		t.Error("before the shift: no at_cap, though the page has the rejection counter")
 	}
-	if v, ok := page[rate]; !ok || v != 0 {
-		t.Errorf("before the shift: %v refusals a second (present %v), want 0", v, ok)
+	if v, ok := page[ratio]; !ok || v > 0.3 {
+		t.Errorf("before the shift: refused share %v (present %v), want under 0.3", v, ok)
 	}
 	scrapeUntil(70 * time.Second)
 	page = samplesOf(t, get(t, c.MetricsHandler(), "/metrics", nil).Body.Bytes())
@@ -55,7 +55,7 @@ func TestDemoAdmissionScenario(t *testing.T) {
 	if v := page[rate]; !(v > 0) {
 		t.Errorf("a minute after the shift: %v refusals a second, want some", v)
 	}
-	if v := page[ratio]; !(v > 0.1 && v < 0.9) {
+	if v := page[ratio]; !(v > 0.4 && v < 0.9) {
 		t.Errorf("a minute after the shift: refused share %v, want a good part of a 2.5 times higher inflow", v)
 	}
 	for name := range page {

@@ -19,29 +19,12 @@ import (
 // both rings (measured as the heap freed when both are dropped). Run it once: go test -run '^$' -bench DiagnosisMemory -benchtime 1x ./collector
 func BenchmarkDiagnosisMemory(b *testing.B) {
 	for range b.N {
-		clock := newFakeClock()
-		up, err := demo.New(demo.Options{Now: clock.Now, Seed: 1, Engines: 16, Scenario: demo.ScenarioSteady})
-		if err != nil {
-			b.Fatal(err)
-		}
-		mapper := testMapper(b, mapping.Options{})
-		in := &diagnosisInput{}
-		d, err := diagnosis.New(diagnosis.Options{Window: diagnosis.DefaultWindow, Baseline: diagnosis.DefaultBaseline, MinChange: diagnosis.DefaultMinChange, Interval: 2 * time.Second})
-		if err != nil {
-			b.Fatal(err)
-		}
+		up, in, d, observe := demoDiagnosis(b, 16, demo.ScenarioSteady, 0)
 		models := 0
 		for range 32 * 30 {
-			clock.Advance(2 * time.Second)
-			fams, _, err := exposition.Parse(up.Page(), exposition.ContentTypeText, exposition.ParseOptions{})
-			if err != nil {
-				b.Fatal(err)
-			}
-			norm, _ := mapper.Normalize(exposition.DropCreated(fams))
-			roles := mapper.Catalogue().Roles()
-			obs := in.observations(norm, viewGauges(norm, roles, mapper.StyleName), roles, "vllm", "")
+			obs := observe()
 			models = len(obs)
-			d.Observe(clock.Now(), obs)
+			d.Observe(up.now(), obs)
 		}
 		// The heap with the state held, then without it.
 		var held, released runtime.MemStats
@@ -55,6 +38,67 @@ func BenchmarkDiagnosisMemory(b *testing.B) {
 		b.ReportMetric(float64(series), "series")
 		b.ReportMetric(float64(models), "models")
 		runtime.KeepAlive(up)
-		runtime.KeepAlive(mapper)
+	}
+}
+
+// benchDemo is a demo upstream on a fake clock, and its mapper.
+type benchDemo struct {
+	clock  *fakeClock
+	up     *demo.Upstream
+	mapper *mapping.Mapper
+}
+
+func (u *benchDemo) now() time.Time { return u.clock.Now() }
+
+// demoDiagnosis returns the demo with engines engines running scenario sc (shifting
+// after shift), a diagnosis input and a diagnoser with the default windows
+// for scrapes every 2 s, and observe, which advances the clock by 2 s and
+// returns the page's observations.
+func demoDiagnosis(b *testing.B, engines int, sc string, shift time.Duration) (*benchDemo, *diagnosisInput, *diagnosis.Diagnoser, func() []diagnosis.Observation) {
+	u := &benchDemo{clock: newFakeClock(), mapper: testMapper(b, mapping.Options{})}
+	var err error
+	u.up, err = demo.New(demo.Options{Now: u.clock.Now, Seed: 1, Engines: engines, Scenario: sc, ShiftAfter: shift})
+	if err != nil {
+		b.Fatal(err)
+	}
+	in := &diagnosisInput{}
+	d, err := diagnosis.New(diagnosis.Options{Window: diagnosis.DefaultWindow, Baseline: diagnosis.DefaultBaseline, MinChange: diagnosis.DefaultMinChange, Interval: 2 * time.Second})
+	if err != nil {
+		b.Fatal(err)
+	}
+	observe := func() []diagnosis.Observation {
+		u.clock.Advance(2 * time.Second)
+		fams, _, err := exposition.Parse(u.up.Page(), exposition.ContentTypeText, exposition.ParseOptions{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		norm, _ := u.mapper.Normalize(exposition.DropCreated(fams))
+		roles := u.mapper.Catalogue().Roles()
+		return in.observations(norm, viewGauges(norm, roles, u.mapper.StyleName), roles, "vllm", "")
+	}
+	return u, in, d, observe
+}
+
+// BenchmarkDiagnosisObserve measures the diagnosis's CPU per scrape: one
+// Observe (tests, rules, incident, report and gauges, charts not drawn) on
+// the 4-engine demo page with the default windows, once 32 minutes of
+// scrapes every 2 s have filled both rings; for the queueing scenario the
+// shift falls in the filled history, so an incident is open. The page's
+// parse and normalisation run outside the timer.
+func BenchmarkDiagnosisObserve(b *testing.B) {
+	for _, sc := range []string{demo.ScenarioSteady, demo.ScenarioQueueing} {
+		b.Run(sc, func(b *testing.B) {
+			up, _, d, observe := demoDiagnosis(b, 4, sc, 31*time.Minute)
+			for range 32 * 30 {
+				d.Observe(up.now(), observe())
+			}
+			b.ResetTimer()
+			for range b.N {
+				b.StopTimer()
+				obs := observe()
+				b.StartTimer()
+				d.Observe(up.now(), obs)
+			}
+		})
 	}
 }

@@ -31,9 +31,6 @@ func TestDiagnosisDemoScenarios(t *testing.T) {
 		base   = 150 * time.Second
 	)
 	for _, sc := range demo.Scenarios {
-		if sc == demo.ScenarioAdmission {
-			continue // the diagnosis has no cause for refusals at admission yet (issue 31)
-		}
 		if raceEnabled && sc != demo.ScenarioQueueing && sc != demo.ScenarioPreemptions {
 			// The race detector makes each scenario's minutes of simulated
 			// time ten times slower: two run under -race (a prefill cause
@@ -118,9 +115,6 @@ func TestDiagnosisDemoLongIncident(t *testing.T) {
 		base   = 60 * time.Second
 	)
 	for _, sc := range demo.Scenarios[1:] {
-		if sc == demo.ScenarioAdmission {
-			continue // the diagnosis has no cause for refusals at admission yet (issue 31)
-		}
 		if raceEnabled && sc != demo.ScenarioQueueing {
 			continue // ten times slower under -race: one scenario there, all without
 		}

@@ -634,10 +634,11 @@ func BenchmarkPage(b *testing.B) {
 	}
 }
 
-// The admission scenario: a pod with --max-num-queued-reqs at its batch
-// size of 12 (an engine). Before the shift nothing is refused; after it the inflow is
-// 2.5 times higher, waiting + running never pass the cap (waiting stays
-// 0), and the surplus is refused, each refusal counted once in
+// The admission scenario: a pod with --max-num-queued-reqs at about its
+// steady batch, 6 an engine. Before the shift the cap refuses part of the
+// bursts (under 30 % of the attempts); after it the inflow is 2.5 times
+// higher, waiting + running never pass the cap (nothing waits), and most
+// of the surplus is refused, each refusal counted once in
 // vllm:admission_rejections_total (per model, no engine) and once as an
 // HTTP 5xx of the API server.
 func TestAdmissionScenario(t *testing.T) {
@@ -669,6 +670,7 @@ func TestAdmissionScenario(t *testing.T) {
 			if _, err := tp.TextToMetricFamilies(bytes.NewReader(u.Page())); err != nil {
 				t.Fatalf("expfmt: %v", err)
 			}
+			first := parse(t, u.Page())
 			maxInFlight, maxWaiting := 0.0, 0.0
 			var atShift page
 			for s := time.Duration(0); s < shift+2*time.Minute; s += step {
@@ -683,29 +685,27 @@ func TestAdmissionScenario(t *testing.T) {
 				maxInFlight, maxWaiting = max(maxInFlight, inFlight), max(maxWaiting, waiting)
 				if s == shift-2*step { // the clock stands a step before the shift
 					atShift = p
-					if r := rejected(p); r != 0 {
-						t.Errorf("%d refusals before the shift, want none", int(r))
+					if r, ok := rejected(p), started(p)-started(first); r/(r+ok) > 0.3 {
+						t.Errorf("%v refused against %v started before the shift, want under 30 %%", r, ok)
 					}
 				}
 			}
 			last := parse(t, u.Page())
-			refused, ok := rejected(last), started(last)-started(atShift)
+			refused, ok := rejected(last)-rejected(atShift), started(last)-started(atShift)
 			if refused <= 0 {
 				t.Fatal("no request refused after the inflow rose past the cap")
 			}
-			if got := http5xx(last); got != refused {
-				t.Errorf("%v HTTP 5xx answers, %v refusals: each refusal is one 503", got, refused)
+			if got, want := http5xx(last), rejected(last); got != want {
+				t.Errorf("%v HTTP 5xx answers, %v refusals: each refusal is one 503", got, want)
 			}
-			// The cap holds: waiting + running never pass 12 an engine.
-			// With the cap at the batch size nothing waits on one engine;
-			// over several the balancer may leave a request or so waiting
-			// on one while another has room.
-			if limit := 12 * float64(engines); maxInFlight > limit || maxWaiting >= float64(engines) {
+			// The cap holds: waiting + running never pass 6 an engine, and
+			// with the cap below the batch limit nothing waits.
+			if limit := 6 * float64(engines); maxInFlight > limit || maxWaiting != 0 {
 				t.Errorf("waiting + running reached %v (waiting %v), want at most the cap %v and fewer than %d waiting", maxInFlight, maxWaiting, limit, engines)
 			}
 			// 2.5 times the inflow of a pod that served it with room to
 			// spare: a good part of it is refused.
-			if share := refused / (refused + ok); share < 0.2 || share > 0.8 {
+			if share := refused / (refused + ok); share < 0.4 || share > 0.9 {
 				t.Errorf("%v refused against %v started after the shift: share %.2f, want a good part of the surplus", refused, ok, share)
 			}
 			t.Logf("%d engines: %v refused, %v started after the shift", engines, refused, ok)

@@ -4,25 +4,37 @@ import (
 	"fmt"
 	"strings"
 	"time"
+
+	"github.com/fos-study/vllm-normalizer/diagnosis"
 )
 
 // Scenarios: a steady load, or a steady load that after Options.ShiftAfter
 // changes exactly one thing, so that the diagnosis has one cause to find.
+// A shift is named by the cause it should be diagnosed as (the cause
+// records of package diagnosis).
 const (
 	ScenarioSteady            = "steady"
-	ScenarioQueueing          = "queueing"
-	ScenarioLongPrompts       = "long_prompts"
-	ScenarioPrefixCacheMisses = "prefix_cache_misses"
-	ScenarioBatchGrowth       = "batch_growth"
-	ScenarioPreemptions       = "preemptions"
-	ScenarioLongOutputs       = "long_outputs"
-	ScenarioAdmission         = "admission"
+	ScenarioQueueing          = diagnosis.CauseQueueing
+	ScenarioLongPrompts       = diagnosis.CauseLongPrompts
+	ScenarioPrefixCacheMisses = diagnosis.CausePrefixCacheMisses
+	ScenarioBatchGrowth       = diagnosis.CauseBatchGrowth
+	ScenarioPreemptions       = diagnosis.CausePreemptions
+	ScenarioLongOutputs       = diagnosis.CauseLongOutputs
+	ScenarioAdmission         = diagnosis.CauseAdmission
 )
 
-// Scenarios lists every scenario, steady first.
-var Scenarios = []string{
-	ScenarioSteady, ScenarioQueueing, ScenarioLongPrompts, ScenarioPrefixCacheMisses,
-	ScenarioBatchGrowth, ScenarioPreemptions, ScenarioLongOutputs, ScenarioAdmission,
+// Scenarios lists every scenario, steady first, then one per cause record
+// that has one, in the records' order (TestScenarioPerCause).
+var Scenarios = scenarioNames()
+
+func scenarioNames() []string {
+	out := []string{ScenarioSteady}
+	for _, c := range diagnosis.Causes() {
+		if c.NoDemo == "" {
+			out = append(out, c.Name)
+		}
+	}
+	return out
 }
 
 // DefaultShiftAfter is when a scenario shifts, counted from the start of
@@ -68,11 +80,13 @@ func scenarioLoads(name string) (before, after load) {
 	case ScenarioPreemptions:
 		after.kvCapacity /= 30 // less KV cache (another process took GPU memory)
 	case ScenarioAdmission:
-		// The queueing pod with --max-num-queued-reqs at its batch size:
-		// when the inflow rises, nothing queues (waiting stays 0, running
-		// at its limit) and the surplus is refused at admission.
+		// --max-num-queued-reqs at about the steady load's batch (6 an
+		// engine; it holds 12): before the shift the cap refuses part of
+		// each burst (a fifth of the attempts or so); when the inflow
+		// rises 2.5 times, nothing queues, the batch stays at the cap and
+		// its latency where it was, and most of the surplus is refused.
 		before.maxRunning, after.maxRunning = 12, 12
-		before.queuedCap, after.queuedCap = 12, 12
+		before.queuedCap, after.queuedCap = 6, 6
 		after.rate *= 2.5
 	case ScenarioLongOutputs:
 		// On a pod with room in the batch for three times the outputs: at

@@ -388,13 +388,13 @@ func (d *Diagnoser) diagnose(m string, tr *track, t int64) ModelReport {
 		mr.Baseline = windowInfo(d.wall(from), ref)
 	}
 	var sym [numSymptoms]bool
-	var causes [numCauses]bool
+	var named causeSet
 	if in.open && in.named {
 		for y := range sym {
 			sym[y] = in.sym[y].on
 		}
 		for k := range causes {
-			causes[k] = in.cause[k].on
+			named[k] = in.cause[k].on
 		}
 	}
 	var held *evaluation
@@ -402,9 +402,12 @@ func (d *Diagnoser) diagnose(m string, tr *track, t int64) ModelReport {
 		held = &lenient
 	}
 	if anyTrue(topoOn[:]) {
-		causes[kUnexplained] = false // a topology finding explains the symptom
+		named[kUnexplained] = false // a topology finding explains the symptom
 	}
-	mr.fill(ready, &ev, held, sym, causes, &recent, ref)
+	for k := range causes {
+		named[k] = named[k] || topoOn[k]
+	}
+	mr.fill(ready, &ev, held, sym, named, &recent, ref)
 	mr.fillTopology(ready, &tr.topo, topoOn)
 	mr.Readiness.Topology = d.topoNotes(&tr.topo)
 	if in.open && in.named && ready {

@@ -157,7 +157,7 @@ func sorted(s []string) []string {
 func TestSteadyIsAllZero(t *testing.T) {
 	_, fams, rep := run(t, testOpts, timeline(700, 0, healthy))
 	sy, ca := values(fams, FamilySymptom, "symptom"), values(fams, FamilyCause, "cause")
-	if len(sy) != numSymptoms || len(ca) != numCauses+numTopo {
+	if len(sy) != numSymptoms || len(ca) != len(causes) {
 		t.Fatalf("want every symptom and cause present, got %v %v", sy, ca)
 	}
 	if a := append(active(sy), active(ca)...); len(a) != 0 {

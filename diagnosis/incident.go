@@ -39,9 +39,9 @@ type incidentState struct {
 	// baseStart and baseEnd bound the frozen baseline.
 	baseStart, baseEnd int64
 	sym                [numSymptoms]hysteresis
-	cause              [numCauses]hysteresis
-	calm               int   // consecutive evaluations without a symptom, before naming
-	uncausedSince      int64 // -1: some cause is named, or no symptom
+	cause              [maxCauses]hysteresis // by record
+	calm               int                   // consecutive evaluations without a symptom, before naming
+	uncausedSince      int64                 // -1: some cause is named, or no symptom
 	// After an incident, the rolling baseline still holds it for a
 	// while: the frozen one stays the reference until ended + window +
 	// baseline.
@@ -97,21 +97,24 @@ func (in *incidentState) step(t, w int64, ev, lenient, long *evaluation, ref *st
 	}
 	// Causes are looked for on the incident's symptoms, which outlive a
 	// noisy evaluation, strict to name and lenient to hold.
-	var prev [numCauses]bool
-	for k := range prev {
+	var prev causeSet
+	for k := range causes {
 		prev[k] = in.cause[k].on
 	}
-	strict, hold := causesFor(ev, lenient, sym, prev), causesFor(lenient, lenient, sym, prev)
+	strict, hold := causesFor(ev, lenient, sym, &prev), causesFor(lenient, lenient, sym, &prev)
 	if long != nil {
 		// A named cause also holds on the last few windows together: a
 		// rate of a few events per window is significant over several.
-		lh := causesFor(long, long, sym, prev)
+		lh := causesFor(long, long, sym, &prev)
 		for k := range hold {
 			hold[k] = hold[k] || lh[k]
 		}
 	}
 	named := false
-	for k := range kUnexplained {
+	for k := range causes {
+		if causes[k].rule == nil {
+			continue
+		}
 		raw := strict[k]
 		if in.cause[k].on {
 			raw = hold[k]
@@ -122,7 +125,7 @@ func (in *incidentState) step(t, w int64, ev, lenient, long *evaluation, ref *st
 	// window's requests are affected; the means that explain it move in
 	// proportion to the affected share. So a symptom is unexplained only
 	// once it has gone a whole recent window without any cause.
-	if anyTrue(sym[:]) && !named && !anyTrue(strict[:kUnexplained]) {
+	if anyTrue(sym[:]) && !named && !anyTrue(strict[:]) {
 		if in.uncausedSince < 0 {
 			in.uncausedSince = t
 		}

@@ -1,13 +1,3 @@
-// Package diagnosis does the operators' triage of a throughput or latency
-// regression automatically: it compares each signal over a recent window
-// with the same signal over a baseline window that ends where the recent one
-// starts (the pod against its own past, never against absolute thresholds),
-// and applies the five-step reasoning (TTFT against inter-token latency,
-// waiting against running, KV cache and preemptions, traffic shape, then
-// configuration and hardware) to name the likely causes.
-//
-// It knows nothing of metric names: its input is one Observation per model
-// and successful scrape, built by an adapter from the normalised page.
 package diagnosis
 
 // Observation is what one successful scrape says about one model, with the
@@ -55,6 +45,9 @@ type Observation struct {
 	// bounds and NaN where the server prints none.
 	KVTransferTime     Histogram
 	KVTransferFailures float64
+	// Rejections are the requests the server refused at admission (HTTP
+	// 503 at a queue cap, vLLM 0.29 on); NaN where it prints none.
+	Rejections float64
 }
 
 // EngineLoad is one data-parallel engine's gauges now.

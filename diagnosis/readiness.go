@@ -140,9 +140,9 @@ func (d *Diagnoser) incidentReport(in *incidentState, t int64, mr *ModelReport) 
 				signalInfo[s.index].what, ratioWords(&s), formatNumber(s.Recent), s.Unit, formatNumber(s.Baseline), s.Unit))
 		}
 	}
-	for _, c := range mr.Causes {
-		if w, ok := causeWords[c.Name]; ok && c.Active {
-			inc.Causes = append(inc.Causes, Action{Cause: c.Name, Sentence: w.sentence, Action: w.action})
+	for k, c := range mr.Causes {
+		if r := &causes[k]; c.Active && r.finding == nil {
+			inc.Causes = append(inc.Causes, Action{Cause: c.Name, Sentence: r.Sentence, Action: r.Action})
 		}
 	}
 	inc.Causes = append(inc.Causes, mr.Topology...)

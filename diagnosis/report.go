@@ -175,67 +175,63 @@ func windowInfo(start time.Time, sv *stats) WindowInfo {
 	return w
 }
 
-// steps lays the signals and findings out in the operators' order.
+// steps lays the signals and symptoms out in the operators' order; the
+// causes each step decides are the records of that Step.
 var steps = []struct {
 	title, question string
 	signals         []int
 	symptoms        []int
-	causes          []int
 }{
 	{"Prefill or decode", "Did time to first token rise, inter-token latency, or both? Prefill and decode problems have no causes in common.",
-		[]int{sTTFT, sITL, sGenTPS}, []int{yTTFT, yITL, yThroughput}, nil},
+		[]int{sTTFT, sITL, sGenTPS}, []int{yTTFT, yITL, yThroughput}},
 	{"Saturation", "Did more requests wait (inflow above capacity), or did the running batch grow (more work per step)?",
-		[]int{sWaiting, sRunning}, nil, []int{kQueueing, kBatchGrowth}},
+		[]int{sWaiting, sRunning}, nil},
 	{"Memory", "Did preemptions rise? Each one recomputes a whole prefill. KV usage alone is no problem.",
-		[]int{sKV, sPreempt}, nil, []int{kPreemptions}},
+		[]int{sKV, sPreempt}, nil},
 	{"Traffic", "Did prompts or outputs get longer, or the prefix-cache hit ratio fall (a routing change, new instances)?",
-		[]int{sPromptMean, sGenMean, sHitRatio}, nil, []int{kLongPrompts, kLongOutputs, kPrefixMisses}},
+		[]int{sPromptMean, sGenMean, sHitRatio}, nil},
 	{"Topology", "Does one data-parallel rank queue while others idle? On a prefill/decode pair: is KV slower to arrive, do transfers fail, is the prefill pool saturated?",
-		nil, nil, nil},
+		nil, nil},
 	{"Configuration and hardware", "A symptom none of the above explains: look at tensor-parallel configuration, max_num_batched_tokens and the hardware.",
-		nil, nil, []int{kUnexplained}},
+		nil, nil},
 }
 
-// topologyStep is the index of the topology step, filled by fillTopology.
-const topologyStep = 4
+// topologyStep is the index of the topology step, whose signals
+// fillTopology adds; topologyStepNumber its number.
+const (
+	topologyStep       = 4
+	topologyStepNumber = topologyStep + 1
+)
 
-// fillTopology writes the topology findings and their evidence into the
-// report: the causes, the topology step's signals and verdict, and the
-// named findings' sentences.
-func (mr *ModelReport) fillTopology(ready bool, ts *topoState, on [numTopo]bool) {
+// fillTopology writes the topology findings' evidence into the report:
+// the topology step's signals, and the named findings' sentences.
+func (mr *ModelReport) fillTopology(ready bool, ts *topoState, on causeSet) {
 	e := &ts.last
 	mr.Topology = []Action{}
 	st := &mr.Steps[topologyStep]
-	var active []string
-	for k, n := range topoNames {
-		f := Finding{n, ready && on[k]}
-		mr.Causes = append(mr.Causes, f)
-		st.Findings = append(st.Findings, f)
-		if f.Active {
-			active = append(active, topoWords[k].short)
-			mr.Topology = append(mr.Topology, Action{Cause: n, Sentence: topoSentence(k, e), Action: topoWords[k].action})
+	for k := range causes {
+		c := &causes[k]
+		if c.finding == nil {
+			continue
 		}
-	}
-	for i, info := range topoSignalInfo {
-		judged := [numTopoSignals]bool{zImbalance: e.rankCovered, zXferP90: e.judged[tXferSlow],
-			zXferFail: e.judged[tXferFail], zBacklog: e.judged[tPrefillSat]}
-		if !ready || !judged[i] {
+		if ready && on[k] {
+			sentence := c.Sentence
+			if c.sentenceOf != nil {
+				sentence = c.sentenceOf(e)
+			}
+			mr.Topology = append(mr.Topology, Action{Cause: c.Name, Sentence: sentence, Action: c.Action})
+		}
+		i := c.signal
+		if !ready || !e.judged[k] {
 			continue // the page or the role cannot feed it
 		}
+		info := topoSignalInfo[i]
 		ch := e.change[i]
 		st.Signals = append(st.Signals, SignalReport{
 			Signal: info.name, Description: info.what, Unit: info.unit,
 			Recent: finite(e.recent[i]), Baseline: finite(e.base[i]), Ratio: finite(e.ratio[i]), Change: ch,
 			PValue: finite(e.p[i]), Bad: ch == ChangeUp, Chart: []ChartPoint{}, index: -1, ratio: e.ratio[i],
 		})
-	}
-	switch {
-	case !ready:
-		st.Verdict = "not judged"
-	case len(active) > 0:
-		st.Verdict = "found: " + strings.Join(active, ", ")
-	default:
-		st.Verdict = "nothing changed here"
 	}
 }
 
@@ -245,16 +241,17 @@ func (mr *ModelReport) fillTopology(ready bool, ts *topoState, on [numTopo]bool)
 var hurts = [numSignals]Change{sTTFT: ChangeUp, sITL: ChangeUp, sGenTPS: ChangeDown, sWaiting: ChangeUp, sRunning: ChangeUp,
 	sPreempt: ChangeUp, sPromptMean: ChangeUp, sGenMean: ChangeUp, sHitRatio: ChangeDown}
 
-// fill writes the evaluation and the incident's verdicts into the report.
-// During an incident, held is the lenient evaluation: a signal that holds
-// the incident is marked bad while it does; nil otherwise.
-func (mr *ModelReport) fill(ready bool, ev, held *evaluation, sym [numSymptoms]bool, causes [numCauses]bool, recent, base *stats) {
+// fill writes the evaluation and the incident's verdicts into the report:
+// named are the causes and topology findings named, by record. During an
+// incident, held is the lenient evaluation: a signal that holds the
+// incident is marked bad while it does; nil otherwise.
+func (mr *ModelReport) fill(ready bool, ev, held *evaluation, sym [numSymptoms]bool, named causeSet, recent, base *stats) {
 	mr.Symptoms, mr.Causes = []Finding{}, []Finding{}
 	for i, n := range symptomNames {
 		mr.Symptoms = append(mr.Symptoms, Finding{n, ready && sym[i]})
 	}
-	for i, n := range causeNames {
-		mr.Causes = append(mr.Causes, Finding{n, ready && causes[i]})
+	for k := range causes {
+		mr.Causes = append(mr.Causes, Finding{causes[k].Name, ready && named[k]})
 	}
 	for n, st := range steps {
 		s := Step{Number: n + 1, Title: st.title, Question: st.question, Signals: []SignalReport{}, Findings: []Finding{}}
@@ -268,23 +265,20 @@ func (mr *ModelReport) fill(ready bool, ev, held *evaluation, sym [numSymptoms]b
 				PValue: finite(ev.p[i]), Bad: bad, Chart: []ChartPoint{}, index: i, ratio: r,
 			})
 		}
-		var active []string
 		for _, y := range st.symptoms {
 			s.Findings = append(s.Findings, mr.Symptoms[y])
-			if mr.Symptoms[y].Active {
-				active = append(active, mr.Symptoms[y].Name)
-			}
 		}
-		for _, k := range st.causes {
+		var active []string
+		for k := range causes {
+			if causes[k].Step != s.Number {
+				continue
+			}
 			s.Findings = append(s.Findings, mr.Causes[k])
 			if mr.Causes[k].Active {
-				active = append(active, mr.Causes[k].Name)
+				active = append(active, causes[k].Short)
 			}
 		}
 		s.Verdict = verdict(n, ready, sym, active)
-		if n == topologyStep {
-			s.Verdict = ""
-		}
 		mr.Steps = append(mr.Steps, s)
 	}
 }
@@ -310,33 +304,5 @@ func verdict(step int, ready bool, sym [numSymptoms]bool, active []string) strin
 	if len(active) == 0 {
 		return "nothing changed here"
 	}
-	out := "found: "
-	for k, a := range active {
-		if k > 0 {
-			out += ", "
-		}
-		out += causeWords[a].short
-	}
-	return out
-}
-
-// causeWords say each cause in plain words, with what to do.
-var causeWords = map[string]struct{ short, sentence, action string }{
-	CauseQueueing: {"requests queueing", "Requests are queueing: inflow is above what the pod can serve.",
-		"Add replicas or shed load; check that the router spreads requests across pods."},
-	CauseLongPrompts: {"longer prompts", "Prompts got longer: each prefill does more work.",
-		"Find the client or feature that sends longer prompts; add prefill capacity or cap the prompt length."},
-	CausePrefixCacheMisses: {"prefix-cache misses", "The prefix cache hits less: prompt work it used to skip is recomputed.",
-		"Check the routing (prefix-aware routing, new or restarted pods) before touching the server."},
-	CauseBatchGrowth: {"a larger batch", "More requests run at once: every step takes longer.",
-		"Traffic grew within the batch limit: add replicas, or lower max_num_seqs to trade throughput for latency."},
-	CausePreemptions: {"preemptions", "Requests are being preempted: the KV cache is too small for the load, and each preemption redoes a prefill.",
-		"Free GPU memory for the KV cache (gpu_memory_utilization, another process on the GPU), lower max_num_seqs, or add replicas."},
-	CauseLongOutputs: {"longer outputs", "Outputs got longer: each request stays in the batch longer.",
-		"Check the clients' max_tokens; add decode capacity."},
-	CauseUnexplained: {"no cause in load, queue, memory or traffic", "Latency rose with no change in load, queue, memory or traffic.",
-		"Look at the configuration (tensor parallelism, max_num_batched_tokens) and the hardware (throttling, a failing GPU, a noisy neighbour)."},
-	SymptomTTFTUp:         {"time to first token up", "", ""},
-	SymptomITLUp:          {"inter-token latency up", "", ""},
-	SymptomThroughputDown: {"throughput down", "", ""},
+	return "found: " + strings.Join(active, ", ")
 }

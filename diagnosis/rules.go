@@ -2,20 +2,11 @@ package diagnosis
 
 import "math"
 
-// Symptom and cause names: the values of the symptom and cause labels, a
-// public contract.
+// Symptom names: the values of the symptom label, a public contract.
 const (
 	SymptomTTFTUp         = "ttft_up"
 	SymptomITLUp          = "itl_up"
 	SymptomThroughputDown = "throughput_down"
-
-	CauseQueueing          = "queueing"
-	CauseLongPrompts       = "long_prompts"
-	CausePrefixCacheMisses = "prefix_cache_misses"
-	CauseBatchGrowth       = "batch_growth"
-	CausePreemptions       = "preemptions"
-	CauseLongOutputs       = "long_outputs"
-	CauseUnexplained       = "unexplained"
 )
 
 const (
@@ -25,23 +16,7 @@ const (
 	numSymptoms
 )
 
-const (
-	kQueueing = iota
-	kLongPrompts
-	kPrefixMisses
-	kBatchGrowth
-	kPreemptions
-	kLongOutputs
-	kUnexplained
-	numCauses
-)
-
 var symptomNames = [numSymptoms]string{SymptomTTFTUp, SymptomITLUp, SymptomThroughputDown}
-
-var causeNames = [numCauses]string{
-	CauseQueueing, CauseLongPrompts, CausePrefixCacheMisses, CauseBatchGrowth,
-	CausePreemptions, CauseLongOutputs, CauseUnexplained,
-}
 
 // Change is how a signal moved from the baseline to the recent window.
 type Change string
@@ -124,58 +99,6 @@ func firstPositive(vs ...float64) float64 {
 		}
 	}
 	return math.NaN()
-}
-
-// causesFor applies the cause rules to e, given the symptoms that hold
-// (those of the incident, which outlive a noisy evaluation) and the causes
-// already named, which keep excluding the causes they explain. What
-// excludes a cause is read from ex, the lenient evaluation: a cause is
-// named on strong evidence of its own only while the competing
-// explanation does not even look present.
-func causesFor(e, ex *evaluation, sym [numSymptoms]bool, named [numCauses]bool) [numCauses]bool {
-	var c [numCauses]bool
-	up := func(s int) bool { return e.change[s] == ChangeUp }
-	down := func(s int) bool { return e.change[s] == ChangeDown }
-	exUp := func(s int) bool { return ex.change[s] == ChangeUp }
-	exDown := func(s int) bool { return ex.change[s] == ChangeDown }
-	// Prefill and decode problems have no causes in common, so each side's
-	// causes are looked for only when that side got slower. When only
-	// throughput fell, the split says nothing and both sides are looked at.
-	split := sym[yTTFT] || sym[yITL]
-	prefill := sym[yTTFT] || (!split && sym[yThroughput])
-	decode := sym[yITL] || (!split && sym[yThroughput])
-
-	// Step 3 first, since step 2 depends on it: a preemption recomputes a
-	// whole prefill (prefill work) and stalls a running request (decode),
-	// so it explains either side, if there are enough of them to.
-	c[kPreemptions] = (prefill || decode) && up(sPreempt) && e.excessPreemptions >= e.preemptionShare
-	// Step 2. Preempted requests go back to the waiting queue, so a queue
-	// that grew with preemptions is memory, not inflow: while preemptions
-	// even look up in numbers that could explain it (the lenient reading),
-	// queueing waits, so a burst's first seconds are not called queueing.
-	exPreempt := exUp(sPreempt) && ex.excessPreemptions >= ex.preemptionShare
-	c[kQueueing] = prefill && up(sWaiting) && !c[kPreemptions] && !named[kPreemptions] && !exPreempt
-	// More requests in the batch make every step slower, prefill steps
-	// included, so a grown batch explains either side; but a batch that
-	// grew while requests queued reached its limit (queueing), and one that
-	// grew with the work per request (longer prompts or outputs, fewer
-	// prefix-cache hits) holds each request longer: more requests at once
-	// is then the effect.
-	c[kBatchGrowth] = (prefill || decode) && up(sRunning) && !exUp(sWaiting) && !exUp(sPromptMean) && !exUp(sGenMean) && !exDown(sHitRatio) &&
-		!named[kQueueing] && !named[kLongPrompts] && !named[kLongOutputs] && !named[kPrefixMisses]
-	// Step 4: the traffic changed.
-	c[kLongPrompts] = prefill && up(sPromptMean)
-	c[kPrefixMisses] = prefill && down(sHitRatio)
-	// Longer outputs keep each request in the batch longer, so the batch
-	// grows and every step slows, prefill steps included: either side.
-	c[kLongOutputs] = (prefill || decode) && up(sGenMean)
-	// Step 5: a symptom none of the above explains.
-	any := false
-	for _, x := range c[:kUnexplained] {
-		any = any || x
-	}
-	c[kUnexplained] = (sym[yTTFT] || sym[yITL] || sym[yThroughput]) && !any
-	return c
 }
 
 // testSignal is the p-value of signal i having moved in direction dir, with

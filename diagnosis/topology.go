@@ -15,30 +15,13 @@ import (
 // are tested like the rest (docs/diagnosis.md, "Topology findings") and
 // named and cleared through the same hysteresis.
 
-// Cause names of the topology findings, values of the cause label.
-const (
-	CauseRankImbalance      = "rank_imbalance"
-	CauseKVTransferSlow     = "kv_transfer_slow"
-	CauseKVTransferFailures = "kv_transfer_failures"
-	CausePrefillSaturated   = "prefill_saturated"
-)
-
-const (
-	tRank = iota
-	tXferSlow
-	tXferFail
-	tPrefillSat
-	numTopo
-)
-
-var topoNames = [numTopo]string{CauseRankImbalance, CauseKVTransferSlow, CauseKVTransferFailures, CausePrefillSaturated}
-
 // Signal names of the topology step, values of the signal label.
 const (
 	SignalEngineImbalanceRatio   = "engine_imbalance_ratio"
 	SignalKVTransferP90          = "kv_transfer_p90"
 	SignalKVTransferFailureRatio = "kv_transfer_failure_ratio"
 	SignalPrefillBacklogSeconds  = "prefill_backlog_seconds"
+	SignalAdmissionRejectedRatio = "admission_rejected_ratio"
 )
 
 const (
@@ -46,6 +29,7 @@ const (
 	zXferP90
 	zXferFail
 	zBacklog
+	zRefused
 	numTopoSignals
 )
 
@@ -54,17 +38,20 @@ var topoSignalInfo = [numTopoSignals]struct{ name, unit, what string }{
 	zXferP90:   {SignalKVTransferP90, "s", "KV-transfer duration, 90th percentile"},
 	zXferFail:  {SignalKVTransferFailureRatio, "ratio", "failed KV transfers per transfer attempted"},
 	zBacklog:   {SignalPrefillBacklogSeconds, "s", "waiting prompt tokens over prompt tokens per second"},
+	zRefused:   {SignalAdmissionRejectedRatio, "ratio", "requests refused at admission per request attempted (refused or started)"},
 }
 
 // Inputs of the topology findings, keys of SetInputNames.
 const (
 	InputKVTransferTime     = "kv_transfer_time"
 	InputKVTransferFailures = "kv_transfer_failures"
+	InputRejections         = "admission_rejections"
 )
 
 func init() {
 	inputWhat[InputKVTransferTime] = "a KV-transfer duration histogram"
 	inputWhat[InputKVTransferFailures] = "a failed KV-transfer counter"
+	inputWhat[InputRejections] = "a counter of requests refused at admission"
 }
 
 // Thresholds of the rank finding, in requests: a queueing rank has at
@@ -85,11 +72,12 @@ type rankSnap struct {
 type topoState struct {
 	role               string
 	xferSeen, failSeen bool // printed on the latest page
-	engines            int  // on the latest page
+	rejSeen            bool
+	engines            int // on the latest page
 	// snaps keeps one snapshot per fine slot over the recent window, and
 	// the newest at or before its start.
 	snaps []rankSnap
-	hyst  [numTopo]hysteresis
+	hyst  [maxCauses]hysteresis // of the findings' records
 	// Outside an incident, a change found by a baseline-based finding
 	// freezes its own baseline until it clears, as an incident does.
 	frozen             bool
@@ -105,6 +93,7 @@ func (ts *topoState) observe(t int64, o *Observation, res int64) {
 	ts.role = o.Role
 	ts.xferSeen = validHistogram(o.KVTransferTime)
 	ts.failSeen = !math.IsNaN(o.KVTransferFailures) && !math.IsInf(o.KVTransferFailures, 0)
+	ts.rejSeen = !math.IsNaN(o.Rejections) && !math.IsInf(o.Rejections, 0)
 	loads := make([]EngineLoad, 0, len(o.Engines))
 	for _, e := range o.Engines {
 		if !math.IsNaN(e.Running+e.Waiting) && !math.IsInf(e.Running+e.Waiting, 0) {
@@ -133,12 +122,12 @@ func (ts *topoState) prune(cut int64) {
 
 // topoEval is one evaluation of the topology findings.
 type topoEval struct {
-	strict, hold   [numTopo]bool
+	strict, hold   causeSet // by record
+	judged         causeSet // the page and the role feed the finding
 	recent, base   [numTopoSignals]float64
 	ratio, p       [numTopoSignals]float64
 	change         [numTopoSignals]Change
 	queued, idle   []string // ranks, for the sentence
-	judged         [numTopo]bool
 	rankCovered    bool
 	backlogJudged  bool
 	failuresBacked bool
@@ -150,7 +139,7 @@ type topoEval struct {
 // the queueing rank's share is Binomial(n, 1/2). The test takes the window
 // means, not the sum over scrapes (a queue persists from one scrape to the
 // next), and is exact for the few requests of small ranks.
-func (ts *topoState) ranks(e *topoEval, t, w int64, minChange, alpha, holdAlpha float64) {
+func (ts *topoState) ranks(e *topoEval, k int, t, w int64, minChange, alpha, holdAlpha float64) {
 	e.recent[zImbalance] = math.NaN()
 	if len(ts.snaps) == 0 || ts.snaps[0].t > t-w {
 		return
@@ -191,7 +180,7 @@ func (ts *topoState) ranks(e *topoEval, t, w int64, minChange, alpha, holdAlpha 
 	if n < 2 || len(es) < 2 {
 		return
 	}
-	e.rankCovered, e.judged[tRank] = true, true
+	e.rankCovered, e.judged[k] = true, true
 	slices.SortFunc(es, func(a, b *acc) int { return compareRank(a.name, b.name) })
 	sum, top := 0.0, 0.0
 	for _, a := range es {
@@ -232,9 +221,9 @@ func (ts *topoState) ranks(e *topoEval, t, w int64, minChange, alpha, holdAlpha 
 			e.idle = append(e.idle, a.name)
 		}
 	}
-	e.strict[tRank] = len(e.queued) > 0
-	e.hold[tRank] = heldQ && heldI
-	if e.recent[zImbalance] >= 1+minChange && e.strict[tRank] {
+	e.strict[k] = len(e.queued) > 0
+	e.hold[k] = heldQ && heldI
+	if e.recent[zImbalance] >= 1+minChange && e.strict[k] {
 		e.change[zImbalance] = ChangeUp
 	}
 }
@@ -262,84 +251,141 @@ func topoSignals(s *stats) (v [numTopoSignals]float64) {
 	if rate := ratio(s.c[cPromptTokens], s.seconds); rate > 0 {
 		v[zBacklog] = s.gMean[gWaiting] * s.v[sPromptMean] / rate
 	}
+	v[zRefused] = math.NaN()
+	if s.c[cRejections] >= 0 && s.started >= 0 {
+		v[zRefused] = ratio(s.c[cRejections], s.c[cRejections]+s.started)
+	}
 	return v
 }
 
-// evaluateTopology tests the topology findings, recent against base, at
-// alpha to name and holdAlpha to hold.
+// admissionRefused: more of the attempted requests refused at admission
+// (refused over refused plus started), on any role. It needs no latency
+// symptom: a pod at its cap keeps its queue short and its latency flat
+// while it turns clients away.
+func (ts *topoState) admissionRefused(x *topoInput, e *topoEval, k int) {
+	recent, base := x.recent, x.base
+	if !ts.rejSeen || !(recent.c[cRejections] >= 0) || !(base.c[cRejections] >= 0) || !(recent.started >= 0) || !(base.started >= 0) {
+		return
+	}
+	e.judged[k] = true
+	a1 := recent.c[cRejections] + recent.started
+	a0 := base.c[cRejections] + base.started
+	p := 1.0
+	if a1 >= x.ru.minRequests && a0 >= x.ru.minRequests {
+		p = fisher(recent.c[cRejections], a1, base.c[cRejections], a0, +1)
+	}
+	e.strict[k], e.hold[k] = x.sig(e, zRefused, p)
+}
+
+// topoInput is what a topology finding's evaluation reads.
+type topoInput struct {
+	ru                 *rules
+	t, w               int64
+	recent, base       *stats
+	alpha, holdAlpha   float64
+	started1, started0 float64 // requests started in each window
+}
+
+// sig classifies topology signal i, recent against base, with the
+// p-value p of its rise: significant at alpha to name, at holdAlpha to
+// hold.
+func (x *topoInput) sig(e *topoEval, i int, p float64) (strict, hold bool) {
+	ch, r := compare(e.recent[i], e.base[i], x.ru.minChange)
+	e.change[i], e.ratio[i] = ch, r
+	if ch != ChangeUp {
+		return false, false
+	}
+	e.p[i] = p
+	if !(p <= x.alpha) {
+		e.change[i] = ChangeFlat
+	}
+	return p <= x.alpha, p <= x.holdAlpha
+}
+
+// evaluate tests the topology findings, recent against base, at alpha to
+// name and holdAlpha to hold.
 func (ts *topoState) evaluate(ru *rules, t, w int64, recent, base *stats, alpha, holdAlpha float64) topoEval {
 	var e topoEval
 	for i := range numTopoSignals {
 		e.ratio[i], e.p[i], e.change[i] = math.NaN(), math.NaN(), ChangeUnknown
 	}
-	ts.ranks(&e, t, w, ru.minChange, alpha, holdAlpha)
-	if e.rankCovered && e.change[zImbalance] != ChangeUp {
-		e.change[zImbalance] = ChangeFlat
-	}
 	rv, bv := topoSignals(recent), topoSignals(base)
 	for i := zXferP90; i < numTopoSignals; i++ {
 		e.recent[i], e.base[i] = rv[i], bv[i]
 	}
-	e.base[zImbalance] = math.NaN()
-	sig := func(i int, p float64) (strict, hold bool) {
-		ch, r := compare(e.recent[i], e.base[i], ru.minChange)
-		e.change[i], e.ratio[i] = ch, r
-		if ch != ChangeUp {
-			return false, false
+	e.recent[zImbalance], e.base[zImbalance] = math.NaN(), math.NaN()
+	x := &topoInput{ru: ru, t: t, w: w, recent: recent, base: base, alpha: alpha, holdAlpha: holdAlpha,
+		started1: firstPositive(recent.started, recent.requests), started0: firstPositive(base.started, base.requests)}
+	for k := range causes {
+		if f := causes[k].finding; f != nil {
+			f(ts, x, &e, k)
 		}
-		e.p[i] = p
-		if !(p <= alpha) {
-			e.change[i] = ChangeFlat
-		}
-		return p <= alpha, p <= holdAlpha
 	}
-	started1, started0 := firstPositive(recent.started, recent.requests), firstPositive(base.started, base.requests)
-	// Decode pulls the KV of each request from its prefill pod: slower
-	// transfers show on the decode side (or a pod doing both).
-	if ts.xferSeen && ts.role != "prefill" && recent.h[hKVTransfer] != nil && base.h[hKVTransfer] != nil {
-		e.judged[tXferSlow] = true
-		q := e.base[zXferP90]
-		n1, n0 := total(recent.h[hKVTransfer]), total(base.h[hKVTransfer])
-		k1, k0 := countAbove(recent.bounds[hKVTransfer], recent.h[hKVTransfer], q), countAbove(base.bounds[hKVTransfer], base.h[hKVTransfer], q)
-		// Transfers come several per request (one per TP rank, pooled), and
-		// a slow link slows them together: count requests, not transfers.
-		f1, f0 := perRequest(n1, started1), perRequest(n0, started0)
-		p := 1.0
-		if n1*f1 >= ru.minRequests && n0*f0 >= ru.minRequests {
-			p = fisher(k1*f1, n1*f1, k0*f0, n0*f0, +1)
-		}
-		e.strict[tXferSlow], e.hold[tXferSlow] = sig(zXferP90, p)
-	}
-	if ts.xferSeen && ts.failSeen && recent.h[hKVTransfer] != nil && base.h[hKVTransfer] != nil &&
-		recent.c[cKVFailures] >= 0 && base.c[cKVFailures] >= 0 {
-		e.judged[tXferFail] = true
-		a1 := recent.c[cKVFailures] + total(recent.h[hKVTransfer])
-		a0 := base.c[cKVFailures] + total(base.h[hKVTransfer])
-		// Enough transfers behind both ratios: as many attempts as the
-		// requests each window needs.
-		e.failuresBacked = a1 >= ru.minRequests && a0 >= ru.minRequests
-		p := 1.0
-		if e.failuresBacked {
-			p = fisher(recent.c[cKVFailures], a1, base.c[cKVFailures], a0, +1)
-		}
-		e.strict[tXferFail], e.hold[tXferFail] = sig(zXferFail, p)
-	}
-	// A prefill pool is saturated when its backlog grows while KV usage
-	// does not: compute, not memory, is short (a prefill-only load that
-	// never moves KV usage).
-	if ts.role == "prefill" {
-		e.judged[tPrefillSat] = true
-		p := 1.0
-		if !math.IsNaN(e.recent[zBacklog]) && !math.IsNaN(e.base[zBacklog]) {
-			e.backlogJudged = true
-			p = math.Min(testSignal(sWaiting, recent, base, +1), testSignal(sPromptMean, recent, base, +1))
-		}
-		s, h := sig(zBacklog, p)
-		kvCh, kvR := compare(recent.v[sKV], base.v[sKV], ru.minChange)
-		flat := kvCh != ChangeUnknown && kvCh != ChangeUp && !(kvR >= 1+ru.minChange)
-		e.strict[tPrefillSat], e.hold[tPrefillSat] = s && flat, h && flat
+	if e.rankCovered && e.change[zImbalance] != ChangeUp {
+		e.change[zImbalance] = ChangeFlat
 	}
 	return e
+}
+
+// transfersSlow: decode pulls the KV of each request from its prefill pod,
+// so slower transfers show on the decode side (or a pod doing both).
+func (ts *topoState) transfersSlow(x *topoInput, e *topoEval, k int) {
+	recent, base := x.recent, x.base
+	if !ts.xferSeen || ts.role == "prefill" || recent.h[hKVTransfer] == nil || base.h[hKVTransfer] == nil {
+		return
+	}
+	e.judged[k] = true
+	q := e.base[zXferP90]
+	n1, n0 := total(recent.h[hKVTransfer]), total(base.h[hKVTransfer])
+	k1, k0 := countAbove(recent.bounds[hKVTransfer], recent.h[hKVTransfer], q), countAbove(base.bounds[hKVTransfer], base.h[hKVTransfer], q)
+	// Transfers come several per request (one per TP rank, pooled), and
+	// a slow link slows them together: count requests, not transfers.
+	f1, f0 := perRequest(n1, x.started1), perRequest(n0, x.started0)
+	p := 1.0
+	if n1*f1 >= x.ru.minRequests && n0*f0 >= x.ru.minRequests {
+		p = fisher(k1*f1, n1*f1, k0*f0, n0*f0, +1)
+	}
+	e.strict[k], e.hold[k] = x.sig(e, zXferP90, p)
+}
+
+// transfersFail: more failed transfers per attempt, on any role.
+func (ts *topoState) transfersFail(x *topoInput, e *topoEval, k int) {
+	recent, base := x.recent, x.base
+	if !ts.xferSeen || !ts.failSeen || recent.h[hKVTransfer] == nil || base.h[hKVTransfer] == nil ||
+		!(recent.c[cKVFailures] >= 0) || !(base.c[cKVFailures] >= 0) {
+		return
+	}
+	e.judged[k] = true
+	a1 := recent.c[cKVFailures] + total(recent.h[hKVTransfer])
+	a0 := base.c[cKVFailures] + total(base.h[hKVTransfer])
+	// Enough transfers behind both ratios: as many attempts as the
+	// requests each window needs.
+	e.failuresBacked = a1 >= x.ru.minRequests && a0 >= x.ru.minRequests
+	p := 1.0
+	if e.failuresBacked {
+		p = fisher(recent.c[cKVFailures], a1, base.c[cKVFailures], a0, +1)
+	}
+	e.strict[k], e.hold[k] = x.sig(e, zXferFail, p)
+}
+
+// prefillSaturated: a prefill pool is saturated when its backlog grows
+// while KV usage does not: compute, not memory, is short (a prefill-only
+// load that never moves KV usage).
+func (ts *topoState) prefillSaturated(x *topoInput, e *topoEval, k int) {
+	if ts.role != "prefill" {
+		return
+	}
+	recent, base := x.recent, x.base
+	e.judged[k] = true
+	p := 1.0
+	if !math.IsNaN(e.recent[zBacklog]) && !math.IsNaN(e.base[zBacklog]) {
+		e.backlogJudged = true
+		p = math.Min(testSignal(sWaiting, recent, base, +1), testSignal(sPromptMean, recent, base, +1))
+	}
+	s, h := x.sig(e, zBacklog, p)
+	kvCh, kvR := compare(recent.v[sKV], base.v[sKV], x.ru.minChange)
+	flat := kvCh != ChangeUnknown && kvCh != ChangeUp && !(kvR >= 1+x.ru.minChange)
+	e.strict[k], e.hold[k] = s && flat, h && flat
 }
 
 // step advances the topology verdicts by one ready evaluation and
@@ -354,15 +400,18 @@ func (ts *topoState) step(d *Diagnoser, t int64, recent, ref *stats, refStart, r
 	}
 	alpha := d.opts.Significance / numTopoSignals
 	e := ts.evaluate(&d.rules, t, w, recent, base, alpha, d.opts.Significance)
-	var on [numTopo]bool
-	for k := range numTopo {
+	baselined := false
+	for k := range causes {
+		if causes[k].finding == nil {
+			continue
+		}
 		raw := e.strict[k]
 		if ts.hyst[k].on {
 			raw = e.hold[k]
 		}
-		on[k] = ts.hyst[k].step(raw)
+		on := ts.hyst[k].step(raw)
+		baselined = baselined || causes[k].baselined && (on || e.strict[k])
 	}
-	baselined := on[tXferSlow] || on[tXferFail] || on[tPrefillSat] || e.strict[tXferSlow] || e.strict[tXferFail] || e.strict[tPrefillSat]
 	switch {
 	case incident:
 		ts.frozen = false // the incident's frozen baseline is the reference
@@ -374,8 +423,10 @@ func (ts *topoState) step(d *Diagnoser, t int64, recent, ref *stats, refStart, r
 		}
 	case ts.frozen && t-ts.frozenAt >= int64(d.opts.MaxIncident):
 		ts.frozen = false
-		for _, k := range []int{tXferSlow, tXferFail, tPrefillSat} {
-			ts.hyst[k] = hysteresis{}
+		for k := range causes {
+			if causes[k].baselined {
+				ts.hyst[k] = hysteresis{}
+			}
 		}
 	default:
 		ts.calm = 0
@@ -383,30 +434,18 @@ func (ts *topoState) step(d *Diagnoser, t int64, recent, ref *stats, refStart, r
 	ts.last = e
 }
 
-// on reports the named topology findings.
-func (ts *topoState) on() (out [numTopo]bool) {
-	for k := range out {
-		out[k] = ts.hyst[k].on
+// on reports the named topology findings, by record.
+func (ts *topoState) on() (out causeSet) {
+	for k := range causes {
+		out[k] = causes[k].finding != nil && ts.hyst[k].on
 	}
 	return out
 }
 
 // reset forgets the verdicts (the model is not ready).
 func (ts *topoState) reset() {
-	ts.hyst = [numTopo]hysteresis{}
+	ts.hyst = [maxCauses]hysteresis{}
 	ts.frozen = false
-}
-
-// topoWords say each topology finding in plain words, with what to do.
-var topoWords = [numTopo]struct{ short, sentence, action string }{
-	tRank: {"a rank queueing while others idle", "",
-		"The data-parallel load balancer is not spreading requests: check the router's rank awareness (data-parallel balancing, per-rank endpoints such as /metrics/routing/engines/{engine}) and whether requests are pinned to one rank."},
-	tXferSlow: {"slow KV transfers", "Decode is slow to pull KV from prefill: KV-transfer time rose against the baseline.",
-		"Check the transfer path between the prefill and decode pods (NIXL/UCX backend, RDMA or its TCP fallback, network congestion, pods placed across racks)."},
-	tXferFail: {"failing KV transfers", "KV transfers fail more often: requests wait for KV that does not arrive and are recomputed or dropped.",
-		"Look at the KV connector's logs on both pods (expired KV on the prefill side, timeouts, a restarted peer) and at the link between them."},
-	tPrefillSat: {"a saturated prefill pool", "The prefill pool is saturated: its backlog of prompt work grew while KV usage stayed flat, so compute is short, not memory.",
-		"Add prefill replicas (scale the prefill pool on vllm_derived_prefill_backlog_seconds), or lower the prefill share of each step only if decode is idle."},
 }
 
 func rankWord(names []string) string {
@@ -416,11 +455,8 @@ func rankWord(names []string) string {
 	return "Ranks " + strings.Join(names, ", ")
 }
 
-// topoSentence is the plain sentence of finding k.
-func topoSentence(k int, e *topoEval) string {
-	if k != tRank {
-		return topoWords[k].sentence
-	}
+// rankSentence names the queueing and the idle ranks.
+func rankSentence(e *topoEval) string {
 	verb, be := "queues", "is"
 	if len(e.queued) > 1 {
 		verb = "queue"

@@ -202,9 +202,6 @@ func TestDiagnosisScenarios(t *testing.T) {
 	outcomes := make([]scenarioOutcome, len(demo.Scenarios))
 	var wg sync.WaitGroup
 	for i, sc := range demo.Scenarios {
-		if sc == demo.ScenarioAdmission {
-			continue // the diagnosis has no cause for refusals at admission yet (issue 31)
-		}
 		p, start := diagnosisSidecar(t, sc)
 		wg.Add(1)
 		go func() {
@@ -215,9 +212,6 @@ func TestDiagnosisScenarios(t *testing.T) {
 	}
 	wg.Wait()
 	for i, sc := range demo.Scenarios {
-		if sc == demo.ScenarioAdmission {
-			continue // the diagnosis has no cause for refusals at admission yet (issue 31)
-		}
 		t.Run(sc, func(t *testing.T) {
 			o := outcomes[i]
 			if o.failure != "" {

@@ -1,0 +1,240 @@
+package diagnosis
+
+import "fmt"
+
+// Cause names: the values of the cause label, a public contract. Each is
+// the Name of one record of causes.
+const (
+	CauseQueueing          = "queueing"
+	CauseLongPrompts       = "long_prompts"
+	CausePrefixCacheMisses = "prefix_cache_misses"
+	CauseBatchGrowth       = "batch_growth"
+	CausePreemptions       = "preemptions"
+	CauseLongOutputs       = "long_outputs"
+	CauseUnexplained       = "unexplained"
+
+	CauseRankImbalance      = "rank_imbalance"
+	CauseKVTransferSlow     = "kv_transfer_slow"
+	CauseKVTransferFailures = "kv_transfer_failures"
+	CausePrefillSaturated   = "prefill_saturated"
+	CauseAdmission          = "admission"
+)
+
+// Cause is one diagnosis cause or topology finding: everything the rules,
+// the report, the page and the docs say of it, in one record. The rules
+// iterate causes; nothing else lists them (docs/develop.md, "Add a
+// diagnosis cause").
+type Cause struct {
+	Name string // the cause label's value
+	// Step is the number of the operators' step that decides it (Step.Number
+	// in the report, the step column of docs/diagnosis.md).
+	Step int
+	// Short is the cause in the step's verdict ("found: requests queueing");
+	// Sentence says what it means and Action what to do, in the incident's
+	// list and on the page.
+	Short, Sentence, Action string
+	// PromQL is the query a user checks it with, as docs/diagnosis.md's row
+	// for it shows it (written with that page's shorthands).
+	PromQL string
+	// NoDemo says why the demo has no scenario of this name; empty when
+	// it has one (demo.Scenarios), which must name this cause.
+	NoDemo string
+
+	// rule says whether the cause holds on a latency incident's symptoms.
+	rule func(x *causeInput) bool
+	// residual marks the cause named when a symptom has no other cause
+	// for a whole recent window (the incident decides it, not a rule).
+	residual bool
+	// finding evaluates a topology finding, which needs no symptom: it
+	// sets e.judged, e.strict (to name) and e.hold (to keep it named).
+	finding func(ts *topoState, x *topoInput, e *topoEval, k int)
+	// signal is the topology signal the finding reads (the report shows it
+	// in the topology step while the finding is judged).
+	signal int
+	// baselined marks a topology finding judged against the baseline:
+	// outside an incident it freezes its own while it shows.
+	baselined bool
+	// sentenceOf, when set, writes the sentence from the evaluation.
+	sentenceOf func(e *topoEval) string
+}
+
+// causes are the causes and then the topology findings, in the order the
+// report lists them (each step lists its own in this order).
+var causes = []Cause{
+	{Name: CauseQueueing, Step: 2, Short: "requests queueing",
+		Sentence: "Requests are queueing: inflow is above what the pod can serve.",
+		Action:   "Add replicas or shed load; check that the router spreads requests across pods.",
+		PromQL:   "prefill and up(waiting) unless up(preemptions_per_second)",
+		// Preempted requests go back to the waiting queue, so a queue that
+		// grew with preemptions is memory, not inflow: while preemptions
+		// even look up in numbers that could explain it (the lenient
+		// reading), queueing waits, so a burst's first seconds are not
+		// called queueing.
+		rule: func(x *causeInput) bool {
+			exPreempt := x.exUp(sPreempt) && x.ex.excessPreemptions >= x.ex.preemptionShare
+			return x.prefill && x.up(sWaiting) && !x.holds(kPreemptions) && !x.named[kPreemptions] && !exPreempt
+		}},
+	{Name: CauseLongPrompts, Step: 4, Short: "longer prompts",
+		Sentence: "Prompts got longer: each prefill does more work.",
+		Action:   "Find the client or feature that sends longer prompts; add prefill capacity or cap the prompt length.",
+		PromQL:   "prefill and up(prompt_tokens_mean)",
+		rule:     func(x *causeInput) bool { return x.prefill && x.up(sPromptMean) }},
+	{Name: CausePrefixCacheMisses, Step: 4, Short: "prefix-cache misses",
+		Sentence: "The prefix cache hits less: prompt work it used to skip is recomputed.",
+		Action:   "Check the routing (prefix-aware routing, new or restarted pods) before touching the server.",
+		PromQL:   "prefill and down(prefix_cache_hit_ratio)",
+		rule:     func(x *causeInput) bool { return x.prefill && x.down(sHitRatio) }},
+	{Name: CauseBatchGrowth, Step: 2, Short: "a larger batch",
+		Sentence: "More requests run at once: every step takes longer.",
+		Action:   "Traffic grew within the batch limit: add replicas, or lower max_num_seqs to trade throughput for latency.",
+		PromQL:   "(prefill or decode) and up(running) unless up(waiting) unless up(prompt_tokens_mean) unless up(generation_tokens_mean) unless down(prefix_cache_hit_ratio)",
+		// More requests in the batch make every step slower, prefill steps
+		// included, so a grown batch explains either side; but a batch
+		// that grew while requests queued reached its limit (queueing), and
+		// one that grew with the work per request (longer prompts or
+		// outputs, fewer prefix-cache hits) holds each request longer: more
+		// requests at once is then the effect.
+		rule: func(x *causeInput) bool {
+			return (x.prefill || x.decode) && x.up(sRunning) && !x.exUp(sWaiting) && !x.exUp(sPromptMean) && !x.exUp(sGenMean) && !x.exDown(sHitRatio) &&
+				!x.named[kQueueing] && !x.named[kLongPrompts] && !x.named[kLongOutputs] && !x.named[kPrefixMisses]
+		}},
+	{Name: CausePreemptions, Step: 3, Short: "preemptions",
+		Sentence: "Requests are being preempted: the KV cache is too small for the load, and each preemption redoes a prefill.",
+		Action:   "Free GPU memory for the KV cache (gpu_memory_utilization, another process on the GPU), lower max_num_seqs, or add replicas.",
+		PromQL:   "(prefill or decode) and up(preemptions_per_second)",
+		// A preemption recomputes a whole prefill (prefill work) and stalls
+		// a running request (decode), so it explains either side, if there
+		// are enough of them to.
+		rule: func(x *causeInput) bool {
+			return (x.prefill || x.decode) && x.up(sPreempt) && x.e.excessPreemptions >= x.e.preemptionShare
+		}},
+	{Name: CauseLongOutputs, Step: 4, Short: "longer outputs",
+		Sentence: "Outputs got longer: each request stays in the batch longer.",
+		Action:   "Check the clients' max_tokens; add decode capacity.",
+		PromQL:   "(prefill or decode) and up(generation_tokens_mean)",
+		// Longer outputs keep each request in the batch longer, so the
+		// batch grows and every step slows, prefill steps included.
+		rule: func(x *causeInput) bool { return (x.prefill || x.decode) && x.up(sGenMean) }},
+	{Name: CauseUnexplained, Step: 6, Short: "no cause in load, queue, memory or traffic",
+		Sentence: "Latency rose with no change in load, queue, memory or traffic.",
+		Action:   "Look at the configuration (tensor parallelism, max_num_batched_tokens) and the hardware (throttling, a failing GPU, a noisy neighbour).",
+		PromQL:   "min_over_time((any_symptom unless any_cause)[1m:])",
+		NoDemo:   "the demo simulates no configuration or hardware fault",
+		residual: true},
+
+	{Name: CauseRankImbalance, Step: topologyStepNumber, Short: "a rank queueing while others idle",
+		Action: "The data-parallel load balancer is not spreading requests: check the router's rank awareness (data-parallel balancing, per-rank endpoints such as /metrics/routing/engines/{engine}) and whether requests are pinned to one rank.",
+		PromQL: "(max by (namespace, pod, model_name) (avg_over_time(vllm:num_requests_waiting[1m])) >= 1) and (min by (namespace, pod, model_name) (avg_over_time(vllm:num_requests_waiting[1m])) < 0.5)",
+		NoDemo: "the demo's ranks share one inflow; the simulator of diagnosis/sim_test.go has the scenario",
+		finding: func(ts *topoState, x *topoInput, e *topoEval, k int) {
+			ts.ranks(e, k, x.t, x.w, x.ru.minChange, x.alpha, x.holdAlpha)
+		},
+		signal: zImbalance, sentenceOf: rankSentence},
+	{Name: CauseKVTransferSlow, Step: topologyStepNumber, Short: "slow KV transfers",
+		Sentence: "Decode is slow to pull KV from prefill: KV-transfer time rose against the baseline.",
+		Action:   "Check the transfer path between the prefill and decode pods (NIXL/UCX backend, RDMA or its TCP fallback, network congestion, pods placed across racks).",
+		PromQL:   `histogram_quantile(0.9, sum by (namespace, pod, model_name, le) (rate(vllm:nixl_xfer_time_seconds_bucket{role!="prefill"}[1m]))) / histogram_quantile(0.9, sum by (namespace, pod, model_name, le) (rate(vllm:nixl_xfer_time_seconds_bucket{role!="prefill"}[30m] offset 1m))) >= 1.25`,
+		NoDemo:   "the demo is not disaggregated; collector/diagnosis_topology_test.go shifts constructed pages",
+		finding:  (*topoState).transfersSlow, signal: zXferP90, baselined: true},
+	{Name: CauseKVTransferFailures, Step: topologyStepNumber, Short: "failing KV transfers",
+		Sentence: "KV transfers fail more often: requests wait for KV that does not arrive and are recomputed or dropped.",
+		Action:   "Look at the KV connector's logs on both pods (expired KV on the prefill side, timeouts, a restarted peer) and at the link between them.",
+		PromQL:   `avg_over_time(vllm_derived_kv_transfer_failure_ratio[1m]) / avg_over_time(vllm_derived_kv_transfer_failure_ratio[30m] offset 1m) >= 1.25`,
+		NoDemo:   "the demo is not disaggregated; collector/diagnosis_topology_test.go shifts constructed pages",
+		finding:  (*topoState).transfersFail, signal: zXferFail, baselined: true},
+	{Name: CausePrefillSaturated, Step: topologyStepNumber, Short: "a saturated prefill pool",
+		Sentence: "The prefill pool is saturated: its backlog of prompt work grew while KV usage stayed flat, so compute is short, not memory.",
+		Action:   "Add prefill replicas (scale the prefill pool on vllm_derived_prefill_backlog_seconds), or lower the prefill share of each step only if decode is idle.",
+		PromQL:   `avg_over_time(vllm_derived_prefill_backlog_seconds{role="prefill"}[1m]) / avg_over_time(vllm_derived_prefill_backlog_seconds{role="prefill"}[30m] offset 1m) >= 1.25 unless (vllm:diagnosis_kv_cache_usage:recent1m / vllm:diagnosis_kv_cache_usage:baseline30m >= 1.25)`,
+		NoDemo:   "the demo is not disaggregated; collector/diagnosis_topology_test.go shifts constructed pages",
+		finding:  (*topoState).prefillSaturated, signal: zBacklog, baselined: true},
+	{Name: CauseAdmission, Step: topologyStepNumber, Short: "requests refused",
+		Sentence: "The server refuses requests at admission (HTTP 503 at its --max-num-queued-reqs or --max-num-queued-tokens cap): its queue looks short and its latency may not move while clients are turned away.",
+		Action:   "Add replicas if every pod refuses; if peers have room (vllm:fleet_refusing:pod5m), make the router send this pod less; raise the cap only if the pod can hold more requests at once.",
+		PromQL:   `avg_over_time(vllm_derived_admission_rejected_ratio[1m]) / avg_over_time(vllm_derived_admission_rejected_ratio[30m] offset 1m) >= 1.25`,
+		finding:  (*topoState).admissionRefused, signal: zRefused, baselined: true},
+}
+
+// Causes returns a copy of the cause records, in the report's order.
+func Causes() []Cause { return append([]Cause(nil), causes...) }
+
+// maxCauses bounds the records, so that the per-cause verdicts are arrays
+// copied with the incident rather than slices allocated per evaluation.
+const maxCauses = 24
+
+// causeSet holds one flag per record, by index.
+type causeSet [maxCauses]bool
+
+// Indexes of the records a rule names; set by init from the names, so
+// that the records may be reordered.
+var kQueueing, kLongPrompts, kPrefixMisses, kLongOutputs, kPreemptions, kUnexplained int
+
+func init() {
+	for _, k := range []struct {
+		at   *int
+		name string
+	}{{&kQueueing, CauseQueueing}, {&kLongPrompts, CauseLongPrompts}, {&kPrefixMisses, CausePrefixCacheMisses},
+		{&kLongOutputs, CauseLongOutputs}, {&kPreemptions, CausePreemptions}, {&kUnexplained, CauseUnexplained}} {
+		*k.at = causeIndex(k.name)
+	}
+	if len(causes) > maxCauses {
+		panic(fmt.Sprintf("diagnosis: %d cause records, more than maxCauses (%d): raise it", len(causes), maxCauses))
+	}
+}
+
+func causeIndex(name string) int {
+	for k := range causes {
+		if causes[k].Name == name {
+			return k
+		}
+	}
+	panic("diagnosis: no cause record named " + name)
+}
+
+// causeInput is what a cause's rule reads: the evaluation it is judged on
+// (strict to name, lenient to hold), the lenient one for what excludes it
+// (a cause is named on strong evidence of its own only while the competing
+// explanation does not even look present), the side the symptoms point to,
+// and the causes already named, which keep excluding those they explain.
+type causeInput struct {
+	e, ex           *evaluation
+	sym             [numSymptoms]bool
+	prefill, decode bool
+	named           *causeSet
+	records         []Cause         // causes (a rule reaches them through here)
+	memo            [maxCauses]int8 // 0 not evaluated, 1 false, 2 true
+}
+
+func (x *causeInput) up(s int) bool     { return x.e.change[s] == ChangeUp }
+func (x *causeInput) down(s int) bool   { return x.e.change[s] == ChangeDown }
+func (x *causeInput) exUp(s int) bool   { return x.ex.change[s] == ChangeUp }
+func (x *causeInput) exDown(s int) bool { return x.ex.change[s] == ChangeDown }
+
+// holds is cause k's rule on the same input, evaluated once.
+func (x *causeInput) holds(k int) bool {
+	if x.memo[k] == 0 {
+		x.memo[k] = 1
+		if r := x.records[k].rule; r != nil && r(x) {
+			x.memo[k] = 2
+		}
+	}
+	return x.memo[k] == 2
+}
+
+// causesFor applies the rules of the symptom-bound causes to e, given the
+// symptoms that hold (those of the incident, which outlive a noisy
+// evaluation) and the causes already named; ex is the lenient evaluation.
+func causesFor(e, ex *evaluation, sym [numSymptoms]bool, named *causeSet) causeSet {
+	// Prefill and decode problems have no causes in common, so each side's
+	// causes are looked for only when that side got slower. When only
+	// throughput fell, the split says nothing and both sides are looked at.
+	split := sym[yTTFT] || sym[yITL]
+	x := causeInput{e: e, ex: ex, sym: sym, named: named, records: causes,
+		prefill: sym[yTTFT] || (!split && sym[yThroughput]),
+		decode:  sym[yITL] || (!split && sym[yThroughput])}
+	var c causeSet
+	for k := range causes {
+		c[k] = x.holds(k)
+	}
+	return c
+}
