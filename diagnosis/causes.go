@@ -150,7 +150,7 @@ var causes = []Cause{
 		finding:  (*topoState).prefillSaturated, signal: zBacklog, baselined: true},
 	{Name: CauseAdmission, Step: topologyStepNumber, Short: "requests refused",
 		Sentence: "The server refuses requests at admission (HTTP 503 at its --max-num-queued-reqs or --max-num-queued-tokens cap): its queue looks short and its latency may not move while clients are turned away.",
-		Action:   "Add replicas if every pod refuses; if peers have room (vllm:fleet_refusing:pod5m), make the router send this pod less; raise the cap only if the pod can hold more requests at once.",
+		Action:   "Add replicas if every pod refuses; if peers have room (the fleet rule of deploy/prometheus/admission.yml), make the router send this pod less; raise the cap only if the pod can hold more requests at once.",
 		PromQL:   `avg_over_time(vllm_derived_admission_rejected_ratio[1m]) / avg_over_time(vllm_derived_admission_rejected_ratio[30m] offset 1m) >= 1.25`,
 		finding:  (*topoState).admissionRefused, signal: zRefused, baselined: true},
 }
