@@ -3,7 +3,6 @@ package prometheus_test
 import (
 	"fmt"
 	"net/http"
-	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"sort"
@@ -13,8 +12,6 @@ import (
 	"time"
 
 	yaml "go.yaml.in/yaml/v2"
-
-	"github.com/fos-study/vllm-normalizer/internal/testbin"
 )
 
 // refusingPod is a vLLM 0.29+ page of fleetModel with admission control:
@@ -101,21 +98,7 @@ func TestFleetRefusing(t *testing.T) {
 	t.Parallel()
 	root := repoRoot(t)
 	start := time.Now()
-	var jobs []scrapeJob
-	for i, refused := range []float64{0, 0, 5} {
-		up := httptest.NewServer(&refusingPod{start, refused})
-		t.Cleanup(up.Close)
-		side := testbin.Start(t, "--vllm.scrape-uri="+up.URL+"/metrics", "--vllm.scrape-interval=1s", "--derive.window=10s")
-		t.Cleanup(func() {
-			if t.Failed() {
-				t.Logf("sidecar %d log:\n%s", i, side.Logs())
-			}
-		})
-		jobs = append(jobs, scrapeJob{
-			Name: fmt.Sprintf("vllm-%d", i), Target: side.Addr,
-			Labels: map[string]string{"namespace": "fleet", "pod": fmt.Sprintf("vllm-%d", i)},
-		})
-	}
+	jobs := fleetSidecars(t, []http.Handler{&refusingPod{start, 0}, &refusingPod{start, 0}, &refusingPod{start, 5}})
 	prom := startPrometheus(t, promBin, jobs, []string{admissionRules(t, root)})
 
 	pods := func(expr string) []string {
