@@ -78,6 +78,11 @@ type Config struct {
 	// both; mapping.ParsePodRole). It labels the derived and routing series
 	// and the upstream info; its stages tell the diagnosis what the pod serves.
 	Role string
+	// QueuedReqsCap is the server's cap on waiting + running requests
+	// (vLLM's --max-num-queued-reqs), 0 when not known: with it,
+	// vllm_derived_admission_at_cap says a server at its cap before it
+	// refuses.
+	QueuedReqsCap int
 }
 
 // DefaultMaxBodyBytes is the default page size limit (--vllm.max-body-bytes).
@@ -87,7 +92,7 @@ const DefaultMaxBodyBytes = 4 << 20
 // 256 bytes of the largest page admitted. The densest pages measured have
 // 252 to 259 bytes per kept series (single-engine vLLM V0 and SGLang pages,
 // fixtures 02 and 04) and data-parallel vLLM V1 pages 407 to 445 (the demo
-// upstream, 109 kept series an engine with its NIXL histograms, ~107 engines in 4 MiB), so a page
+// upstream, 110 kept series an engine with its NIXL histograms, ~107 engines in 4 MiB), so a page
 // within the size limit is never cut by the series limit.
 const DefaultMaxSeries = DefaultMaxBodyBytes / 256
 
@@ -170,6 +175,9 @@ func (cfg Config) Validate() error {
 	if err := cfg.SLOs.Validate(); err != nil {
 		return err
 	}
+	if cfg.QueuedReqsCap < 0 {
+		return bad("QueuedReqsCap", strconv.Itoa(cfg.QueuedReqsCap), "is negative", "give the server's --max-num-queued-reqs, or 0 when it runs without one")
+	}
 	_, err := setting.ScrapeURL("collector.Config.ScrapeURI", cfg.ScrapeURI)
 	return err
 }
@@ -232,7 +240,7 @@ func New(cfg Config) (*Collector, error) {
 	if cfg.LegacyLabels {
 		base = base.WithLegacyLabels()
 	}
-	deriver, err := base.WithSLOs(cfg.SLOs)
+	deriver, err := base.WithQueuedReqsCap(cfg.QueuedReqsCap).WithSLOs(cfg.SLOs)
 	if err != nil {
 		return nil, err
 	}

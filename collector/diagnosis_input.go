@@ -45,6 +45,7 @@ var diagnosisCounters = []struct {
 	{mapping.CounterRequestGenerationTokensCount, func(o *diagnosis.Observation, v float64) { o.GenLenCount = v }},
 	{mapping.CounterRequestsFinished, func(o *diagnosis.Observation, v float64) { o.Finished = v }},
 	{mapping.CounterKVTransferFailures, func(o *diagnosis.Observation, v float64) { o.KVTransferFailures = v }},
+	{mapping.CounterAdmissionRejections, func(o *diagnosis.Observation, v float64) { o.Rejections = v }},
 }
 
 // diagnosisBuckets are the histogram inputs, with the Observation field
@@ -75,6 +76,7 @@ func diagnosisInputNames(roles *mapping.Roles) map[string]string {
 		diagnosis.InputKVUsage:            {mapping.RoleKVCacheUsage},
 		diagnosis.InputKVTransferTime:     {mapping.RoleKVTransferTime},
 		diagnosis.InputKVTransferFailures: {mapping.RoleKVTransferFailures},
+		diagnosis.InputRejections:         {mapping.RoleAdmissionRejections},
 	} {
 		var names []string
 		for _, r := range rs {

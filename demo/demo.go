@@ -71,16 +71,6 @@ func New(opts Options) (*Upstream, error) {
 		return nil, fmt.Errorf("demo: parse embedded page: %w", err)
 	}
 	fams = replicateEngines(fams, n)
-	u := &Upstream{now: opts.Now, fams: fams}
-	b := binder{fams: fams}
-	u.shared = sharedMetrics{
-		httpChat:    b.counter("", "http_requests_total", "handler", "/v1/chat/completions"),
-		httpChatDur: b.hist("", "http_request_duration_seconds", "handler", "/v1/chat/completions"),
-		httpHighr:   b.hist("", "http_request_duration_highr_seconds"),
-		httpRespSz:  b.summary("", "http_response_size_bytes", "handler", "/v1/chat/completions"),
-		httpReqSz:   b.summary("", "http_request_size_bytes", "handler", "/v1/chat/completions"),
-		cpu:         b.counter("", "process_cpu_seconds_total"),
-	}
 	var sc *scenarioRun
 	if opts.Scenario != "" {
 		if err := CheckScenario(opts.Scenario); err != nil {
@@ -95,11 +85,36 @@ func New(opts Options) (*Upstream, error) {
 		before, after := scenarioLoads(opts.Scenario)
 		sc = &scenarioRun{before: before, after: after, shiftAt: warmUp + opts.ShiftAfter.Seconds()}
 	}
+	capped := sc != nil && max(sc.before.queuedCap, sc.after.queuedCap) > 0
+	if capped {
+		fams = addAdmissionFamilies(fams)
+	}
+	u := &Upstream{now: opts.Now, fams: fams}
+	b := binder{fams: fams}
+	u.shared = sharedMetrics{
+		httpChat:    b.counter("", "http_requests_total", "handler", "/v1/chat/completions", "status", "2xx"),
+		httpChatDur: b.hist("", "http_request_duration_seconds", "handler", "/v1/chat/completions"),
+		httpHighr:   b.hist("", "http_request_duration_highr_seconds"),
+		httpRespSz:  b.summary("", "http_response_size_bytes", "handler", "/v1/chat/completions"),
+		httpReqSz:   b.summary("", "http_request_size_bytes", "handler", "/v1/chat/completions"),
+		cpu:         b.counter("", "process_cpu_seconds_total"),
+	}
+	var gate *admissionGate
+	if capped {
+		gate = &admissionGate{
+			rejected: b.counter("", admissionRejections, "reason", "max_num_queued_reqs"),
+			http503:  b.counter("", "http_requests_total", "handler", "/v1/chat/completions", "status", "5xx"),
+		}
+	}
 	for i := range n {
 		e := newEngine(i, opts.Seed, &u.shared, sc)
 		e.m = bindEngine(&b, strconv.Itoa(i))
 		e.routed = n > 1
+		e.gate = gate
 		u.engines = append(u.engines, e)
+	}
+	if gate != nil {
+		gate.engines = u.engines
 	}
 	if b.err != nil {
 		return nil, b.err
@@ -210,6 +225,28 @@ func isCreated(f *exposition.Family, types map[string]model.MetricType) bool {
 	}
 	return types[base+"_total"] == model.MetricTypeCounter || types[base] == model.MetricTypeCounter ||
 		types[base] == model.MetricTypeHistogram || types[base] == model.MetricTypeSummary
+}
+
+// admissionRejections is vLLM's counter of requests refused at admission
+// (v0.29 on, with --max-num-queued-reqs or --max-num-queued-tokens), which
+// the dump predates.
+const admissionRejections = "vllm:admission_rejections_total"
+
+// addAdmissionFamilies adds to the dump what a server with admission
+// control prints beside it: the rejections counter, per model and reason
+// without engine (name, labels and HELP from vLLM's v0.32 metrics
+// documentation), and the API server's count of the HTTP 503 answers.
+func addAdmissionFamilies(fams []exposition.Family) []exposition.Family {
+	for i := range fams {
+		if fams[i].Name == "http_requests_total" {
+			fams[i].Samples = append(fams[i].Samples, exposition.Sample{
+				Labels: labels.FromStrings(model.MetricNameLabel, "http_requests_total", "handler", "/v1/chat/completions", "method", "POST", "status", "5xx")})
+		}
+	}
+	return append(fams, exposition.Family{
+		Name: admissionRejections, Type: model.MetricTypeCounter, Help: "Number of admission attempts rejected.",
+		Samples: []exposition.Sample{{Labels: labels.FromStrings(model.MetricNameLabel, admissionRejections, "model_name", "TinyLlama", "reason", "max_num_queued_reqs")}},
+	})
 }
 
 // replicateEngines repeats every sample labelled engine="0" for engines

@@ -633,3 +633,82 @@ func BenchmarkPage(b *testing.B) {
 		})
 	}
 }
+
+// The admission scenario: a pod with --max-num-queued-reqs at about its
+// steady batch, 6 an engine. Before the shift the cap refuses part of the
+// bursts (under 30 % of the attempts); after it the inflow is 2.5 times
+// higher, waiting + running never pass the cap (nothing waits), and most
+// of the surplus is refused, each refusal counted once in
+// vllm:admission_rejections_total (per model, no engine) and once as an
+// HTTP 5xx of the API server.
+func TestAdmissionScenario(t *testing.T) {
+	for _, engines := range []int{1, 4} {
+		t.Run(strconv.Itoa(engines), func(t *testing.T) {
+			c := newClock()
+			const shift, step = 90 * time.Second, 2 * time.Second
+			u, err := New(Options{Now: c.Now, Seed: 3, Engines: engines, Scenario: ScenarioAdmission, ShiftAfter: shift})
+			if err != nil {
+				t.Fatal(err)
+			}
+			rejected := func(p page) float64 {
+				t.Helper()
+				return p.getEngine(t, "", "vllm:admission_rejections_total", "model_name", "TinyLlama", "reason", "max_num_queued_reqs")
+			}
+			http5xx := func(p page) float64 {
+				t.Helper()
+				return p.getEngine(t, "", "http_requests_total", "handler", "/v1/chat/completions", "status", "5xx")
+			}
+			started := func(p page) float64 {
+				t.Helper()
+				n := 0.0
+				for e := range engines {
+					n += p.getEngine(t, strconv.Itoa(e), "vllm:time_to_first_token_seconds_count")
+				}
+				return n
+			}
+			tp := expfmt.NewTextParser(model.LegacyValidation)
+			if _, err := tp.TextToMetricFamilies(bytes.NewReader(u.Page())); err != nil {
+				t.Fatalf("expfmt: %v", err)
+			}
+			first := parse(t, u.Page())
+			maxInFlight, maxWaiting := 0.0, 0.0
+			var atShift page
+			for s := time.Duration(0); s < shift+2*time.Minute; s += step {
+				c.Advance(step)
+				p := parse(t, u.Page())
+				inFlight, waiting := 0.0, 0.0
+				for e := range engines {
+					eng := strconv.Itoa(e)
+					waiting += p.getEngine(t, eng, "vllm:num_requests_waiting")
+					inFlight += p.getEngine(t, eng, "vllm:num_requests_running") + p.getEngine(t, eng, "vllm:num_requests_waiting")
+				}
+				maxInFlight, maxWaiting = max(maxInFlight, inFlight), max(maxWaiting, waiting)
+				if s == shift-2*step { // the clock stands a step before the shift
+					atShift = p
+					if r, ok := rejected(p), started(p)-started(first); r/(r+ok) > 0.3 {
+						t.Errorf("%v refused against %v started before the shift, want under 30 %%", r, ok)
+					}
+				}
+			}
+			last := parse(t, u.Page())
+			refused, ok := rejected(last)-rejected(atShift), started(last)-started(atShift)
+			if refused <= 0 {
+				t.Fatal("no request refused after the inflow rose past the cap")
+			}
+			if got, want := http5xx(last), rejected(last); got != want {
+				t.Errorf("%v HTTP 5xx answers, %v refusals: each refusal is one 503", got, want)
+			}
+			// The cap holds: waiting + running never pass 6 an engine, and
+			// with the cap below the batch limit nothing waits.
+			if limit := 6 * float64(engines); maxInFlight > limit || maxWaiting != 0 {
+				t.Errorf("waiting + running reached %v (waiting %v), want at most the cap %v and fewer than %d waiting", maxInFlight, maxWaiting, limit, engines)
+			}
+			// 2.5 times the inflow of a pod that served it with room to
+			// spare: a good part of it is refused.
+			if share := refused / (refused + ok); share < 0.4 || share > 0.9 {
+				t.Errorf("%v refused against %v started after the shift: share %.2f, want a good part of the surplus", refused, ok, share)
+			}
+			t.Logf("%d engines: %v refused, %v started after the shift", engines, refused, ok)
+		})
+	}
+}

@@ -58,6 +58,38 @@ type engine struct {
 	// the least loaded engine's inbox, in time order.
 	routed bool
 	inbox  []*request
+
+	// gate is the API server's admission control, shared by the engines.
+	gate *admissionGate
+}
+
+// admissionGate is vLLM's admission control (--max-num-queued-reqs): a
+// request that arrives while waiting + running over every engine stand at
+// the cap is refused with HTTP 503 before an engine sees it, and counted
+// per model, without engine.
+type admissionGate struct {
+	engines  []*engine
+	rejected counter // vllm:admission_rejections_total{reason="max_num_queued_reqs"}
+	http503  counter // the API server's http_requests_total{status="5xx"}
+}
+
+// refuses reports whether a request arriving now is refused, counting it
+// if so. perEngine is the scenario's cap for one engine: the server's is
+// that times its engines, as the batch limit is.
+func (g *admissionGate) refuses(perEngine int) bool {
+	if g == nil || perEngine <= 0 {
+		return false
+	}
+	n := 0
+	for _, e := range g.engines {
+		n += len(e.waiting) + len(e.running) + len(e.inbox)
+	}
+	if n < perEngine*len(g.engines) {
+		return false
+	}
+	g.rejected.add(1)
+	g.http503.add(1)
+	return true
 }
 
 // scenarioRun is a scenario as one engine runs it.
@@ -207,8 +239,12 @@ func (e *engine) arrive() {
 	}
 }
 
-// enqueue queues an arrived request, or aborts it when the queue is full.
+// enqueue queues an arrived request, refuses it at admission when the
+// server is at its cap, or aborts it when the queue is full.
 func (e *engine) enqueue(r *request) {
+	if e.sc != nil && e.gate.refuses(e.load().queuedCap) {
+		return
+	}
 	if len(e.waiting) >= maxWaiting {
 		// The server is overloaded: the client gives up at once.
 		e.m.success["abort"].add(1)

@@ -21,6 +21,7 @@ const (
 	ScenarioBatchGrowth       = diagnosis.CauseBatchGrowth
 	ScenarioPreemptions       = diagnosis.CausePreemptions
 	ScenarioLongOutputs       = diagnosis.CauseLongOutputs
+	ScenarioAdmission         = diagnosis.CauseAdmission
 )
 
 // Scenarios lists every scenario, steady first, then one per cause record
@@ -51,6 +52,10 @@ type load struct {
 	hit          float64 // prefix-cache hit fraction of a prompt
 	maxRunning   int     // max_num_seqs
 	kvCapacity   int     // tokens of KV cache
+	// queuedCap is --max-num-queued-reqs (vLLM 0.29 on) per engine: the
+	// API server refuses a request (HTTP 503) when waiting + running of
+	// all its engines reach this times the engines. 0: no cap.
+	queuedCap int
 }
 
 // steadyLoad runs at about a third of the batch limit and a fifth of the
@@ -75,6 +80,15 @@ func scenarioLoads(name string) (before, after load) {
 		after.rate *= 2.5 // more traffic, and room in the batch for it
 	case ScenarioPreemptions:
 		after.kvCapacity /= 30 // less KV cache (another process took GPU memory)
+	case ScenarioAdmission:
+		// --max-num-queued-reqs at about the steady load's batch (6 an
+		// engine; it holds 12): before the shift the cap refuses part of
+		// each burst (a fifth of the attempts or so); when the inflow
+		// rises 2.5 times, nothing queues, the batch stays at the cap and
+		// its latency where it was, and most of the surplus is refused.
+		before.maxRunning, after.maxRunning = 12, 12
+		before.queuedCap, after.queuedCap = 6, 6
+		after.rate *= 2.5
 	case ScenarioLongOutputs:
 		// On a pod with room in the batch for three times the outputs: at
 		// the steady limit the batch fills and requests queue, which is

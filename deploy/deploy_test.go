@@ -28,7 +28,7 @@ import (
 
 var update = flag.Bool("update", false, "regenerate kubernetes/prometheusrule.yaml from prometheus/*.yml and the Helm chart's copies in helm/vllm-normalizer/files")
 
-var ruleFiles = []string{"prometheus/alerts.yml", "prometheus/recording.yml"}
+var ruleFiles = []string{"prometheus/alerts.yml", "prometheus/recording.yml", "prometheus/admission.yml"}
 
 const prometheusRuleFile = "kubernetes/prometheusrule.yaml"
 
@@ -129,7 +129,7 @@ func renderPrometheusRule(groups []any) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	header := "# GENERATED from deploy/prometheus/alerts.yml and recording.yml; do not edit.\n" +
+	header := "# GENERATED from deploy/prometheus/alerts.yml, recording.yml and admission.yml; do not edit.\n" +
 		"# Regenerate: go test ./deploy -run TestPrometheusRuleMatchesFiles -update\n"
 	return append([]byte(header), body...), nil
 }
@@ -214,7 +214,7 @@ func TestRulesParse(t *testing.T) {
 	windowed, nowGauges, quantileGauges, sloGauges := derivedGauges(t)
 	p := parser.NewParser(parser.Options{})
 	recorded := map[string][]map[string]string{}
-	fleetRe := regexp.MustCompile(`^vllm:fleet_(value|pods|median|ratio|outlier):(pod|model)5m$`)
+	fleetRe := regexp.MustCompile(`^vllm:fleet_(value|pods|median|ratio|outlier|refusing):(pod|model)5m$`)
 	signalSel := regexp.MustCompile(`signal="([a-z0-9_]+)"`)
 	fleetSignals := map[string]map[string]bool{} // record -> signals with a rule of their own
 	alerts := 0
@@ -397,21 +397,25 @@ func TestEveryAlertHasFiringAndQuietTests(t *testing.T) {
 			}
 		}
 	}
-	rf := readRules(t, "prometheus/alerts.yml")
-	for _, g := range rf.Groups {
-		for _, r := range g.Rules {
-			if r.Alert == "" {
-				continue
-			}
-			if !firing[r.Alert] {
-				t.Errorf("alert %s has no promtool test where it fires", r.Alert)
-			}
-			if !quiet[r.Alert] {
-				t.Errorf("alert %s has no promtool test where it stays quiet", r.Alert)
+	var alerts []string
+	for _, path := range ruleFiles {
+		for _, g := range readRules(t, path).Groups {
+			for _, r := range g.Rules {
+				if r.Alert != "" {
+					alerts = append(alerts, r.Alert)
+				}
 			}
 		}
 	}
-	for _, want := range []string{"VLLMUpstreamDown", "VLLMNormalizerScrapesFailing", "VLLMLegacyMetricNamesInUse", "VLLMSustainedPreemptions", "VLLMInstanceQueueingAbovePeers", "VLLMInstanceOutlierInFleet"} {
+	for _, alert := range alerts {
+		if !firing[alert] {
+			t.Errorf("alert %s has no promtool test where it fires", alert)
+		}
+		if !quiet[alert] {
+			t.Errorf("alert %s has no promtool test where it stays quiet", alert)
+		}
+	}
+	for _, want := range []string{"VLLMUpstreamDown", "VLLMNormalizerScrapesFailing", "VLLMLegacyMetricNamesInUse", "VLLMSustainedPreemptions", "VLLMInstanceQueueingAbovePeers", "VLLMInstanceOutlierInFleet", "VLLMAdmissionRefusing"} {
 		if !firing[want] {
 			t.Errorf("required alert %s is missing or untested", want)
 		}

@@ -111,6 +111,19 @@ func ratioOf(num, den mapping.Counter) func(*windowCalc) {
 	}
 }
 
+// shareOf is increase(part) / (increase(part) + increase(rest)): the share
+// of some events (failed transfers, refused requests) among them and the
+// others, which a counter of their own counts.
+func shareOf(part, rest mapping.Counter) func(*windowCalc) {
+	return func(c *windowCalc) {
+		a := c.a
+		if !a.has[part] || !a.has[rest] || a.inc[part]+a.inc[rest] == 0 {
+			return
+		}
+		c.emit(a.inc[part] / (a.inc[part] + a.inc[rest]))
+	}
+}
+
 // derivedQuantiles are the quantiles the latency gauges are computed at,
 // with their label values.
 var derivedQuantiles = []struct {

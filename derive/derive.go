@@ -51,6 +51,7 @@ func keyCounter(k window.Key) (mapping.Counter, bool) {
 var splitBy = [mapping.NumCounters]string{
 	mapping.CounterRequestsFinished:     finishedReasonLabel,
 	mapping.CounterPromptTokensBySource: sourceLabel,
+	mapping.CounterAdmissionRejections:  reasonLabel,
 }
 
 // Deriver computes the derived gauges over the canonical page (roles under
@@ -67,6 +68,17 @@ type Deriver struct {
 	// labels (see WithLegacyLabels).
 	quantileLabel, targetLabel string
 	labels                     *labelCache
+	// perModel says whether some spec is computed per model only, and
+	// perModelCounter and perModelGauge which inputs such specs read: the
+	// grouping without engine accumulates only those.
+	perModel        bool
+	perModelCounter [mapping.NumCounters]bool
+	perModelGauge   [numWindowGauges]bool
+	// perModelOnly are the counter inputs no other spec reads.
+	perModelOnly [mapping.NumCounters]bool
+	// queuedReqsCap is the server's cap on waiting + running
+	// (--upstream.max-num-queued-reqs), 0 when not known.
+	queuedReqsCap float64
 }
 
 // New returns the Deriver for the roles' canonical names, without SLO
@@ -79,8 +91,29 @@ func New(roles *mapping.Roles) *Deriver {
 func newDeriver(roles *mapping.Roles, table []Spec) *Deriver {
 	d := &Deriver{roles: roles, specs: expandSpecs(table, roles), help: map[string]string{}, labels: &labelCache{},
 		quantileLabel: QuantileLabel, targetLabel: SLOTargetLabel}
+	var others [mapping.NumCounters]bool
 	for _, s := range d.specs {
 		d.help[s.Name] = s.Help
+		if !s.PerModel {
+			for _, r := range s.Inputs {
+				for c := range mapping.NumCounters {
+					others[c] = others[c] || c.Role() == r
+				}
+			}
+			continue
+		}
+		d.perModel = true
+		for _, r := range s.Inputs {
+			for c := range mapping.NumCounters {
+				d.perModelCounter[c] = d.perModelCounter[c] || c.Role() == r
+			}
+			for g, gr := range windowGaugeRoles {
+				d.perModelGauge[g] = d.perModelGauge[g] || gr == r
+			}
+		}
+	}
+	for c := range mapping.NumCounters {
+		d.perModelOnly[c] = d.perModelCounter[c] && !others[c]
 	}
 	d.inputs = d.buildInputs(nil)
 	return d
@@ -183,13 +216,16 @@ type gaugeAcc struct {
 	nonNegSum float64
 	nonNegN   int
 	points2   bool
+	// lastSum is the sum over series of their last value in the window.
+	lastSum float64
 }
 
-// labelRate is the rate of a split counter's series with one label value.
+// labelRate is the rate and increase of a split counter's series with one
+// label value.
 type labelRate struct {
-	counter mapping.Counter
-	value   string
-	rate    float64
+	counter   mapping.Counter
+	value     string
+	rate, inc float64
 }
 
 // Derive returns the derived gauge families, sorted by name, computed over
@@ -213,6 +249,11 @@ type grouping struct {
 	blocked []bool
 	groupOf []int // series index -> group
 	out     map[string][]exposition.Sample
+	// perModel says which specs it computes: those marked PerModel
+	// (true) or the others; a grouping by engine has a companion
+	// grouping without engine for the PerModel specs, whose samples go
+	// to the same out.
+	perModel, all bool
 }
 
 // Groupings returns, for each of groupBys, what Derive would return
@@ -228,12 +269,19 @@ func (d *Deriver) Groupings(h *window.History, now time.Time, groupBys ...[]stri
 func (d *Deriver) derive(r *window.Reader, groupBys [][]string, res [][]exposition.Family) {
 	series := r.Series()
 
-	gs := make([]grouping, len(groupBys))
-	var (
-		key      []byte
-		fromLbls []labels.Label
-	)
-	for k, groupBy := range groupBys {
+	// The PerModel specs need a grouping of their own only where the page
+	// has what only they read (vLLM's admission rejections) or a cap is
+	// known: other pages pay nothing for them.
+	perModel := d.perModel && d.queuedReqsCap > 0
+	for _, s := range series {
+		if cn, ok := keyCounter(s.Key()); ok && d.perModelOnly[cn] {
+			perModel = d.perModel
+			break
+		}
+	}
+	bys := make([][]string, 0, len(groupBys)+1)
+	gs := make([]grouping, 0, len(groupBys)+1)
+	for _, groupBy := range groupBys {
 		by := make([]string, 0, len(groupBy))
 		for _, g := range groupBy {
 			switch g {
@@ -244,10 +292,25 @@ func (d *Deriver) derive(r *window.Reader, groupBys [][]string, res [][]expositi
 				by = append(by, g)
 			}
 		}
+		out := map[string][]exposition.Sample{}
+		if !perModel || !slices.Contains(by, mapping.LabelEngine) {
+			bys = append(bys, by)
+			gs = append(gs, grouping{out: out, all: true})
+			continue
+		}
+		// The PerModel specs are computed over the model's engines
+		// together, into the same page.
+		bys = append(bys, by, slices.DeleteFunc(slices.Clone(by), func(l string) bool { return l == mapping.LabelEngine }))
+		gs = append(gs, grouping{out: out}, grouping{out: out, perModel: true})
+	}
+	var (
+		key      []byte
+		fromLbls []labels.Label
+	)
+	for k, by := range bys {
 		// Assign every series to its group.
 		g := &gs[k]
 		g.groupOf = make([]int, len(series))
-		g.out = map[string][]exposition.Sample{}
 		index := map[string]int{}
 		groupKey := func(l labels.Labels) {
 			key, fromLbls = key[:0], fromLbls[:0]
@@ -314,6 +377,9 @@ func (d *Deriver) derive(r *window.Reader, groupBys [][]string, res [][]expositi
 		for i, s := range series {
 			if s.Kind() == window.Gauge {
 				for k := range gs {
+					if gs[k].perModel && !d.perModelGauge[s.Key()-gaugeKey(0)] {
+						continue // only the PerModel specs read it
+					}
 					gi := gs[k].groupOf[i]
 					accumulateGauge(r, s, &gs[k].groups[gi].acc, rg)
 				}
@@ -328,6 +394,9 @@ func (d *Deriver) derive(r *window.Reader, groupBys [][]string, res [][]expositi
 				continue
 			}
 			for k := range gs {
+				if gs[k].perModel && !d.perModelCounter[cn] {
+					continue
+				}
 				gi := gs[k].groupOf[i]
 				a := &gs[k].groups[gi].acc
 				a.inWindow[cn] = true
@@ -344,6 +413,9 @@ func (d *Deriver) derive(r *window.Reader, groupBys [][]string, res [][]expositi
 				}
 				c.g, c.a = g, &g.acc
 				for si := range d.specs {
+					if !gs[k].all && d.specs[si].PerModel != gs[k].perModel {
+						continue
+					}
 					if compute := d.specs[si].window; compute != nil {
 						c.name = d.specs[si].Name
 						compute(&c)
@@ -353,8 +425,12 @@ func (d *Deriver) derive(r *window.Reader, groupBys [][]string, res [][]expositi
 		}
 	}
 
-	for k := range gs {
-		out := gs[k].out
+	k := 0
+	for i := range gs {
+		if gs[i].perModel {
+			continue // its samples are in its grouping by engine's out
+		}
+		out := gs[i].out
 		names := make([]string, 0, len(out))
 		for name := range out {
 			names = append(names, name)
@@ -372,6 +448,7 @@ func (d *Deriver) derive(r *window.Reader, groupBys [][]string, res [][]expositi
 			})
 		}
 		res[k] = fams
+		k++
 	}
 }
 
@@ -383,9 +460,10 @@ func accumulateGauge(r *window.Reader, s *window.Series, a *groupAcc, rg window.
 		return
 	}
 	ga := &a.gauges[k]
-	sum, n := 0.0, 0
+	sum, last, n := 0.0, 0.0, 0
 	r.Values(s, rg, func(v float64) {
 		sum += v
+		last = v
 		n++
 		if v >= 0 {
 			ga.nonNegSum += v
@@ -395,6 +473,7 @@ func accumulateGauge(r *window.Reader, s *window.Series, a *groupAcc, rg window.
 	if n > 0 {
 		ga.meanSum += sum / float64(n)
 		ga.meanHas = true
+		ga.lastSum += last
 	}
 	if n >= 2 {
 		ga.points2 = true
@@ -402,23 +481,26 @@ func accumulateGauge(r *window.Reader, s *window.Series, a *groupAcc, rg window.
 }
 
 // add adds counter input cn's series s's increase inc over secs seconds to
-// its group's accumulator.
+// its group's accumulator. A split counter's series add to its label
+// value's share and to its total.
 func (a *groupAcc) add(s *window.Series, cn mapping.Counter, inc, secs float64) {
-	switch {
-	case s.Kind() == window.Bucket:
+	if s.Kind() == window.Bucket {
 		a.buckets[cn] = append(a.buckets[cn], quantile.Bucket{UpperBound: s.UpperBound(), Count: inc})
-	case splitBy[cn] != "":
-		v := s.Labels().Get(splitBy[cn])
-		for i := range a.split {
-			if a.split[i].counter == cn && a.split[i].value == v {
-				a.split[i].rate += inc / secs
-				return
-			}
-		}
-		a.split = append(a.split, labelRate{counter: cn, value: v, rate: inc / secs})
-	default:
-		a.inc[cn] += inc
-		a.rate[cn] += inc / secs
-		a.has[cn] = true
+		return
 	}
+	a.inc[cn] += inc
+	a.rate[cn] += inc / secs
+	a.has[cn] = true
+	if splitBy[cn] == "" {
+		return
+	}
+	v := s.Labels().Get(splitBy[cn])
+	for i := range a.split {
+		if a.split[i].counter == cn && a.split[i].value == v {
+			a.split[i].rate += inc / secs
+			a.split[i].inc += inc
+			return
+		}
+	}
+	a.split = append(a.split, labelRate{counter: cn, value: v, rate: inc / secs, inc: inc})
 }

@@ -237,6 +237,13 @@ func TestDeriveEveryFamily(t *testing.T) {
 	wantValue(t, fams, 0.5, DerivedRequestsPerSecond, append(l, "finished_reason", "stop")...)
 	wantValue(t, fams, 0.2, DerivedRequestsPerSecond, append(l, "finished_reason", "length")...)
 	wantValue(t, fams, 0, DerivedRequestsPerSecond, append(l, "finished_reason", "abort")...)
+	// Of the 14 finished: 10 stop, 4 length, none abort.
+	wantValue(t, fams, 10.0/14, DerivedFinishedRatio, append(l, "finished_reason", "stop")...)
+	wantValue(t, fams, 4.0/14, DerivedFinishedRatio, append(l, "finished_reason", "length")...)
+	wantValue(t, fams, 0, DerivedFinishedRatio, append(l, "finished_reason", "abort")...)
+	// No split by source: the fallback, prompt tokens less the local and
+	// external hits, 100 - 60/20 - 5/20 = 96.75/s.
+	wantValue(t, fams, 96.75, DerivedPrefillTokensPerSecond, l...)
 	wantValue(t, fams, 1.5, DerivedQueueTimeMeanSeconds, l...)
 	wantValue(t, fams, 0.5, DerivedPrefillTimeMeanSeconds, l...)
 	wantValue(t, fams, 3, DerivedDecodeTimeMeanSeconds, l...)
@@ -280,8 +287,8 @@ func TestDeriveEveryFamily(t *testing.T) {
 		}
 		checkHelp(t, testRoles(), f)
 	}
-	if want := windowedFamilies(); !slices.IsSorted(names) || len(names) != want {
-		t.Errorf("families %v: want all %d windowed ones, sorted", names, want)
+	if want := windowedFamilies() + 1; !slices.IsSorted(names) || len(names) != want {
+		t.Errorf("families %v: want all %d windowed ones and the prefill rate's fallback, sorted", names, want)
 	}
 }
 
@@ -628,9 +635,10 @@ vllm:time_to_first_token_seconds_count{model_name="m",engine="0"} 1
 	h := NewHistory([]time.Duration{time.Minute}, time.Second)
 	h.Observe(at(0), parsePage(t, raw))
 	// preemptions; queue _sum and _count (no buckets); TTFT's 2 buckets
-	// (no _sum, _count); running.
-	if n := h.storedSeries(); n != 6 {
-		t.Fatalf("%d series stored, want 6", n)
+	// and _count (the requests started, for the refused share), no _sum;
+	// running.
+	if n := h.storedSeries(); n != 7 {
+		t.Fatalf("%d series stored, want 7", n)
 	}
 }
 

@@ -38,7 +38,7 @@ var helpInputs = map[string]struct {
 	"vllm_derived_generation_tokens_per_second_per_request": {roles: []mapping.Role{"generation_tokens", "requests_running"}},
 	"vllm_derived_engine_imbalance_ratio":                   {roles: []mapping.Role{"requests_running", "requests_waiting"}},
 	"vllm_derived_kv_cache_usage_spread":                    {roles: []mapping.Role{"kv_cache_usage"}},
-	"vllm_derived_prefill_tokens_per_second":                {roles: []mapping.Role{"prompt_tokens_by_source"}},
+	"vllm_derived_prefill_tokens_per_second":                {roles: []mapping.Role{"prompt_tokens_by_source", "prompt_tokens", "prefix_cache_hits", "external_prefix_cache_hits"}},
 	"vllm_derived_prefill_backlog_seconds":                  {roles: []mapping.Role{"requests_waiting", "request_prompt_tokens"}, gauges: []string{"vllm_derived_prefill_tokens_per_second"}},
 	"vllm_derived_requests_waiting_deferred_ratio":          {roles: []mapping.Role{"requests_waiting_by_reason"}},
 	"vllm_derived_kv_transfer_failure_ratio":                {roles: []mapping.Role{"kv_transfer_failures", "kv_transfer_time"}},
@@ -46,6 +46,10 @@ var helpInputs = map[string]struct {
 	"vllm_derived_kv_transfer_bytes_per_second":             {roles: []mapping.Role{"kv_transfer_bytes", "kv_transfer_time"}},
 	"vllm_derived_kv_offload_load_bytes_per_second":         {roles: []mapping.Role{"kv_offload_load_bytes"}},
 	"vllm_derived_kv_offload_store_bytes_per_second":        {roles: []mapping.Role{"kv_offload_store_bytes"}},
+	"vllm_derived_finished_ratio":                           {roles: []mapping.Role{"requests_finished"}},
+	"vllm_derived_admission_rejections_per_second":          {roles: []mapping.Role{"admission_rejections"}},
+	"vllm_derived_admission_rejected_ratio":                 {roles: []mapping.Role{"admission_rejections", "ttft"}},
+	"vllm_derived_admission_at_cap":                         {roles: []mapping.Role{"admission_rejections", "requests_running", "requests_waiting"}},
 }
 
 // checkHelp: a derived family's HELP is there, has no unfilled template,

@@ -52,12 +52,12 @@ func (h testHistory) Groupings(now time.Time, groupBys ...[]string) [][]expositi
 }
 
 // windowedFamilies is the number of derived families with a window label
-// that a single-engine page without KV connector has (topologyGauges are
-// checked on their own pages).
+// that a single-engine page without KV connector or admission control has
+// (topologyGauges and admissionGauges are checked on their own pages).
 func windowedFamilies() int {
 	n := 0
 	for _, s := range specs {
-		if !s.Now && !topologyGauges[s.Name] {
+		if !s.Now && !topologyGauges[s.Name] && !admissionGauges[s.Name] {
 			n++
 		}
 	}

@@ -98,6 +98,8 @@ func TestDeriveFixture13(t *testing.T) {
 	}
 	for _, r := range []string{"stop", "length", "abort", "error", "repetition"} {
 		wantValue(t, out, 1, DerivedRequestsPerSecond, append(l, "finished_reason", r)...)
+		// Five reasons at 1/s each: a fifth of the finished requests.
+		wantValue(t, out, 0.2, DerivedFinishedRatio, append(l, "finished_reason", r)...)
 	}
 	wantValue(t, out, 0.0005, DerivedTTFTSeconds, append(l, "q", "0.5")...)
 	wantValue(t, out, 0.005, DerivedInterTokenLatencySeconds, append(l, "q", "0.5")...)

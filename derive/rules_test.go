@@ -27,7 +27,10 @@ const (
 
 // ruleGrouping is what a derived rule keeps of a series: the pod
 // Prometheus's Kubernetes discovery names, and the sidecar's grouping.
-const ruleGrouping = "namespace, pod, " + mapping.LabelModel + ", " + mapping.LabelEngine
+const (
+	ruleGrouping         = ruleGroupingPerModel + ", " + mapping.LabelEngine
+	ruleGroupingPerModel = "namespace, pod, " + mapping.LabelModel
+)
 
 // ruleSLOTargets are the targets the attainment rules are recorded for: those
 // of deploy/autoscaling/slo (deploy's TestRulesParse checks them).
@@ -54,6 +57,9 @@ func recordName(s Spec, w string) string {
 // quantile or SLO target.
 func specRules(s Spec, w string, roles *mapping.Roles, earlier map[string]Spec) ([]recordingRule, error) {
 	by, expr := ruleGrouping, s.Rule
+	if s.PerModel { // a gauge of the whole server: no engine label to keep
+		by = ruleGroupingPerModel
+	}
 	base := [][2]string{}
 	if w != "" {
 		base = append(base, [2]string{WindowLabel, w})
@@ -85,7 +91,7 @@ func specRules(s Spec, w string, roles *mapping.Roles, earlier map[string]Spec) 
 	if refErr != nil {
 		return nil, refErr
 	}
-	expr = strings.NewReplacer("{by}", by, "[w]", "["+w+"]").Replace(expr)
+	expr = strings.NewReplacer("{by}", by, "[w]", "["+w+"]", "{w}", w).Replace(expr)
 	if perValue != "" {
 		base = append(base, [2]string{PerLabel, perValue})
 	}

@@ -52,6 +52,11 @@ type Spec struct {
 	// role families (PromQL says why): its recording rule aggregates the
 	// sidecar's own gauge across pods instead.
 	RuleAggregatesGauge bool
+	// PerModel marks a gauge of the whole server, computed over the
+	// model's engines together on every page: its inputs come before an
+	// engine sees the request (vLLM's API server refuses at admission and
+	// labels no engine).
+	PerModel bool
 
 	// window computes the gauge for one group over one window; current
 	// from the current scrape (Now). Exactly one is set.
@@ -108,6 +113,12 @@ const (
 	DerivedKVOffloadLoadBytesPerSec  = "vllm_derived_kv_offload_load_bytes_per_second"
 	DerivedKVOffloadStoreBytesPerSec = "vllm_derived_kv_offload_store_bytes_per_second"
 
+	// Admission control and how requests end; see docs/derived.md.
+	DerivedAdmissionRejectionsPerSecond = "vllm_derived_admission_rejections_per_second"
+	DerivedAdmissionRejectedRatio       = "vllm_derived_admission_rejected_ratio"
+	DerivedAdmissionAtCap               = "vllm_derived_admission_at_cap"
+	DerivedFinishedRatio                = "vllm_derived_finished_ratio"
+
 	// WindowLabel names the window a derived value covers ("1m").
 	WindowLabel = "window"
 	// QuantileLabel names the quantile of the latency gauges ("0.9"), and
@@ -132,6 +143,13 @@ const (
 // --derive.window says otherwise, and those deploy/prometheus's recording
 // rules are generated for.
 func DefaultWindows() []time.Duration { return []time.Duration{time.Minute, 5 * time.Minute} }
+
+// prefillRateRule is the prefill rate's recording rule: the computed prompt
+// tokens where the server splits them by source, else prompt tokens less
+// local and external prefix-cache hits (external ones 0 where absent).
+const prefillRateRule = "sum by ({by}) (rate({prompt_tokens_by_source}{source=\"local_compute\"}[w]))\n" +
+	"or\n(\n  sum by ({by}) (rate({prompt_tokens}[w]))\n  - sum by ({by}) (rate({prefix_cache_hits}[w]))\n" +
+	"  - (sum by ({by}) (rate({external_prefix_cache_hits}[w])) or 0 * sum by ({by}) (rate({prefix_cache_hits}[w])))\n) >= 0"
 
 // specs is the table, in docs/derived.md's order.
 var specs = []Spec{
@@ -199,6 +217,17 @@ var specs = []Spec{
 		PromQL:   "rate({requests_finished}[w])",
 		Decision: "load and abort/length share",
 		window:   ratesBy(mapping.CounterRequestsFinished),
+	},
+	{
+		Name: DerivedFinishedRatio, Unit: "ratio", Record: "ratio", Labels: []string{finishedReasonLabel},
+		Inputs: []mapping.Role{mapping.RoleRequestsFinished},
+		Help: "Share of the requests finished in the window that ended with each finished_reason (abort: the client went away; error; length; stop ...):" +
+			" increase({requests_finished}) of the reason over that of all reasons." + helpRatio + helpCounter,
+		PromQL:   "sum by (finished_reason) (increase({requests_finished}[w])) / ignoring (finished_reason) group_left sum(increase({requests_finished}[w]))",
+		// {by} holds finished_reason: the denominator sums it away first.
+		Rule:     "sum by ({by}) (increase({requests_finished}[w]))\n/ ignoring (finished_reason) group_left ()\n(sum by ({by}) (sum without (finished_reason) (increase({requests_finished}[w]))) > 0)",
+		Decision: "clients giving up (abort) or failing requests (error)",
+		window:   finishedRatio,
 	},
 	meanSpec(DerivedPromptTokensMean, "Mean prompt length in tokens", mapping.CounterRequestPromptTokensSum, mapping.CounterRequestPromptTokensCount, "tokens", "did the traffic change?"),
 	meanSpec(DerivedGenerationTokensMean, "Mean generated tokens per request", mapping.CounterRequestGenerationTokensSum, mapping.CounterRequestGenerationTokensCount, "tokens", "did the traffic change?"),
@@ -281,24 +310,26 @@ var specs = []Spec{
 	},
 	{
 		Name: DerivedPrefillTokensPerSecond, Unit: "tokens/s", Record: "rate",
-		Inputs: []mapping.Role{mapping.RolePromptTokensBySource},
+		Inputs: []mapping.Role{mapping.RolePromptTokensBySource, mapping.RolePromptTokens, mapping.RolePrefixCacheHits, mapping.RoleExternalPrefixCacheHits},
 		Help: "Prompt tokens computed per second (prefill work, cached and transferred tokens left out): rate of {prompt_tokens_by_source} with source=\"local_compute\"." +
-			" Absent where the server does not split prompt tokens by source." + helpRate + helpCounter,
-		PromQL:   "rate({prompt_tokens_by_source}{source=\"local_compute\"}[w])",
+			" Where the server does not split prompt tokens by source (V1 before it did), the fallback: rate of {prompt_tokens} minus the rates of {prefix_cache_hits} and {external_prefix_cache_hits} (0 where absent);" +
+			" absent without the prefix-cache hits (V0) or when the difference is negative." + helpRate + helpCounter,
+		PromQL:   "rate({prompt_tokens_by_source}{source=\"local_compute\"}[w]); without it rate({prompt_tokens}[w]) - rate({prefix_cache_hits}[w]) - rate({external_prefix_cache_hits}[w])",
+		Rule:     prefillRateRule,
 		Decision: "prefill throughput; the denominator of the prefill backlog",
 		window:   prefillTokensPerSecond,
 	},
 	{
 		Name: DerivedPrefillBacklogSeconds, Unit: "s", Record: "ratio",
-		Inputs: []mapping.Role{mapping.RolePromptTokensBySource, mapping.RoleRequestsWaiting, mapping.RoleRequestPromptTokens},
+		Inputs: []mapping.Role{mapping.RolePromptTokensBySource, mapping.RolePromptTokens, mapping.RolePrefixCacheHits, mapping.RoleExternalPrefixCacheHits, mapping.RoleRequestsWaiting, mapping.RoleRequestPromptTokens},
 		Help: "Seconds of prefill queued, an estimate: no server prints its waiting prompt tokens, so the mean of {requests_waiting} over the window's points times the window's mean prompt length" +
 			" (increase({request_prompt_tokens}_sum) / increase({request_prompt_tokens}_count)), divided by " + DerivedPrefillTokensPerSecond + "." +
 			" Cached prompt tokens count as work, so on a cache-friendly load it overstates. 0 when nothing waits;" +
 			" absent without computed-token counts, without a finished request in the window while requests wait, or when no prompt token was computed." + helpCounter,
-		PromQL: "avg_over_time({requests_waiting}[w]) × increase({request_prompt_tokens}_sum[w]) / increase({request_prompt_tokens}_count[w]) / rate({prompt_tokens_by_source}{source=\"local_compute\"}[w])",
+		PromQL:   "avg_over_time({requests_waiting}[w]) × increase({request_prompt_tokens}_sum[w]) / increase({request_prompt_tokens}_count[w]) / " + DerivedPrefillTokensPerSecond,
 		Rule: "sum by ({by}) (avg_over_time({requests_waiting}[w]))\n" +
 			"* (sum by ({by}) (increase({request_prompt_tokens}_sum[w])) / sum by ({by}) (increase({request_prompt_tokens}_count[w])))\n" +
-			"/ (sum by ({by}) (rate({prompt_tokens_by_source}{source=\"local_compute\"}[w])) > 0)",
+			"/ ((" + prefillRateRule + ") > 0)",
 		Decision: "scale the prefill pool on seconds of queue, not requests",
 		window:   prefillBacklog,
 	},
@@ -320,6 +351,36 @@ var specs = []Spec{
 		PromQL:   "increase({kv_transfer_failures}[w]) / (increase({kv_transfer_failures}[w]) + increase({kv_transfer_time}_count[w]))",
 		Decision: "P/D transfers failing: route around the pair",
 		window:   kvTransferFailureRatio,
+	},
+	{
+		Name: DerivedAdmissionRejectionsPerSecond, Unit: "1/s", Record: "rate", Labels: []string{reasonLabel}, PerModel: true,
+		Inputs: []mapping.Role{mapping.RoleAdmissionRejections},
+		Help: "Requests refused at admission per second (HTTP 503 before they reach an engine) by reason, the cap that refused them: rate of {admission_rejections}." +
+			" Per model_name on every page: the server refuses before an engine sees the request." + helpRate + helpCounter,
+		PromQL:   "rate({admission_rejections}[w])",
+		Decision: "a pod refusing work: send it elsewhere, scale out",
+		window:   ratesBy(mapping.CounterAdmissionRejections),
+	},
+	{
+		Name: DerivedAdmissionRejectedRatio, Unit: "ratio", Record: "ratio", PerModel: true,
+		Inputs: []mapping.Role{mapping.RoleAdmissionRejections, mapping.RoleTTFT},
+		Help: "Share of the admission attempts refused: increase({admission_rejections}) / (increase({admission_rejections}) + increase({ttft}_count))," +
+			" the requests started being those that reached their first token. Per model_name on every page." + helpRatio + helpCounter,
+		PromQL:   "increase({admission_rejections}[w]) / (increase({admission_rejections}[w]) + increase({ttft}_count[w]))",
+		Decision: "how much of the offered load the pod turns away",
+		window:   admissionRejectedRatio,
+	},
+	{
+		Name: DerivedAdmissionAtCap, Unit: "boolean", Record: "max", PerModel: true, RuleAggregatesGauge: true,
+		Inputs: []mapping.Role{mapping.RoleAdmissionRejections, mapping.RoleRequestsRunning, mapping.RoleRequestsWaiting},
+		Help: "1 while the server refuses requests at admission: {admission_rejections} increased in the window, or {requests_running} + {requests_waiting} at the window's last point" +
+			" reached the cap on them that --upstream.max-num-queued-reqs gives (vLLM's --max-num-queued-reqs); else 0." +
+			" Waiting + running then stay at the cap however much more arrives, so the queue looks short. Per model_name on every page;" +
+			" absent where the server prints no rejection counter and no cap is given.",
+		PromQL:   "increase({admission_rejections}[w]) > bool 0, or last_over_time({requests_running}[w]) + last_over_time({requests_waiting}[w]) >= bool cap (PromQL does not know the cap flag)",
+		Rule:     "max by ({by}) (" + DerivedAdmissionAtCap + "{window=\"{w}\"})", // the cap is the sidecar's flag: its own gauge, per pod
+		Decision: "a pod at its cap looks idle to a least-queue router: skip it",
+		window:   admissionAtCap,
 	},
 	quantileSpec(DerivedKVTransferSeconds, "Duration of one KV-cache transfer between instances (vLLM pools every TP rank's observations)", mapping.CounterKVTransferTimeBuckets, "decode slow to pull KV"),
 	{

@@ -26,12 +26,26 @@ const (
 	perTPRank = "tp_rank"
 )
 
-// prefillTokensRate is the rate of prompt tokens computed locally.
+// prefillTokensRate is the rate of prompt tokens computed locally: the
+// server's own split by source, else (V1 before it printed one) prompt
+// tokens less those the local and external prefix caches supplied.
 func prefillTokensRate(c *windowCalc) (float64, bool) {
-	for _, r := range c.split() {
-		if r.counter == mapping.CounterPromptTokensBySource && r.value == sourceLocalCompute {
-			return r.rate, true
+	if c.inWindow(mapping.CounterPromptTokensBySource) {
+		for _, r := range c.split() {
+			if r.counter == mapping.CounterPromptTokensBySource && r.value == sourceLocalCompute {
+				return r.rate, true
+			}
 		}
+		return 0, false
+	}
+	prompt, ok := c.rate(mapping.CounterPromptTokens)
+	hits, hok := c.rate(mapping.CounterPrefixCacheHits)
+	if !ok || !hok {
+		return 0, false // V0 counts no hits in tokens: no fallback
+	}
+	ext, _ := c.rate(mapping.CounterExternalPrefixCacheHits)
+	if v := prompt - hits - ext; v >= 0 {
+		return v, true
 	}
 	return 0, false
 }
@@ -63,14 +77,7 @@ func prefillBacklog(c *windowCalc) {
 
 // kvTransferFailureRatio is failed transfers over all transfers: the
 // failures plus the completed ones (each observed in kv_transfer_time).
-func kvTransferFailureRatio(c *windowCalc) {
-	a := c.a
-	f, n := mapping.CounterKVTransferFailures, mapping.CounterKVTransferTimeCount
-	if !a.has[f] || !a.has[n] || a.inc[f]+a.inc[n] == 0 {
-		return
-	}
-	c.emit(a.inc[f] / (a.inc[f] + a.inc[n]))
-}
+var kvTransferFailureRatio = shareOf(mapping.CounterKVTransferFailures, mapping.CounterKVTransferTimeCount)
 
 // kvTransferBandwidth is bytes moved over seconds spent moving them, per
 // TP rank as vLLM pools the ranks' observations.

@@ -20,6 +20,12 @@ var topologyGauges = map[string]bool{
 	DerivedKVOffloadLoadBytesPerSec: true, DerivedKVOffloadStoreBytesPerSec: true,
 }
 
+// admissionGauges need a server with admission control (vLLM 0.29 on, or
+// a cap given): TestAdmissionGauges checks them on constructed pages.
+var admissionGauges = map[string]bool{
+	DerivedAdmissionRejectionsPerSecond: true, DerivedAdmissionRejectedRatio: true, DerivedAdmissionAtCap: true,
+}
+
 // conditionalGauges need more than their roles on the page.
 var conditionalGauges = map[string]string{
 	DerivedEngineImbalanceRatio:    "two engines or more",

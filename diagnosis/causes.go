@@ -17,6 +17,7 @@ const (
 	CauseKVTransferSlow     = "kv_transfer_slow"
 	CauseKVTransferFailures = "kv_transfer_failures"
 	CausePrefillSaturated   = "prefill_saturated"
+	CauseAdmission          = "admission"
 )
 
 // Cause is one diagnosis cause or topology finding: everything the rules,
@@ -154,6 +155,11 @@ var causes = []Cause{
 		PromQL:   `avg_over_time(vllm_derived_prefill_backlog_seconds{role="prefill"}[1m]) / avg_over_time(vllm_derived_prefill_backlog_seconds{role="prefill"}[30m] offset 1m) >= 1.25 unless (vllm:diagnosis_kv_cache_usage:recent1m / vllm:diagnosis_kv_cache_usage:baseline30m >= 1.25)`,
 		NoDemo:   "the demo is not disaggregated; collector/diagnosis_topology_test.go shifts constructed pages",
 		finding:  (*topoState).prefillSaturated, signal: zBacklog, baselined: true},
+	{Name: CauseAdmission, Step: topologyStepNumber, Short: "requests refused",
+		Sentence: "The server refuses requests at admission (HTTP 503 at its --max-num-queued-reqs or --max-num-queued-tokens cap): its queue looks short and its latency may not move while clients are turned away.",
+		Action:   "Add replicas if every pod refuses; if peers have room (the fleet rule of deploy/prometheus/admission.yml), make the router send this pod less; raise the cap only if the pod can hold more requests at once.",
+		PromQL:   `avg_over_time(vllm_derived_admission_rejected_ratio[1m]) / avg_over_time(vllm_derived_admission_rejected_ratio[30m] offset 1m) >= 1.25`,
+		finding:  (*topoState).admissionRefused, signal: zRefused, baselined: true},
 }
 
 // Causes returns a copy of the cause records, in the report's order.

@@ -535,7 +535,7 @@ func families(rep *Report) []exposition.Family {
 	symptom := exposition.Family{Name: FamilySymptom, Type: model.MetricTypeGauge,
 		Help: "Diagnosis: 1 while the incident's symptom holds (ttft_up, itl_up: the 90th percentile rose significantly by the minimum change; throughput_down: fewer tokens per second without fewer requests running), else 0. Absent when not ready."}
 	cause := exposition.Family{Name: FamilyCause, Type: model.MetricTypeGauge,
-		Help: "Diagnosis: 1 while the incident's cause holds, else 0; the topology causes (rank_imbalance, kv_transfer_slow, kv_transfer_failures, prefill_saturated) also without an incident; unexplained = a symptom with none of the others (look at parallelism and hardware). Absent when not ready. See docs/diagnosis.md for each rule."}
+		Help: "Diagnosis: 1 while the incident's cause holds, else 0; the topology causes (rank_imbalance, kv_transfer_slow, kv_transfer_failures, prefill_saturated, admission) also without an incident; unexplained = a symptom with none of the others (look at parallelism and hardware). Absent when not ready. See docs/diagnosis.md for each rule."}
 	ready := exposition.Family{Name: FamilyReady, Type: model.MetricTypeGauge,
 		Help: "Diagnosis: 1 when both windows are covered, the server prints the inputs and traffic suffices, else 0; /api/v1/diagnosis says why."}
 	incident := exposition.Family{Name: FamilyIncident, Type: model.MetricTypeGauge,

@@ -24,6 +24,7 @@ const (
 	cGenLenCount
 	cFinished
 	cKVFailures
+	cRejections
 	numCounters
 )
 
@@ -164,6 +165,7 @@ func (tr *track) observe(t int64, o *Observation) {
 	p.c = [numCounters]float64{
 		o.Preemptions, o.PrefixQueries, o.PrefixHits, o.PromptTokens, o.GenerationTokens,
 		o.PromptLenSum, o.PromptLenCount, o.GenLenSum, o.GenLenCount, o.Finished, o.KVTransferFailures,
+		o.Rejections,
 	}
 	for i, v := range p.c {
 		if math.IsInf(v, 0) {

@@ -45,6 +45,9 @@ type Observation struct {
 	// bounds and NaN where the server prints none.
 	KVTransferTime     Histogram
 	KVTransferFailures float64
+	// Rejections are the requests the server refused at admission (HTTP
+	// 503 at a queue cap, vLLM 0.29 on); NaN where it prints none.
+	Rejections float64
 }
 
 // EngineLoad is one data-parallel engine's gauges now.

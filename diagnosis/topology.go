@@ -21,6 +21,7 @@ const (
 	SignalKVTransferP90          = "kv_transfer_p90"
 	SignalKVTransferFailureRatio = "kv_transfer_failure_ratio"
 	SignalPrefillBacklogSeconds  = "prefill_backlog_seconds"
+	SignalAdmissionRejectedRatio = "admission_rejected_ratio"
 )
 
 const (
@@ -28,6 +29,7 @@ const (
 	zXferP90
 	zXferFail
 	zBacklog
+	zRefused
 	numTopoSignals
 )
 
@@ -36,17 +38,20 @@ var topoSignalInfo = [numTopoSignals]struct{ name, unit, what string }{
 	zXferP90:   {SignalKVTransferP90, "s", "KV-transfer duration, 90th percentile"},
 	zXferFail:  {SignalKVTransferFailureRatio, "ratio", "failed KV transfers per transfer attempted"},
 	zBacklog:   {SignalPrefillBacklogSeconds, "s", "waiting prompt tokens over prompt tokens per second"},
+	zRefused:   {SignalAdmissionRejectedRatio, "ratio", "requests refused at admission per request attempted (refused or started)"},
 }
 
 // Inputs of the topology findings, keys of SetInputNames.
 const (
 	InputKVTransferTime     = "kv_transfer_time"
 	InputKVTransferFailures = "kv_transfer_failures"
+	InputRejections         = "admission_rejections"
 )
 
 func init() {
 	inputWhat[InputKVTransferTime] = "a KV-transfer duration histogram"
 	inputWhat[InputKVTransferFailures] = "a failed KV-transfer counter"
+	inputWhat[InputRejections] = "a counter of requests refused at admission"
 }
 
 // Thresholds of the rank finding, in requests: a queueing rank has at
@@ -67,7 +72,8 @@ type rankSnap struct {
 type topoState struct {
 	role               string
 	xferSeen, failSeen bool // printed on the latest page
-	engines            int  // on the latest page
+	rejSeen            bool
+	engines            int // on the latest page
 	// snaps keeps one snapshot per fine slot over the recent window, and
 	// the newest at or before its start.
 	snaps []rankSnap
@@ -87,6 +93,7 @@ func (ts *topoState) observe(t int64, o *Observation, res int64) {
 	ts.role = o.Role
 	ts.xferSeen = validHistogram(o.KVTransferTime)
 	ts.failSeen = !math.IsNaN(o.KVTransferFailures) && !math.IsInf(o.KVTransferFailures, 0)
+	ts.rejSeen = !math.IsNaN(o.Rejections) && !math.IsInf(o.Rejections, 0)
 	loads := make([]EngineLoad, 0, len(o.Engines))
 	for _, e := range o.Engines {
 		if !math.IsNaN(e.Running+e.Waiting) && !math.IsInf(e.Running+e.Waiting, 0) {
@@ -244,7 +251,30 @@ func topoSignals(s *stats) (v [numTopoSignals]float64) {
 	if rate := ratio(s.c[cPromptTokens], s.seconds); rate > 0 {
 		v[zBacklog] = s.gMean[gWaiting] * s.v[sPromptMean] / rate
 	}
+	v[zRefused] = math.NaN()
+	if s.c[cRejections] >= 0 && s.started >= 0 {
+		v[zRefused] = ratio(s.c[cRejections], s.c[cRejections]+s.started)
+	}
 	return v
+}
+
+// admissionRefused: more of the attempted requests refused at admission
+// (refused over refused plus started), on any role. It needs no latency
+// symptom: a pod at its cap keeps its queue short and its latency flat
+// while it turns clients away.
+func (ts *topoState) admissionRefused(x *topoInput, e *topoEval, k int) {
+	recent, base := x.recent, x.base
+	if !ts.rejSeen || !(recent.c[cRejections] >= 0) || !(base.c[cRejections] >= 0) || !(recent.started >= 0) || !(base.started >= 0) {
+		return
+	}
+	e.judged[k] = true
+	a1 := recent.c[cRejections] + recent.started
+	a0 := base.c[cRejections] + base.started
+	p := 1.0
+	if a1 >= x.ru.minRequests && a0 >= x.ru.minRequests {
+		p = fisher(recent.c[cRejections], a1, base.c[cRejections], a0, +1)
+	}
+	e.strict[k], e.hold[k] = x.sig(e, zRefused, p)
 }
 
 // topoInput is what a topology finding's evaluation reads.

@@ -42,6 +42,8 @@ const (
 	CounterKVTransferFailures
 	CounterKVOffloadLoadBytes
 	CounterKVOffloadStoreBytes
+	CounterTTFTCount
+	CounterAdmissionRejections
 	// NumCounters is the number of counter inputs, to size arrays by.
 	NumCounters
 )
@@ -81,6 +83,8 @@ var counterInputs = [NumCounters]struct {
 	CounterKVTransferFailures:           {RoleKVTransferFailures, PartValue},
 	CounterKVOffloadLoadBytes:           {RoleKVOffloadLoadBytes, PartValue},
 	CounterKVOffloadStoreBytes:          {RoleKVOffloadStoreBytes, PartValue},
+	CounterTTFTCount:                    {RoleTTFT, PartCount},
+	CounterAdmissionRejections:          {RoleAdmissionRejections, PartValue},
 }
 
 // Role is the role whose family the input is read from.

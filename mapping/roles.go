@@ -57,6 +57,8 @@ const (
 	RoleKVOffloadLoadBytes      Role = "kv_offload_load_bytes"
 	RoleKVOffloadStoreBytes     Role = "kv_offload_store_bytes"
 	RoleKVOffloadCPUUsage       Role = "kv_offload_cpu_cache_usage"
+
+	RoleAdmissionRejections Role = "admission_rejections"
 )
 
 // Canonical label names: every profile's model and engine labels are

@@ -95,6 +95,7 @@ var settingFlags = map[string]string{
 	"collector.Config.MaxSeries":               "--history.max-series",
 	"collector.Config.MaxModels":               "--history.max-models",
 	"collector.Config.Windows":                 "--derive.window",
+	"collector.Config.QueuedReqsCap":           "--upstream.max-num-queued-reqs",
 	"derive.SLOTargets.TTFT":                   "--slo.ttft",
 	"derive.SLOTargets.TPOT":                   "--slo.tpot",
 	"derive.SLOTargets.E2E":                    "--slo.e2e",
@@ -139,19 +140,20 @@ func (f *flags) checkGenAI() error {
 // what run wires in (mapper, registries, diagnosis, logger).
 func (f *flags) collectorConfig() collector.Config {
 	return collector.Config{
-		ScrapeURI:    f.scrapeURI,
-		Interval:     f.scrapeInterval,
-		Timeout:      f.timeout,
-		MaxBodyBytes: int64(f.maxBody),
-		AskGzip:      f.askGzip,
-		SampleLimit:  f.sampleLimit,
-		LabelLimits:  f.labelLimits,
-		MaxSeries:    f.maxSeries,
-		MaxModels:    f.maxModels,
-		Windows:      uniqueWindows(f.windows),
-		SLOs:         f.slos,
-		LegacyLabels: f.legacyLabels,
-		Role:         f.upstreamRole,
+		ScrapeURI:     f.scrapeURI,
+		Interval:      f.scrapeInterval,
+		Timeout:       f.timeout,
+		MaxBodyBytes:  int64(f.maxBody),
+		AskGzip:       f.askGzip,
+		SampleLimit:   f.sampleLimit,
+		LabelLimits:   f.labelLimits,
+		MaxSeries:     f.maxSeries,
+		MaxModels:     f.maxModels,
+		Windows:       uniqueWindows(f.windows),
+		SLOs:          f.slos,
+		LegacyLabels:  f.legacyLabels,
+		Role:          f.upstreamRole,
+		QueuedReqsCap: f.queuedReqsCap,
 	}
 }
 

@@ -125,6 +125,7 @@ func TestFlagChecks(t *testing.T) {
 		{[]string{"--web.write-timeout=0s"}, "--web.write-timeout=0s must be positive"},
 		{[]string{"--web.max-connections=0"}, "--web.max-connections=0 must be at least 1"},
 		{[]string{"--history.max-series=-1"}, "--history.max-series=-1 is negative; give 0 (no limit) or a positive number"},
+		{[]string{"--upstream.max-num-queued-reqs=-1"}, "--upstream.max-num-queued-reqs=-1 is negative; give the server's --max-num-queued-reqs, or 0"},
 		{[]string{"--vllm.label-limit=-1"}, "--vllm.label-limit=-1 is negative; give 0 (no limit)"},
 		{[]string{"--vllm.label-value-length-limit=-5"}, "--vllm.label-value-length-limit=-5 is negative"},
 		{[]string{"--demo.scenario=slow"}, `--demo.scenario: unknown demo scenario "slow"; valid: steady, queueing, long_prompts, prefix_cache_misses, batch_growth, preemptions, long_outputs`},

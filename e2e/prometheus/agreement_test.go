@@ -253,6 +253,19 @@ func agreementChecks() []check {
 			})
 		}
 	}
+	// Shares of the finished requests: e0 stop 2, length 1, abort 0.5 of
+	// 3.5 a second; e1 1, 0.5, 0 of 1.5; the model 3, 1.5, 0.5 of 5.
+	for _, r := range []struct {
+		reason string
+		truth  [3]float64
+	}{{"stop", [3]float64{2 / 3.5, 1 / 1.5, 3.0 / 5}}, {"length", [3]float64{1 / 3.5, 0.5 / 1.5, 1.5 / 5}}, {"abort", [3]float64{0.5 / 3.5, 0, 0.5 / 5}}} {
+		cs = append(cs, check{family: "vllm_derived_finished_ratio", sel: fmt.Sprintf(`finished_reason=%q`, r.reason), kind: kindRatio,
+			promql: func(by, w string) string {
+				return fmt.Sprintf(`sum by (%s) (increase(vllm:request_success_total{%s,finished_reason=%q}[%s])) / sum by (%s) (increase(vllm:request_success_total{%s}[%s]))`,
+					by, rawJob, r.reason, w, by, rawJob, w)
+			},
+			truth: r.truth})
+	}
 	// Per-request decode speed: generation rate / mean running, per engine
 	// 150/4, 100/5; the model (150+100)/(4+5), a ratio of sums.
 	cs = append(cs, check{family: "vllm_derived_generation_tokens_per_second_per_request", kind: kindRate,
@@ -634,6 +647,9 @@ func TestAgreementWithPrometheus(t *testing.T) {
 	for _, name := range checkNowGauges(t, prom, at, launched, ready) {
 		checked[name] = true
 	}
+	for _, name := range checkAdmissionGauges(t, prom, at) {
+		checked[name] = true
+	}
 	for name := range checked {
 		for _, job := range []string{"sidecar", "routing"} {
 			q := fmt.Sprintf(`min_over_time(%s{job=%q}[2m]) < 0`, name, job)
@@ -800,4 +816,68 @@ func checkNowGauges(t *testing.T, prom *promServer, at, launched, ready time.Tim
 	exact("vllm_derived_requests_waiting_deferred_ratio per model", defModel[""], 1)
 	return []string{"vllm_derived_requests_in_flight", "vllm_derived_kv_cache_free_tokens", "vllm_derived_idle_seconds",
 		"vllm_derived_engine_imbalance_ratio", "vllm_derived_kv_cache_usage_spread", "vllm_derived_requests_waiting_deferred_ratio"}
+}
+
+// checkAdmissionGauges checks the admission gauges, which are per model on
+// both pages (vLLM counts refusals without engine), at at against PromQL
+// over the raw series and the truth, for both windows, and returns their
+// names:
+//   - refusals per second by reason: 3 and 1.5 (truthRejections);
+//   - refused share: 4.5 refused against 4.5 started (the TTFT counts, 3
+//     and 1.5 a second), 0.5;
+//   - at the cap: refusals in the window, 1.
+func checkAdmissionGauges(t *testing.T, prom *promServer, at time.Time) []string {
+	t.Helper()
+	const model = `model_name="truth-model"`
+	near := func(what string, got, want, tol float64) {
+		t.Helper()
+		if math.Abs(got-want) > tol*math.Abs(want)+1e-12 {
+			t.Errorf("%s = %g, want %g (relative tolerance %g)", what, got, want, tol)
+		}
+	}
+	refused := 0.0
+	for _, r := range truthRejections {
+		refused += r.rate
+	}
+	started := 0.0
+	for _, h := range truthHists {
+		if h.name == "vllm:time_to_first_token_seconds" {
+			started = h.cum[0][len(h.les)-1] + h.cum[1][len(h.les)-1]
+		}
+	}
+	for _, w := range []string{"30s", "1m"} {
+		rej := fmt.Sprintf(`sum by (model_name) (increase(vllm:admission_rejections_total{%s,%s}[%s]))`, rawJob, model, w)
+		ttft := fmt.Sprintf(`sum by (model_name) (increase(vllm:time_to_first_token_seconds_count{%s,%s}[%s]))`, rawJob, model, w)
+		for _, job := range []string{"sidecar", "routing"} {
+			what := func(name string) string { return fmt.Sprintf("%s window=%s %s", name, w, job) }
+			sel := fmt.Sprintf(`{job=%q,%s,window=%q}`, job, model, w)
+			byReason := byKey(t, what("refusals"), prom.mustQuery(t, "vllm_derived_admission_rejections_per_second"+sel, at), "reason")
+			ref := byKey(t, what("refusals PromQL"), prom.mustQuery(t, fmt.Sprintf(`sum by (reason) (rate(vllm:admission_rejections_total{%s,%s}[%s]))`, rawJob, model, w), at), "reason")
+			for _, r := range truthRejections {
+				near(what("vllm_derived_admission_rejections_per_second reason="+r.reason)+" vs truth", byReason[r.reason], r.rate, truthRate)
+				near(what("vllm_derived_admission_rejections_per_second reason="+r.reason)+" vs Prometheus", byReason[r.reason], ref[r.reason], agreeRateFor(w))
+			}
+			if len(byReason) != len(truthRejections) {
+				t.Errorf("%s: %v, want one series per reason", what("refusals"), byReason)
+			}
+			for _, name := range []string{"vllm_derived_admission_rejections_per_second", "vllm_derived_admission_rejected_ratio", "vllm_derived_admission_at_cap"} {
+				for _, s := range prom.mustQuery(t, name+sel, at) {
+					if s.Metric["engine"] != "" {
+						t.Errorf("%s has an engine label: %v; refusals are counted per model", what(name), s)
+					}
+				}
+			}
+			ratio := byKey(t, what("refused share"), prom.mustQuery(t, "vllm_derived_admission_rejected_ratio"+sel, at), "")
+			pq := fmt.Sprintf(`%s / (%s + %s)`, rej, rej, ttft)
+			refRatio := byKey(t, what("refused share PromQL"), prom.mustQuery(t, pq, at), "")
+			near(what("vllm_derived_admission_rejected_ratio")+" vs truth", ratio[""], refused/(refused+started), truthRatio)
+			near(what("vllm_derived_admission_rejected_ratio")+" vs Prometheus "+pq, ratio[""], refRatio[""], agreeRatio)
+			atCap := byKey(t, what("at cap"), prom.mustQuery(t, "vllm_derived_admission_at_cap"+sel, at), "")
+			refCap := byKey(t, what("at cap PromQL"), prom.mustQuery(t, rej+" > bool 0", at), "")
+			if atCap[""] != 1 || refCap[""] != 1 {
+				t.Errorf("%s: sidecar %v, PromQL %v; want 1 (refusals in the window)", what("vllm_derived_admission_at_cap"), atCap, refCap)
+			}
+		}
+	}
+	return []string{"vllm_derived_admission_rejections_per_second", "vllm_derived_admission_rejected_ratio", "vllm_derived_admission_at_cap"}
 }

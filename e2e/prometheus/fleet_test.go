@@ -153,6 +153,29 @@ func fleetRules(t *testing.T, root string) (path string, alertExpr string) {
 	return path, alert["expr"].(string)
 }
 
+// fleetSidecars starts a sidecar (1 s scrapes, a 10 s window) in front of
+// each upstream, and returns their scrape jobs as pods vllm-<i> of
+// namespace fleet.
+func fleetSidecars(t *testing.T, upstreams []http.Handler) []scrapeJob {
+	t.Helper()
+	var jobs []scrapeJob
+	for i, h := range upstreams {
+		up := httptest.NewServer(h)
+		t.Cleanup(up.Close)
+		side := testbin.Start(t, "--vllm.scrape-uri="+up.URL+"/metrics", "--vllm.scrape-interval=1s", "--derive.window=10s")
+		t.Cleanup(func() {
+			if t.Failed() {
+				t.Logf("sidecar %d log:\n%s", i, side.Logs())
+			}
+		})
+		jobs = append(jobs, scrapeJob{
+			Name: fmt.Sprintf("vllm-%d", i), Target: side.Addr,
+			Labels: map[string]string{"namespace": "fleet", "pod": fmt.Sprintf("vllm-%d", i)},
+		})
+	}
+	return jobs
+}
+
 // TestFleetOutlier: four sidecars, each in front of a vLLM page of the same
 // model; pod vllm-3's TTFT p90 is five times the others', pod vllm-1 has
 // a slightly slower ITL and a background preemption rate of 0.01/s. The
@@ -170,21 +193,11 @@ func TestFleetOutlier(t *testing.T) {
 		{start, fleetTTFTNormal, itlNormal, 0, 0.4},
 		{start, fleetTTFTShifted, itlNormal, 0, 0.3},
 	}
-	var jobs []scrapeJob
+	handlers := make([]http.Handler, len(pods))
 	for i, p := range pods {
-		up := httptest.NewServer(p)
-		t.Cleanup(up.Close)
-		side := testbin.Start(t, "--vllm.scrape-uri="+up.URL+"/metrics", "--vllm.scrape-interval=1s", "--derive.window=10s")
-		t.Cleanup(func() {
-			if t.Failed() {
-				t.Logf("sidecar %d log:\n%s", i, side.Logs())
-			}
-		})
-		jobs = append(jobs, scrapeJob{
-			Name: fmt.Sprintf("vllm-%d", i), Target: side.Addr,
-			Labels: map[string]string{"namespace": "fleet", "pod": fmt.Sprintf("vllm-%d", i)},
-		})
+		handlers[i] = p
 	}
+	jobs := fleetSidecars(t, handlers)
 	rules, alertExpr := fleetRules(t, root)
 	prom := startPrometheus(t, promBin, jobs, []string{rules})
 

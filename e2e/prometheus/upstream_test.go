@@ -46,6 +46,7 @@ var truthCounters = []counterSpec{
 	{"vllm:generation_tokens_total", "", [2]float64{150, 100}},
 	{"vllm:request_success_total", `finished_reason="stop"`, [2]float64{2, 1}},
 	{"vllm:request_success_total", `finished_reason="length"`, [2]float64{1, 0.5}},
+	{"vllm:request_success_total", `finished_reason="abort"`, [2]float64{0.5, 0}},
 	{"vllm:prefix_cache_queries_total", "", [2]float64{300, 500}},
 	{"vllm:prefix_cache_hits_total", "", [2]float64{120, 300}},
 	{"vllm:external_prefix_cache_queries_total", "", [2]float64{100, 200}},
@@ -58,6 +59,13 @@ var truthCounters = []counterSpec{
 	{"vllm:kv_offload_load_bytes_total", "", [2]float64{1e6, 2e6}},
 	{"vllm:kv_offload_store_bytes_total", "", [2]float64{3e6, 1e6}},
 }
+
+// truthRejections are the requests the model refuses at admission per
+// second, by reason: vLLM counts them per model, without engine.
+var truthRejections = []struct {
+	reason string
+	rate   float64
+}{{"max_num_queued_reqs", 3}, {"max_num_queued_tokens", 1.5}}
 
 var inf = math.Inf(1)
 
@@ -208,6 +216,10 @@ func truthPage(elapsed float64) string {
 				}
 			}
 		}
+	}
+	b.WriteString("# HELP vllm:admission_rejections_total Number of admission attempts rejected.\n# TYPE vllm:admission_rejections_total counter\n")
+	for _, r := range truthRejections {
+		fmt.Fprintf(&b, "vllm:admission_rejections_total{model_name=%q,reason=%q} %s\n", truthModel, r.reason, f(r.rate*elapsed))
 	}
 	for _, h := range truthHists {
 		fmt.Fprintf(&b, "# HELP %s Known-truth histogram.\n# TYPE %s histogram\n", h.name, h.name)

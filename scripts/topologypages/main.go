@@ -6,6 +6,7 @@ import (
 	"log"
 	"os"
 	"path/filepath"
+	"slices"
 
 	"github.com/fos-study/vllm-normalizer/scripts/topologypages/scenario"
 )
@@ -25,7 +26,7 @@ func main() {
 // pages returns every constructed page by file name.
 func pages() map[string]string {
 	out := map[string]string{}
-	for _, p := range append(append([]scenario.Pod(nil), scenario.PrefillDecode...), scenario.DataParallel) {
+	for _, p := range slices.Concat(scenario.PrefillDecode, []scenario.Pod{scenario.DataParallel}, scenario.Admission) {
 		for _, t := range scenario.Times {
 			out[scenario.FileName(p, t)] = scenario.Page(p, t)
 		}

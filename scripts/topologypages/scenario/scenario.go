@@ -2,7 +2,9 @@ package scenario
 
 import (
 	"fmt"
+	"maps"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -32,15 +34,17 @@ type Engine struct {
 	// their sum, the prefix-cache hits are LocalCacheHit.
 	LocalCompute, LocalCacheHit, ExternalKVTransfer float64
 	GenerationTokens                                float64
-	// Finished requests per second (finished_reason="stop").
-	Requests   float64
-	PromptLen  Hist // vllm:request_prompt_tokens
-	TTFT       Hist // vllm:time_to_first_token_seconds
-	XferTime   Hist // vllm:nixl_xfer_time_seconds (decode side reads KV)
-	XferBytes  Hist // vllm:nixl_bytes_transferred
-	FailedXfer float64
-	FailedNtf  float64
-	ExpiredKV  float64 // vllm:nixl_num_kv_expired_reqs (prefill side)
+	// Finished requests per second (finished_reason="stop"), and those
+	// the client abandoned (finished_reason="abort", printed on pods with
+	// admission control).
+	Requests, Aborts float64
+	PromptLen        Hist // vllm:request_prompt_tokens
+	TTFT             Hist // vllm:time_to_first_token_seconds
+	XferTime         Hist // vllm:nixl_xfer_time_seconds (decode side reads KV)
+	XferBytes        Hist // vllm:nixl_bytes_transferred
+	FailedXfer       float64
+	FailedNtf        float64
+	ExpiredKV        float64 // vllm:nixl_num_kv_expired_reqs (prefill side)
 	// KV offload to CPU, bytes and seconds per second.
 	OffloadLoadBytes, OffloadStoreBytes float64
 	OffloadLoadTime, OffloadStoreTime   float64
@@ -72,6 +76,12 @@ type Pod struct {
 	NIXL    bool
 	Offload bool
 	Engines []Engine
+	// Rejections are the requests refused at admission per second by
+	// reason (the cap); nil on a pod without admission control. vLLM
+	// counts them per model, without engine. QueuedReqsCap is
+	// --max-num-queued-reqs where the pod runs with it (0 otherwise).
+	Rejections    map[string]float64
+	QueuedReqsCap float64
 }
 
 var (
@@ -164,6 +174,42 @@ var DataParallel = Pod{
 		{Running: 32, WaitingCapacity: 21, KVUsage: 0.97, LocalCompute: 12000, LocalCacheHit: 4000, GenerationTokens: 300, Requests: 2,
 			PromptLen: Hist{Les: promptLes, Cum: cum(promptLes, map[int]float64{11: 2}), Sum: 16000}},
 		{Running: 0, KVUsage: 0, GenerationTokens: 0},
+	},
+}
+
+// Admission are two vLLM pods (v0.29 on) refusing requests at admission,
+// one for each cap, with the reason vLLM gives it.
+//
+//   - 35 runs --max-num-queued-reqs=64 at its batch size: running stays at
+//     64, nothing waits (the emptiest-looking queue of a fleet), and two
+//     thirds of the attempts are refused: 10 per second against the 5
+//     that start (TTFT observations). One request in five of those that
+//     finish was abandoned by its client.
+//   - 36 runs --max-num-queued-tokens: 24 running and 40 waiting, their
+//     prompts holding the token cap; 2 refused per second against 6
+//     started, a quarter; no aborts.
+var Admission = []Pod{
+	{
+		File: "35-vllm-admission-queued-reqs-constructed", Model: "Qwen/Qwen3-8B", Role: "both",
+		Blocks: 30000, BlockSize: 16, TP: 1, QueuedReqsCap: 64,
+		Rejections: map[string]float64{"max_num_queued_reqs": 10},
+		Engines: []Engine{{
+			Running: 64, KVUsage: 0.62, LocalCompute: 3000, LocalCacheHit: 1000, GenerationTokens: 1500,
+			Requests: 4, Aborts: 1,
+			PromptLen: Hist{Les: promptLes, Cum: cum(promptLes, map[int]float64{8: 4, 9: 1}), Sum: 4000},
+			TTFT:      Hist{Les: ttftLes, Cum: cum(ttftLes, map[int]float64{5: 2, 6: 3}), Sum: 3.5},
+		}},
+	},
+	{
+		File: "36-vllm-admission-queued-tokens-constructed", Model: "Qwen/Qwen3-8B", Role: "both",
+		Blocks: 30000, BlockSize: 16, TP: 1,
+		Rejections: map[string]float64{"max_num_queued_reqs": 0, "max_num_queued_tokens": 2},
+		Engines: []Engine{{
+			Running: 24, WaitingCapacity: 40, KVUsage: 0.9, LocalCompute: 24000, GenerationTokens: 600,
+			Requests:  6,
+			PromptLen: Hist{Les: promptLes, Cum: cum(promptLes, map[int]float64{11: 6}), Sum: 24000},
+			TTFT:      Hist{Les: ttftLes, Cum: cum(ttftLes, map[int]float64{8: 6}), Sum: 24},
+		}},
 	},
 }
 
@@ -260,6 +306,15 @@ func Page(p Pod, t float64) string {
 	head("vllm:request_success_total", "counter", "Count of successfully processed requests.")
 	for i, e := range p.Engines {
 		fmt.Fprintf(&b, "vllm:request_success_total%s %s\n", lbl(i, `finished_reason="stop"`), f(e.Requests*t))
+		if p.Rejections != nil {
+			fmt.Fprintf(&b, "vllm:request_success_total%s %s\n", lbl(i, `finished_reason="abort"`), f(e.Aborts*t))
+		}
+	}
+	if p.Rejections != nil {
+		head("vllm:admission_rejections_total", "counter", "Number of admission attempts rejected.")
+		for _, reason := range slices.Sorted(maps.Keys(p.Rejections)) {
+			fmt.Fprintf(&b, "vllm:admission_rejections_total{model_name=%q,reason=%q} %s\n", p.Model, reason, f(p.Rejections[reason]*t))
+		}
 	}
 	hist("vllm:request_prompt_tokens", "Number of prefill tokens processed.", func(e Engine) Hist { return e.PromptLen }, promptLes)
 	hist("vllm:time_to_first_token_seconds", "Histogram of time to first token in seconds.", func(e Engine) Hist { return e.TTFT }, ttftLes)
