@@ -116,7 +116,7 @@ func TestUpstreamRoleLabel(t *testing.T) {
 				t.Errorf("%s: the upstream's own series got a role label: %s", role, l)
 			}
 		}
-		for _, l := range strings.Split(routing, "\n") {
+		for l := range strings.SplitSeq(routing, "\n") {
 			if l == "" || strings.HasPrefix(l, "#") || strings.HasPrefix(l, "vllm_up") || strings.HasPrefix(l, "vllm_normalizer_") {
 				continue
 			}

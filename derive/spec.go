@@ -223,7 +223,7 @@ var specs = []Spec{
 		Inputs: []mapping.Role{mapping.RoleRequestsFinished},
 		Help: "Share of the requests finished in the window that ended with each finished_reason (abort: the client went away; error; length; stop ...):" +
 			" increase({requests_finished}) of the reason over that of all reasons." + helpRatio + helpCounter,
-		PromQL:   "sum by (finished_reason) (increase({requests_finished}[w])) / ignoring (finished_reason) group_left sum(increase({requests_finished}[w]))",
+		PromQL: "sum by (finished_reason) (increase({requests_finished}[w])) / ignoring (finished_reason) group_left sum(increase({requests_finished}[w]))",
 		// {by} holds finished_reason: the denominator sums it away first.
 		Rule:     "sum by ({by}) (increase({requests_finished}[w]))\n/ ignoring (finished_reason) group_left ()\n(sum by ({by}) (sum without (finished_reason) (increase({requests_finished}[w]))) > 0)",
 		Decision: "clients giving up (abort) or failing requests (error)",
@@ -326,7 +326,7 @@ var specs = []Spec{
 			" (increase({request_prompt_tokens}_sum) / increase({request_prompt_tokens}_count)), divided by " + DerivedPrefillTokensPerSecond + "." +
 			" Cached prompt tokens count as work, so on a cache-friendly load it overstates. 0 when nothing waits;" +
 			" absent without computed-token counts, without a finished request in the window while requests wait, or when no prompt token was computed." + helpCounter,
-		PromQL:   "avg_over_time({requests_waiting}[w]) × increase({request_prompt_tokens}_sum[w]) / increase({request_prompt_tokens}_count[w]) / " + DerivedPrefillTokensPerSecond,
+		PromQL: "avg_over_time({requests_waiting}[w]) × increase({request_prompt_tokens}_sum[w]) / increase({request_prompt_tokens}_count[w]) / " + DerivedPrefillTokensPerSecond,
 		Rule: "sum by ({by}) (avg_over_time({requests_waiting}[w]))\n" +
 			"* (sum by ({by}) (increase({request_prompt_tokens}_sum[w])) / sum by ({by}) (increase({request_prompt_tokens}_count[w])))\n" +
 			"/ ((" + prefillRateRule + ") > 0)",

@@ -93,14 +93,14 @@ func ParsePodRole(s string) (role PodRole, warning string) {
 
 // stages lists what the role serves, for a warning.
 func (r PodRole) stages() string {
-	out := ""
+	var out strings.Builder
 	for _, s := range []struct {
 		on   bool
 		name string
 	}{{r.Encode, " encode"}, {r.Prefill, " prefill"}, {r.Decode, " decode"}} {
 		if s.on {
-			out += s.name
+			out.WriteString(s.name)
 		}
 	}
-	return out
+	return out.String()
 }

@@ -133,7 +133,7 @@ func TestFleetRefusing(t *testing.T) {
 	waitPods(`vllm:fleet_refusing:pod5m{namespace="fleet",model_name="`+fleetModel+`"} == 1`, "vllm-2")
 	waitPods(`ALERTS{alertname="VLLMAdmissionRefusing",alertstate="firing"}`, "vllm-2")
 	// And keeps naming it alone.
-	for i := 0; i < 3; i++ {
+	for i := range 3 {
 		if got := pods(`vllm:fleet_refusing:pod5m{namespace="fleet"}`); strings.Join(got, ",") != "vllm-2" {
 			t.Fatalf("evaluation %d: the fleet rule names %v, want [vllm-2]", i, got)
 		}

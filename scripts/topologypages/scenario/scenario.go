@@ -180,17 +180,17 @@ var DataParallel = Pod{
 // Admission are two vLLM pods (v0.29 on) refusing requests at admission,
 // one for each cap, with the reason vLLM gives it.
 //
-//   - 35 runs --max-num-queued-reqs=64 at its batch size: running stays at
+//   - 38 runs --max-num-queued-reqs=64 at its batch size: running stays at
 //     64, nothing waits (the emptiest-looking queue of a fleet), and two
 //     thirds of the attempts are refused: 10 per second against the 5
 //     that start (TTFT observations). One request in five of those that
 //     finish was abandoned by its client.
-//   - 36 runs --max-num-queued-tokens: 24 running and 40 waiting, their
+//   - 39 runs --max-num-queued-tokens: 24 running and 40 waiting, their
 //     prompts holding the token cap; 2 refused per second against 6
 //     started, a quarter; no aborts.
 var Admission = []Pod{
 	{
-		File: "35-vllm-admission-queued-reqs-constructed", Model: "Qwen/Qwen3-8B", Role: "both",
+		File: "38-vllm-admission-queued-reqs-constructed", Model: "Qwen/Qwen3-8B", Role: "both",
 		Blocks: 30000, BlockSize: 16, TP: 1, QueuedReqsCap: 64,
 		Rejections: map[string]float64{"max_num_queued_reqs": 10},
 		Engines: []Engine{{
@@ -201,7 +201,7 @@ var Admission = []Pod{
 		}},
 	},
 	{
-		File: "36-vllm-admission-queued-tokens-constructed", Model: "Qwen/Qwen3-8B", Role: "both",
+		File: "39-vllm-admission-queued-tokens-constructed", Model: "Qwen/Qwen3-8B", Role: "both",
 		Blocks: 30000, BlockSize: 16, TP: 1,
 		Rejections: map[string]float64{"max_num_queued_reqs": 0, "max_num_queued_tokens": 2},
 		Engines: []Engine{{
