@@ -358,9 +358,7 @@ type scrapeResult struct {
 	// view then answers 503.
 	asleep []string
 	// What the routing view of one engine is built from (engineViews).
-	canon, derived []exposition.Family
-	upstream       string
-	style          func(string) string
+	routingIn routing.Input
 }
 
 // AsleepName is the gauge that says every engine of the upstream sleeps.
@@ -480,6 +478,13 @@ func (c *Collector) scrape(ctx context.Context, sent time.Time) (*scrapeResult, 
 		Server: server, Readers: c.readers, Style: mapper.StyleName}
 	if profile != nil {
 		in.BlockSize, _ = profile.KVBlockSize(norm)
+		in.Native = func(name string) *exposition.Family {
+			if f, ok := profile.Native(norm, c.roles, name); ok {
+				return &f
+			}
+			return nil
+		}
+		in.Page = norm
 	}
 	// view starts with epp's families, sharing their samples: labelling
 	// view labels both.
@@ -496,7 +501,7 @@ func (c *Collector) scrape(ctx context.Context, sent time.Time) (*scrapeResult, 
 	}
 	gen := c.genai.View(canon, c.roles, server)
 	return &scrapeResult{page: parts, routing: [][]exposition.Family{epp}, compat: compatParts, genai: gen, asleep: states,
-		canon: canon, derived: derived, upstream: report.Upstream.Engine, style: mapper.StyleName}, nil
+		routingIn: in}, nil
 }
 
 func (c *Collector) logLegacy(names []string) {

@@ -16,25 +16,23 @@ import (
 
 // engineViews builds, on first request, the routing view of one engine
 // (data-parallel rank) of the snapshot's scrape, for routers that address
-// ranks as endpoints. Pages no router asks for cost nothing.
+// ranks as endpoints: what /metrics/routing holds for the whole server (the
+// endpoint pickers' gauges, the server's own names, the cache information),
+// for that engine alone. Pages no router asks for cost nothing.
 type engineViews struct {
-	canon    []exposition.Family // the canonical page, all engines
-	derived  []exposition.Family // the full page's derived gauges, per model_name and engine
-	own      []exposition.Family // the routing view's own series (vllm_up, age)
-	roles    *mapping.Roles
-	upstream string
-	style    func(string) string
-	role     string
-	engines  []string // engine label values on the page, sorted
+	in      routing.Input       // the scrape's routing input, all engines
+	own     []exposition.Family // the routing view's own series (vllm_up, age)
+	role    string
+	engines []string // engine label values on the page, sorted
 
 	mu    sync.Mutex
 	pages map[string]*serve.Page
 }
 
-// newEngineViews lists the engines of canon; nil canon gives none.
-func newEngineViews(canon, derived, own []exposition.Family, roles *mapping.Roles, upstream string, style func(string) string, role string) *engineViews {
+// newEngineViews lists the engines of in's canonical page; none without one.
+func newEngineViews(in routing.Input, own []exposition.Family, role string) *engineViews {
 	var engines []string
-	for _, f := range canon {
+	for _, f := range in.Canon {
 		for _, s := range f.Samples {
 			if e := s.Labels.Get(mapping.LabelEngine); e != "" && !slices.Contains(engines, e) {
 				engines = append(engines, e)
@@ -42,8 +40,11 @@ func newEngineViews(canon, derived, own []exposition.Family, roles *mapping.Role
 		}
 	}
 	slices.SortFunc(engines, compareEngineLabels)
-	return &engineViews{canon: canon, derived: derived, own: own, roles: roles, upstream: upstream, style: style, role: role, engines: engines, pages: map[string]*serve.Page{}}
+	return &engineViews{in: in, own: own, role: role, engines: engines, pages: map[string]*serve.Page{}}
 }
+
+// noEngineViews is what a snapshot without a scrape serves: no engine.
+func noEngineViews(role string) *engineViews { return newEngineViews(routing.Input{}, nil, role) }
 
 // page returns engine e's routing view, false when the page has no such
 // engine.
@@ -56,11 +57,25 @@ func (v *engineViews) page(e string) (*serve.Page, bool) {
 	if p, ok := v.pages[e]; ok {
 		return p, true
 	}
-	canon := onlyEngine(v.canon, e, false)
-	derived := onlyEngine(v.derived, e, true)
-	view := withRole(routing.View(canon, derived, v.roles, v.upstream, v.style), v.role)
+	in := v.in
+	in.Canon, in.Derived, in.Page = onlyEngine(v.in.Canon, e, false), nil, nil
+	if native := v.in.Native; native != nil {
+		in.Native = func(name string) *exposition.Family {
+			f := native(name)
+			if f == nil {
+				return nil
+			}
+			one := onlyEngine([]exposition.Family{*f}, e, false)
+			if len(one) == 0 {
+				return nil
+			}
+			return &one[0]
+		}
+	}
+	// A Viewer of its own: the scrape's Viewer keeps the whole server's sums.
+	epp, _ := new(routing.Viewer).Views(in)
 	var enc serve.Encoder
-	p := enc.Prepare(merge(view, v.own), nil)
+	p := enc.Prepare(merge(withRole(epp, v.role), v.own), nil)
 	v.pages[e] = p
 	return p, true
 }

@@ -63,10 +63,10 @@ func (c *Collector) publish(res *scrapeResult, now time.Time) {
 	var gen []exposition.Family
 	var asleep []string
 	failed := ""
-	engines := newEngineViews(nil, nil, nil, c.roles, "", nil, c.cfg.Role)
+	engines := noEngineViews(c.cfg.Role)
 	if res != nil {
 		page, routing, compat, gen, asleep = res.page, res.routing, res.compat, res.genai, res.asleep
-		engines = newEngineViews(res.canon, res.derived, ownRouting, c.roles, res.upstream, res.style, c.cfg.Role)
+		engines = newEngineViews(res.routingIn, ownRouting, c.cfg.Role)
 	} else if c.lastSuccess.Load() != 0 || c.lastReason != "" {
 		failed = cmp.Or(c.lastReason, "unknown")
 	}

@@ -71,6 +71,16 @@ type Input struct {
 	// Readers says which names routers read of Server (nil: none).
 	Readers *Readers
 	Style   func(string) string
+	// Native returns the server's own family of that name as its role
+	// reads it (model and engine labels renamed, ranks combined, parts
+	// left out) with the server's own values, unscaled; nil when the page
+	// does not print it (mapping.Profile.Native). A server's name the
+	// Readers table lists is served from it, so that it keeps the value
+	// the server printed; nil Native serves the role's value.
+	Native func(name string) *exposition.Family
+	// Page is the scrape's page as normalised, for the other families the
+	// Readers table lists, which the compatibility page serves as printed.
+	Page []exposition.Family
 }
 
 // Views builds the two router-facing pages. epp holds only what endpoint
@@ -129,22 +139,54 @@ func (v *Viewer) Views(in Input) (epp, compat []exposition.Family) {
 		add(f.Name, "LoRA adapters (value: Unix time of the update): only the newest series, the one routers must read.", []exposition.Sample{{Labels: newest.Labels, Value: newest.Value}})
 	}
 	for _, n := range []struct {
-		names   []string
-		what    string
-		samples []exposition.Sample
+		names    []string
+		what     string
+		samples  []exposition.Sample
+		collapse func(*exposition.Family) []exposition.Sample
 	}{
-		{natives.Running, roles.Family(mapping.RoleRequestsRunning), running},
-		{natives.Waiting, roles.Family(mapping.RoleRequestsWaiting), waiting},
-		{natives.KVUsage, roles.Family(mapping.RoleKVCacheUsage), kv},
+		{natives.Running, roles.Family(mapping.RoleRequestsRunning), running, v.sumByModel},
+		{natives.Waiting, roles.Family(mapping.RoleRequestsWaiting), waiting, v.sumByModel},
+		{natives.KVUsage, roles.Family(mapping.RoleKVCacheUsage), kv, func(f *exposition.Family) []exposition.Sample { return v.kvByModel(f, blocks) }},
 	} {
 		for _, name := range n.names {
+			// Printed by the server: its own value, collapsed by the
+			// role's rule. Not printed: the role's value under the name
+			// a router reads (another release's name, never a changed
+			// number the server printed).
+			if in.Native != nil {
+				if f := in.Native(name); f != nil {
+					add(name, "The server's own "+name+" as it printed it, collapsed as "+style(n.what)+" is (one series per model_name), for routers that read it by engine label.", n.collapse(f))
+					continue
+				}
+			}
 			add(name, "The server's own name for "+style(n.what)+", same value, for routers that read it by engine label.", slices.Clone(n.samples))
 		}
 	}
 	epp = v.withoutNaN(out)
 	// The rest is checked on its own: epp's NaN samples are counted once.
-	rest := v.withoutNaN(append(v.consumerFamilies(byName, roles, kv, in.Derived, in.Upstream, style), in.Derived...))
+	rest := v.withoutNaN(append(append(v.consumerFamilies(byName, roles, kv, in.Derived, in.Upstream, style), in.Derived...), asPrinted(in.Page, natives.Families, style)...))
 	return epp, append(slices.Clone(epp), rest...)
+}
+
+// asPrinted returns the page's families of the given names as the server
+// printed them (names in the view's style): what a consumer reading them
+// from the server itself would read.
+func asPrinted(page []exposition.Family, names []string, style func(string) string) []exposition.Family {
+	var out []exposition.Family
+	for _, name := range names {
+		i := slices.IndexFunc(page, func(f exposition.Family) bool { return f.Name == name })
+		if i < 0 || len(page[i].Samples) == 0 {
+			continue
+		}
+		f := page[i]
+		f.Name = style(f.Name)
+		f.Samples = slices.Clone(f.Samples)
+		for j := range f.Samples {
+			f.Samples[j].Labels = withName(f.Samples[j].Labels, style(f.Samples[j].Name()))
+		}
+		out = append(out, f)
+	}
+	return out
 }
 
 // nativeCacheInfo builds, for a server other than vLLM, the cache
@@ -341,8 +383,25 @@ func (vw *Viewer) kvByModel(f *exposition.Family, blocks map[string]float64) []e
 			order = slices.DeleteFunc(order, func(m string) bool { return m == k.model })
 		}
 	}
+	// Engines that agree give their value itself: the weighted mean of
+	// equal values is that value, but not always in floating point (0.4
+	// weighted by 3 and 5 blocks gives 0.39999999999999997).
+	agreed := map[string]bool{}
+	first := map[string]float64{}
+	for _, k := range keys {
+		v := perEngine[k]
+		if f, ok := first[k.model]; !ok {
+			first[k.model], agreed[k.model] = v, true
+		} else if v != f {
+			agreed[k.model] = false
+		}
+	}
 	res := map[string]float64{}
 	for _, m := range order {
+		if agreed[m] {
+			res[m] = first[m]
+			continue
+		}
 		if allWeighted[m] {
 			res[m] = weighted[m] / weights[m]
 		} else {
