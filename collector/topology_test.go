@@ -62,9 +62,9 @@ func TestEngineRoutingPage(t *testing.T) {
 		got := samplesOf(t, rec.Body.Bytes())
 		sel := fmt.Sprintf(`{model_name=%q, role="both"}`, pod.Model)
 		for name, want := range map[string]float64{
-			"vllm:num_requests_running":       e.Running,
-			"vllm:num_requests_waiting":       e.Waiting(),
-			"vllm:kv_cache_usage_perc":        e.KVUsage,
+			"vllm:num_requests_running": e.Running,
+			"vllm:num_requests_waiting": e.Waiting(),
+			"vllm:kv_cache_usage_perc":  e.KVUsage,
 		} {
 			k := `{__name__="` + name + `", ` + strings.TrimPrefix(sel, "{")
 			if v, ok := got[k]; !ok || v != want {
