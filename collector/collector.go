@@ -465,7 +465,8 @@ func (c *Collector) scrape(ctx context.Context, sent time.Time) (*scrapeResult, 
 	// only see the current names.
 	// Normalize leaves room for a few kept legacy families at the end of
 	// norm: most pages need no new slice.
-	page, pstats := mapper.Present(append(norm, report.Kept...))
+	printed := append(norm, report.Kept...) // every family the server printed, current names added
+	page, pstats := mapper.Present(printed)
 	c.metrics.add(c.metrics.dropped, "relabel", float64(pstats.Dropped))
 	c.metrics.add(c.metrics.dropped, "collision", float64(pstats.Collisions))
 	parts := [][]exposition.Family{page, derived, c.statusFamilies(report)}
@@ -479,12 +480,12 @@ func (c *Collector) scrape(ctx context.Context, sent time.Time) (*scrapeResult, 
 	if profile != nil {
 		in.BlockSize, _ = profile.KVBlockSize(norm)
 		in.Native = func(name string) *exposition.Family {
-			if f, ok := profile.Native(norm, c.roles, name); ok {
+			if f, ok := profile.Native(printed, c.roles, name); ok {
 				return &f
 			}
 			return nil
 		}
-		in.Page = norm
+		in.Page = printed
 	}
 	// view starts with epp's families, sharing their samples: labelling
 	// view labels both.

@@ -613,8 +613,19 @@ func (p *Profile) CanonicalStats(fams []exposition.Family, roles *Roles) ([]expo
 // Canonical does) but with the server's own values: no scale. It is what
 // the server's own name says, for views that serve that name beside the
 // role's; ok is false when the page does not print name or the profile
-// binds it to no role (vLLM's names are the canonical ones).
+// binds it to no role. vLLM's families are returned as printed.
 func (p *Profile) Native(fams []exposition.Family, roles *Roles, name string) (exposition.Family, bool) {
+	if p.RolesFromCatalogue {
+		// vLLM's families carry the canonical labels already: a name it
+		// printed (a legacy one beside its current twin included) is
+		// read as printed.
+		for i := range fams {
+			if fams[i].Name == name || fams[i].Name+"_total" == name {
+				return fams[i], true
+			}
+		}
+		return exposition.Family{}, false
+	}
 	for i := range fams {
 		bis := p.byName[fams[i].Name]
 		if fams[i].Name != name && fams[i].Name+"_total" != name || len(bis) == 0 {

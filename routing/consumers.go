@@ -80,7 +80,7 @@ var summed = map[mapping.Role]struct {
 // (byName; role finds a role's family), the collapsed KV usage already
 // computed (kv), the routing derived gauges, and the vLLM engine the page
 // comes from (mapping's v0, v1 or unknown; empty for other servers).
-func (v *Viewer) consumerFamilies(byName map[string]*exposition.Family, roles *mapping.Roles, kv []exposition.Sample, derived []exposition.Family, upstream string, style func(string) string) []exposition.Family {
+func (v *Viewer) consumerFamilies(byName map[string]*exposition.Family, roles *mapping.Roles, kv []exposition.Sample, derived []exposition.Family, upstream string, style func(string) string, native func(string) *exposition.Family) []exposition.Family {
 	role := func(r mapping.Role) *exposition.Family { return byName[roles.Family(r)] }
 	var out []exposition.Family
 	gauge := func(name, help string, samples []exposition.Sample) {
@@ -146,7 +146,19 @@ func (v *Viewer) consumerFamilies(byName map[string]*exposition.Family, roles *m
 				help = "Legacy name of " + f.Name + " (same values," + rule + "), for routers that still read it (" + s.legacyReader + ")."
 			}
 			name := style(n)
-			if samples := v.sumHistogramOrCounter(f, name); len(samples) > 0 {
+			src := f
+			if i > 0 {
+				// A legacy name the server printed is summed from its own
+				// series (beside its current twin, vLLM 0.9.2-0.11, they
+				// may differ).
+				if own := native(n); own != nil && own.Type == f.Type {
+					src = own
+				}
+			}
+			if src != f {
+				help = "Legacy name of " + f.Name + " as the server printed it (" + strings.TrimPrefix(rule, " ") + "), for routers that still read it (" + s.legacyReader + ")."
+			}
+			if samples := v.sumHistogramOrCounter(src, name); len(samples) > 0 {
 				out = append(out, exposition.Family{Name: name, Type: f.Type, Help: help, Samples: samples})
 			}
 		}

@@ -126,6 +126,11 @@ func (v *Viewer) Views(in Input) (epp, compat []exposition.Family) {
 		kv = v.keep(gaugeKVUsage, v.kvByModel(f, blocks))
 		add(f.Name, "KV-cache usage, 0..1: per engine the highest value over API-server processes (idle processes report 0), then the mean over engines weighted by each engine's num_gpu_blocks (plain mean when unknown).", slices.Clone(kv))
 		for _, legacy := range roles.Legacy(mapping.RoleKVCacheUsage) {
+			if own := in.native(legacy); own != nil {
+				// Printed beside its current twin (vLLM 0.9.2-0.11): its own value.
+				add(legacy, "Legacy name of "+f.Name+" as the server printed it, collapsed by the same rule, for routers that still read it (GIE up to 1.2, AIBrix, production-stack).", v.kvByModel(own, blocks))
+				continue
+			}
 			add(legacy, "Legacy name of "+f.Name+", same value, for routers that still read it (GIE up to 1.2, AIBrix, production-stack).", slices.Clone(kv))
 		}
 	}
@@ -153,19 +158,25 @@ func (v *Viewer) Views(in Input) (epp, compat []exposition.Family) {
 			// role's rule. Not printed: the role's value under the name
 			// a router reads (another release's name, never a changed
 			// number the server printed).
-			if in.Native != nil {
-				if f := in.Native(name); f != nil {
-					add(name, "The server's own "+name+" as it printed it, collapsed as "+style(n.what)+" is (one series per model_name), for routers that read it by engine label.", n.collapse(f))
-					continue
-				}
+			if f := in.native(name); f != nil {
+				add(name, "The server's own "+name+" as it printed it, collapsed as "+style(n.what)+" is (one series per model_name), for routers that read it by engine label.", n.collapse(f))
+				continue
 			}
 			add(name, "The server's own name for "+style(n.what)+", same value, for routers that read it by engine label.", slices.Clone(n.samples))
 		}
 	}
 	epp = v.withoutNaN(out)
 	// The rest is checked on its own: epp's NaN samples are counted once.
-	rest := v.withoutNaN(append(append(v.consumerFamilies(byName, roles, kv, in.Derived, in.Upstream, style), in.Derived...), asPrinted(in.Page, natives.Families, style)...))
+	rest := v.withoutNaN(append(append(v.consumerFamilies(byName, roles, kv, in.Derived, in.Upstream, style, in.native), in.Derived...), asPrinted(in.Page, natives.Families, style)...))
 	return epp, append(slices.Clone(epp), rest...)
+}
+
+// native is in.Native, nil when there is none.
+func (in *Input) native(name string) *exposition.Family {
+	if in.Native == nil {
+		return nil
+	}
+	return in.Native(name)
 }
 
 // asPrinted returns the page's families of the given names as the server
