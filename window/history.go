@@ -121,7 +121,9 @@ type ObserveStats struct {
 	// MaxSeries series.
 	Unwindowed int
 	// LayoutChanges counts histogram children whose set of bucket bounds
-	// changed: their window restarted from the new layout.
+	// changed, and series whose family changed type under the same name
+	// (TensorRT-LLM's spec-decode gauges became counters): their window
+	// restarted from the new layout.
 	LayoutChanges int
 	// Restarts counts counter series found to have restarted by their
 	// _created time or the upstream's process start time while their value
@@ -237,6 +239,8 @@ type Series struct {
 
 	lastT     int64 // time of the newest observation
 	seenRound uint64
+	// typ is the type of the family the series was last printed in.
+	typ model.MetricType
 }
 
 // seriesRing is one series' part of one ring.
@@ -437,6 +441,15 @@ func (h *History) Observe(now time.Time, fams []exposition.Family) {
 			}
 			s.seenRound = h.round
 			s.lastT = t
+			if s.typ != f.Type {
+				if s.typ != "" {
+					// Another type under the same name: no value reads
+					// across the change.
+					h.restartSeries(s)
+					h.last.LayoutChanges++
+				}
+				s.typ = f.Type
+			}
 			if c := s.child; c != nil {
 				if c.round != h.round {
 					c.round, c.curSig, c.curN = h.round, 0, 0
@@ -590,6 +603,22 @@ func (h *History) restartChild(c *child) {
 			sr.carry = 0
 		}
 	}
+}
+
+// restartSeries drops what a series holds before this observation, as
+// restartChild does for a histogram's buckets: its next value starts anew.
+func (h *History) restartSeries(s *Series) {
+	for ri := range h.rings {
+		sr := &s.rs[ri]
+		for i := range sr.vals {
+			sr.vals[i] = math.NaN()
+		}
+		for i := range sr.incs {
+			sr.incs[i] = math.NaN()
+		}
+		sr.carry = 0
+	}
+	s.seen = false
 }
 
 // boundHash is an order-free fingerprint of one bucket bound: a layout's
