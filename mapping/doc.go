@@ -56,6 +56,10 @@
 //	           not print (vllm:cpu_cache_usage_perc on a V1 server)
 //	absent     a current name this upstream does not print (too old, or an
 //	           optional feature that is off)
+//	until_first_request
+//	           a current name that this V1 release prints only after its
+//	           first request (running and waiting before vLLM #60155), on a
+//	           page that counts no finished request yet
 //
 // Renames that depend on a label (the KV-offload transfer_type families,
 // split into load_* and store_*) report every target in replacement,
