@@ -84,6 +84,9 @@ type Config struct {
 	// Role is the pod role: prefill, decode or both ("" means both). It
 	// labels the derived and routing series and the upstream info.
 	Role string
+	// ModelName names the model of a page whose server prints none
+	// (llama.cpp); empty asks the upstream's /v1/models.
+	ModelName string
 }
 
 // DefaultMaxBodyBytes is the default page size limit (--vllm.max-body-bytes).
@@ -134,6 +137,7 @@ type Collector struct {
 	lastStatus     mapping.Report
 	lastStatusFams []exposition.Family
 	diagIn         diagnosisInput
+	model          upstreamModel // for pages that name no model
 }
 
 // Validate checks the settings New checks, without building anything: a
@@ -439,6 +443,15 @@ func (c *Collector) scrape(ctx context.Context, sent time.Time) (*scrapeResult, 
 		canon = slices.Clip(canon)
 		c.metrics.add(c.metrics.kvDisagreements, "", float64(cst.KVCapacityDisagreements))
 		c.metrics.add(c.metrics.nanSkipped, "", float64(cst.NaNSkipped))
+	}
+
+	if profile != nil && profile.Labels.Model == "" && len(canon) > 0 {
+		// The server names no model (llama.cpp): routers that key by
+		// model (AIBrix) read nothing without one.
+		if name, source := c.modelFor(ctx, sent); name != "" {
+			withModel(canon, name)
+			report.Upstream.Labels["model_name"], report.Upstream.Labels["model_source"] = name, source
+		}
 	}
 
 	now := sent // everything windowed is stamped when the request went out

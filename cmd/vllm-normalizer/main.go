@@ -62,6 +62,7 @@ func main() {
 type flags struct {
 	scrapeURI        string
 	upstreamRole     string
+	upstreamModel    string
 	scrapeInterval   time.Duration
 	timeout          time.Duration
 	maxBody          units.Base2Bytes
@@ -251,6 +252,7 @@ func (f *flags) collectorConfig() collector.Config {
 		SLOs:         f.slos,
 		LegacyLabels: f.legacyLabels,
 		Role:         f.upstreamRole,
+		ModelName:    f.upstreamModel,
 	}
 }
 
@@ -294,6 +296,8 @@ func newApp(f *flags, stdout, stderr io.Writer) *kingpin.Application {
 		Default("4096").IntVar(&f.labelLimits.ValueLength)
 	app.Flag("upstream.role", "What the pod serves: prefill, decode or both (empty means both); labels derived and routing series.").
 		Default("both").StringVar(&f.upstreamRole)
+	app.Flag("upstream.model-name", "The model of a server whose page names none (llama.cpp); empty asks the server's /v1/models.").
+		StringVar(&f.upstreamModel)
 
 	// History and derived gauges.
 	app.Flag("history.max-series", "Most upstream series kept for the derived gauges; the default admits every page --vllm.max-body-bytes admits. 0 means no limit.").
