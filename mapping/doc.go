@@ -4,7 +4,8 @@
 // It also holds what the product knows about servers as data: roles.yaml
 // (the quantities derivations and the routing view read, with their units),
 // the role each current catalogue family plays, and one profile per server
-// kind under profiles/ (vLLM, SGLang, TensorRT-LLM, llama.cpp) that maps
+// kind under profiles/ (vLLM, SGLang, TensorRT-LLM, llama.cpp, Dynamo,
+// ATOM, TokenSpeed) that maps
 // the server's native families onto roles. Profile.Canonical turns any
 // supported page into the canonical one (roles under vLLM V1's names),
 // which is all that downstream packages read.
