@@ -83,6 +83,9 @@ type Config struct {
 	// vllm_derived_admission_at_cap says a server at its cap before it
 	// refuses.
 	QueuedReqsCap int
+	// ModelName names the model of a page whose server prints none
+	// (llama.cpp); empty asks the upstream's /v1/models.
+	ModelName string
 }
 
 // DefaultMaxBodyBytes is the default page size limit (--vllm.max-body-bytes).
@@ -134,7 +137,8 @@ type Collector struct {
 	lastStatus     mapping.Report
 	lastStatusFams []exposition.Family
 	diagIn         diagnosisInput
-	models         modelCap // which models state is kept for; owned by the scrape loop
+	models         modelCap      // which models state is kept for; owned by the scrape loop
+	model          upstreamModel // for pages that name no model
 }
 
 // Validate checks the settings New checks, without building anything: a
@@ -361,9 +365,7 @@ type scrapeResult struct {
 	// view then answers 503.
 	asleep []string
 	// What the routing view of one engine is built from (engineViews).
-	canon, derived []exposition.Family
-	upstream       string
-	style          func(string) string
+	routingIn routing.Input
 }
 
 // AsleepName is the gauge that says every engine of the upstream sleeps.
@@ -448,6 +450,15 @@ func (c *Collector) scrape(ctx context.Context, sent time.Time) (*scrapeResult, 
 		}
 	}
 
+	if profile != nil && profile.Labels.Model == "" && len(canon) > 0 {
+		// The server names no model (llama.cpp): routers that key by
+		// model (AIBrix) read nothing without one.
+		if name, source := c.modelFor(ctx, sent); name != "" {
+			withModel(canon, name)
+			report.Upstream.Labels["model_name"], report.Upstream.Labels["model_source"] = name, source
+		}
+	}
+
 	// State kept across scrapes is kept for the admitted models only;
 	// kept is canon without the others.
 	kept, leftOut, gone := c.models.admit(canon)
@@ -484,7 +495,8 @@ func (c *Collector) scrape(ctx context.Context, sent time.Time) (*scrapeResult, 
 	// only see the current names.
 	// Normalize leaves room for a few kept legacy families at the end of
 	// norm: most pages need no new slice.
-	page, pstats := mapper.Present(append(norm, report.Kept...))
+	printed := append(norm, report.Kept...) // every family the server printed, current names added
+	page, pstats := mapper.Present(printed)
 	c.metrics.add(c.metrics.dropped, dropRelabel, float64(pstats.Dropped))
 	c.metrics.add(c.metrics.dropped, dropCollision, float64(pstats.Collisions))
 	parts := [][]exposition.Family{page, derived, c.statusFamilies(report)}
@@ -501,6 +513,13 @@ func (c *Collector) scrape(ctx context.Context, sent time.Time) (*scrapeResult, 
 	}
 	if profile != nil {
 		in.BlockSize, _ = profile.KVBlockSize(norm)
+		in.Native = func(name string) *exposition.Family {
+			if f, ok := profile.Native(printed, c.roles, name); ok {
+				return &f
+			}
+			return nil
+		}
+		in.Page = printed
 	}
 	// What the diagnosis reads (the collapsed gauges) and what carries
 	// state from scrape to scrape (the sums) is done now; the pages only
@@ -518,8 +537,7 @@ func (c *Collector) scrape(ctx context.Context, sent time.Time) (*scrapeResult, 
 		views.diagnosis = d.Observe(now, c.diagIn.observations(kept, gauges, c.roles, server, c.podRole.DiagnosisRole()))
 		parts = append(parts, views.diagnosis)
 	}
-	return &scrapeResult{page: parts, views: views, asleep: states,
-		canon: canon, derived: derived, upstream: report.Upstream.Engine, style: mapper.StyleName}, nil
+	return &scrapeResult{page: parts, views: views, asleep: states, routingIn: in}, nil
 }
 
 // countNaN counts NaN samples the views left out.

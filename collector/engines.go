@@ -21,15 +21,13 @@ import (
 
 // engineViews builds, on first request, the routing view of one engine
 // (data-parallel rank) of the snapshot's scrape, for routers that address
-// ranks as endpoints. Pages no router asks for cost nothing.
+// ranks as endpoints: what /metrics/routing holds for the whole server (the
+// endpoint pickers' gauges, the server's own names, the cache information),
+// for that engine alone. Pages no router asks for cost nothing.
 type engineViews struct {
-	canon    []exposition.Family // the canonical page, all engines
-	derived  []exposition.Family // the full page's derived gauges, per model_name and engine
-	own      []exposition.Family // the routing view's own series (vllm_up, age)
-	roles    *mapping.Roles
-	upstream string
-	style    func(string) string
-	role     string
+	in   routing.Input       // the scrape's routing input, all engines
+	own  []exposition.Family // the routing view's own series (vllm_up, age)
+	role string
 
 	// Made on first use (list): only a request for an engine's view needs
 	// them. Linear in the page's samples.
@@ -44,17 +42,17 @@ type engineViews struct {
 	pages map[string]*serve.Page
 }
 
-// newEngineViews keeps what the views are built from; nil canon gives no
-// engine.
-func newEngineViews(canon, derived, own []exposition.Family, roles *mapping.Roles, upstream string, style func(string) string, role string) *engineViews {
-	return &engineViews{canon: canon, derived: derived, own: own, roles: roles, upstream: upstream, style: style, role: role, pages: map[string]*serve.Page{}}
+// newEngineViews keeps what the views are built from: in's canonical page,
+// none without one.
+func newEngineViews(in routing.Input, own []exposition.Family, role string) *engineViews {
+	return &engineViews{in: in, own: own, role: role, pages: map[string]*serve.Page{}}
 }
 
 // list makes the engine list, its lookup set and the 404 body, once.
 func (v *engineViews) list() *engineViews {
 	v.listOnce.Do(func() {
 		v.known = map[string]struct{}{}
-		for _, f := range v.canon {
+		for _, f := range v.in.Canon {
 			for _, s := range f.Samples {
 				if e := s.Labels.Get(mapping.LabelEngine); e != "" {
 					v.known[e] = struct{}{}
@@ -106,6 +104,9 @@ func boundedQuote(s string) string {
 	return strconv.Quote(s[:cut]) + "…"
 }
 
+// noEngineViews is what a snapshot without a scrape serves: no engine.
+func noEngineViews(role string) *engineViews { return newEngineViews(routing.Input{}, nil, role) }
+
 // page returns engine e's routing view, false when the page has no such
 // engine.
 func (v *engineViews) page(e string) (*serve.Page, bool) {
@@ -117,11 +118,25 @@ func (v *engineViews) page(e string) (*serve.Page, bool) {
 	if p, ok := v.pages[e]; ok {
 		return p, true
 	}
-	canon := onlyEngine(v.canon, e, false)
-	derived := onlyEngine(v.derived, e, true)
-	view := withRole(routing.View(canon, derived, v.roles, v.upstream, v.style), v.role)
+	in := v.in
+	in.Canon, in.Derived, in.Page = onlyEngine(v.in.Canon, e, false), nil, nil
+	if native := v.in.Native; native != nil {
+		in.Native = func(name string) *exposition.Family {
+			f := native(name)
+			if f == nil {
+				return nil
+			}
+			one := onlyEngine([]exposition.Family{*f}, e, false)
+			if len(one) == 0 {
+				return nil
+			}
+			return &one[0]
+		}
+	}
+	// A Viewer of its own: the scrape's Viewer keeps the whole server's sums.
+	epp, _ := new(routing.Viewer).Views(in)
 	var enc serve.Encoder
-	p := enc.Prepare(merge(view, v.own), nil)
+	p := enc.Prepare(merge(withRole(epp, v.role), v.own), nil)
 	v.pages[e] = p
 	return p, true
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/fos-study/vllm-normalizer/exposition"
 	"github.com/fos-study/vllm-normalizer/mapping"
+	"github.com/fos-study/vllm-normalizer/routing"
 )
 
 // manyEnginesPage is a constructed vLLM V1 page (names and labels as
@@ -80,7 +81,7 @@ func BenchmarkEngineList(b *testing.B) {
 		own := []exposition.Family{{Name: "vllm_up", Samples: []exposition.Sample{{Labels: labels.FromStrings("__name__", "vllm_up"), Value: 1}}}}
 		b.Run(fmt.Sprintf("engines=%d", n), func(b *testing.B) {
 			for b.Loop() {
-				newEngineViews(fams, nil, own, roles, "v1", func(s string) string { return s }, "both")
+				newEngineViews(routing.Input{Canon: fams, Roles: roles}, own, "both").list()
 			}
 		})
 	}

@@ -70,10 +70,10 @@ func (c *Collector) publish(res *scrapeResult, now time.Time) {
 	var views *readerViews
 	var asleep []string
 	failed := ""
-	engines := newEngineViews(nil, nil, nil, c.roles, "", nil, c.cfg.Role)
+	engines := noEngineViews(c.cfg.Role)
 	if res != nil {
 		page, views, asleep = res.page, res.views, res.asleep
-		engines = newEngineViews(res.canon, res.derived, ownRouting, c.roles, res.upstream, res.style, c.cfg.Role)
+		engines = newEngineViews(res.routingIn, ownRouting, c.cfg.Role)
 	} else if c.lastSuccess.Load() != 0 || c.lastReason != "" {
 		failed = cmp.Or(c.lastReason, "unknown")
 	}

@@ -47,7 +47,9 @@ func scrapeScenario(t *testing.T, pod scenario.Pod, role string, n int) *Collect
 
 // /metrics/routing/engines/{engine} is the routing view of that engine
 // alone: the queueing rank of the data-parallel page shows its own load,
-// which the whole server's view sums away.
+// which the whole server's view sums away. It is as small as the routing
+// view (what endpoint pickers read, not the compatibility page: 35-47 KB
+// before), with the engine's cache information.
 func TestEngineRoutingPage(t *testing.T) {
 	pod := scenario.DataParallel
 	c := scrapeScenario(t, pod, "", 3)
@@ -62,10 +64,9 @@ func TestEngineRoutingPage(t *testing.T) {
 		got := samplesOf(t, rec.Body.Bytes())
 		sel := fmt.Sprintf(`{model_name=%q, role="both"}`, pod.Model)
 		for name, want := range map[string]float64{
-			"vllm:num_requests_running":       e.Running,
-			"vllm:num_requests_waiting":       e.Waiting(),
-			"vllm:kv_cache_usage_perc":        e.KVUsage,
-			"vllm_derived_requests_in_flight": e.Running + e.Waiting(),
+			"vllm:num_requests_running": e.Running,
+			"vllm:num_requests_waiting": e.Waiting(),
+			"vllm:kv_cache_usage_perc":  e.KVUsage,
 		} {
 			k := `{__name__="` + name + `", ` + strings.TrimPrefix(sel, "{")
 			if v, ok := got[k]; !ok || v != want {
@@ -74,6 +75,12 @@ func TestEngineRoutingPage(t *testing.T) {
 		}
 		if strings.Contains(rec.Body.String(), `engine="`) {
 			t.Errorf("engine %d: the page names engines:\n%s", i, rec.Body)
+		}
+		if n := rec.Body.Len(); n > 4096 {
+			t.Errorf("engine %d: the page is %d bytes, more than the routing view's 4 KB:\n%s", i, n, rec.Body)
+		}
+		if !strings.Contains(rec.Body.String(), "vllm:cache_config_info{") || strings.Contains(rec.Body.String(), "vllm_derived_") {
+			t.Errorf("engine %d: want the engine's cache information and no derived gauges:\n%s", i, rec.Body)
 		}
 	}
 	rec := get(t, mux, "/metrics/routing/engines/7", nil)
@@ -134,6 +141,32 @@ func TestUpstreamRoleLabel(t *testing.T) {
 		}
 		if col.cfg.Role != c.served || !strings.Contains(logs.String(), "level=WARN") || !strings.Contains(logs.String(), "prefill-decode") {
 			t.Errorf("role %q: served as %q, logs %q; want %q and a warning naming llm-d's values", c.role, col.cfg.Role, logs.String(), c.served)
+		}
+	}
+}
+
+// A TokenSpeed page (its data-parallel rank in dp_rank): the engine's
+// page carries the names llm-d reads of TokenSpeed beside vLLM's, with the
+// values the page prints.
+func TestEngineRoutingPageNativeNames(t *testing.T) {
+	clock := newFakeClock()
+	up := serveFile(t, "../testdata/fixtures/36-tokenspeed-constructed-from-source.prom")
+	c := newTestCollector(t, up.URL+"/metrics", clock, nil)
+	c.ScrapeOnce(context.Background())
+	mux := http.NewServeMux()
+	mux.Handle("/metrics/routing/engines/{engine}", c.EngineRoutingHandler())
+	rec := get(t, mux, "/metrics/routing/engines/0", nil)
+	if rec.Code != 200 {
+		t.Fatalf("%d %s", rec.Code, rec.Body)
+	}
+	got := samplesOf(t, rec.Body.Bytes())
+	for name, want := range map[string]float64{
+		"tokenspeed:num_requests_running": 2, "tokenspeed:num_requests_waiting": 5, "tokenspeed:kv_cache_usage_perc": 0.375,
+		"vllm:num_requests_running": 2, "vllm:kv_cache_usage_perc": 0.375,
+	} {
+		k := `{__name__="` + name + `", model_name="Qwen/Qwen3-8B", role="both"}`
+		if v, ok := got[k]; !ok || v != want {
+			t.Errorf("%s = %v (present %v), want %v\n%s", k, v, ok, want, rec.Body)
 		}
 	}
 }

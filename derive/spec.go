@@ -244,9 +244,9 @@ var specs = []Spec{
 	{
 		Name: DerivedKVCacheFreeTokens, Unit: "tokens", Record: "sum", Now: true, RuleAggregatesGauge: true,
 		Inputs: []mapping.Role{mapping.RoleKVCacheUsage, mapping.RoleKVCacheCapacity},
-		Help: "KV-cache tokens free now, whole tokens: the engine's free blocks times tokens per block where the server prints them (TensorRT-LLM)," +
+		Help: "KV-cache tokens free now, whole tokens: the free tokens the server prints where it does (TensorRT-LLM: free blocks times tokens per block; SGLang: available plus evictable tokens)," +
 			" else (1 - {kv_cache_usage}) times the KV cache's size in tokens as the server prints it (vLLM: kv_cache_size_tokens of cache_config_info, else num_gpu_blocks * block_size;" +
-			" SGLang: max_total_num_tokens, else pages * page size), usage being the highest value over API-server processes; summed over engines where they are collapsed." +
+			" SGLang: max_total_num_tokens, else pages * page size; ATOM: num_gpu_blocks * block_size), usage being the highest value over API-server processes; summed over engines where they are collapsed." +
 			" Absent where the usage or the size is missing, or usage is outside 0..1.",
 		PromQL:   "(1 - {kv_cache_usage}) × KV size in tokens (now; PromQL cannot read label values as numbers)",
 		Rule:     "sum by (namespace, model_name) (" + DerivedKVCacheFreeTokens + ")", // per model across pods: the deployment's headroom

@@ -226,6 +226,14 @@ func TestKnownTruthOnFixtures(t *testing.T) {
 		// SGLang 0.5: its TTFT bounds (0.1, 0.2, 0.4, ...) do not.
 		{"26-", "sglang", map[string]string{ttft: "sglang:time_to_first_token_seconds", dur: "sglang:e2e_request_latency_seconds"},
 			map[string]bool{}, ""},
+		// SGLang 0.5.22 on a hybrid model (constructed page 37): its
+		// per-request TPOT, split by is_streaming, is the view's TPOT.
+		{"37-", "sglang", map[string]string{ttft: "sglang:time_to_first_token_seconds", tpot: "sglang:request_time_per_output_token_seconds", dur: "sglang:e2e_request_latency_seconds"},
+			map[string]bool{}, ""},
+		// TokenSpeed (constructed page 36): its per-request TPOT is e2e
+		// latency per token, not comparable, so no TPOT.
+		{"36-", "tokenspeed", map[string]string{ttft: "tokenspeed:time_to_first_token_seconds", dur: "tokenspeed:e2e_request_latency_seconds"},
+			map[string]bool{}, ""},
 		// Four data-parallel engines (a constructed page) with TTFT bounds
 		// that lack most advised ones: summed, the engine's bounds kept.
 		{"34-vllm-dp4-starved-rank-constructed-t615", "vllm", map[string]string{ttft: "vllm:time_to_first_token_seconds"},

@@ -83,6 +83,10 @@ type Metric struct {
 	Note  string `yaml:"note,omitempty"`
 	// Role is the role (roles.yaml) this current family plays.
 	Role string `yaml:"role,omitempty"`
+	// AfterFirstRequest says which V1 releases print the family only once
+	// the server has served its first request (the change that seeds it
+	// at startup); empty when every release prints it from the start.
+	AfterFirstRequest string `yaml:"after_first_request,omitempty"`
 }
 
 // Split describes a legacy family whose series go to different current

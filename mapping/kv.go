@@ -54,6 +54,17 @@ func (p *Profile) kvSamples(k *KVSource, byName map[string]*exposition.Family, n
 	if f == nil || len(f.Samples) == 0 || f.Type != model.MetricTypeGauge && f.Type != model.MetricTypeUnknown {
 		return nil, false
 	}
+	var plus map[string]float64
+	if k.PlusFamily != "" {
+		pf := p.nativeFamily(k.PlusFamily, byName)
+		if pf == nil {
+			return nil, false
+		}
+		plus = make(map[string]float64, len(pf.Samples))
+		for _, s := range pf.Samples {
+			plus[withoutName(s.Labels)] = s.Value
+		}
+	}
 	var size map[string]float64
 	if k.BlockSizeFamily != "" {
 		sf := p.nativeFamily(k.BlockSizeFamily, byName)
@@ -82,6 +93,10 @@ func (p *Profile) kvSamples(k *KVSource, byName map[string]*exposition.Family, n
 			if size != nil {
 				bs, found := size[withoutName(s.Labels)]
 				v, ok = v*bs, found
+			}
+			if plus != nil {
+				more, found := plus[withoutName(s.Labels)]
+				v, ok = v+more, ok && found
 			}
 		}
 		if !ok || math.IsNaN(v) || math.IsInf(v, 0) || v < 0 {

@@ -50,6 +50,10 @@ const (
 	StatusLegacy     = "legacy"     // removed upstream without successor, but this upstream still exposes it
 	StatusRemoved    = "removed"    // removed upstream without successor, and not exposed here
 	StatusAbsent     = "absent"     // a current name this upstream does not expose
+	// A current name that this V1 release prints only after its first
+	// request (catalogue after_first_request), on a page where no request
+	// has finished yet.
+	StatusUntilFirstRequest = "until_first_request"
 )
 
 // Engines as reported in UpstreamInfo.
@@ -432,7 +436,32 @@ func (m *Mapper) Normalize(in []exposition.Family) ([]exposition.Family, Report)
 	}
 	rep.LegacyInUse = sortedUnique(rep.LegacyInUse)
 	rep.Upstream = m.detectUpstream(in, index)
+	if rep.Upstream.Engine == EngineV1 && !m.requestFinished(out) {
+		for k, i := range m.cat.byNameOrder {
+			if rep.Statuses[k].Status == StatusAbsent && m.cat.Metrics[i].AfterFirstRequest != "" {
+				rep.Statuses[k].Status = StatusUntilFirstRequest
+			}
+		}
+	}
 	return out, rep
+}
+
+// requestFinished reports whether the page counts a finished request: a
+// V1 server that does not, and lacks a family printed only after the first
+// request, is fresh rather than missing it.
+func (m *Mapper) requestFinished(fams []exposition.Family) bool {
+	name := m.cat.Roles().Family(RoleRequestsFinished)
+	for i := range fams {
+		if fams[i].Name != name && fams[i].Name+"_total" != name {
+			continue
+		}
+		for _, s := range fams[i].Samples {
+			if s.Value > 0 {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // exposed reports whether a family of md's name is in set, in text-format

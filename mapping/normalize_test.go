@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
@@ -234,9 +235,9 @@ func TestNormalizeStatusInvariants(t *testing.T) {
 					if !inOut {
 						t.Errorf("%s present but not served", st.Metric)
 					}
-				case StatusAbsent:
+				case StatusAbsent, StatusUntilFirstRequest:
 					if inOut {
-						t.Errorf("%s absent but served", st.Metric)
+						t.Errorf("%s %s but served", st.Metric, st.Status)
 					}
 				case StatusLegacy:
 					if !inIn || !inOut {
@@ -606,5 +607,47 @@ func TestDeclaredEmptyCurrentFamilyDisagreesWithNothing(t *testing.T) {
 	}
 	if f := family(out, "vllm:kv_offload_load_size"); f == nil || len(f.Samples) != 4 {
 		t.Errorf("vllm:kv_offload_load_size: %v, want the CPU_to_GPU child's 2 buckets, count and sum", f)
+	}
+}
+
+// A fresh V1 server of a release before vLLM #60155 prints no running or
+// waiting gauge until its first request: on a page without them that counts
+// no finished request, their status says so rather than absent; once a
+// request has finished, missing them is absent.
+func TestNormalizeStatusUntilFirstRequest(t *testing.T) {
+	m := mustMapper(t, Options{})
+	page := func(finished float64) []exposition.Family {
+		var out []exposition.Family
+		for _, f := range fixture(t, "13") {
+			switch f.Name {
+			case "vllm:num_requests_running", "vllm:num_requests_waiting":
+				continue
+			case "vllm:request_success_total":
+				f.Samples = slices.Clone(f.Samples)
+				for i := range f.Samples {
+					f.Samples[i].Value = finished
+				}
+			}
+			out = append(out, f)
+		}
+		return out
+	}
+	for _, tc := range []struct {
+		finished float64
+		want     string
+	}{{0, StatusUntilFirstRequest}, {3, StatusAbsent}} {
+		_, rep := m.Normalize(page(tc.finished))
+		if rep.Upstream.Engine != EngineV1 {
+			t.Fatalf("engine %q, want v1", rep.Upstream.Engine)
+		}
+		for _, name := range []string{"vllm:num_requests_running", "vllm:num_requests_waiting"} {
+			if st, _ := statusOf(rep, name); st.Status != tc.want {
+				t.Errorf("%v finished requests: %s is %s, want %s", tc.finished, name, st.Status, tc.want)
+			}
+		}
+		// Families every release prints from the start stay absent.
+		if st, _ := statusOf(rep, "vllm:kv_offload_load_bytes_total"); st.Status != StatusAbsent {
+			t.Errorf("%v finished requests: kv_offload_load_bytes_total is %s, want absent", tc.finished, st.Status)
+		}
 	}
 }

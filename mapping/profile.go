@@ -127,6 +127,10 @@ type KVSource struct {
 	BlocksLabel     string `yaml:"blocks_label"`
 	BlockSizeLabel  string `yaml:"block_size_label"`
 	BlockSizeFamily string `yaml:"block_size_family"`
+	// PlusFamily names a gauge of tokens with the same labels whose value
+	// is added to the gauge's (SGLang's evictable radix-cache tokens beside
+	// its available ones: free as vLLM counts free).
+	PlusFamily string `yaml:"plus_family"`
 }
 
 func (k *KVSource) info() bool { return k.TokensLabel != "" || k.BlocksLabel != "" }
@@ -276,6 +280,8 @@ func parseProfile(file string, b []byte, roles *Roles) (*Profile, error) {
 			switch {
 			case k.Family == "":
 				bad("%s[%d]: family is empty", list, i)
+			case k.info() && k.PlusFamily != "":
+				bad("%s[%d] (%s): plus_family is for a gauge of tokens; an info family gives its tokens as labels", list, i, k.Family)
 			case k.info() && k.BlockSizeFamily != "":
 				bad("%s[%d] (%s): block_size_family is for a gauge of blocks; an info family gives the block size as block_size_label", list, i, k.Family)
 			case (k.BlocksLabel == "") != (k.BlockSizeLabel == ""):
@@ -763,6 +769,41 @@ func (p *Profile) CanonicalStats(fams []exposition.Family, roles *Roles) ([]expo
 	out = append(out, kv...)
 	slices.SortFunc(out, func(a, b exposition.Family) int { return strings.Compare(a.Name, b.Name) })
 	return withinRange(out, roles, &st), st
+}
+
+// Native returns the page's family name as the role it plays reads it
+// (model and engine labels renamed, ranks combined, parts left out, as
+// Canonical does) but with the server's own values: no scale. It is what
+// the server's own name says, for views that serve that name beside the
+// role's; ok is false when the page does not print name or the profile
+// binds it to no role. vLLM's families are returned as printed.
+func (p *Profile) Native(fams []exposition.Family, roles *Roles, name string) (exposition.Family, bool) {
+	if p.RolesFromCatalogue {
+		// vLLM's families carry the canonical labels already: a name it
+		// printed (a legacy one beside its current twin included) is
+		// read as printed.
+		for i := range fams {
+			if fams[i].Name == name || fams[i].Name+"_total" == name {
+				return fams[i], true
+			}
+		}
+		return exposition.Family{}, false
+	}
+	for i := range fams {
+		bis := p.byName[fams[i].Name]
+		if fams[i].Name != name && fams[i].Name+"_total" != name || len(bis) == 0 {
+			continue
+		}
+		b := p.Roles[bis[0]]
+		d, ok := roles.Def(b.Role)
+		if !ok {
+			return exposition.Family{}, false
+		}
+		b.Scale = 1
+		var st CanonicalStats
+		return p.canonicalFamily(&fams[i], &b, d, &st)
+	}
+	return exposition.Family{}, false
 }
 
 // canonicalFamily rewrites one native family as the role's canonical one.

@@ -194,7 +194,7 @@ func TestMapperCarriesProfiles(t *testing.T) {
 // an operator file, replaces itself and reads its fixtures as before.
 func TestBuiltInProfilesAreOperatorFiles(t *testing.T) {
 	ps, _ := loadProfiles(t)
-	fixtureOf := map[string]string{"vllm": "13-", "sglang": "04-", "trtllm": "25-", "llamacpp": "08-", "dynamo": "24-"}
+	fixtureOf := map[string]string{"vllm": "13-", "sglang": "04-", "trtllm": "25-", "llamacpp": "08-", "dynamo": "24-", "atom": "35-", "tokenspeed": "36-"}
 	for _, p := range ps.All() {
 		b, err := os.ReadFile(filepath.Join("profiles", p.Server+".yaml"))
 		if err != nil {

@@ -34,6 +34,7 @@ func TestDetectProfile(t *testing.T) {
 		"04-": "sglang", "26-": "sglang",
 		"25-": "trtllm",
 		"08-": "llamacpp", "09-": "llamacpp",
+		"35-": "atom", "36-": "tokenspeed", "37-": "sglang",
 	} {
 		p := ps.Detect(fixtureFamilies(t, prefix))
 		if p == nil || p.Server != want {
@@ -255,6 +256,51 @@ func TestKVCapacitySources(t *testing.T) {
 		for k, w := range c.want {
 			if got[k] != w {
 				t.Errorf("%s: %s = %v, want %v", c.what, k, got[k], w)
+			}
+		}
+	}
+}
+
+// The constructed pages of the newer servers fill their roles with the
+// values the generator (scripts/newengines) chose: ATOM and TokenSpeed as
+// llm-d's engine configurations read them, SGLang 0.5.22's KV-only usage
+// and free tokens where token_usage counts the Mamba states too.
+func TestCanonicalNewerServers(t *testing.T) {
+	ps, roles := loadProfiles(t)
+	for _, c := range []struct {
+		fixture, server string
+		want            map[string]float64 // canonical sample -> value
+	}{
+		{"35-", "atom", map[string]float64{
+			roles.Family(RoleRequestsRunning): 6, roles.Family(RoleRequestsWaiting): 4, roles.Family(RoleKVCacheUsage): 0.4,
+			roles.Family(RoleKVCacheCapacity): 8000 * 16, roles.Sample(RolePreemptions, PartValue): 2,
+			roles.Sample(RolePrefixCacheHits, PartValue): 38400, roles.Sample(RolePrefixCacheQueries, PartValue): 96000,
+			roles.Sample(RoleRequestsFinished, PartValue): 120,
+		}},
+		{"36-", "tokenspeed", map[string]float64{
+			roles.Family(RoleRequestsRunning): 2, roles.Family(RoleRequestsWaiting): 5, roles.Family(RoleKVCacheUsage): 0.375,
+			roles.Sample(RoleTTFT, PartCount): 4, roles.Sample(RoleInterTokenLatency, PartCount): 1020,
+			roles.Sample(RoleE2ELatency, PartCount): 4, roles.Sample(RoleRequestsFinished, PartValue): 4,
+		}},
+		{"37-", "sglang", map[string]float64{
+			roles.Family(RoleKVCacheUsage): 0.3, roles.Family(RoleKVCacheCapacity): 92962,
+			roles.Family(RoleKVCacheFree): 25074 + 40000, roles.Sample(RoleTimePerOutputToken, PartCount): 3,
+		}},
+	} {
+		fams := fixtureFamilies(t, c.fixture)
+		p := ps.Detect(fams)
+		if p == nil || p.Server != c.server {
+			t.Fatalf("fixture %s: detected %v, want %s", c.fixture, p, c.server)
+		}
+		got := map[string]float64{}
+		for _, f := range p.Canonical(fams, roles) {
+			for _, s := range f.Samples {
+				got[s.Name()] += s.Value
+			}
+		}
+		for name, w := range c.want {
+			if v, ok := got[name]; !ok || v != w {
+				t.Errorf("%s: canonical %s = %v (present %v), want %v", c.server, name, v, ok, w)
 			}
 		}
 	}

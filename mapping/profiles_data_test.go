@@ -94,7 +94,7 @@ func loadProfileData(t *testing.T) map[string]profileDataV1 {
 func TestProfileFilesFollowTheSchema(t *testing.T) {
 	profiles := loadProfileData(t)
 	profileRoleTypes := roleTypes(t)
-	for _, want := range []string{"vllm", "sglang", "trtllm", "llamacpp"} {
+	for _, want := range []string{"vllm", "sglang", "trtllm", "llamacpp", "atom", "tokenspeed"} {
 		if _, ok := profiles[want]; !ok {
 			t.Errorf("mapping/profiles/%s.yaml is missing", want)
 		}
@@ -207,7 +207,7 @@ func TestProfilesAgreeWithFixtures(t *testing.T) {
 			t.Errorf("%s: model label %q is not on the page", base, m)
 		}
 	}
-	for _, s := range []string{"sglang", "trtllm", "llamacpp"} {
+	for _, s := range []string{"sglang", "trtllm", "llamacpp", "atom", "tokenspeed"} {
 		if seen[s] == 0 {
 			t.Errorf("no fixture of %s among testdata/fixtures", s)
 		}
@@ -236,11 +236,11 @@ func TestEnginesDocMatchesProfiles(t *testing.T) {
 		t.Fatal(err)
 	}
 	doc := string(b)
-	start := strings.Index(doc, "| role | unit | vLLM (V1 name) | SGLang | TensorRT-LLM | llama.cpp | Dynamo |")
+	start := strings.Index(doc, "| role | unit | vLLM (V1 name) | SGLang | TensorRT-LLM | llama.cpp | Dynamo | ATOM | TokenSpeed |")
 	if start < 0 {
 		t.Fatal("docs/engines.md has no roles-per-server table")
 	}
-	columns := []string{"sglang", "trtllm", "llamacpp", "dynamo"}
+	columns := []string{"sglang", "trtllm", "llamacpp", "dynamo", "atom", "tokenspeed"}
 	rows := 0
 	documented := map[string]bool{}
 	for _, line := range strings.Split(doc[start:], "\n")[2:] {
@@ -248,8 +248,8 @@ func TestEnginesDocMatchesProfiles(t *testing.T) {
 			break
 		}
 		cells := strings.Split(strings.Trim(line, "|"), "|")
-		if len(cells) != 7 {
-			t.Fatalf("row %q has %d cells, want 7", line, len(cells))
+		if len(cells) != 3+len(columns) {
+			t.Fatalf("row %q has %d cells, want %d", line, len(cells), 3+len(columns))
 		}
 		for i := range cells {
 			cells[i] = strings.TrimSpace(cells[i])
@@ -267,7 +267,7 @@ func TestEnginesDocMatchesProfiles(t *testing.T) {
 						srcs = p.KV.Free
 					}
 					for _, src := range srcs {
-						for _, k := range []string{"family", "tokens_label", "blocks_label", "block_size_label", "block_size_family"} {
+						for _, k := range []string{"family", "tokens_label", "blocks_label", "block_size_label", "block_size_family", "plus_family"} {
 							if v := src[k]; v != "" && !strings.Contains(cells[2+ci], "`"+v+"`") {
 								t.Errorf("%s/%s: the profile reads %s %q, the docs cell %q does not name it", server, role, k, v, cells[2+ci])
 							}

@@ -34,7 +34,10 @@ type EngineReads struct {
 	CacheInfo      *CacheInfo `yaml:"cache_info"`
 	CacheBlockSize string     `yaml:"cache_block_size"`
 	CacheNumBlocks string     `yaml:"cache_num_blocks"`
-	Path           string     `yaml:"path"`
+	// Families are further native families the consumer reads, served on
+	// the compatibility page under their own names.
+	Families []string `yaml:"families"`
+	Path     string   `yaml:"path"`
 }
 
 // CacheInfo is an info family carrying block size and block count as labels.
@@ -84,6 +87,9 @@ type Natives struct {
 	Waiting, Running, KVUsage []string
 	CacheInfo                 []CacheInfo
 	CacheGauges               [][2]string // block size, block count
+	// Families: the other native families consumers read, for the
+	// compatibility page.
+	Families []string
 }
 
 // For returns the names the table's consumers read of server.
@@ -111,11 +117,15 @@ func (r *Readers) For(server string) Natives {
 			if g := [2]string{e.CacheBlockSize, e.CacheNumBlocks}; g[0] != "" && !slices.Contains(n.CacheGauges, g) {
 				n.CacheGauges = append(n.CacheGauges, g)
 			}
+			for _, f := range e.Families {
+				add(&n.Families, f)
+			}
 		}
 	}
 	slices.Sort(n.Waiting)
 	slices.Sort(n.Running)
 	slices.Sort(n.KVUsage)
+	slices.Sort(n.Families)
 	return n
 }
 

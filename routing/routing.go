@@ -76,6 +76,16 @@ type Input struct {
 	// Readers says which names routers read of Server (nil: none).
 	Readers *Readers
 	Style   func(string) string
+	// Native returns the server's own family of that name as its role
+	// reads it (model and engine labels renamed, ranks combined, parts
+	// left out) with the server's own values, unscaled; nil when the page
+	// does not print it (mapping.Profile.Native). A server's name the
+	// Readers table lists is served from it, so that it keeps the value
+	// the server printed; nil Native serves the role's value.
+	Native func(name string) *exposition.Family
+	// Page is the scrape's page as normalised, for the other families the
+	// Readers table lists, which the compatibility page serves as printed.
+	Page []exposition.Family
 }
 
 // Views builds the two router-facing pages of one scrape: Collapse, then
@@ -97,6 +107,9 @@ type Collapsed struct {
 	byName               map[string]*exposition.Family
 	running, waiting, kv []exposition.Sample // per model_name, unnamed; nil without the role
 	sums                 Totals
+	// legacy are the sums of legacy names the server printed beside their
+	// current twins (vLLM 0.9.2-0.11), from their own series: by role.
+	legacy Totals
 }
 
 // Collapse does the part of one scrape's routing views that must happen
@@ -120,7 +133,26 @@ func (v *Viewer) Collapse(in Input) *Collapsed {
 		c.kv = v.keep(gaugeKVUsage, v.kvByModel(f, blocksPerEngine(role(mapping.RoleCacheConfig))))
 	}
 	c.sums = v.sums.Sum(role, summedRoles, in.Restarts)
+	if in.Native != nil {
+		c.legacy = v.sums.Sum(func(r mapping.Role) *exposition.Family {
+			return legacyTwin(role(r), in.Roles.Legacy(r), in.native)
+		}, summedRoles, in.Restarts)
+	}
 	return c
+}
+
+// legacyTwin returns the server's own family of the first legacy name of a
+// role that it printed with the role's type (f's), nil without one.
+func legacyTwin(f *exposition.Family, legacy []string, native func(string) *exposition.Family) *exposition.Family {
+	if f == nil {
+		return nil
+	}
+	for _, n := range legacy {
+		if own := native(n); own != nil && own.Type == f.Type {
+			return own
+		}
+	}
+	return nil
 }
 
 // role returns the canonical page's family of role r, nil without one.
@@ -159,6 +191,10 @@ func (c *Collapsed) Build() (epp, compat []exposition.Family, nan int) {
 		natives = Natives{} // vLLM's own names are the current ones
 	}
 	running, waiting, kv := c.running, c.waiting, c.kv
+	// The server's own families are collapsed when first read, by a
+	// Viewer of the build's own: the scrape's is not touched here.
+	var v Viewer
+	blocks := blocksPerEngine(role(mapping.RoleCacheConfig))
 	if f := role(mapping.RoleRequestsRunning); f != nil {
 		add(f.Name, "Requests in the running batch, summed over data-parallel engines and API-server processes.", slices.Clone(running))
 	}
@@ -168,6 +204,11 @@ func (c *Collapsed) Build() (epp, compat []exposition.Family, nan int) {
 	if f := role(mapping.RoleKVCacheUsage); f != nil {
 		add(f.Name, "KV-cache usage, 0..1: per engine the highest value over API-server processes (idle processes report 0), then the mean over engines weighted by each engine's num_gpu_blocks (plain mean when unknown).", slices.Clone(kv))
 		for _, legacy := range roles.Legacy(mapping.RoleKVCacheUsage) {
+			if own := in.native(legacy); own != nil {
+				// Printed beside its current twin (vLLM 0.9.2-0.11): its own value.
+				add(legacy, "Legacy name of "+f.Name+" as the server printed it, collapsed by the same rule, for routers that still read it (GIE up to 1.2, AIBrix, production-stack).", v.kvByModel(own, blocks))
+				continue
+			}
 			add(legacy, "Legacy name of "+f.Name+", same value, for routers that still read it (GIE up to 1.2, AIBrix, production-stack).", slices.Clone(kv))
 		}
 	}
@@ -181,22 +222,61 @@ func (c *Collapsed) Build() (epp, compat []exposition.Family, nan int) {
 		add(f.Name, "LoRA adapters (value: Unix time of the update): only the newest series, the one routers must read.", []exposition.Sample{{Labels: newest.Labels, Value: newest.Value}})
 	}
 	for _, n := range []struct {
-		names   []string
-		what    string
-		samples []exposition.Sample
+		names    []string
+		what     string
+		samples  []exposition.Sample
+		collapse func(*exposition.Family) []exposition.Sample
 	}{
-		{natives.Running, roles.Family(mapping.RoleRequestsRunning), running},
-		{natives.Waiting, roles.Family(mapping.RoleRequestsWaiting), waiting},
-		{natives.KVUsage, roles.Family(mapping.RoleKVCacheUsage), kv},
+		{natives.Running, roles.Family(mapping.RoleRequestsRunning), running, v.sumByModel},
+		{natives.Waiting, roles.Family(mapping.RoleRequestsWaiting), waiting, v.sumByModel},
+		{natives.KVUsage, roles.Family(mapping.RoleKVCacheUsage), kv, func(f *exposition.Family) []exposition.Sample { return v.kvByModel(f, blocks) }},
 	} {
 		for _, name := range n.names {
+			// Printed by the server: its own value, collapsed by the
+			// role's rule. Not printed: the role's value under the name
+			// a router reads (another release's name, never a changed
+			// number the server printed).
+			if f := in.native(name); f != nil {
+				add(name, "The server's own "+name+" as it printed it, collapsed as "+style(n.what)+" is (one series per model_name), for routers that read it by engine label.", n.collapse(f))
+				continue
+			}
 			add(name, "The server's own name for "+style(n.what)+", same value, for routers that read it by engine label.", slices.Clone(n.samples))
 		}
 	}
 	epp = withoutNaN(out, &nan)
 	// The rest is checked on its own: epp's NaN samples are counted once.
-	rest := withoutNaN(append(consumerFamilies(c.byName, roles, kv, c.sums, in.HitRatio, in.Upstream, style), in.Derived...), &nan)
+	rest := withoutNaN(append(append(consumerFamilies(c.byName, roles, kv, c.sums, c.legacy, in.HitRatio, in.Upstream, style), in.Derived...), asPrinted(in.Page, natives.Families, style)...), &nan)
+	nan += v.nan // the server's own families' NaN samples
 	return epp, append(slices.Clone(epp), rest...), nan
+}
+
+// native is in.Native, nil when there is none.
+func (in *Input) native(name string) *exposition.Family {
+	if in.Native == nil {
+		return nil
+	}
+	return in.Native(name)
+}
+
+// asPrinted returns the page's families of the given names as the server
+// printed them (names in the view's style): what a consumer reading them
+// from the server itself would read.
+func asPrinted(page []exposition.Family, names []string, style func(string) string) []exposition.Family {
+	var out []exposition.Family
+	for _, name := range names {
+		i := slices.IndexFunc(page, func(f exposition.Family) bool { return f.Name == name })
+		if i < 0 || len(page[i].Samples) == 0 {
+			continue
+		}
+		f := page[i]
+		f.Name = style(f.Name)
+		f.Samples = slices.Clone(f.Samples)
+		for j := range f.Samples {
+			f.Samples[j].Labels = withName(f.Samples[j].Labels, style(f.Samples[j].Name()))
+		}
+		out = append(out, f)
+	}
+	return out
 }
 
 // nativeCacheInfo builds, for a server other than vLLM, the cache
@@ -393,8 +473,25 @@ func (v *Viewer) kvByModel(f *exposition.Family, blocks map[string]float64) []ex
 			order = slices.DeleteFunc(order, func(m string) bool { return m == k.model })
 		}
 	}
+	// Engines that agree give their value itself: the weighted mean of
+	// equal values is that value, but not always in floating point (0.4
+	// weighted by 3 and 5 blocks gives 0.39999999999999997).
+	agreed := map[string]bool{}
+	first := map[string]float64{}
+	for _, k := range keys {
+		v := perEngine[k]
+		if f, ok := first[k.model]; !ok {
+			first[k.model], agreed[k.model] = v, true
+		} else if v != f {
+			agreed[k.model] = false
+		}
+	}
 	res := map[string]float64{}
 	for _, m := range order {
+		if agreed[m] {
+			res[m] = first[m]
+			continue
+		}
 		if allWeighted[m] {
 			res[m] = weighted[m] / weights[m]
 		} else {

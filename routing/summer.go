@@ -35,8 +35,10 @@ type Totals struct {
 
 // Total is one family's sums in one scrape.
 type Total struct {
-	// Type is the summed family's type (counter or histogram).
+	// Type is the summed family's type (counter or histogram), Family its
+	// name on the page.
 	Type   model.MetricType
+	Family string
 	layout *sumLayout
 	values []float64 // per layout output
 }
@@ -95,7 +97,7 @@ func (s *Sums) Sum(family func(mapping.Role) *exposition.Family, want []mapping.
 			}
 			s.layouts[f.Name] = l
 		}
-		t.byRole[r] = Total{Type: f.Type, layout: l, values: l.apply(f, announced)}
+		t.byRole[r] = Total{Type: f.Type, Family: f.Name, layout: l, values: l.apply(f, announced)}
 	}
 	return t
 }

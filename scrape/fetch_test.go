@@ -240,3 +240,38 @@ func TestFetchEncodings(t *testing.T) {
 		})
 	}
 }
+
+// ModelName reads the only model of an OpenAI-compatible /v1/models on
+// the scrape URI's host, and says to use the flag when there is none or
+// several, or no such endpoint.
+func TestModelName(t *testing.T) {
+	for _, tc := range []struct {
+		status     int
+		body, want string
+		err        string
+	}{
+		{200, `{"object":"list","data":[{"id":"LFM2.5-1.2B-Instruct-Q4_K_M.gguf","object":"model","owned_by":"llamacpp"}]}`, "LFM2.5-1.2B-Instruct-Q4_K_M.gguf", ""},
+		{200, `{"data":[{"id":"a"},{"id":"b"}]}`, "", "lists 2 models"},
+		{200, "# TYPE x gauge\nx 1\n", "", "not an OpenAI model list"},
+		{404, "", "", "answered 404"},
+	} {
+		var path string
+		s := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			path = r.URL.Path
+			w.WriteHeader(tc.status)
+			_, _ = w.Write([]byte(tc.body))
+		}))
+		f, err := NewFetcher(s.Client(), s.URL+"/metrics?x=1", 1<<20)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := f.ModelName(context.Background())
+		s.Close()
+		if path != "/v1/models" {
+			t.Errorf("asked %q, want /v1/models", path)
+		}
+		if got != tc.want || (err == nil) != (tc.err == "") || err != nil && (!strings.Contains(err.Error(), tc.err) || !strings.Contains(err.Error(), "--upstream.model-name")) {
+			t.Errorf("%d %q: got %q, %v; want %q, error with %q", tc.status, tc.body, got, err, tc.want, tc.err)
+		}
+	}
+}

@@ -103,7 +103,9 @@ type ObserveStats struct {
 	// MaxSeries series.
 	Unwindowed int
 	// LayoutChanges counts histogram children whose set of bucket bounds
-	// changed: their window restarted from the new layout.
+	// changed, and series whose family changed type under the same name
+	// (TensorRT-LLM's spec-decode gauges became counters): their window
+	// restarted from the new layout.
 	LayoutChanges int
 	// Restarts counts counter series found to have restarted by their
 	// _created time or the upstream's process start time while their value
@@ -209,7 +211,7 @@ func (h *History) Observe(now time.Time, fams []exposition.Family) {
 		}
 		for si := range f.Samples {
 			if in, ok := h.inputs.Sample(f.Samples[si].Name()); ok {
-				h.observeSample(&o, in, &f.Samples[si])
+				h.observeSample(&o, in, f.Type, &f.Samples[si])
 			}
 		}
 	}
@@ -260,8 +262,10 @@ func (h *History) begin(now time.Time, fams []exposition.Family) (observation, b
 
 // observeSample records one sample kept as in: a gauge as observed, a
 // counter as its reset-corrected increase. A NaN or infinite value, an
-// unusable le, a full history and a duplicate sample are skipped.
-func (h *History) observeSample(o *observation, in Input, smp *exposition.Sample) {
+// unusable le, a full history and a duplicate sample are skipped. A series
+// whose family changed type under the same name (TensorRT-LLM's spec-decode
+// gauges became counters) restarts: no value reads across the change.
+func (h *History) observeSample(o *observation, in Input, typ model.MetricType, smp *exposition.Sample) {
 	v := smp.Value
 	if math.IsNaN(v) || math.IsInf(v, 0) {
 		return
@@ -272,6 +276,13 @@ func (h *History) observeSample(o *observation, in Input, smp *exposition.Sample
 	}
 	s.seenRound = h.round
 	s.lastT = o.t
+	if s.typ != typ {
+		if s.typ != "" {
+			h.restartSeries(s)
+			h.last.LayoutChanges++
+		}
+		s.typ = typ
+	}
 	if s.child != nil {
 		h.noteBound(s.child, s.le)
 	}

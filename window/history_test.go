@@ -407,3 +407,34 @@ func TestObserveReadConcurrent(t *testing.T) {
 		}
 	}
 }
+
+// TestTypeChangeIsALayoutChange: a family printed as a gauge, then as a
+// counter under the same sample name (TensorRT-LLM's spec-decode families
+// after #12545), is read with no increase across the change: the gauge's
+// last value is not a counter value, and reading it as one would count the
+// counter's whole total (or a reset) in the window. The change is counted.
+func TestTypeChangeIsALayoutChange(t *testing.T) {
+	page := func(typ model.MetricType, v float64) []exposition.Family {
+		return []exposition.Family{{Name: "c_total", Type: typ, Samples: []exposition.Sample{{Labels: engineLabels("c_total", 0), Value: v}}}}
+	}
+	h := New([]time.Duration{time.Minute}, time.Second, testInputs)
+	h.Observe(at(0), page(model.MetricTypeGauge, 7))
+	h.Observe(at(1), page(model.MetricTypeGauge, 3))
+	if n := h.LastObservation().LayoutChanges; n != 0 {
+		t.Fatalf("%d layout changes while the type stays, want 0", n)
+	}
+	h.Observe(at(2), page(model.MetricTypeCounter, 100))
+	if n := h.LastObservation().LayoutChanges; n != 1 {
+		t.Errorf("%d layout changes at the change of type, want 1", n)
+	}
+	if got, ok := increases(h, at(2), time.Minute)["0"]; ok {
+		t.Errorf("an increase %v reads across the change of type; want none until the counter has two points", got)
+	}
+	h.Observe(at(3), page(model.MetricTypeCounter, 104))
+	if got := increases(h, at(3), time.Minute)["0"]; got != [2]float64{4, 1} {
+		t.Errorf("after the change: increase, seconds = %v, want 4 over 1 s", got)
+	}
+	if n := h.LastObservation().LayoutChanges; n != 0 {
+		t.Errorf("%d layout changes once the new type stays, want 0", n)
+	}
+}

@@ -81,6 +81,22 @@ func (h *History) restartChild(c *child) {
 	}
 }
 
+// restartSeries drops what a series holds before this observation, as
+// restartChild does for a histogram's buckets: its next value starts anew.
+func (h *History) restartSeries(s *Series) {
+	for ri := range h.rings {
+		sr := &s.rs[ri]
+		for i := range sr.vals {
+			sr.vals[i] = math.NaN()
+		}
+		for i := range sr.incs {
+			sr.incs[i] = math.NaN()
+		}
+		sr.carry = 0
+	}
+	s.seen = false
+}
+
 // processRestarted judges the process start time read for the observation
 // at wall (Unix seconds): true when it moved to a time between the
 // previous observation and this one, so that every counter restarted;

@@ -34,6 +34,8 @@ type Series struct {
 
 	lastT     int64 // time of the newest observation
 	seenRound uint64
+	// typ is the type of the family the series was last printed in.
+	typ model.MetricType
 }
 
 // child is the set of bucket series of one histogram child (one key, one

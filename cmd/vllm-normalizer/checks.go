@@ -154,6 +154,7 @@ func (f *flags) collectorConfig() collector.Config {
 		LegacyLabels:  f.legacyLabels,
 		Role:          f.upstreamRole,
 		QueuedReqsCap: f.queuedReqsCap,
+		ModelName:     f.upstreamModel,
 	}
 }
 

@@ -31,6 +31,7 @@ const defaultListen = ":9400"
 type flags struct {
 	scrapeURI        string
 	upstreamRole     string
+	upstreamModel    string
 	queuedReqsCap    int
 	scrapeInterval   time.Duration
 	timeout          time.Duration
@@ -124,6 +125,8 @@ func newApp(f *flags, stdout, stderr io.Writer) *kingpin.Application {
 		Default("4096").IntVar(&f.labelLimits.ValueLength)
 	app.Flag("upstream.role", "What the pod serves: a value of llm-d's llm-d.ai/role (decode, prefill, encode, prefill-decode, encode-prefill, encode-prefill-decode, both; empty means both); labels derived and routing series. Any other value is served with a warning, never refused.").
 		Default("both").StringVar(&f.upstreamRole)
+	app.Flag("upstream.model-name", "The model of a server whose page names none (llama.cpp); empty asks the server's /v1/models.").
+		StringVar(&f.upstreamModel)
 	app.Flag("upstream.max-num-queued-reqs", "The server's --max-num-queued-reqs (vLLM 0.29 on), so that vllm_derived_admission_at_cap says when waiting + running reach it; 0 means not known.").
 		Default("0").IntVar(&f.queuedReqsCap)
 

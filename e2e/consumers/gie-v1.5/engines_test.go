@@ -1,6 +1,7 @@
 package giev15
 
 import (
+	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
@@ -164,6 +165,10 @@ func TestEngineLabelledNeverWorseThanRaw(t *testing.T) {
 	}{
 		{"sglang 04", "sglang", harness.Fixture(t, "04"), sglang, false},
 		{"sglang dynamo worker 26", "sglang", harness.Fixture(t, "26"), sglang, false},
+		// SGLang 0.5.22 on a hybrid model (constructed): token_usage 0.9
+		// counts the full Mamba states, the KV pools are at 0.3; GIE
+		// reads SGLang's own name and must get what SGLang printed.
+		{"sglang hybrid 37", "sglang", harness.Fixture(t, "37"), sglang, false},
 		{"sglang 04, two data-parallel ranks", "sglang", sglangTwoRanks(t), sglang, true},
 		{"trtllm dynamo worker 25", "trtllm-serve", harness.Fixture(t, "25"), trtllm, false},
 		{"trtllm iteration stats 31", "trtllm-serve", harness.Fixture(t, "31"), trtllm, false},
@@ -193,6 +198,80 @@ func TestEngineLabelledNeverWorseThanRaw(t *testing.T) {
 			}
 			if p.twoRanks && harness.Equal(raw.Running, truth.Running) {
 				t.Errorf("raw already reads the summed running count %v; this page does not test data parallelism", raw.Running)
+			}
+		})
+	}
+}
+
+// TestNewerEnginesConfigured: GIE 1.5.0 has no built-in atom or
+// tokenspeed engine config (its defaultEngineConfigs: vllm, sglang,
+// trtllm-serve, triton-tensorrt-llm, triton); an operator adds them as
+// engineConfigs with the names llm-d's later built-in configs read
+// (routing/readers.yaml, llm-d-router-late-2026). With them, GIE's own
+// extractor reads ATOM's and TokenSpeed's pages through the sidecar at
+// least as right as raw.
+func TestNewerEnginesConfigured(t *testing.T) {
+	configs, labelKey := giesEngineConfigs(t)
+	var late map[string]struct{ w, r, kv, ci string }
+	for _, c := range loadTable(t).Consumers {
+		if c.Consumer != "llm-d-router-late-2026" {
+			continue
+		}
+		late = map[string]struct{ w, r, kv, ci string }{}
+		for name, e := range c.Engines {
+			ci := ""
+			if e.CacheInfo != nil {
+				ci = e.CacheInfo.Family
+			}
+			late[name] = struct{ w, r, kv, ci string }{e.Waiting, e.Running, e.KVUsage, ci}
+		}
+	}
+	for _, p := range []struct {
+		engine, fixture string
+		native          harness.Native
+	}{
+		{"atom", "35", harness.Native{Running: "atom:requests_running", Waiting: "atom:requests_waiting", KV: "atom:kv_cache_usage_ratio",
+			CacheInfo: "atom:cache_config_info", BlockSizeLabel: "block_size", NumBlocksLabel: "num_gpu_blocks"}},
+		{"tokenspeed", "36", harness.Native{Running: "tokenspeed:num_requests_running", Waiting: "tokenspeed:num_requests_waiting", KV: "tokenspeed:kv_cache_usage_perc", EngineLabel: "dp_rank"}},
+	} {
+		t.Run(p.engine, func(t *testing.T) {
+			if _, ok := configs[p.engine]; ok {
+				t.Fatalf("GIE 1.5.0 has a built-in %s config; test it as the built-in ones are", p.engine)
+			}
+			e, ok := late[p.engine]
+			if !ok {
+				t.Fatalf("readers.yaml's llm-d-router-late-2026 has no %s entry", p.engine)
+			}
+			if e.w != p.native.Waiting || e.r != p.native.Running || e.kv != p.native.KV || e.ci != p.native.CacheInfo {
+				t.Fatalf("readers.yaml reads %+v of %s, this test %+v", e, p.engine, p.native)
+			}
+			params, _ := json.Marshal(map[string]any{"engineConfigs": []map[string]string{{
+				"name": p.engine, "queuedRequestsSpec": e.w, "runningRequestsSpec": e.r, "kvUsageSpec": e.kv, "cacheInfoSpec": e.ci,
+			}}})
+			body := harness.Fixture(t, p.fixture)
+			truth, err := harness.ComputeNativeTruth(body, p.native)
+			if err != nil {
+				t.Fatal(err)
+			}
+			up := harness.NewUpstream(t, body)
+			side := harness.StartSidecar(t, up)
+			labels := map[string]string{labelKey: p.engine}
+			raw, _, _ := pollWith(t, up.Host, "/metrics", labels, params)
+			fields := []string{harness.FieldWaiting, harness.FieldRunning, harness.FieldKV}
+			if p.native.CacheInfo != "" {
+				fields = append(fields, harness.FieldCache)
+			}
+			for _, target := range []struct{ host, path string }{
+				{side.Host, "/metrics/routing"}, {side.RoutingHost, "/metrics"},
+			} {
+				got, pollErr, extractErr := pollWith(t, target.host, target.path, labels, params)
+				where := fmt.Sprintf("sidecar %s%s", target.host, target.path)
+				if pollErr != nil {
+					t.Errorf("%s: the EPP cannot poll it: %v", where, pollErr)
+					continue
+				}
+				t.Logf("%s: %+v (extract %v); raw %+v; truth %+v", where, got, extractErr, raw, truth)
+				harness.CheckRouter(t, where, fields, truth, raw, got, true)
 			}
 		})
 	}

@@ -36,12 +36,19 @@ func poll(t *testing.T, host, path string) (harness.RouterRead, error, error) {
 // label makes the extractor use that engine's built-in config).
 func pollLabelled(t *testing.T, host, path string, labels map[string]string) (harness.RouterRead, error, error) {
 	t.Helper()
+	return pollWith(t, host, path, labels, nil)
+}
+
+// pollWith is pollLabelled with the core-metrics-extractor's parameters
+// (engineConfigs); nil gives its defaults.
+func pollWith(t *testing.T, host, path string, labels map[string]string, extractorParams json.RawMessage) (harness.RouterRead, error, error) {
+	t.Helper()
 	params, _ := json.Marshal(map[string]string{"path": path}) // the plugin's documented "path" parameter
 	src, err := sourcemetrics.MetricsDataSourceFactory(sourcemetrics.MetricsDataSourceType, params, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	ext, err := extractormetrics.CoreMetricsExtractorFactory(extractormetrics.MetricsExtractorType, nil, nil)
+	ext, err := extractormetrics.CoreMetricsExtractorFactory(extractormetrics.MetricsExtractorType, extractorParams, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -85,9 +92,9 @@ func TestNeverWorseThanRaw(t *testing.T) {
 			exact := p.DataParallel && path == "/metrics/routing" // one engine: nothing to collapse
 			harness.CheckRouter(t, fmt.Sprintf("sidecar %s", path), fields, truth, raw, got, exact)
 		}
-		// The documented recipe for GIE 1.5: --model-server-metrics-port
-		// at the routing listener, the path left at /metrics (1.5's default
-		// data source ignores --model-server-metrics-path).
+		// The routing listener: --model-server-metrics-port at it, the
+		// path left at /metrics (the other recipe, port 9400 with
+		// --model-server-metrics-path=/metrics/routing: TestFlagRecipe).
 		if got, pollErr, extractErr := poll(t, side.RoutingHost, "/metrics"); pollErr != nil {
 			t.Errorf("routing listener: the EPP cannot poll it: %v", pollErr)
 		} else {
