@@ -1,7 +1,6 @@
 package derive
 
 import (
-	"strings"
 	"time"
 
 	"github.com/fos-study/vllm-normalizer/mapping"
@@ -458,36 +457,11 @@ func Specs(roles *mapping.Roles) []Spec { return expandSpecs(specs, roles) }
 func expandSpecs(table []Spec, roles *mapping.Roles) []Spec {
 	out := make([]Spec, len(table))
 	for i, s := range table {
-		s.Help = expandRoles(s.Help, roles)
-		s.PromQL = expandRoles(s.PromQL, roles)
-		s.Rule = expandRoles(s.Rule, roles)
+		s.Help = roles.Expand(s.Help)
+		s.PromQL = roles.Expand(s.PromQL)
+		s.Rule = roles.Expand(s.Rule)
 		s.Inputs = append([]mapping.Role(nil), s.Inputs...)
 		out[i] = s
 	}
 	return out
-}
-
-// expandRoles replaces each {role} in s with the role's canonical family.
-func expandRoles(s string, roles *mapping.Roles) string {
-	var b strings.Builder
-	for {
-		i := strings.IndexByte(s, '{')
-		if i < 0 {
-			break
-		}
-		j := strings.IndexByte(s[i:], '}')
-		if j < 0 {
-			break
-		}
-		name := roles.Family(mapping.Role(s[i+1 : i+j]))
-		if name == "" {
-			b.WriteString(s[:i+j+1]) // not a role: kept as written
-		} else {
-			b.WriteString(s[:i])
-			b.WriteString(name)
-		}
-		s = s[i+j+1:]
-	}
-	b.WriteString(s)
-	return b.String()
 }

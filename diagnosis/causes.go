@@ -34,7 +34,8 @@ type Cause struct {
 	// list and on the page.
 	Short, Sentence, Action string
 	// PromQL is the query a user checks it with, as docs/diagnosis.md's row
-	// for it shows it (written with that page's shorthands).
+	// for it shows it (written with that page's shorthands, upstream
+	// families as {role}: mapping.Roles.Expand names them).
 	PromQL string
 	// NoDemo says why the demo has no scenario of this name; empty when
 	// it has one (demo.Scenarios), which must name this cause.
@@ -131,7 +132,7 @@ var causes = []Cause{
 
 	{Name: CauseRankImbalance, Step: topologyStepNumber, Short: "a rank queueing while others idle",
 		Action: "The data-parallel load balancer is not spreading requests: check the router's rank awareness (data-parallel balancing, per-rank endpoints such as /metrics/routing/engines/{engine}) and whether requests are pinned to one rank.",
-		PromQL: "(max by (namespace, pod, model_name) (avg_over_time(vllm:num_requests_waiting[1m])) >= 1) and (min by (namespace, pod, model_name) (avg_over_time(vllm:num_requests_waiting[1m])) < 0.5)",
+		PromQL: "(max by (namespace, pod, model_name) (avg_over_time({requests_waiting}[1m])) >= 1) and (min by (namespace, pod, model_name) (avg_over_time({requests_waiting}[1m])) < 0.5)",
 		NoDemo: "the demo's ranks share one inflow; the simulator of diagnosis/sim_test.go has the scenario",
 		finding: func(ts *topoState, x *topoInput, e *topoEval, k int) {
 			ts.ranks(e, k, x.t, x.w, x.ru.minChange, x.alpha, x.holdAlpha)
@@ -140,7 +141,7 @@ var causes = []Cause{
 	{Name: CauseKVTransferSlow, Step: topologyStepNumber, Short: "slow KV transfers",
 		Sentence: "Decode is slow to pull KV from prefill: KV-transfer time rose against the baseline.",
 		Action:   "Check the transfer path between the prefill and decode pods (NIXL/UCX backend, RDMA or its TCP fallback, network congestion, pods placed across racks).",
-		PromQL:   `histogram_quantile(0.9, sum by (namespace, pod, model_name, le) (rate(vllm:nixl_xfer_time_seconds_bucket{role!="prefill"}[1m]))) / histogram_quantile(0.9, sum by (namespace, pod, model_name, le) (rate(vllm:nixl_xfer_time_seconds_bucket{role!="prefill"}[30m] offset 1m))) >= 1.25`,
+		PromQL:   `histogram_quantile(0.9, sum by (namespace, pod, model_name, le) (rate({kv_transfer_time}_bucket{role!="prefill"}[1m]))) / histogram_quantile(0.9, sum by (namespace, pod, model_name, le) (rate({kv_transfer_time}_bucket{role!="prefill"}[30m] offset 1m))) >= 1.25`,
 		NoDemo:   "the demo is not disaggregated; collector/diagnosis_topology_test.go shifts constructed pages",
 		finding:  (*topoState).transfersSlow, signal: zXferP90, baselined: true},
 	{Name: CauseKVTransferFailures, Step: topologyStepNumber, Short: "failing KV transfers",
@@ -152,7 +153,7 @@ var causes = []Cause{
 	{Name: CausePrefillSaturated, Step: topologyStepNumber, Short: "a saturated prefill pool",
 		Sentence: "The prefill pool is saturated: its backlog of prompt work grew while KV usage stayed flat, so compute is short, not memory.",
 		Action:   "Add prefill replicas (scale the prefill pool on vllm_derived_prefill_backlog_seconds), or lower the prefill share of each step only if decode is idle.",
-		PromQL:   `avg_over_time(vllm_derived_prefill_backlog_seconds{role="prefill"}[1m]) / avg_over_time(vllm_derived_prefill_backlog_seconds{role="prefill"}[30m] offset 1m) >= 1.25 unless (vllm:diagnosis_kv_cache_usage:recent1m / vllm:diagnosis_kv_cache_usage:baseline30m >= 1.25)`,
+		PromQL:   `avg_over_time(vllm_derived_prefill_backlog_seconds{role="prefill"}[1m]) / avg_over_time(vllm_derived_prefill_backlog_seconds{role="prefill"}[30m] offset 1m) >= 1.25 unless on (namespace, pod, model_name) (avg by (namespace, pod, model_name) (avg_over_time({kv_cache_usage}[1m])) / avg by (namespace, pod, model_name) (avg_over_time({kv_cache_usage}[30m] offset 1m)) >= 1.25)`,
 		NoDemo:   "the demo is not disaggregated; collector/diagnosis_topology_test.go shifts constructed pages",
 		finding:  (*topoState).prefillSaturated, signal: zBacklog, baselined: true},
 	{Name: CauseAdmission, Step: topologyStepNumber, Short: "requests refused",

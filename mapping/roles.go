@@ -267,6 +267,34 @@ func (r *Roles) Family(role Role) string {
 	return d.Family
 }
 
+// Expand replaces each {role} in s with the role's canonical family, so
+// that text written once over roles (a derived gauge's HELP and PromQL, a
+// diagnosis cause's PromQL) names what the catalogue names; a {word} that
+// is no role is kept as written.
+func (r *Roles) Expand(s string) string {
+	var b strings.Builder
+	for {
+		i := strings.IndexByte(s, '{')
+		if i < 0 {
+			break
+		}
+		j := strings.IndexByte(s[i:], '}')
+		if j < 0 {
+			break
+		}
+		name := r.Family(Role(s[i+1 : i+j]))
+		if name == "" {
+			b.WriteString(s[:i+j+1]) // not a role: kept as written
+		} else {
+			b.WriteString(s[:i])
+			b.WriteString(name)
+		}
+		s = s[i+j+1:]
+	}
+	b.WriteString(s)
+	return b.String()
+}
+
 // IsHistogram reports whether family is the canonical family of a
 // histogram role (what rules and dashboards may read as _bucket, _sum and
 // _count, or as one native histogram).
