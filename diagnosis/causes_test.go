@@ -51,7 +51,7 @@ func TestCauseDocsRows(t *testing.T) {
 		t.Fatal(err)
 	}
 	rows := map[string][]string{}
-	for _, line := range strings.Split(string(b), "\n") {
+	for line := range strings.SplitSeq(string(b), "\n") {
 		cells := strings.Split(line, " | ")
 		if len(cells) < 3 || !strings.HasPrefix(line, "| `") {
 			continue

@@ -164,7 +164,7 @@ func TestCompatServesWhatAIBrixReads(t *testing.T) {
 func collapsed(key string) string {
 	inner := strings.TrimSuffix(strings.TrimPrefix(key, "{"), "}")
 	var keep []string
-	for _, l := range strings.Split(inner, ", ") {
+	for l := range strings.SplitSeq(inner, ", ") {
 		if strings.HasPrefix(l, "__name__=") || strings.HasPrefix(l, "model_name=") || strings.HasPrefix(l, "le=") {
 			keep = append(keep, l)
 		}

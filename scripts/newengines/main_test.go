@@ -77,7 +77,7 @@ func TestPagesAreConsistent(t *testing.T) {
 	}
 	hybrid := string(pages["../../"+hybridOut])
 	changed := 0
-	for _, l := range strings.Split(string(base), "\n") {
+	for l := range strings.SplitSeq(string(base), "\n") {
 		if !strings.Contains(hybrid, l+"\n") {
 			changed++
 		}
