@@ -101,9 +101,13 @@ var causes = []Cause{
 		// that grew while requests queued reached its limit (queueing), and
 		// one that grew with the work per request (longer prompts or
 		// outputs, fewer prefix-cache hits) holds each request longer: more
-		// requests at once is then the effect.
+		// requests at once is then the effect. Output lengths show in the
+		// finished requests a request's duration late: while tokens per
+		// request started rose, the outputs may be growing, and batch
+		// growth waits.
 		rule: func(x *causeInput) bool {
 			return (x.prefill || x.decode) && x.up(sRunning) && !x.exUp(sWaiting) && !x.exUp(sPromptMean) && !x.exUp(sGenMean) && !x.exDown(sHitRatio) &&
+				!x.ex.tokensPerStartUp &&
 				!x.named[kQueueing] && !x.named[kLongPrompts] && !x.named[kLongOutputs] && !x.named[kPrefixMisses]
 		}},
 	{Name: CausePreemptions, Step: 3, Short: "preemptions",

@@ -852,20 +852,7 @@ func TestKVRiseIsNotBad(t *testing.T) {
 // ready for 15 s and named throughput_down, issue 32). The gap is 7.5 % of
 // the baseline, which stays.
 func TestGapLeavesReady(t *testing.T) {
-	d, err := New(testOpts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := newPod()
-	at := t0
-	for range 700 {
-		at = at.Add(time.Second)
-		d.Observe(at, []Observation{p.tick(healthy)})
-	}
-	for range 45 {
-		at = at.Add(time.Second)
-		d.Fail(at)
-	}
+	d, p, at := afterFailedScrapes(t, 45)
 	for i := range 64 { // i s after the first scrape after the outage
 		at = at.Add(time.Second)
 		fams := d.Observe(at, []Observation{p.tick(healthy)})
@@ -913,6 +900,20 @@ func TestMeansPerFinishedRequest(t *testing.T) {
 // the recent window) on a busy machine leave the window observed enough:
 // the model stays ready while the gap lies inside the window.
 func TestShortGapKeepsReady(t *testing.T) {
+	d, p, at := afterFailedScrapes(t, 4)
+	for i := range 50 {
+		at = at.Add(time.Second)
+		d.Observe(at, []Observation{p.tick(healthy)})
+		if mr := d.Report().Models[0]; mr.Readiness.State != ReadyOK {
+			t.Fatalf("%d s after a 5 s gap: %q (%s), want ready", i, mr.Readiness.State, mr.Readiness.Message)
+		}
+	}
+}
+
+// afterFailedScrapes is a healthy pod observed for 700 s, then n failed
+// scrapes a second apart; at is the last one's time.
+func afterFailedScrapes(t *testing.T, n int) (*Diagnoser, *pod, time.Time) {
+	t.Helper()
 	d, err := New(testOpts)
 	if err != nil {
 		t.Fatal(err)
@@ -923,15 +924,9 @@ func TestShortGapKeepsReady(t *testing.T) {
 		at = at.Add(time.Second)
 		d.Observe(at, []Observation{p.tick(healthy)})
 	}
-	for range 4 {
+	for range n {
 		at = at.Add(time.Second)
 		d.Fail(at)
 	}
-	for i := range 50 {
-		at = at.Add(time.Second)
-		d.Observe(at, []Observation{p.tick(healthy)})
-		if mr := d.Report().Models[0]; mr.Readiness.State != ReadyOK {
-			t.Fatalf("%d s after a 5 s gap: %q (%s), want ready", i, mr.Readiness.State, mr.Readiness.Message)
-		}
-	}
+	return d, p, at
 }

@@ -52,7 +52,12 @@ type evaluation struct {
 	// (Little's law). A queue that grew by more beside a batch that did
 	// not shrink is inflow too.
 	preemptionsExplainQueue bool
-	preemptionShare         float64 // the share they must reach
+	// tokensPerStartUp: generated tokens per request started rose past the
+	// minimum change. No cause reads it (it swings with every burst of
+	// starts), but a batch that grew while it did may be longer outputs the
+	// finished requests do not show yet: batch growth waits.
+	tokensPerStartUp bool
+	preemptionShare  float64 // the share they must reach
 }
 
 // rules are the settings the tests need.
@@ -88,6 +93,9 @@ func (ru *rules) evaluate(recent, base *stats) evaluation {
 		}
 	}
 	e.enough = recent.requests >= ru.minRequests && base.requests >= ru.minRequests
+	if r, b := ratio(recent.c[cGenerationTokens], recent.started), ratio(base.c[cGenerationTokens], base.started); r > 0 && b > 0 {
+		e.tokensPerStartUp = r >= b*(1+ru.minChange)
+	}
 	e.preemptionShare = ru.preemptionShare
 	if n := firstPositive(recent.started, recent.requests); n > 0 && recent.seconds > 0 && base.seconds > 0 {
 		excess := recent.c[cPreemptions] - base.c[cPreemptions]*recent.seconds/base.seconds
