@@ -6,6 +6,7 @@ import (
 	"math"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -933,5 +934,94 @@ func TestShortGapKeepsReady(t *testing.T) {
 		if mr := d.Report().Models[0]; mr.Readiness.State != ReadyOK {
 			t.Fatalf("%d s after a 5 s gap: %q (%s), want ready", i, mr.Readiness.State, mr.Readiness.Message)
 		}
+	}
+}
+
+// runAborts is run with aborts: in second i, aborts[i] of the finished
+// requests ended with the abort reason.
+func runAborts(t *testing.T, secs []second, aborts []float64) []exposition.Family {
+	t.Helper()
+	d, err := New(testOpts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := newPod()
+	var fams []exposition.Family
+	for i, s := range secs {
+		p.o.Aborted += aborts[i]
+		fams = d.Observe(t0.Add(time.Duration(i)*time.Second), []Observation{p.tick(s)})
+	}
+	return fams
+}
+
+// TestAbortsWithTTFT: 1 request in 20 aborted through the baseline (0.2
+// a second of 4), then 1 in 4 (1 a second) for two minutes. With TTFT
+// 0.15 → 0.3 s (every request above the baseline's p90) the aborts are
+// named beside the symptom, and leave it unexplained (they are its
+// effect); with TTFT flat nothing is named; at 0.2 requests a second
+// (12 a window, below the 20 each window needs) the same rise in both
+// is not named (nor is anything: the windows are too thin to judge).
+func TestAbortsWithTTFT(t *testing.T) {
+	shift := func(s second, before, after int, abortsBefore, abortsAfter float64) ([]second, []float64) {
+		secs := timeline(before, after, s)
+		ab := make([]float64, len(secs))
+		for i := range ab {
+			ab[i] = abortsBefore
+			if i >= before {
+				ab[i] = abortsAfter
+			}
+		}
+		return secs, ab
+	}
+	slow := healthy
+	slow.ttft = 0.3
+	secs, ab := shift(slow, 640, 130, 0.2, 1)
+	fams := runAborts(t, secs, ab)
+	if got := active(values(fams, FamilyCause, "cause")); !slices.Equal(got, []string{CauseAborts, CauseUnexplained}) {
+		t.Errorf("aborts 5%% → 25%% with TTFT up: causes %v, want [aborts unexplained]", got)
+	}
+	if got := active(values(fams, FamilySymptom, "symptom")); !slices.Equal(got, []string{SymptomTTFTUp}) {
+		t.Errorf("symptoms %v, want [ttft_up]", got)
+	}
+
+	secs, ab = shift(healthy, 640, 130, 0.2, 1)
+	fams = runAborts(t, secs, ab)
+	if got := active(values(fams, FamilyCause, "cause")); len(got) != 0 {
+		t.Errorf("aborts 5%% → 25%% with TTFT flat: causes %v, want none", got)
+	}
+	// Inter-token latency 0.05 → 0.3 s: an incident, but not the wait
+	// for a first token.
+	slowITL := healthy
+	slowITL.itl = 0.3
+	secs, ab = shift(slowITL, 640, 130, 0.2, 1)
+	fams = runAborts(t, secs, ab)
+	if got := values(fams, FamilyCause, "cause"); got[CauseAborts] != 0 || values(fams, FamilySymptom, "symptom")[SymptomITLUp] != 1 {
+		t.Errorf("aborts 5%% → 25%% with ITL up, TTFT flat: causes %v, want aborts at 0 beside itl_up", got)
+	}
+	// TTFT up with aborts steady at 5 %: the symptom alone.
+	secs, ab = shift(slow, 640, 130, 0.2, 0.2)
+	fams = runAborts(t, secs, ab)
+	if got := active(values(fams, FamilyCause, "cause")); !slices.Equal(got, []string{CauseUnexplained}) {
+		t.Errorf("aborts steady with TTFT up: causes %v, want [unexplained]", got)
+	}
+
+	// Few requests: 0.2 a second, a fifth of them aborting in the
+	// baseline and all of them after the shift.
+	few, fewSlow := healthy, slow
+	few.requests, fewSlow.requests = 0.2, 0.2
+	secs = timeline(640, 130, fewSlow)
+	for i := range 640 {
+		secs[i] = few
+	}
+	ab = make([]float64, len(secs))
+	for i := range ab {
+		ab[i] = 0.04
+		if i >= 640 {
+			ab[i] = 0.2
+		}
+	}
+	fams = runAborts(t, secs, ab)
+	if got := values(fams, FamilyCause, "cause")[CauseAborts]; got == 1 {
+		t.Errorf("aborts named on 12 finished requests a window, want not (too few)")
 	}
 }
