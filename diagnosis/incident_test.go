@@ -15,7 +15,6 @@ type incidentRun struct {
 	w, b, maxInc  int64
 	roll          stats // the rolling baseline, marked by its seconds
 	sym, calm     evaluation
-	rollStart     int64
 	frozenRefUsed bool
 }
 
