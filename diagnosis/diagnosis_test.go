@@ -38,6 +38,8 @@ type second struct {
 	// starts, when set, is the requests that got their first token (TTFT
 	// observations), unlike the finished ones
 	starts float64
+	// aborted of the finished requests ended with the abort reason
+	aborted float64
 }
 
 var testBounds = []float64{0.1, 0.2, 0.4, 0.8, math.Inf(1)}
@@ -63,6 +65,7 @@ func (p *pod) tick(s second) Observation {
 	o := &p.o
 	o.Running, o.Waiting, o.KVUsage = s.running, s.waiting, s.kv
 	o.Finished += s.requests
+	o.Aborted += s.aborted
 	o.Preemptions += s.preemptions
 	o.PromptLenSum += s.requests * s.prompt
 	o.PromptLenCount += s.requests
@@ -937,91 +940,47 @@ func TestShortGapKeepsReady(t *testing.T) {
 	}
 }
 
-// runAborts is run with aborts: in second i, aborts[i] of the finished
-// requests ended with the abort reason.
-func runAborts(t *testing.T, secs []second, aborts []float64) []exposition.Family {
-	t.Helper()
-	d, err := New(testOpts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := newPod()
-	var fams []exposition.Family
-	for i, s := range secs {
-		p.o.Aborted += aborts[i]
-		fams = d.Observe(t0.Add(time.Duration(i)*time.Second), []Observation{p.tick(s)})
-	}
-	return fams
-}
-
 // TestAbortsWithTTFT: 1 request in 20 aborted through the baseline (0.2
 // a second of 4), then 1 in 4 (1 a second) for two minutes. With TTFT
 // 0.15 → 0.3 s (every request above the baseline's p90) the aborts are
 // named beside the symptom, and leave it unexplained (they are its
-// effect); with TTFT flat nothing is named; at 0.2 requests a second
-// (12 a window, below the 20 each window needs) the same rise in both
-// is not named (nor is anything: the windows are too thin to judge).
+// effect); with TTFT flat, or only ITL up, they are not; TTFT up with the
+// aborts steady is the symptom alone. At 0.2 requests a second (12 a
+// window, below the 20 each window needs) the same rise in both is not
+// named (nor is anything: the windows are too thin to judge).
 func TestAbortsWithTTFT(t *testing.T) {
-	shift := func(s second, before, after int, abortsBefore, abortsAfter float64) ([]second, []float64) {
-		secs := timeline(before, after, s)
-		ab := make([]float64, len(secs))
-		for i := range ab {
-			ab[i] = abortsBefore
-			if i >= before {
-				ab[i] = abortsAfter
-			}
+	// shifted: the baseline's seconds are before, the shift's after, each
+	// with its aborts.
+	shifted := func(before, after second, abortsBefore, abortsAfter float64) []second {
+		before.aborted, after.aborted = abortsBefore, abortsAfter
+		secs := timeline(640, 130, after)
+		for i := range 640 {
+			secs[i] = before
 		}
-		return secs, ab
+		return secs
 	}
-	slow := healthy
-	slow.ttft = 0.3
-	secs, ab := shift(slow, 640, 130, 0.2, 1)
-	fams := runAborts(t, secs, ab)
-	if got := active(values(fams, FamilyCause, "cause")); !slices.Equal(got, []string{CauseAborts, CauseUnexplained}) {
-		t.Errorf("aborts 5%% → 25%% with TTFT up: causes %v, want [aborts unexplained]", got)
-	}
-	if got := active(values(fams, FamilySymptom, "symptom")); !slices.Equal(got, []string{SymptomTTFTUp}) {
-		t.Errorf("symptoms %v, want [ttft_up]", got)
+	slow, slowITL := healthy, healthy
+	slow.ttft, slowITL.itl = 0.3, 0.3
+	causes := func(secs []second) ([]string, map[string]float64) {
+		_, fams, _ := run(t, testOpts, secs)
+		return active(values(fams, FamilyCause, "cause")), values(fams, FamilySymptom, "symptom")
 	}
 
-	secs, ab = shift(healthy, 640, 130, 0.2, 1)
-	fams = runAborts(t, secs, ab)
-	if got := active(values(fams, FamilyCause, "cause")); len(got) != 0 {
+	if got, sym := causes(shifted(healthy, slow, 0.2, 1)); !slices.Equal(got, []string{CauseAborts, CauseUnexplained}) || sym[SymptomTTFTUp] != 1 {
+		t.Errorf("aborts 5%% → 25%% with TTFT up: causes %v, symptoms %v; want [aborts unexplained] on ttft_up", got, sym)
+	}
+	if got, _ := causes(shifted(healthy, healthy, 0.2, 1)); len(got) != 0 {
 		t.Errorf("aborts 5%% → 25%% with TTFT flat: causes %v, want none", got)
 	}
-	// Inter-token latency 0.05 → 0.3 s: an incident, but not the wait
-	// for a first token.
-	slowITL := healthy
-	slowITL.itl = 0.3
-	secs, ab = shift(slowITL, 640, 130, 0.2, 1)
-	fams = runAborts(t, secs, ab)
-	if got := values(fams, FamilyCause, "cause"); got[CauseAborts] != 0 || values(fams, FamilySymptom, "symptom")[SymptomITLUp] != 1 {
-		t.Errorf("aborts 5%% → 25%% with ITL up, TTFT flat: causes %v, want aborts at 0 beside itl_up", got)
+	if got, sym := causes(shifted(healthy, slowITL, 0.2, 1)); slices.Contains(got, CauseAborts) || sym[SymptomITLUp] != 1 {
+		t.Errorf("aborts 5%% → 25%% with ITL up, TTFT flat: causes %v, symptoms %v; want no aborts on itl_up", got, sym)
 	}
-	// TTFT up with aborts steady at 5 %: the symptom alone.
-	secs, ab = shift(slow, 640, 130, 0.2, 0.2)
-	fams = runAborts(t, secs, ab)
-	if got := active(values(fams, FamilyCause, "cause")); !slices.Equal(got, []string{CauseUnexplained}) {
+	if got, _ := causes(shifted(healthy, slow, 0.2, 0.2)); !slices.Equal(got, []string{CauseUnexplained}) {
 		t.Errorf("aborts steady with TTFT up: causes %v, want [unexplained]", got)
 	}
-
-	// Few requests: 0.2 a second, a fifth of them aborting in the
-	// baseline and all of them after the shift.
 	few, fewSlow := healthy, slow
 	few.requests, fewSlow.requests = 0.2, 0.2
-	secs = timeline(640, 130, fewSlow)
-	for i := range 640 {
-		secs[i] = few
-	}
-	ab = make([]float64, len(secs))
-	for i := range ab {
-		ab[i] = 0.04
-		if i >= 640 {
-			ab[i] = 0.2
-		}
-	}
-	fams = runAborts(t, secs, ab)
-	if got := values(fams, FamilyCause, "cause")[CauseAborts]; got == 1 {
-		t.Errorf("aborts named on 12 finished requests a window, want not (too few)")
+	if got, _ := causes(shifted(few, fewSlow, 0.01, 0.05)); slices.Contains(got, CauseAborts) {
+		t.Errorf("aborts 5%% → 25%% on 12 finished requests a window: causes %v, want no aborts (too few)", got)
 	}
 }
