@@ -123,6 +123,9 @@ type diagnosisInput struct {
 type modelTotals struct {
 	c [mapping.NumCounters]float64
 	h map[mapping.Counter]map[float64]float64
+	// aborted is the finished requests with the abort reason, a part
+	// of c[mapping.CounterRequestsFinished].
+	aborted float64
 }
 
 // forgetAfter is how many scrapes a vanished series' state is kept, so
@@ -146,6 +149,9 @@ func (in *diagnosisInput) observations(canon []exposition.Family, gauges map[str
 	type present struct {
 		c [mapping.NumCounters]bool
 		h map[mapping.Counter][]float64 // bounds seen this round
+		// reasons: the finished requests came with a finished reason,
+		// so those without the abort one are known not aborted.
+		reasons bool
 	}
 	seen := map[string]*present{}
 	get := func(m string) *present {
@@ -195,6 +201,14 @@ func (in *diagnosisInput) observations(canon []exposition.Family, gauges map[str
 				tot.c[c] += d
 				p.c[c] = true
 			}
+			if c == mapping.CounterRequestsFinished {
+				if reason := s.Labels.Get(mapping.LabelFinishedReason); reason != "" {
+					p.reasons = true
+					if reason == mapping.FinishedReasonAbort {
+						tot.aborted += d
+					}
+				}
+			}
 		}
 	}
 	for m := range gauges {
@@ -216,6 +230,10 @@ func (in *diagnosisInput) observations(canon []exposition.Family, gauges map[str
 				v = tot.c[dc.c]
 			}
 			dc.set(&o, v)
+		}
+		o.Aborted = math.NaN()
+		if tot != nil && p.reasons {
+			o.Aborted = tot.aborted
 		}
 		if tot != nil {
 			for _, db := range diagnosisBuckets {

@@ -150,3 +150,54 @@ func viewGauges(page []exposition.Family, roles *mapping.Roles, style func(strin
 	v.View(page, nil, roles, "v1", style)
 	return v.Gauges()
 }
+
+// addTo adds d to the samples of sample name name on engine eng whose
+// finished_reason is reason.
+func addTo(fams []exposition.Family, name, eng, reason string, d float64) {
+	for i := range fams {
+		for j := range fams[i].Samples {
+			s := &fams[i].Samples[j]
+			if s.Name() == name && s.Labels.Get("engine") == eng && s.Labels.Get("finished_reason") == reason {
+				s.Value += d
+			}
+		}
+	}
+}
+
+// The aborted requests are the finished ones with finished_reason="abort",
+// summed over engines like the rest; a page whose finished requests carry
+// no reason leaves them unknown (NaN), not 0.
+func TestDiagnosisInputAborted(t *testing.T) {
+	ident := func(s string) string { return s }
+	roles := testMapper(t, mapping.Options{}).Catalogue().Roles()
+	var in diagnosisInput
+	p1 := twoEngines(t)
+	obs := in.observations(p1, viewGauges(p1, roles, ident), roles, "vllm", "")
+	if len(obs) != 1 || obs[0].Aborted != 0 {
+		t.Fatalf("first observation %+v, want aborted 0", obs)
+	}
+	// Engine 0: 7 more aborted and 13 more stopped; engine 1: 3 more aborted.
+	p2 := clone(p1)
+	addTo(p2, "vllm:request_success_total", "0", "abort", 7)
+	addTo(p2, "vllm:request_success_total", "0", "stop", 13)
+	addTo(p2, "vllm:request_success_total", "1", "abort", 3)
+	obs = in.observations(p2, viewGauges(p2, roles, ident), roles, "vllm", "")
+	if obs[0].Aborted != 10 || obs[0].Finished != 23 {
+		t.Errorf("aborted %v of %v finished, want 10 of 23", obs[0].Aborted, obs[0].Finished)
+	}
+	// The same page with the reason label dropped from the finished requests.
+	p3 := clone(p2)
+	for i := range p3 {
+		for j := range p3[i].Samples {
+			s := &p3[i].Samples[j]
+			if s.Name() == "vllm:request_success_total" {
+				s.Labels = labels.NewBuilder(s.Labels).Del("finished_reason").Labels()
+			}
+		}
+	}
+	var fresh diagnosisInput
+	obs = fresh.observations(p3, viewGauges(p3, roles, ident), roles, "vllm", "")
+	if !math.IsNaN(obs[0].Aborted) {
+		t.Errorf("aborted %v on a page without finished_reason, want NaN", obs[0].Aborted)
+	}
+}

@@ -1,6 +1,13 @@
 package dashboards
 
-import "fmt"
+import (
+	"cmp"
+	"fmt"
+	"slices"
+	"strings"
+
+	diagnosisrules "github.com/fos-study/vllm-normalizer/diagnosis"
+)
 
 // diagnosis follows the order operators walk when throughput drops.
 func diagnosis() Dashboard {
@@ -34,7 +41,7 @@ func diagnosis() Dashboard {
 		"short", yesNo, greenRed,
 		q(fmt.Sprintf(`max by (%s, symptom) (vllm_diagnosis_symptom{%s})`, inst, selModel), "{{pod}} {{symptom}}")), 6, 6)
 	l.add(stat("Causes",
-		"What explains it? queueing, batch_growth (step 2), preemptions (step 3), long_prompts, prefix_cache_misses, long_outputs (step 4), unexplained: a symptom none of them explains for a whole window (step 5: parallelism, max_num_batched_tokens, hardware). They follow the incident; several may hold at once; with no change against the baseline all are at no.",
+		"What explains it? "+causesByStep()+". They follow the incident; several may hold at once; with no change against the baseline all are at no.",
 		"short", yesNo, greenRed,
 		q(fmt.Sprintf(`max by (%s, cause) (vllm_diagnosis_cause{%s})`, inst, selModel), "{{pod}} {{cause}}")), 10, 6)
 	l.add(timeseries("Change ratios: recent window / baseline",
@@ -132,4 +139,28 @@ func diagnosis() Dashboard {
 	return newDashboard("vllm-normalizer-diagnosis", "vLLM / Diagnosis",
 		"Throughput dropped: where? The top row is the sidecar's own verdict; the rows below follow the diagnosis order: prefill or decode, saturation, memory pressure, traffic change, configuration. Data from the vllm-normalizer sidecar.",
 		[]string{"diagnosis"}, standardVars(windowVar()), l.panels)
+}
+
+// causesByStep names the diagnosis' causes step by step, from its records
+// (docs/diagnosis.md says what each means): "queueing, batch_growth (step
+// 2); preemptions (step 3); ...".
+func causesByStep() string {
+	var parts []string
+	names, step := []string{}, 0
+	flush := func() {
+		if len(names) > 0 {
+			parts = append(parts, fmt.Sprintf("%s (step %d)", strings.Join(names, ", "), step))
+		}
+	}
+	cs := diagnosisrules.Causes()
+	slices.SortStableFunc(cs, func(a, b diagnosisrules.Cause) int { return cmp.Compare(a.Step, b.Step) })
+	for _, c := range cs {
+		if c.Step != step {
+			flush()
+			names, step = nil, c.Step
+		}
+		names = append(names, c.Name)
+	}
+	flush()
+	return strings.Join(parts, "; ")
 }

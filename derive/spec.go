@@ -135,7 +135,7 @@ const (
 	// or e2e; its target is in SLOTargetLabel.
 	SLOLabel = "slo"
 
-	finishedReasonLabel = "finished_reason"
+	finishedReasonLabel = mapping.LabelFinishedReason
 )
 
 // DefaultWindows are the windows the derived gauges cover unless

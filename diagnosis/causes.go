@@ -18,6 +18,7 @@ const (
 	CauseKVTransferFailures = "kv_transfer_failures"
 	CausePrefillSaturated   = "prefill_saturated"
 	CauseAdmission          = "admission"
+	CauseAborts             = "aborts"
 )
 
 // Cause is one diagnosis cause or topology finding: everything the rules,
@@ -46,6 +47,10 @@ type Cause struct {
 	// residual marks the cause named when a symptom has no other cause
 	// for a whole recent window (the incident decides it, not a rule).
 	residual bool
+	// effect marks a finding that follows from the symptom rather than
+	// explains it: named beside the causes, it leaves the symptom
+	// unexplained when nothing else is.
+	effect bool
 	// finding evaluates a topology finding, which needs no symptom: it
 	// sets e.judged, e.strict (to name) and e.hold (to keep it named).
 	finding func(ts *topoState, x *topoInput, e *topoEval, k int)
@@ -127,6 +132,16 @@ var causes = []Cause{
 		// Longer outputs keep each request in the batch longer, so the
 		// batch grows and every step slows, prefill steps included.
 		rule: func(x *causeInput) bool { return (x.prefill || x.decode) && x.up(sGenMean) }},
+	{Name: CauseAborts, Step: 2, Short: "clients giving up while they wait",
+		Sentence: "Clients are giving up while they wait: the share of requests aborted rose with time to first token.",
+		Action:   "Relieve the queue (add replicas, or route requests away from this pod) rather than chase the aborts: they are the clients' answer to the wait.",
+		PromQL:   `ttft_up and (sum by (namespace, pod, model_name) (increase({requests_finished}{finished_reason="abort"}[1m])) / sum by (namespace, pod, model_name) (increase({requests_finished}[1m]))) / (sum by (namespace, pod, model_name) (increase({requests_finished}{finished_reason="abort"}[30m] offset 1m)) / sum by (namespace, pod, model_name) (increase({requests_finished}[30m] offset 1m))) >= 1.25`,
+		NoDemo:   "the demo's clients abort a fixed 1 % of their requests whatever they wait (and all of them only at a full queue); the diagnosis unit tests shift the aborts with and without a TTFT rise",
+		// Aborts are the clients' reading of the wait, so only a TTFT
+		// rise makes them a finding: more aborts at a flat TTFT are a
+		// client's change, not the server's.
+		rule:   func(x *causeInput) bool { return x.sym[yTTFT] && x.e.abortsUp },
+		effect: true},
 	{Name: CauseUnexplained, Step: 6, Short: "no cause in load, queue, memory or traffic",
 		Sentence: "Latency rose with no change in load, queue, memory or traffic.",
 		Action:   "Look at the configuration (tensor parallelism, max_num_batched_tokens) and the hardware (throttling, a failing GPU, a noisy neighbour).",

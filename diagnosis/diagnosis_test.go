@@ -6,6 +6,7 @@ import (
 	"math"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -37,6 +38,8 @@ type second struct {
 	// starts, when set, is the requests that got their first token (TTFT
 	// observations), unlike the finished ones
 	starts float64
+	// aborted of the finished requests ended with the abort reason
+	aborted float64
 }
 
 var testBounds = []float64{0.1, 0.2, 0.4, 0.8, math.Inf(1)}
@@ -62,6 +65,7 @@ func (p *pod) tick(s second) Observation {
 	o := &p.o
 	o.Running, o.Waiting, o.KVUsage = s.running, s.waiting, s.kv
 	o.Finished += s.requests
+	o.Aborted += s.aborted
 	o.Preemptions += s.preemptions
 	o.PromptLenSum += s.requests * s.prompt
 	o.PromptLenCount += s.requests
@@ -929,4 +933,49 @@ func afterFailedScrapes(t *testing.T, n int) (*Diagnoser, *pod, time.Time) {
 		d.Fail(at)
 	}
 	return d, p, at
+}
+
+// TestAbortsWithTTFT: 1 request in 20 aborted through the baseline (0.2
+// a second of 4), then 1 in 4 (1 a second) for two minutes. With TTFT
+// 0.15 → 0.3 s (every request above the baseline's p90) the aborts are
+// named beside the symptom, and leave it unexplained (they are its
+// effect); with TTFT flat, or only ITL up, they are not; TTFT up with the
+// aborts steady is the symptom alone. At 0.2 requests a second (12 a
+// window, below the 20 each window needs) the same rise in both is not
+// named (nor is anything: the windows are too thin to judge).
+func TestAbortsWithTTFT(t *testing.T) {
+	// shifted: the baseline's seconds are before, the shift's after, each
+	// with its aborts.
+	shifted := func(before, after second, abortsBefore, abortsAfter float64) []second {
+		before.aborted, after.aborted = abortsBefore, abortsAfter
+		secs := timeline(640, 130, after)
+		for i := range 640 {
+			secs[i] = before
+		}
+		return secs
+	}
+	slow, slowITL := healthy, healthy
+	slow.ttft, slowITL.itl = 0.3, 0.3
+	causes := func(secs []second) ([]string, map[string]float64) {
+		_, fams, _ := run(t, testOpts, secs)
+		return active(values(fams, FamilyCause, "cause")), values(fams, FamilySymptom, "symptom")
+	}
+
+	if got, sym := causes(shifted(healthy, slow, 0.2, 1)); !slices.Equal(got, []string{CauseAborts, CauseUnexplained}) || sym[SymptomTTFTUp] != 1 {
+		t.Errorf("aborts 5%% → 25%% with TTFT up: causes %v, symptoms %v; want [aborts unexplained] on ttft_up", got, sym)
+	}
+	if got, _ := causes(shifted(healthy, healthy, 0.2, 1)); len(got) != 0 {
+		t.Errorf("aborts 5%% → 25%% with TTFT flat: causes %v, want none", got)
+	}
+	if got, sym := causes(shifted(healthy, slowITL, 0.2, 1)); slices.Contains(got, CauseAborts) || sym[SymptomITLUp] != 1 {
+		t.Errorf("aborts 5%% → 25%% with ITL up, TTFT flat: causes %v, symptoms %v; want no aborts on itl_up", got, sym)
+	}
+	if got, _ := causes(shifted(healthy, slow, 0.2, 0.2)); !slices.Equal(got, []string{CauseUnexplained}) {
+		t.Errorf("aborts steady with TTFT up: causes %v, want [unexplained]", got)
+	}
+	few, fewSlow := healthy, slow
+	few.requests, fewSlow.requests = 0.2, 0.2
+	if got, _ := causes(shifted(few, fewSlow, 0.01, 0.05)); slices.Contains(got, CauseAborts) {
+		t.Errorf("aborts 5%% → 25%% on 12 finished requests a window: causes %v, want no aborts (too few)", got)
+	}
 }

@@ -25,6 +25,7 @@ const (
 	cFinished
 	cKVFailures
 	cRejections
+	cAborted
 	numCounters
 )
 
@@ -165,7 +166,7 @@ func (tr *track) observe(t int64, o *Observation) {
 	p.c = [numCounters]float64{
 		o.Preemptions, o.PrefixQueries, o.PrefixHits, o.PromptTokens, o.GenerationTokens,
 		o.PromptLenSum, o.PromptLenCount, o.GenLenSum, o.GenLenCount, o.Finished, o.KVTransferFailures,
-		o.Rejections,
+		o.Rejections, o.Aborted,
 	}
 	for i, v := range p.c {
 		if math.IsInf(v, 0) {

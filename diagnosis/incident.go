@@ -129,7 +129,7 @@ func (in *incidentState) step(t, w int64, ev, lenient, long *evaluation, ref *st
 			hold[k] = hold[k] || lh[k] && still[k]
 		}
 	}
-	named := false
+	named, explained := false, false
 	for k := range causes {
 		if causes[k].rule == nil {
 			continue
@@ -138,13 +138,17 @@ func (in *incidentState) step(t, w int64, ev, lenient, long *evaluation, ref *st
 		if in.cause[k].on {
 			raw = hold[k]
 		}
-		named = in.cause[k].step(raw) || named
+		on := in.cause[k].step(raw)
+		if !causes[k].effect {
+			named = on || named
+			explained = strict[k] || explained
+		}
 	}
 	// A latency percentile reacts to a shift as soon as a tenth of the
 	// window's requests are affected; the means that explain it move in
 	// proportion to the affected share. So a symptom is unexplained only
 	// once it has gone a whole recent window without any cause.
-	if anyTrue(sym[:]) && !named && !anyTrue(strict[:]) {
+	if anyTrue(sym[:]) && !named && !explained {
 		if in.uncausedSince < 0 {
 			in.uncausedSince = t
 		}

@@ -27,6 +27,9 @@ type Observation struct {
 	GenLenSum        float64 // sum and count of the per-request generation length histogram
 	GenLenCount      float64
 	Finished         float64 // finished requests, whatever the reason
+	// Aborted are the finished requests the client abandoned (finished
+	// reason abort); NaN where the page gives no finished reason.
+	Aborted float64
 
 	TTFT Histogram // time to first token, seconds
 	ITL  Histogram // inter-token latency, seconds

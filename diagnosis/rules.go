@@ -58,6 +58,11 @@ type evaluation struct {
 	// finished requests do not show yet: batch growth waits.
 	tokensPerStartUp bool
 	preemptionShare  float64 // the share they must reach
+	// abortsUp: the share of finished requests that ended aborted rose
+	// by the minimum change, significantly (Fisher's exact test on aborts
+	// among finished requests, each window holding enough of them);
+	// abortsBeyond: by the minimum change alone.
+	abortsUp, abortsBeyond bool
 }
 
 // rules are the settings the tests need.
@@ -102,6 +107,7 @@ func (ru *rules) evaluate(recent, base *stats) evaluation {
 		e.excessPreemptions = excess / n
 		e.preemptionsExplainQueue = !(excess < recent.gMean[gWaiting]-base.gMean[gWaiting]) || recent.gMean[gRunning] < base.gMean[gRunning]
 	}
+	e.abortsUp, e.abortsBeyond = ru.abortsRose(recent, base)
 	if !e.enough {
 		return e
 	}
@@ -113,10 +119,27 @@ func (ru *rules) evaluate(recent, base *stats) evaluation {
 	return e
 }
 
+// abortsRose tests the share of finished requests that ended aborted,
+// recent against base: beyond when it rose by the minimum change, up when
+// that rise is significant too. Both windows need the minimum of finished
+// requests: a handful of aborts is no trend.
+func (ru *rules) abortsRose(recent, base *stats) (up, beyond bool) {
+	k1, n1, k0, n0 := recent.c[cAborted], recent.requests, base.c[cAborted], base.requests
+	if !(k1 >= 0 && k0 >= 0 && n1 >= ru.minRequests && n0 >= ru.minRequests) {
+		return false, false
+	}
+	ch, _ := compare(k1/n1, k0/n0, ru.minChange)
+	if ch != ChangeUp {
+		return false, false
+	}
+	return fisher(k1, n1, k0, n0, +1) <= ru.alpha, true
+}
+
 // beyondOnly is e with every signal whose ratio is past the minimum change
 // read as changed that way, significant or not.
 func (e *evaluation) beyondOnly() evaluation {
 	out := *e
+	out.abortsUp = e.abortsBeyond
 	for i := range numSignals {
 		switch {
 		case !e.beyond[i]:

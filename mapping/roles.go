@@ -87,6 +87,13 @@ const (
 	SleepStateAwake = "awake"
 )
 
+// The finished-request role's reason label and its value for a request
+// the client abandoned (it went away before the request ended).
+const (
+	LabelFinishedReason = "finished_reason"
+	FinishedReasonAbort = "abort"
+)
+
 // Role types, as roles.yaml spells them.
 const (
 	RoleTypeGauge     = "gauge"
