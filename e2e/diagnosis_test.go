@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/fos-study/vllm-normalizer/demo"
+	"github.com/fos-study/vllm-normalizer/diagnosis"
 	"github.com/fos-study/vllm-normalizer/internal/testbin"
 )
 
@@ -170,7 +171,7 @@ func runScenario(t *testing.T, sc string, p *testbin.Process, start time.Time) s
 	case !verdictsBeforeShift:
 		missing = "no verdict (all causes at 0) was published before the shift: the steady phase went unchecked"
 	case sc == demo.ScenarioSteady:
-		if len(last["vllm_diagnosis_cause"]) != 11 || // seven triage causes and four topology ones
+		if len(last["vllm_diagnosis_cause"]) != len(diagnosis.Causes()) || // one gauge per cause record
 			len(last["vllm_diagnosis_symptom"]) != 3 {
 			missing = fmt.Sprintf("steady: want every cause and symptom at 0 by the end, got %v %v", last["vllm_diagnosis_cause"], last["vllm_diagnosis_symptom"])
 		} else if a := activeOf(last["vllm_diagnosis_symptom"]); len(a) > 0 {
