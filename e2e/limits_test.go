@@ -48,7 +48,8 @@ func TestSeriesCapOnManyEngines(t *testing.T) {
 			p := testbin.Start(t, append(slices.Clip(args), append(c.extra, "--web.routing-listen-address="+routingAddr)...)...)
 			waitFor(t, settle, "a first scrape", func() bool {
 				page, _ := metrics(t, p)
-				return page["vllm_normalizer_history_series"] > 0
+				// A model beyond the cap is left out whole: no series kept.
+				return page["vllm_up"] == 1 && (page["vllm_normalizer_history_series"] > 0 || page["vllm_normalizer_history_limited"] == 1)
 			})
 			time.Sleep(5 * time.Second) // two more scrapes: rates in the window
 			page, _ := metrics(t, p)
