@@ -66,6 +66,14 @@ var rulesEmptyAllowed = map[string]string{
 	"vllm:derived_kv_offload_store_bytes_per_second:rate1m": "no KV offloading connector on the demo",
 	"vllm:derived_kv_offload_store_bytes_per_second:rate5m": "no KV offloading connector on the demo",
 	"vllm:derived_requests_waiting_deferred_ratio:ratio":    "no num_requests_waiting_by_reason on the demo (fixture 13 predates it)",
+	// The steady demo runs no admission cap: no vllm:admission_rejections_total
+	// (vLLM 0.29 on; fixture 13 predates it) and no --upstream.max-num-queued-reqs.
+	"vllm:derived_admission_rejections_per_second:rate1m": "no admission counter on the steady demo",
+	"vllm:derived_admission_rejections_per_second:rate5m": "no admission counter on the steady demo",
+	"vllm:derived_admission_rejected_ratio:ratio1m":       "no admission counter on the steady demo",
+	"vllm:derived_admission_rejected_ratio:ratio5m":       "no admission counter on the steady demo",
+	"vllm:derived_admission_at_cap:max1m":                 "no admission counter and no cap on the steady demo",
+	"vllm:derived_admission_at_cap:max5m":                 "no admission counter and no cap on the steady demo",
 }
 
 // dashVar is one templating variable of a dashboard.
