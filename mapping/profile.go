@@ -783,7 +783,7 @@ func (p *Profile) Native(fams []exposition.Family, roles *Roles, name string) (e
 		// printed (a legacy one beside its current twin included) is
 		// read as printed.
 		for i := range fams {
-			if fams[i].Name == name || fams[i].Name+"_total" == name {
+			if isNamed(fams[i].Name, name) {
 				return fams[i], true
 			}
 		}
@@ -791,7 +791,7 @@ func (p *Profile) Native(fams []exposition.Family, roles *Roles, name string) (e
 	}
 	for i := range fams {
 		bis := p.byName[fams[i].Name]
-		if fams[i].Name != name && fams[i].Name+"_total" != name || len(bis) == 0 {
+		if !isNamed(fams[i].Name, name) || len(bis) == 0 {
 			continue
 		}
 		b := p.Roles[bis[0]]
@@ -804,6 +804,14 @@ func (p *Profile) Native(fams []exposition.Family, roles *Roles, name string) (e
 		return p.canonicalFamily(&fams[i], &b, d, &st)
 	}
 	return exposition.Family{}, false
+}
+
+// isNamed reports whether family, as parsed, is the one a reader names
+// name: the same, or with the _total a counter's samples carry. Without
+// building family+"_total", as this runs for every family per lookup.
+func isNamed(family, name string) bool {
+	base, counter := strings.CutSuffix(name, "_total")
+	return family == name || counter && family == base
 }
 
 // canonicalFamily rewrites one native family as the role's canonical one.

@@ -28,10 +28,10 @@ func View(canon, derived []exposition.Family, roles *mapping.Roles, upstream str
 	return new(Viewer).View(canon, derived, roles, upstream, style)
 }
 
-// Viewer builds routing views as View does, remembering from one view to
-// the next what depends only on the page's label sets (see
-// sumHistogramOrCounter), so that a scrape loop building one view per
-// scrape redoes less. Its views are those of View. A Viewer is not safe
+// Viewer builds routing views as View does, keeping from one view to the
+// next the sums over engines (Sums) and what depends only on the page's
+// label sets, so that a scrape loop building one view per scrape redoes
+// less. Its views are those of View. A Viewer is not safe
 // for concurrent use; its zero value is ready.
 type Viewer struct {
 	sums Sums
