@@ -65,8 +65,29 @@ type Options struct {
 	// MaxIncident is how long an incident lasts at most; 0 means
 	// DefaultMaxIncident. It must exceed the two windows.
 	MaxIncident time.Duration
+	// BaselineLookback is how far back the incident-free baseline may
+	// reach (baseline.go); 0 means DefaultBaselineLookback, or the
+	// baseline if longer. It must be at least the baseline.
+	BaselineLookback time.Duration
 	// SLO, when set, is compared with the recent percentiles.
 	SLO SLO
+}
+
+// withDefaults fills the options left 0 with their defaults.
+func (opts Options) withDefaults() Options {
+	if opts.MinRequests == 0 {
+		opts.MinRequests = DefaultMinRequests
+	}
+	if opts.Significance == 0 {
+		opts.Significance = DefaultSignificance
+	}
+	if opts.MaxIncident == 0 {
+		opts.MaxIncident = max(DefaultMaxIncident, 2*(opts.Window+opts.Baseline))
+	}
+	if opts.BaselineLookback == 0 {
+		opts.BaselineLookback = max(DefaultBaselineLookback, opts.Baseline)
+	}
+	return opts
 }
 
 // SLO are latency targets; zero means none.
@@ -99,15 +120,7 @@ type Diagnoser struct {
 // Check rejects options New would refuse, as *setting.Error naming the
 // option (diagnosis.Options.X), so that cmd can name its flag.
 func (opts Options) Check() error {
-	if opts.MinRequests == 0 {
-		opts.MinRequests = DefaultMinRequests
-	}
-	if opts.Significance == 0 {
-		opts.Significance = DefaultSignificance
-	}
-	if opts.MaxIncident == 0 {
-		opts.MaxIncident = max(DefaultMaxIncident, 2*(opts.Window+opts.Baseline))
-	}
+	opts = opts.withDefaults()
 	bad := func(name, value, rule, fix string) error {
 		return &setting.Error{Setting: "diagnosis.Options." + name, Value: value, Rule: rule, Fix: fix}
 	}
@@ -136,6 +149,10 @@ func (opts Options) Check() error {
 		return bad("MaxIncident", model.Duration(opts.MaxIncident).String(),
 			fmt.Sprintf("is not longer than the recent window plus the baseline (%s): an incident would end before its level fills the baseline", model.Duration(opts.Window+opts.Baseline)),
 			"lengthen it, such as 3h")
+	case opts.BaselineLookback < opts.Baseline:
+		return bad("BaselineLookback", model.Duration(opts.BaselineLookback).String(),
+			fmt.Sprintf("is shorter than the baseline (%s): the incident-free baseline could never be whole", model.Duration(opts.Baseline)),
+			"lengthen it to at least the baseline, such as 6h")
 	}
 	return nil
 }
@@ -145,15 +162,7 @@ func New(opts Options) (*Diagnoser, error) {
 	if err := opts.Check(); err != nil {
 		return nil, err
 	}
-	if opts.MinRequests == 0 {
-		opts.MinRequests = DefaultMinRequests
-	}
-	if opts.Significance == 0 {
-		opts.Significance = DefaultSignificance
-	}
-	if opts.MaxIncident == 0 {
-		opts.MaxIncident = max(DefaultMaxIncident, 2*(opts.Window+opts.Baseline))
-	}
+	opts = opts.withDefaults()
 	d := &Diagnoser{
 		opts:      opts,
 		fineRes:   max(int64(opts.Window/fineSlots), 1),
@@ -190,7 +199,8 @@ func (d *Diagnoser) Observe(now time.Time, obs []Observation) []exposition.Famil
 		o := &obs[i]
 		tr := d.tracks[o.Model]
 		if tr == nil {
-			tr = &track{fine: ring{res: d.fineRes}, coarse: ring{res: d.coarseRes}, chart: ring{res: d.chartRes}, firstT: t, since: t}
+			tr = &track{fine: ring{res: d.fineRes}, coarse: ring{res: d.coarseRes}, chart: ring{res: d.chartRes}, firstT: t, since: t,
+				free: incidentFree{open: true, startT: math.MinInt64}}
 			tr.inc.uncausedSince = -1
 			d.tracks[o.Model] = tr
 		} else if t < tr.lastT {
@@ -293,6 +303,7 @@ func (d *Diagnoser) emptyReport(now time.Time, status string) *Report {
 		MinRequests:  d.opts.MinRequests,
 		Significance: d.opts.Significance,
 		MaxIncident:  model.Duration(d.opts.MaxIncident).String(),
+		Lookback:     model.Duration(d.opts.BaselineLookback).String(),
 		Models:       []ModelReport{},
 	}
 }
@@ -381,20 +392,18 @@ func (d *Diagnoser) diagnose(m string, tr *track, t int64) ModelReport {
 	}
 	in := &tr.inc
 	w, b := int64(d.opts.Window), int64(d.opts.Baseline)
-	// The reference: the frozen baseline during an incident, and after
-	// one until the rolling baseline no longer holds any of it.
-	ref, refStart, refEnd, frozen := &roll, int64(0), int64(0), false
-	if from != nil {
-		refStart, refEnd = from.t, a.t
-	}
-	if in.open || in.ended && t-w-b < in.endedAt {
-		ref, refStart, refEnd, frozen = &in.base, in.baseStart, in.baseEnd, true
-	} else {
-		in.ended = false
+	// The reference: the frozen baseline during an incident, the
+	// incident-free one otherwise (baseline.go).
+	free, refStart, refEnd, stretches, freeOK := d.reference(tr, from, a, &roll, ok)
+	ref, frozen := &free, false
+	if in.open {
+		ref, refStart, refEnd, frozen, stretches = &in.base, in.baseStart, in.baseEnd, true, in.baseStretches
+	} else if in.ended && t-w-b >= in.endedAt {
+		in.ended = false // the rolling baseline no longer holds it
 	}
 	ev := d.rules.evaluate(&recent, ref)
 	lenient := d.lenient.evaluate(&recent, ref)
-	mr.Readiness = d.readiness(tr, t, a != nil && (ok || frozen), &recent, ref)
+	mr.Readiness = d.readiness(tr, t, a != nil && (freeOK || frozen), &recent, ref)
 	ready := mr.Readiness.State == ReadyOK
 	if ready {
 		var long *evaluation
@@ -403,7 +412,12 @@ func (d *Diagnoser) diagnose(m string, tr *track, t int64) ModelReport {
 			e := d.lenient.evaluate(&ls, ref)
 			long = &e
 		}
+		before := *in
 		in.step(t, w, &ev, &lenient, long, ref, refStart, refEnd, int64(d.opts.MaxIncident))
+		if in.open && !before.open {
+			in.baseStretches = stretches
+		}
+		d.follow(tr, before, a, now, t)
 		tr.topo.step(d, t, &recent, ref, refStart, refEnd, in.open)
 	} else {
 		tr.topo.reset()
@@ -415,9 +429,12 @@ func (d *Diagnoser) diagnose(m string, tr *track, t int64) ModelReport {
 	mr.EnoughData = ready
 	mr.Note = mr.Readiness.Message
 	mr.Recent = windowInfo(d.wall(a), &recent)
-	if frozen {
+	if frozen || stretches > 0 {
 		mr.Baseline = windowInfo(d.wall(&point{t: refStart}), ref)
-		mr.Baseline.Frozen = true
+		mr.Baseline.Frozen = frozen
+		if stretches > 1 {
+			mr.Baseline.Stretches = stretches
+		}
 	} else {
 		mr.Baseline = windowInfo(d.wall(from), ref)
 	}
@@ -453,7 +470,7 @@ func (d *Diagnoser) diagnose(m string, tr *track, t int64) ModelReport {
 		mr.Adopted = &Adopted{Since: of, At: at, Message: fmt.Sprintf("The change that began at %s lasted longer than %s (--diagnosis.max-incident): since %s its level is the baseline.",
 			of.UTC().Format("15:04:05"), model.Duration(d.opts.MaxIncident), at.UTC().Format("15:04:05"))}
 	}
-	if in.ended && frozen && !in.open {
+	if in.ended && !in.open {
 		e := d.base.Add(time.Duration(in.endedAt))
 		mr.Recovered = &e
 	}

@@ -526,6 +526,7 @@ func TestOptionsRejected(t *testing.T) {
 		{Options{Window: time.Minute, Baseline: time.Hour, MinChange: math.NaN()}, "MinChange=NaN is not"},
 		{Options{Window: time.Minute, Baseline: time.Hour, MinChange: 0.25, Significance: 0.5}, "diagnosis.Options.Significance=0.5 is not above 0 and below 0.5"},
 		{Options{Window: time.Minute, Baseline: time.Hour, MinChange: 0.25, MaxIncident: time.Hour}, "diagnosis.Options.MaxIncident=1h is not longer than the recent window plus the baseline (1h1m)"},
+		{Options{Window: time.Minute, Baseline: 8 * time.Hour, MinChange: 0.25, BaselineLookback: 7 * time.Hour}, "diagnosis.Options.BaselineLookback=7h is shorter than the baseline (8h)"},
 	} {
 		_, err := New(c.opts)
 		if err == nil || !strings.Contains(err.Error(), c.want) {

@@ -149,6 +149,7 @@ type track struct {
 	server        string
 	missing       []string // inputs the latest observation lacked
 	inc           incidentState
+	free          incidentFree // the incident-free time (baseline.go)
 	topo          topoState
 }
 

@@ -142,8 +142,13 @@ func pageData(r *Report) page {
 		if mr.Baseline.Start != nil {
 			end := mr.Baseline.Start.Add(time.Duration(mr.Baseline.Seconds * float64(time.Second)))
 			kind := "rolling"
-			if mr.Baseline.Frozen {
+			switch {
+			case mr.Baseline.Frozen && mr.Baseline.Stretches > 1:
+				kind = fmt.Sprintf("frozen at the incident's start: %d stretches without an incident", mr.Baseline.Stretches)
+			case mr.Baseline.Frozen:
 				kind = "frozen at the incident's start"
+			case mr.Baseline.Stretches > 1:
+				kind = fmt.Sprintf("%d stretches without an incident", mr.Baseline.Stretches)
 			}
 			mp.BaselineSpan = fmt.Sprintf("baseline %s–%s (%s)", mr.Baseline.Start.UTC().Format("15:04:05"), end.UTC().Format("15:04:05"), kind)
 		}

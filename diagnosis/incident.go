@@ -36,22 +36,20 @@ type incidentState struct {
 	named bool  // a symptom held long enough: the incident is reported
 	start int64 // when the first symptom showed
 	base  stats // the frozen baseline
-	// baseStart and baseEnd bound the frozen baseline.
+	// baseStart and baseEnd bound the frozen baseline; baseStretches is
+	// how many stretches of incident-free time it sums (0: the rolling
+	// baseline).
 	baseStart, baseEnd int64
+	baseStretches      int
 	sym                [numSymptoms]hysteresis
 	cause              [maxCauses]hysteresis // by record
 	calm               int                   // consecutive evaluations without a symptom, before naming
 	uncausedSince      int64                 // -1: some cause is named, or no symptom
-	// After an incident, the rolling baseline still holds it for a
-	// while: the frozen one stays the reference until ended + window +
-	// baseline.
+	// After an incident, the rolling baseline still holds it until ended
+	// + window + baseline; the report says it recovered meanwhile.
 	ended    bool
 	endedAt  int64
 	endStart int64 // the start of the incident that ended
-	// chainStart is the start of the first incident whose frozen baseline
-	// this one inherited (its own start when it froze a rolling one): a
-	// chain of incidents is as long as --diagnosis.max-incident allows.
-	chainStart int64
 	// adopted is set when an incident outlived the maximum: its level
 	// became the baseline at adoptedAt.
 	adopted              bool
@@ -76,16 +74,12 @@ func (in *incidentState) step(t, w int64, ev, lenient, long *evaluation, ref *st
 		if !anyTrue(ev.symptoms[:]) {
 			return
 		}
-		// An incident that starts while an ended one's frozen baseline is
-		// the reference inherits it and belongs to its chain. The ended
-		// one's state stays, so that a flash leaves it the reference.
-		chain := t
-		if in.ended && refEnd == in.baseEnd {
-			chain = in.chainStart
-		}
+		// The reference is the incident-free time (baseline.go), never
+		// an earlier incident's frozen baseline: incidents do not chain.
+		// The ended one's state stays, so that a flash leaves it said.
 		*in = incidentState{open: true, start: t, base: ref.clone(), baseStart: refStart, baseEnd: refEnd,
 			uncausedSince: -1, adopted: in.adopted, adoptedAt: in.adoptedAt, adoptedOf: in.adoptedOf,
-			ended: in.ended, endedAt: in.endedAt, endStart: in.endStart, chainStart: chain}
+			ended: in.ended, endedAt: in.endedAt, endStart: in.endStart}
 	}
 	var sym [numSymptoms]bool
 	for y := range in.sym {
@@ -102,8 +96,8 @@ func (in *incidentState) step(t, w int64, ev, lenient, long *evaluation, ref *st
 			if anyTrue(ev.symptoms[:]) {
 				in.calm = 0
 			} else if in.calm++; in.calm >= HoldEvaluations {
-				// A flash: nothing held. An ended incident's frozen
-				// baseline, if it was the reference, stays it.
+				// A flash: nothing held. The incident-free time runs on
+				// through it (baseline.go).
 				in.open = false
 			}
 			return
@@ -161,12 +155,11 @@ func (in *incidentState) step(t, w int64, ev, lenient, long *evaluation, ref *st
 	case !anyTrue(sym[:]):
 		// Every symptom is back within the minimum change of the frozen
 		// baseline (or no longer significantly beyond it).
-		*in = incidentState{ended: true, endedAt: t, endStart: in.start, base: in.base,
-			baseStart: in.baseStart, baseEnd: in.baseEnd, uncausedSince: -1, chainStart: in.chainStart,
+		*in = incidentState{ended: true, endedAt: t, endStart: in.start, uncausedSince: -1,
 			adopted: in.adopted, adoptedAt: in.adoptedAt, adoptedOf: in.adoptedOf}
-	case t-in.chainStart >= maxIncident:
-		// The new level has lasted too long to be an incident (or a chain
-		// of incidents on one frozen baseline): it becomes the baseline.
-		*in = incidentState{adopted: true, adoptedAt: t, adoptedOf: in.chainStart, uncausedSince: -1}
+	case t-in.start >= maxIncident:
+		// The new level has lasted too long to be an incident: it
+		// becomes the baseline.
+		*in = incidentState{adopted: true, adoptedAt: t, adoptedOf: in.start, uncausedSince: -1}
 	}
 }

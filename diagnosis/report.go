@@ -16,9 +16,11 @@ type Report struct {
 	MinRequests float64   `json:"min_requests"`
 	// Significance is the level of each test, before its division by the
 	// number of signals; MaxIncident the longest incident.
-	Significance float64       `json:"significance"`
-	MaxIncident  string        `json:"max_incident"`
-	Models       []ModelReport `json:"models"`
+	Significance float64 `json:"significance"`
+	MaxIncident  string  `json:"max_incident"`
+	// Lookback is how far back the incident-free baseline may reach.
+	Lookback string        `json:"baseline_lookback"`
+	Models   []ModelReport `json:"models"`
 	// SLO holds the latency targets, in seconds, when set.
 	SLO *SLOReport `json:"slo,omitempty"`
 }
@@ -68,6 +70,10 @@ type WindowInfo struct {
 	Requests *float64   `json:"requests"` // finished requests
 	// Frozen is true for a baseline frozen at an incident's start.
 	Frozen bool `json:"frozen,omitempty"`
+	// Stretches is how many stretches of incident-free time the baseline
+	// sums when it skips an incident (absent for one); Start is then the
+	// oldest one's start, Seconds their total.
+	Stretches int `json:"stretches,omitempty"`
 }
 
 // Readiness states.

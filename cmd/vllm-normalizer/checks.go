@@ -104,6 +104,7 @@ var settingFlags = map[string]string{
 	"diagnosis.Options.MinChange":              "--diagnosis.min-change",
 	"diagnosis.Options.Significance":           "--diagnosis.significance",
 	"diagnosis.Options.MaxIncident":            "--diagnosis.max-incident",
+	"diagnosis.Options.BaselineLookback":       "--diagnosis.baseline-lookback",
 }
 
 // flagged names a library's rejected setting by its flag.
@@ -120,7 +121,7 @@ func (f *flags) checkDiagnosis() error {
 // diagnosisOptions are the diagnosis' options from the flags.
 func (f *flags) diagnosisOptions() diagnosis.Options {
 	return diagnosis.Options{Window: f.diagWindow, Baseline: f.diagBaseline, MinChange: f.diagMinChange, Interval: f.scrapeInterval,
-		Significance: f.diagSignificance, MaxIncident: f.diagMaxIncident,
+		Significance: f.diagSignificance, MaxIncident: f.diagMaxIncident, BaselineLookback: f.diagLookback,
 		SLO: diagnosis.SLO{TTFT: tightest(f.slos.TTFT), TPOT: tightest(f.slos.TPOT)}}
 }
 

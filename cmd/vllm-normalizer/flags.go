@@ -73,6 +73,7 @@ type flags struct {
 	diagMinChange    float64
 	diagSignificance float64
 	diagMaxIncident  time.Duration
+	diagLookback     time.Duration
 	genai            genai.Options
 	web              *web.FlagConfig
 	log              *promslog.Config
@@ -195,6 +196,8 @@ func newApp(f *flags, stdout, stderr io.Writer) *kingpin.Application {
 		Default(strconv.FormatFloat(diagnosis.DefaultSignificance, 'g', -1, 64)).Float64Var(&f.diagSignificance)
 	app.Flag("diagnosis.max-incident", "Longest an incident stays open against its frozen baseline; then the new level becomes the baseline.").
 		Default(model.Duration(diagnosis.DefaultMaxIncident).String()).DurationVar(&f.diagMaxIncident)
+	app.Flag("diagnosis.baseline-lookback", "How far back the baseline may reach for time that was not in an incident (at least the baseline).").
+		Default(model.Duration(diagnosis.DefaultBaselineLookback).String()).DurationVar(&f.diagLookback)
 
 	// Demo.
 	app.Flag("demo", "Scrape a simulated vLLM started in-process, for trying without a GPU.").

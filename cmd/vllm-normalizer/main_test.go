@@ -138,6 +138,7 @@ func TestFlagChecks(t *testing.T) {
 		{[]string{"--vllm.timeout=2s"}, "--vllm.timeout=2s is longer than the scrape interval (1s)"},
 		{[]string{"--diagnosis.min-change=1.5"}, "--diagnosis.min-change=1.5 is not above 0 and below 1"},
 		{[]string{"--diagnosis.min-change=0"}, "--diagnosis.min-change=0 is not above 0"},
+		{[]string{"--diagnosis.baseline-lookback=20m"}, "--diagnosis.baseline-lookback=20m is shorter than the baseline (30m)"},
 		{[]string{"--web.routing-path=/diagnosis"}, "--web.routing-path=/diagnosis is taken"},
 	} {
 		_, err := parseFlags(tc.args, io.Discard, io.Discard)

@@ -1,0 +1,225 @@
+package diagnosis
+
+import (
+	"math"
+	"slices"
+	"time"
+)
+
+// The reference a model is judged against is the latest baseline's length
+// of time that was not in an incident, within the lookback: a relapse is
+// judged against normal, never against the overload before it, and an
+// early stretch of the day is the reference only until a baseline's length
+// of incident-free time follows it. Points are cumulative, so the
+// reference over several stretches is a sum of differences: per stretch,
+// the points at its two ends are all that is kept, never hours of points.
+
+// MaxStretches is how many closed stretches of incident-free time a model
+// keeps (each at most a baseline long); beyond, the oldest is dropped.
+const MaxStretches = 4
+
+// DefaultBaselineLookback is how far back the incident-free baseline may
+// reach: the incident-free time of longer ago is no longer the pod's normal.
+const DefaultBaselineLookback = 6 * time.Hour
+
+// stretch is a closed stretch of incident-free time: the cumulative points
+// at its ends (copies), and the histograms' bounds of the time, so that a
+// change of bounds since leaves its buckets out.
+type stretch struct {
+	from, to point
+	bounds   [numHists][]float64
+}
+
+func (s *stretch) span() int64 { return s.to.t - s.from.t }
+
+// incidentFree is one model's incident-free time: the open stretch (while
+// no incident is named) and the closed ones before it, oldest first.
+type incidentFree struct {
+	// open: a stretch runs now. start is its first point, nil once it
+	// is older than the rolling baseline reaches (the rolling baseline is
+	// then the reference), startT where it began.
+	open   bool
+	start  *point
+	startT int64
+	closed []stretch
+	// pending is the stretch an incident that just opened closes if it is
+	// named (ending where its first symptom's recent window began); a
+	// flash leaves the open stretch running.
+	pending *stretch
+}
+
+// snapshot is a copy of p sharing no bucket slice with the rings, which
+// reuse them.
+func snapshot(p *point) point {
+	q := *p
+	for i := range q.h {
+		q.h[i] = slices.Clone(p.h[i])
+	}
+	return q
+}
+
+// closing is the open stretch as it would close at end (a point of the
+// track): at most the last baseline of it, from the coarse ring.
+func (d *Diagnoser) closing(tr *track, f *incidentFree, end *point) *stretch {
+	if !f.open || end == nil || end.t <= f.startT {
+		return nil
+	}
+	s := &stretch{to: snapshot(end), bounds: tr.bounds}
+	from := tr.coarse.atOrBefore(end.t - int64(d.opts.Baseline))
+	if from == nil && len(tr.coarse.pts) > 0 {
+		from = &tr.coarse.pts[0] // a history shorter than the baseline
+	}
+	switch {
+	case f.start != nil && (from == nil || from.t < f.startT):
+		s.from = snapshot(f.start)
+	case from != nil:
+		s.from = snapshot(from)
+	default:
+		return nil
+	}
+	if s.span() <= 0 {
+		return nil
+	}
+	return s
+}
+
+// follow moves the incident-free time along the incident's transitions at
+// this evaluation: an incident opened (its stretch pending), was named (the
+// stretch closes), was a flash (the stretch runs on), ended (a stretch
+// starts now) or was adopted (its level is the normal: the rolling
+// baseline). a is the recent window's start, now the newest point.
+func (d *Diagnoser) follow(tr *track, before incidentState, a, now *point, t int64) {
+	f, in := &tr.free, &tr.inc
+	switch {
+	case in.adopted && (!before.adopted || before.adoptedAt != in.adoptedAt):
+		*f = incidentFree{open: true, startT: math.MinInt64}
+	case !before.open && in.open:
+		f.pending = d.closing(tr, f, a)
+		if in.named {
+			d.closeStretch(f)
+		}
+	case in.open && in.named && !before.named:
+		d.closeStretch(f)
+	case before.open && !in.open && !before.named:
+		f.pending = nil // a flash: the stretch runs on
+	case before.open && !in.open && in.ended && !f.open && now != nil:
+		p := snapshot(now)
+		f.open, f.start, f.startT = true, &p, now.t
+	}
+	d.pruneStretches(f, t)
+}
+
+func (d *Diagnoser) closeStretch(f *incidentFree) {
+	if f.pending != nil {
+		f.closed = append(f.closed, *f.pending)
+	}
+	f.open, f.start, f.pending = false, nil, nil
+}
+
+// pruneStretches drops what no reference can need again: stretches that
+// ended before the lookback, those beyond MaxStretches, and the ones older
+// than a baseline of newer incident-free time.
+func (d *Diagnoser) pruneStretches(f *incidentFree, t int64) {
+	w, b := int64(d.opts.Window), int64(d.opts.Baseline)
+	if f.open && f.start != nil && t-f.startT > w+b+d.slack(d.coarseRes) {
+		f.start = nil // the rolling baseline covers it from now on
+	}
+	var newer int64
+	if f.open {
+		if f.start == nil {
+			f.closed = nil
+			return
+		}
+		newer = max(t-w-f.startT, 0) // the part before the recent window
+	}
+	keep := len(f.closed)
+	for i := len(f.closed) - 1; i >= 0; i-- {
+		s := &f.closed[i]
+		if newer >= b || s.to.t < t-int64(d.opts.BaselineLookback) || len(f.closed)-i > MaxStretches {
+			break
+		}
+		keep = len(f.closed) - i
+		newer += s.span()
+	}
+	if drop := len(f.closed) - keep; drop > 0 {
+		f.closed = slices.Delete(f.closed, 0, drop)
+	}
+}
+
+// reference is the incident-free baseline ending at a, the recent window's
+// start: the open stretch up to a, then the closed stretches newest first,
+// until they cover a baseline (the oldest one used scaled to the part
+// needed, as if its time were alike throughout). roll is the rolling
+// baseline (from to a), the reference while the open stretch covers the
+// whole baseline, or when the incident-free time within the lookback is
+// shorter than minBaseline. n is the number of stretches used, 0 for the
+// rolling baseline.
+func (d *Diagnoser) reference(tr *track, from, a *point, roll *stats, rollOK bool) (ref stats, start, end int64, n int, ok bool) {
+	f := &tr.free
+	rolling := func() (stats, int64, int64, int, bool) {
+		if from == nil || a == nil {
+			return *roll, 0, 0, 0, rollOK
+		}
+		return *roll, from.t, a.t, 0, rollOK
+	}
+	b := int64(d.opts.Baseline)
+	if a == nil || f.open && (f.start == nil || f.startT <= a.t-b) || !f.open && len(f.closed) == 0 {
+		return rolling()
+	}
+	var sum point
+	for w := range numHists {
+		if len(tr.bounds[w]) > 0 {
+			sum.h[w] = make([]float64, len(tr.bounds[w]))
+		}
+	}
+	var have int64
+	start, end = a.t, a.t
+	add := func(x, y *point, fraction float64, bs *[numHists][]float64) {
+		sum.t += int64(float64(y.t-x.t) * fraction)
+		for i := range sum.c {
+			sum.c[i] += inc(x, y, i) * fraction
+		}
+		for i := range numGauges {
+			sum.gsum[i] += (y.gsum[i] - x.gsum[i]) * fraction
+			sum.gsq[i] += (y.gsq[i] - x.gsq[i]) * fraction
+			sum.gn[i] += (y.gn[i] - x.gn[i]) * fraction
+		}
+		for w := range numHists {
+			hx, hy := x.h[w], y.h[w]
+			if sum.h[w] == nil || len(hx) != len(sum.h[w]) || len(hy) != len(sum.h[w]) || !slices.Equal(bs[w], tr.bounds[w]) {
+				sum.h[w] = nil
+				continue
+			}
+			for i := range hx {
+				sum.h[w][i] += (hy[i] - hx[i]) * fraction
+			}
+		}
+		n++
+	}
+	if f.open && f.startT < a.t {
+		add(f.start, a, 1, &tr.bounds)
+		have, start = a.t-f.startT, f.startT
+	}
+	for i := len(f.closed) - 1; i >= 0 && have < b; i-- {
+		s := &f.closed[i]
+		if n == 0 {
+			end = s.to.t
+		}
+		fraction := min(1, float64(b-have)/float64(s.span()))
+		add(&s.from, &s.to, fraction, &s.bounds)
+		have += int64(float64(s.span()) * fraction)
+		start = s.to.t - int64(float64(s.span())*fraction)
+	}
+	if n == 0 || have < int64(d.minBaseline()) {
+		return rolling()
+	}
+	var zero point
+	for w := range numHists {
+		if sum.h[w] != nil {
+			zero.h[w] = make([]float64, len(sum.h[w]))
+		}
+	}
+	// between reads the histograms' bounds from the track: the sum's are
+	// the track's, or its buckets were left out above.
+	return between(tr, &zero, &sum), start, end, n, true
+}

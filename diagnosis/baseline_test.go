@@ -1,0 +1,220 @@
+package diagnosis
+
+import (
+	"math"
+	"testing"
+	"time"
+
+	"github.com/fos-study/vllm-normalizer/exposition"
+)
+
+// feeder drives one Diagnoser with the test pod, a second at a time.
+type feeder struct {
+	d    *Diagnoser
+	p    *pod
+	i    int
+	fams []exposition.Family
+}
+
+func newFeeder(t *testing.T, opts Options) *feeder {
+	t.Helper()
+	d, err := New(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &feeder{d: d, p: newPod()}
+}
+
+// feed runs n seconds of s; each, if given, sees the families after each.
+func (f *feeder) feed(n int, s second, each func(fams []exposition.Family)) {
+	for range n {
+		f.fams = f.d.Observe(t0.Add(time.Duration(f.i)*time.Second), []Observation{f.p.tick(s)})
+		f.i++
+		if each != nil {
+			each(f.fams)
+		}
+	}
+}
+
+func (f *feeder) now() time.Time { return t0.Add(time.Duration(f.i-1) * time.Second) }
+
+// overload is a saturated second: TTFT 0.6 s (p90 0.76 s, 4x healthy) and
+// ten requests waiting.
+var overload = func() second {
+	s := healthy
+	s.ttft, s.waiting = 0.6, 10
+	return s
+}()
+
+// flash feeds one second of 30 requests at TTFT 0.8 s (the recent p90
+// jumps past 0.4 s) and one of 40 at 0.05 s (it falls back within its
+// bucket): a symptom for one evaluation, which never holds.
+func (f *feeder) flash() {
+	s := healthy
+	s.requests, s.ttft = 30, 0.8
+	f.feed(1, s, nil)
+	s.requests, s.ttft = 40, 0.05
+	f.feed(1, s, nil)
+}
+
+// TestRelapseAfterALongIncidentIsNamed: an incident of 18 minutes ends (the
+// maximum is 20), a flash follows, then a relapse of 116 s at TTFT p90 1.68x
+// with requests queueing (issue 30: "a real incident never named"). The
+// relapse must be named against the incident-free time (the 10 minutes
+// before the incident and the minute after it), never against the
+// overload. Fails on the code before: the relapse joined the long
+// incident's chain, was adopted as the normal within a minute, and the
+// rolling baseline, full of the overload, read it 0.42x.
+func TestRelapseAfterALongIncidentIsNamed(t *testing.T) {
+	opts := testOpts
+	opts.MaxIncident = 20 * time.Minute
+	f := newFeeder(t, opts)
+	f.feed(640, healthy, nil)
+	incidentStart := f.now()
+	f.feed(18*60, overload, nil)
+	if got := values(f.fams, FamilyCause, "cause")[CauseQueueing]; got != 1 {
+		t.Fatalf("the long incident is not named queueing: %v", values(f.fams, FamilyCause, "cause"))
+	}
+	f.feed(75, healthy, nil)
+	if age := values(f.fams, FamilyIncident, "")[""]; age != 0 {
+		t.Fatalf("the incident has not ended 75 s after the load returned (age %v s)", age)
+	}
+	f.flash()
+	f.feed(43, healthy, nil)
+	// 1 in 4 seconds at TTFT 0.3 s: a quarter of the requests in (0.2, 0.4],
+	// p90 0.2 + 0.2 × (0.9 − 0.75) / 0.25 = 0.32 s against 0.19: 1.68x.
+	relapse := healthy
+	relapse.waiting = 4
+	var named, queueing int
+	for k := range 116 {
+		s := relapse
+		if k%4 == 0 {
+			s.ttft = 0.3
+		}
+		f.feed(1, s, func(fams []exposition.Family) {
+			if values(fams, FamilySymptom, "symptom")[SymptomTTFTUp] == 1 {
+				named++
+			}
+			if values(fams, FamilyCause, "cause")[CauseQueueing] == 1 {
+				queueing++
+			}
+		})
+	}
+	rep := f.d.Report().Models[0]
+	if named < 116-70 || queueing < 116-70 {
+		t.Errorf("the relapse named ttft_up in %d and queueing in %d of its 116 s, want both from its first window on (at least 46)", named, queueing)
+	}
+	r := rep.Steps[0].Signals[0]
+	if r.Ratio == nil || *r.Ratio < 1.6 || *r.Ratio > 1.7 {
+		t.Errorf("TTFT p90 ratio %v at the relapse's end, want 1.6-1.7 against the incident-free baseline (recent %v, baseline %v)",
+			formatNumber(r.Ratio), formatNumber(r.Recent), formatNumber(r.Baseline))
+	}
+	if b := rep.Baseline; b.Start == nil || !b.Start.Before(incidentStart) || b.Stretches != 2 || !b.Frozen {
+		t.Errorf("the relapse's baseline %+v, want frozen from two stretches of incident-free time, the older before the incident (%s)", b, incidentStart)
+	}
+}
+
+// TestChainedIncidentsReferenceIncidentFreeTime: on bursty traffic
+// incidents follow each other within a baseline; between them the pod is
+// back to normal, at a level of its own (2 requests waiting, against 1 in
+// the first minutes). Each incident is judged against the latest
+// incident-free time, so once the pauses add up to a baseline the first
+// minutes are no longer the reference. Fails on the code before: each
+// incident inherited the first one's frozen baseline (waiting 1, from the
+// first minutes) for as long as the chain lasted.
+func TestChainedIncidentsReferenceIncidentFreeTime(t *testing.T) {
+	f := newFeeder(t, testOpts)
+	f.feed(640, healthy, nil)
+	firstStart := f.now()
+	pause := healthy
+	pause.waiting = 2
+	for cycle := range 5 {
+		f.feed(120, overload, nil)
+		if got := values(f.fams, FamilyCause, "cause")[CauseQueueing]; got != 1 {
+			t.Fatalf("incident %d not named queueing: %v", cycle+1, values(f.fams, FamilyCause, "cause"))
+		}
+		f.feed(300, pause, nil)
+		if age := values(f.fams, FamilyIncident, "")[""]; age != 0 {
+			t.Fatalf("incident %d has not ended after 300 s of the pause (age %v s)", cycle+1, age)
+		}
+	}
+	rep := f.d.Report().Models[0]
+	b := rep.Baseline
+	if b.Start == nil || !b.Start.After(firstStart) || b.Frozen || b.Stretches < 2 {
+		t.Errorf("baseline after five incidents %+v, want stretches of the pauses only, all after the first incident (%s)", b, firstStart)
+	}
+	w := rep.Steps[1].Signals[0]
+	if w.Baseline == nil || math.Abs(*w.Baseline-2) > 1e-9 {
+		t.Errorf("waiting in the baseline %v, want 2 (the pauses' level, not the first minutes' 1)", formatNumber(w.Baseline))
+	}
+	if b.Seconds < 0.99*600 || b.Seconds > 600 {
+		t.Errorf("baseline of %v s, want the baseline's 600 s of incident-free time", b.Seconds)
+	}
+}
+
+// TestFlashKeepsTheIncidentFreeBaseline: after an incident, a flash (a
+// symptom for one evaluation) neither discards the incident-free time
+// before the incident nor ends the one after it: the reference still
+// skips the incident, whose level (TTFT 0.6 s, 10 waiting) never enters it.
+func TestFlashKeepsTheIncidentFreeBaseline(t *testing.T) {
+	f := newFeeder(t, testOpts)
+	f.feed(640, healthy, nil)
+	start := f.now()
+	f.feed(300, overload, nil)
+	f.feed(70, healthy, nil)
+	f.flash()
+	f.feed(200, healthy, nil)
+	rep := f.d.Report().Models[0]
+	if rep.Incident != nil {
+		t.Fatalf("the flash was named: %+v", rep.Incident)
+	}
+	b := rep.Baseline
+	if b.Start == nil || !b.Start.Before(start) || b.Stretches != 2 || b.Frozen {
+		t.Errorf("baseline after the flash %+v, want two stretches, the older before the incident (%s)", b, start)
+	}
+	if w := rep.Steps[1].Signals[0]; w.Baseline == nil || *w.Baseline > 1.01 {
+		t.Errorf("waiting in the baseline %v, want about 1: the incident's 10 must not be in it", formatNumber(w.Baseline))
+	}
+	if r := rep.Steps[0].Signals[0]; r.Baseline == nil || *r.Baseline > 0.2 {
+		t.Errorf("TTFT p90 of the baseline %v, want about 0.19 s: the incident's 0.76 s must not be in it", formatNumber(r.Baseline))
+	}
+}
+
+// TestAdoptedLevelIsTheNormal: after --diagnosis.max-incident the new level
+// becomes the normal, stretches of incident-free time or not: the rolling
+// baseline (all new level) is the reference.
+func TestAdoptedLevelIsTheNormal(t *testing.T) {
+	opts := testOpts
+	opts.MaxIncident = 20 * time.Minute
+	f := newFeeder(t, opts)
+	f.feed(640, healthy, nil)
+	f.feed(300, overload, nil)
+	f.feed(120, healthy, nil) // one incident, ended
+	f.feed(22*60, overload, nil)
+	rep := f.d.Report().Models[0]
+	if rep.Adopted == nil || rep.Incident != nil {
+		t.Fatalf("after the maximum: adopted %+v, incident %+v", rep.Adopted, rep.Incident)
+	}
+	if w := rep.Steps[1].Signals[0]; w.Baseline == nil || *w.Baseline != 10 || rep.Baseline.Stretches != 0 {
+		t.Errorf("waiting in the baseline %v from %d stretches, want 10 from the rolling baseline", formatNumber(w.Baseline), rep.Baseline.Stretches)
+	}
+}
+
+// TestStretchesAreBounded: however many incidents come, a model keeps at
+// most MaxStretches closed stretches, and none once a baseline of
+// incident-free time has passed.
+func TestStretchesAreBounded(t *testing.T) {
+	f := newFeeder(t, testOpts)
+	f.feed(640, healthy, nil)
+	for range 12 {
+		f.feed(90, overload, nil)
+		f.feed(150, healthy, nil)
+		if n := len(f.d.tracks["m"].free.closed); n > MaxStretches {
+			t.Fatalf("%d closed stretches kept, want at most %d", n, MaxStretches)
+		}
+	}
+	f.feed(11*60, healthy, nil)
+	if fr := f.d.tracks["m"].free; len(fr.closed) != 0 || fr.start != nil {
+		t.Errorf("after a baseline of incident-free time: %d stretches and a start point kept, want none", len(fr.closed))
+	}
+}
