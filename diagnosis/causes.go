@@ -44,6 +44,11 @@ type Cause struct {
 
 	// rule says whether the cause holds on a latency incident's symptoms.
 	rule func(x *causeInput) bool
+	// factor is how many times the cause's own change alone would make
+	// the time a request spends on the symptom's side; it orders the
+	// named causes by the share of the symptom each explains (explain.go).
+	// nil for a finding that explains nothing (an effect, the residual).
+	factor func(x *shareInput) float64
 	// residual marks the cause named when a symptom has no other cause
 	// for a whole recent window (the incident decides it, not a rule).
 	residual bool
@@ -70,33 +75,35 @@ var causes = []Cause{
 	{Name: CauseQueueing, Step: 2, Short: "requests queueing",
 		Sentence: "Requests are queueing: inflow is above what the pod can serve.",
 		Action:   "Add replicas or shed load; check that the router spreads requests across pods.",
-		PromQL:   "prefill and up(waiting) unless up(preemptions_per_second)",
-		// Preempted requests go back to the waiting queue, so a queue that
-		// grew with preemptions is memory, not inflow: while preemptions
-		// even look up in numbers that could explain it (the lenient
-		// reading), queueing waits, so a burst's first seconds are not
-		// called queueing. Preemptions too few to account for the queue's
-		// growth never hide it (issue 30: 11 preemptions while 751 waited).
+		PromQL:   "prefill and up(waiting)",
+		// Named on its own evidence, never hidden by another cause: the
+		// waiting requests rose significantly, by more than memory
+		// accounts for (preempted requests go back to the queue, a
+		// shrunken batch leaves requests waiting), and so did the time in
+		// the queue. Issue 30: 11 preemptions while 751 waited named
+		// preemptions alone, and the pod needed replicas.
 		rule: func(x *causeInput) bool {
-			if !x.prefill || !x.up(sWaiting) {
-				return false
-			}
-			if !x.e.preemptionsExplainQueue {
-				return true
-			}
-			exPreempt := x.exUp(sPreempt) && x.ex.excessPreemptions >= x.ex.preemptionShare
-			return !x.holds(kPreemptions) && !x.named[kPreemptions] && !exPreempt
+			return x.prefill && x.up(sWaiting) && x.e.inflowQueueUp && x.e.queueTimeUp
+		},
+		factor: func(x *shareInput) float64 {
+			// the inflow's part of the queue time's rise, against the
+			// baseline's TTFT p90
+			return 1 + x.queueRise()*x.queueSplit(false)/x.base.v[sTTFT]
 		}},
 	{Name: CauseLongPrompts, Step: 4, Short: "longer prompts",
 		Sentence: "Prompts got longer: each prefill does more work.",
 		Action:   "Find the client or feature that sends longer prompts; add prefill capacity or cap the prompt length.",
 		PromQL:   "prefill and up(prompt_tokens_mean)",
-		rule:     func(x *causeInput) bool { return x.prefill && x.up(sPromptMean) }},
+		rule:     func(x *causeInput) bool { return x.prefill && x.up(sPromptMean) },
+		// prefill work grows with the prompt
+		factor: func(x *shareInput) float64 { return x.e.ratio[sPromptMean] }},
 	{Name: CausePrefixCacheMisses, Step: 4, Short: "prefix-cache misses",
 		Sentence: "The prefix cache hits less: prompt work it used to skip is recomputed.",
 		Action:   "Check the routing (prefix-aware routing, new or restarted pods) before touching the server.",
 		PromQL:   "prefill and down(prefix_cache_hit_ratio)",
-		rule:     func(x *causeInput) bool { return x.prefill && x.down(sHitRatio) }},
+		rule:     func(x *causeInput) bool { return x.prefill && x.down(sHitRatio) },
+		// prefill work grows with the tokens the cache does not hold
+		factor: func(x *shareInput) float64 { return (1 - x.recent.v[sHitRatio]) / (1 - x.base.v[sHitRatio]) }},
 	{Name: CauseBatchGrowth, Step: 2, Short: "a larger batch",
 		Sentence: "More requests run at once: every step takes longer.",
 		Action:   "Traffic grew within the batch limit: add replicas, or lower max_num_seqs to trade throughput for latency.",
@@ -114,7 +121,9 @@ var causes = []Cause{
 			return (x.prefill || x.decode) && x.up(sRunning) && !x.exUp(sWaiting) && !x.exUp(sPromptMean) && !x.exUp(sGenMean) && !x.exDown(sHitRatio) &&
 				!x.ex.tokensPerStartUp &&
 				!x.named[kQueueing] && !x.named[kLongPrompts] && !x.named[kLongOutputs] && !x.named[kPrefixMisses]
-		}},
+		},
+		// a step's time grows with the batch
+		factor: func(x *shareInput) float64 { return x.e.ratio[sRunning] }},
 	{Name: CausePreemptions, Step: 3, Short: "preemptions",
 		Sentence: "Requests are being preempted: the KV cache is too small for the load, and each preemption redoes a prefill.",
 		Action:   "Free GPU memory for the KV cache (gpu_memory_utilization, another process on the GPU), lower max_num_seqs, or add replicas.",
@@ -124,6 +133,15 @@ var causes = []Cause{
 		// are enough of them to.
 		rule: func(x *causeInput) bool {
 			return (x.prefill || x.decode) && x.up(sPreempt) && x.e.excessPreemptions >= x.e.preemptionShare
+		},
+		// the recomputed tokens against the batch's, and on the prefill
+		// side the part of the queue time's rise that memory accounts for
+		factor: func(x *shareInput) float64 {
+			f := 1 + x.recomputed()
+			if x.sym[yTTFT] {
+				f *= 1 + x.queueRise()*x.queueSplit(true)/x.base.v[sTTFT]
+			}
+			return f
 		}},
 	{Name: CauseLongOutputs, Step: 4, Short: "longer outputs",
 		Sentence: "Outputs got longer: each request stays in the batch longer.",
@@ -131,7 +149,9 @@ var causes = []Cause{
 		PromQL:   "(prefill or decode) and up(generation_tokens_mean)",
 		// Longer outputs keep each request in the batch longer, so the
 		// batch grows and every step slows, prefill steps included.
-		rule: func(x *causeInput) bool { return (x.prefill || x.decode) && x.up(sGenMean) }},
+		rule: func(x *causeInput) bool { return (x.prefill || x.decode) && x.up(sGenMean) },
+		// each request stays in the batch as many times longer
+		factor: func(x *shareInput) float64 { return x.e.ratio[sGenMean] }},
 	{Name: CauseAborts, Step: 2, Short: "clients giving up while they wait",
 		Sentence: "Clients are giving up while they wait: the share of requests aborted rose with time to first token.",
 		Action:   "Relieve the queue (add replicas, or route requests away from this pod) rather than chase the aborts: they are the clients' answer to the wait.",
@@ -194,14 +214,14 @@ type causeSet [maxCauses]bool
 
 // Indexes of the records a rule names; set by init from the names, so
 // that the records may be reordered.
-var kQueueing, kLongPrompts, kPrefixMisses, kLongOutputs, kPreemptions, kUnexplained int
+var kQueueing, kLongPrompts, kPrefixMisses, kLongOutputs, kUnexplained int
 
 func init() {
 	for _, k := range []struct {
 		at   *int
 		name string
 	}{{&kQueueing, CauseQueueing}, {&kLongPrompts, CauseLongPrompts}, {&kPrefixMisses, CausePrefixCacheMisses},
-		{&kLongOutputs, CauseLongOutputs}, {&kPreemptions, CausePreemptions}, {&kUnexplained, CauseUnexplained}} {
+		{&kLongOutputs, CauseLongOutputs}, {&kUnexplained, CauseUnexplained}} {
 		*k.at = causeIndex(k.name)
 	}
 	if len(causes) > maxCauses {

@@ -102,11 +102,11 @@ func TestCauseFromOneRecord(t *testing.T) {
 		t.Errorf("causes named %v, want [%s] alone (it explains the symptom: not unexplained)", got, name)
 	}
 	mr := rep.Models[0]
-	if mr.Incident == nil || len(mr.Incident.Causes) != 1 || mr.Incident.Causes[0] != (Action{name, "The KV cache is nearly full.", "Give it more memory."}) {
+	if mr.Incident == nil || len(mr.Incident.Causes) != 1 || mr.Incident.Causes[0] != (Action{Cause: name, Sentence: "The KV cache is nearly full.", Action: "Give it more memory."}) {
 		t.Fatalf("incident %+v, want the record's cause with its sentence and action", mr.Incident)
 	}
 	st := mr.Steps[2]
-	if st.Verdict != "found: a nearly full KV cache" || !slices.Contains(st.Findings, Finding{name, true}) {
+	if st.Verdict != "found: a nearly full KV cache" || !slices.Contains(st.Findings, Finding{Name: name, Active: true}) {
 		t.Errorf("step 3 verdict %q, findings %+v", st.Verdict, st.Findings)
 	}
 	rec := httptest.NewRecorder()

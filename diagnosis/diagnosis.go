@@ -397,12 +397,18 @@ func (d *Diagnoser) diagnose(m string, tr *track, t int64) ModelReport {
 	free, refStart, refEnd, stretches, freeOK := d.reference(tr, from, a, &roll, ok)
 	ref, frozen := &free, false
 	if in.open {
-		ref, refStart, refEnd, frozen, stretches = &in.base, in.baseStart, in.baseEnd, true, in.baseStretches
+		// a copy: the incident's end or adoption below resets in.base,
+		// and this evaluation still reports against it
+		frozenBase := in.base
+		ref, refStart, refEnd, frozen, stretches = &frozenBase, in.baseStart, in.baseEnd, true, in.baseStretches
 	} else if in.ended && t-w-b >= in.endedAt {
 		in.ended = false // the rolling baseline no longer holds it
 	}
 	ev := d.rules.evaluate(&recent, ref)
 	lenient := d.lenient.evaluate(&recent, ref)
+	growth := queueGrowth(&tr.fine, a, now)
+	ev.splitQueue(&recent, ref, growth, d.opts.MinChange)
+	lenient.splitQueue(&recent, ref, growth, d.opts.MinChange)
 	mr.Readiness = d.readiness(tr, t, a != nil && (freeOK || frozen), &recent, ref)
 	ready := mr.Readiness.State == ReadyOK
 	if ready {
@@ -410,6 +416,9 @@ func (d *Diagnoser) diagnose(m string, tr *track, t int64) ModelReport {
 		if p := tr.coarse.atOrBefore(t - HoldWindows*w); p != nil && p.t > refEnd && now != nil {
 			ls := between(tr, p, now)
 			e := d.lenient.evaluate(&ls, ref)
+			// the queue's growth of the recent window: the longer span
+			// starts at a coarse point, whose slot mean is no value then
+			e.splitQueue(&ls, ref, growth, d.opts.MinChange)
 			long = &e
 		}
 		before := *in
@@ -458,7 +467,8 @@ func (d *Diagnoser) diagnose(m string, tr *track, t int64) ModelReport {
 	for k := range causes {
 		named[k] = named[k] || topoOn[k]
 	}
-	mr.fill(ready, &ev, held, sym, named, &recent, ref)
+	share := explains(&recent, ref, &ev, sym, &named)
+	mr.fill(ready, &ev, held, sym, named, &share, &recent, ref)
 	mr.fillTopology(ready, &tr.topo, topoOn)
 	mr.Readiness.Topology = d.topoNotes(&tr.topo)
 	if in.open && in.named && ready {

@@ -77,6 +77,7 @@ var pageHTML string
 
 var pageTemplate = template.Must(template.New("diagnosis").Funcs(template.FuncMap{
 	"num":   formatNumber,
+	"share": func(v *float64) string { return fmt.Sprintf("%.0f %%", 100**v) },
 	"ratio": formatRatio,
 	"sub":   func(a, b float64) float64 { return a - b },
 	"pval":  formatP,

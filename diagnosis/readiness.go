@@ -146,10 +146,17 @@ func (d *Diagnoser) incidentReport(in *incidentState, t int64, mr *ModelReport) 
 				signalInfo[s.index].what, ratioWords(&s), formatNumber(s.Recent), s.Unit, formatNumber(s.Baseline), s.Unit))
 		}
 	}
+	// by the share of the symptom each explains, largest first
+	var named []int
 	for k, c := range mr.Causes {
-		if r := &causes[k]; c.Active && r.finding == nil {
-			inc.Causes = append(inc.Causes, Action{Cause: c.Name, Sentence: r.Sentence, Action: r.Action})
+		if c.Active && causes[k].finding == nil {
+			named = append(named, k)
 		}
+	}
+	byExplains(named, &mr.share)
+	for _, k := range named {
+		r := &causes[k]
+		inc.Causes = append(inc.Causes, Action{Cause: r.Name, Sentence: r.Sentence, Action: r.Action, Explains: mr.Causes[k].Explains})
 	}
 	inc.Causes = append(inc.Causes, mr.Topology...)
 	what := "latency or throughput changed against the baseline"

@@ -61,6 +61,8 @@ type ModelReport struct {
 	// and action, whether or not a latency incident is open.
 	Topology    []Action `json:"topology"`
 	RecentStart float64  `json:"recent_start"` // Unix seconds, where the charts' recent part begins
+
+	share [maxCauses]float64 // each named cause's share, uncapped (explain.go)
 }
 
 // WindowInfo says what a window covered.
@@ -112,6 +114,9 @@ type Action struct {
 	Cause    string `json:"cause"`
 	Sentence string `json:"sentence"`
 	Action   string `json:"action"`
+	// Explains is the cause's share of the symptom (Finding.Explains);
+	// the incident lists its causes by it, largest first.
+	Explains *float64 `json:"explains,omitempty"`
 }
 
 // Adopted is an incident that became the baseline.
@@ -125,6 +130,9 @@ type Adopted struct {
 type Finding struct {
 	Name   string `json:"name"`
 	Active bool   `json:"active"`
+	// Explains is a named cause's share of the symptom, 0 to 1
+	// (explain.go); absent for the others and for findings without one.
+	Explains *float64 `json:"explains,omitempty"`
 }
 
 // Step is one of the five steps, in the order operators take them.
@@ -251,13 +259,17 @@ var hurts = [numSignals]Change{sTTFT: ChangeUp, sITL: ChangeUp, sGenTPS: ChangeD
 // named are the causes and topology findings named, by record. During an
 // incident, held is the lenient evaluation: a signal that holds the
 // incident is marked bad while it does; nil otherwise.
-func (mr *ModelReport) fill(ready bool, ev, held *evaluation, sym [numSymptoms]bool, named causeSet, recent, base *stats) {
-	mr.Symptoms, mr.Causes = []Finding{}, []Finding{}
+func (mr *ModelReport) fill(ready bool, ev, held *evaluation, sym [numSymptoms]bool, named causeSet, share *[maxCauses]float64, recent, base *stats) {
+	mr.Symptoms, mr.Causes, mr.share = []Finding{}, []Finding{}, *share
 	for i, n := range symptomNames {
-		mr.Symptoms = append(mr.Symptoms, Finding{n, ready && sym[i]})
+		mr.Symptoms = append(mr.Symptoms, Finding{Name: n, Active: ready && sym[i]})
 	}
 	for k := range causes {
-		mr.Causes = append(mr.Causes, Finding{causes[k].Name, ready && named[k]})
+		f := Finding{Name: causes[k].Name, Active: ready && named[k]}
+		if f.Active {
+			f.Explains = finite(math.Min(share[k], 1))
+		}
+		mr.Causes = append(mr.Causes, f)
 	}
 	for n, st := range steps {
 		s := Step{Number: n + 1, Title: st.title, Question: st.question, Signals: []SignalReport{}, Findings: []Finding{}}
@@ -274,22 +286,23 @@ func (mr *ModelReport) fill(ready bool, ev, held *evaluation, sym [numSymptoms]b
 		for _, y := range st.symptoms {
 			s.Findings = append(s.Findings, mr.Symptoms[y])
 		}
-		var active []string
+		var active []int
 		for k := range causes {
 			if causes[k].Step != s.Number {
 				continue
 			}
 			s.Findings = append(s.Findings, mr.Causes[k])
 			if mr.Causes[k].Active {
-				active = append(active, causes[k].Short)
+				active = append(active, k)
 			}
 		}
+		byExplains(active, share)
 		s.Verdict = verdict(n, ready, sym, active)
 		mr.Steps = append(mr.Steps, s)
 	}
 }
 
-func verdict(step int, ready bool, sym [numSymptoms]bool, active []string) string {
+func verdict(step int, ready bool, sym [numSymptoms]bool, active []int) string {
 	if !ready {
 		return "not judged"
 	}
@@ -310,5 +323,9 @@ func verdict(step int, ready bool, sym [numSymptoms]bool, active []string) strin
 	if len(active) == 0 {
 		return "nothing changed here"
 	}
-	return "found: " + strings.Join(active, ", ")
+	shorts := make([]string, len(active))
+	for i, k := range active {
+		shorts[i] = causes[k].Short
+	}
+	return "found: " + strings.Join(shorts, ", ")
 }

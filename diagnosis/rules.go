@@ -42,16 +42,13 @@ type evaluation struct {
 	// excessPreemptions is the recent preemptions above what the
 	// baseline rate predicts, per request started.
 	excessPreemptions float64
-	// preemptionsExplainQueue: memory explains the queue. Either the
-	// running batch shrank (memory, not the batch limit, holds requests
-	// back: a KV cache too small admits fewer), or the recent window's
-	// preemptions above the baseline rate are at least as many as the
-	// requests waiting above the baseline's mean: a preempted request
-	// waits again until memory frees, and if none waits longer than the
-	// window, preemptions account for at most that many waiting at a time
-	// (Little's law). A queue that grew by more beside a batch that did
-	// not shrink is inflow too.
-	preemptionsExplainQueue bool
+	// The queue's growth split by what accounts for it, set by
+	// splitQueue (explain.go): memoryQueue is the extra requests waiting
+	// that memory accounts for, inflowQueue the rest; queueTime is the
+	// mean time in the queue in each window (Little's law).
+	memoryQueue, inflowQueue   float64
+	queueTime, baseQueueTime   float64
+	inflowQueueUp, queueTimeUp bool
 	// tokensPerStartUp: generated tokens per request started rose past the
 	// minimum change. No cause reads it (it swings with every burst of
 	// starts), but a batch that grew while it did may be longer outputs the
@@ -105,7 +102,6 @@ func (ru *rules) evaluate(recent, base *stats) evaluation {
 	if n := firstPositive(recent.started, recent.requests); n > 0 && recent.seconds > 0 && base.seconds > 0 {
 		excess := recent.c[cPreemptions] - base.c[cPreemptions]*recent.seconds/base.seconds
 		e.excessPreemptions = excess / n
-		e.preemptionsExplainQueue = !(excess < recent.gMean[gWaiting]-base.gMean[gWaiting]) || recent.gMean[gRunning] < base.gMean[gRunning]
 	}
 	e.abortsUp, e.abortsBeyond = ru.abortsRose(recent, base)
 	if !e.enough {

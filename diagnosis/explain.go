@@ -1,0 +1,192 @@
+package diagnosis
+
+import (
+	"cmp"
+	"math"
+	"slices"
+)
+
+// Causes are named on their own evidence and listed by the share of the
+// symptom each explains. A cause record's factor is how many times its own
+// change alone would make the time a request spends on the symptom's side
+// (queue time against the baseline's TTFT, prompt work, recomputed tokens
+// against the batch's, the batch, the outputs); its share is log(factor) /
+// log(the symptom's ratio), between 0 and 1: a cause that alone accounts for
+// the whole rise explains all of it (capped at 1 in the report; beyond,
+// the uncapped value still orders). Shares of several causes may add up
+// past 1 (their effects compound and overlap): they order, they do not
+// split.
+
+// shareInput is what a record's factor reads: the recent window and the
+// reference, their evaluation, and the incident's symptoms.
+type shareInput struct {
+	recent, base *stats
+	e            *evaluation
+	sym          [numSymptoms]bool
+}
+
+// queueRise is the rise of the mean time in the queue, in seconds (Little's
+// law: waiting / requests started per second); 0 when it did not rise or
+// is unknown.
+func (x *shareInput) queueRise() float64 {
+	d := x.e.queueTime - x.e.baseQueueTime
+	if !(d > 0) {
+		return 0
+	}
+	return d
+}
+
+// queueSplit is the part of the queue's growth that memory (memory true)
+// or the inflow accounts for, between 0 and 1.
+func (x *shareInput) queueSplit(memory bool) float64 {
+	grown := x.e.memoryQueue + x.e.inflowQueue
+	if !(grown > 0) {
+		return 0
+	}
+	part := x.e.inflowQueue
+	if memory {
+		part = x.e.memoryQueue
+	}
+	return math.Min(math.Max(part/grown, 0), 1)
+}
+
+// recomputed is the share of the batch's work that the preemptions above
+// the baseline rate redo: each recomputes its prompt and, on average, half
+// its output, against the prompt tokens computed (less the prefix-cache
+// hits) and the tokens generated in the recent window.
+func (x *shareInput) recomputed() float64 {
+	r := x.recent
+	excess := r.c[cPreemptions] - x.base.c[cPreemptions]*r.seconds/x.base.seconds
+	redo := excess * (orZero(r.v[sPromptMean]) + orZero(r.v[sGenMean])/2)
+	batch := orZero(r.c[cPromptTokens])*(1-orZero(r.v[sHitRatio])) + orZero(r.c[cGenerationTokens])
+	if !(redo > 0 && batch > 0) {
+		return 0
+	}
+	return redo / batch
+}
+
+func orZero(v float64) float64 {
+	if math.IsNaN(v) || math.IsInf(v, 0) {
+		return 0
+	}
+	return v
+}
+
+// symptomRatio is the largest ratio of the incident's symptoms (for
+// throughput, baseline over recent), at least 1 + a small margin so that a
+// held symptom whose ratio fell back does not divide by nothing.
+func (x *shareInput) symptomRatio() float64 {
+	rho := 1.05
+	if x.sym[yTTFT] {
+		rho = math.Max(rho, orZero(x.e.ratio[sTTFT]))
+	}
+	if x.sym[yITL] {
+		rho = math.Max(rho, orZero(x.e.ratio[sITL]))
+	}
+	if x.sym[yThroughput] && x.e.ratio[sGenTPS] > 0 {
+		rho = math.Max(rho, 1/x.e.ratio[sGenTPS])
+	}
+	return rho
+}
+
+// explains is each named symptom-bound cause's share of the symptom,
+// uncapped, NaN for the records without a factor (effects, the residual,
+// topology).
+func explains(recent, base *stats, e *evaluation, sym [numSymptoms]bool, named *causeSet) [maxCauses]float64 {
+	var out [maxCauses]float64
+	x := shareInput{recent: recent, base: base, e: e, sym: sym}
+	rho := math.Log(x.symptomRatio())
+	for k := range out {
+		out[k] = math.NaN()
+		if k >= len(causes) || !named[k] || causes[k].factor == nil {
+			continue
+		}
+		f := causes[k].factor(&x)
+		if !(f > 1) {
+			out[k] = 0
+			continue
+		}
+		// Uncapped: two causes that could each explain the whole rise
+		// are ordered by how far; the report caps the share at 1.
+		out[k] = math.Log(f) / rho
+	}
+	return out
+}
+
+// byExplains orders records: those with a share by it, largest first, then
+// the others in the records' order.
+func byExplains(ks []int, share *[maxCauses]float64) {
+	slices.SortStableFunc(ks, func(a, b int) int {
+		sa, sb := share[a], share[b]
+		switch {
+		case math.IsNaN(sa) && math.IsNaN(sb):
+			return cmp.Compare(a, b)
+		case math.IsNaN(sa):
+			return 1
+		case math.IsNaN(sb):
+			return -1
+		}
+		if c := cmp.Compare(sb, sa); c != 0 {
+			return c
+		}
+		return cmp.Compare(a, b)
+	})
+}
+
+// splitQueue divides the growth of the waiting requests, recent against
+// base, between the inflow and memory, and sets the queue times. growth is
+// how fast the queue grew over the recent window (requests per second), so
+// that the arrivals are the requests started plus it (the baseline's are
+// taken as its starts: a baseline's queue does not grow for long).
+//
+// Memory accounts for the preemptions above the baseline rate (a preempted
+// request waits again until memory frees; waiting no longer than the
+// window, they account for at most that many at a time) and the requests
+// the running batch lost (a KV cache too small admits fewer). While memory
+// shows (the batch shrank, or preemptions rose enough to be a cause, each
+// significantly), it also accounts for the part of the growth that fewer
+// requests served explains against more arriving: a KV cache cut serves
+// fewer and the queue builds at the same inflow. The rest is the inflow's:
+// issue 30's overload, 751 waiting against 11 preemptions, is queueing.
+func (e *evaluation) splitQueue(recent, base *stats, growth, minChange float64) {
+	served := ratio(firstPositive(recent.started, recent.requests), recent.seconds)
+	baseServed := ratio(firstPositive(base.started, base.requests), base.seconds)
+	e.queueTime = ratio(recent.gMean[gWaiting], served)
+	e.baseQueueTime = ratio(base.gMean[gWaiting], baseServed)
+	ch, _ := compare(e.queueTime, e.baseQueueTime, minChange)
+	e.queueTimeUp = ch == ChangeUp
+
+	grown := recent.gMean[gWaiting] - base.gMean[gWaiting]
+	excess := orZero(recent.c[cPreemptions] - base.c[cPreemptions]*recent.seconds/base.seconds)
+	memory := max(excess, 0) + max(orZero(base.gMean[gRunning]-recent.gMean[gRunning]), 0)
+	if e.change[sRunning] == ChangeDown || e.change[sPreempt] == ChangeUp && e.excessPreemptions >= e.preemptionShare {
+		loss := max(orZero(baseServed-served), 0)
+		rise := max(orZero(served+orZero(growth)-baseServed), 0)
+		if loss+rise > 0 {
+			memory = max(memory, grown*loss/(loss+rise))
+		}
+	}
+	e.memoryQueue, e.inflowQueue = memory, grown-memory
+	ch, _ = compare(base.gMean[gWaiting]+e.inflowQueue, base.gMean[gWaiting], minChange)
+	e.inflowQueueUp = ch == ChangeUp
+}
+
+// queueGrowth is how fast the waiting requests grew from a to b (requests
+// per second), each end read as the mean over the ring's slot ending there
+// (a ring keeps cumulative sums, not the gauge itself); NaN without two
+// points before each.
+func queueGrowth(r *ring, a, b *point) float64 {
+	at := func(p *point) float64 {
+		for i := len(r.pts) - 1; i > 0; i-- {
+			if r.pts[i].t == p.t {
+				q := &r.pts[i-1]
+				return ratio(p.gsum[gWaiting]-q.gsum[gWaiting], p.gn[gWaiting]-q.gn[gWaiting])
+			}
+		}
+		return math.NaN()
+	}
+	if a == nil || b == nil || b.t <= a.t {
+		return math.NaN()
+	}
+	return (at(b) - at(a)) / (float64(b.t-a.t) / nanosPerSecond)
+}
