@@ -1,8 +1,9 @@
 package diagnosis
 
 // HoldEvaluations is how many consecutive evaluations a symptom or cause
-// must hold before it is named, and fail to hold before it is cleared: one
-// noisy evaluation never flips a verdict.
+// must hold before it is named, and a symptom fail to hold before it is
+// cleared: one noisy evaluation never names anything. A named cause is
+// held at the undivided level and clears as soon as that evidence is gone.
 const HoldEvaluations = 3
 
 // HoldWindows is how many recent windows a named cause may also be held
@@ -131,6 +132,13 @@ func (in *incidentState) step(t, w int64, ev, lenient, long *evaluation, ref *st
 		raw := strict[k]
 		if in.cause[k].on {
 			raw = hold[k]
+		}
+		if in.cause[k].on && !raw {
+			// Its own evidence is gone, over the recent window and over
+			// the windows it is held by, at the undivided level: it
+			// clears now, not HoldEvaluations later (issue 30: holds
+			// outlived their evidence). Naming still takes HoldEvaluations.
+			in.cause[k] = hysteresis{}
 		}
 		on := in.cause[k].step(raw)
 		if !causes[k].effect {

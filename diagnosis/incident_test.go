@@ -43,3 +43,41 @@ func TestHoldNeedsEvidence(t *testing.T) {
 		t.Errorf("queueing cleared %d s after the queue was gone (-1: never), want within the 60 s window and a few evaluations (%d s)", cleared, limit)
 	}
 }
+
+// TestHoldClearsWithItsEvidence: a named cause clears at the first
+// evaluation where its own evidence is gone, not a fixed number of
+// evaluations later (issue 30: holds outlived their evidence). Requests
+// queue (waiting 6 against 1) for three minutes, then the queue is gone
+// while TTFT stays up for another reason (prompts 2.5x): queueing must
+// clear at the evaluation where the recent window's waiting falls within
+// the minimum change of the baseline. Fails on the code before: it cleared
+// HoldEvaluations - 1 evaluations later.
+func TestHoldClearsWithItsEvidence(t *testing.T) {
+	f := newFeeder(t, testOpts)
+	queue, prompts := healthy, healthy
+	queue.waiting, queue.ttft = 6, 0.3
+	prompts.prompt, prompts.ttft = 1000, 0.3
+	f.feed(640, healthy, nil)
+	f.feed(180, queue, nil)
+	if values(f.fams, FamilyCause, "cause")[CauseQueueing] != 1 {
+		t.Fatal("queueing not named after three minutes of queue")
+	}
+	gone, cleared := -1, -1
+	for k := range 120 {
+		f.feed(1, prompts, nil)
+		if gone < 0 {
+			if w := f.d.Report().Models[0].Steps[1].Signals[0]; w.Ratio != nil && *w.Ratio < 1+testOpts.MinChange {
+				gone = k
+			}
+		}
+		if cleared < 0 && values(f.fams, FamilyCause, "cause")[CauseQueueing] == 0 {
+			cleared = k
+		}
+	}
+	if gone < 0 || cleared != gone {
+		t.Errorf("waiting back within the minimum change %d s after the queue was gone, queueing cleared %d s after: want the same evaluation", gone, cleared)
+	}
+	if got := values(f.fams, FamilyCause, "cause")[CauseLongPrompts]; got != 1 {
+		t.Errorf("long_prompts %v, want named", got)
+	}
+}
