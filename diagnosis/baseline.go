@@ -12,7 +12,8 @@ import (
 // early stretch of the day is the reference only until a baseline's length
 // of incident-free time follows it. Points are cumulative, so the
 // reference over several stretches is a sum of differences: per stretch,
-// the points at its two ends are all that is kept, never hours of points.
+// the difference of the points at its two ends is all that is kept, never
+// hours of points.
 
 // MaxStretches is how many closed stretches of incident-free time a model
 // keeps (each at most a baseline long); beyond, the oldest is dropped.
@@ -22,15 +23,41 @@ const MaxStretches = 4
 // reach: the incident-free time of longer ago is no longer the pod's normal.
 const DefaultBaselineLookback = 6 * time.Hour
 
-// stretch is a closed stretch of incident-free time: the cumulative points
-// at its ends (copies), and the histograms' bounds of the time, so that a
+// stretch is a closed stretch of incident-free time, kept as the
+// difference of the cumulative points at its ends (diff.t is its length),
+// with its end's time and the histograms' bounds of the time, so that a
 // change of bounds since leaves its buckets out.
 type stretch struct {
-	from, to point
-	bounds   [numHists][]float64
+	diff   point
+	end    int64
+	bounds [numHists][]float64
 }
 
-func (s *stretch) span() int64 { return s.to.t - s.from.t }
+func (s *stretch) span() int64 { return s.diff.t }
+
+// difference is b - a, point by point: counters' increases (NaN where
+// unknown or decreasing), the gauges' sums, the buckets' increases (nil
+// where either lacks them).
+func difference(a, b *point) point {
+	d := point{t: b.t - a.t}
+	for i := range d.c {
+		d.c[i] = inc(a, b, i)
+	}
+	for i := range numGauges {
+		d.gsum[i], d.gsq[i], d.gn[i] = b.gsum[i]-a.gsum[i], b.gsq[i]-a.gsq[i], b.gn[i]-a.gn[i]
+	}
+	for w := range numHists {
+		ha, hb := a.h[w], b.h[w]
+		if len(ha) == 0 || len(ha) != len(hb) {
+			continue
+		}
+		d.h[w] = make([]float64, len(hb))
+		for i := range hb {
+			d.h[w][i] = hb[i] - ha[i]
+		}
+	}
+	return d
+}
 
 // incidentFree is one model's incident-free time: the open stretch (while
 // no incident is named) and the closed ones before it, oldest first.
@@ -64,23 +91,17 @@ func (d *Diagnoser) closing(tr *track, f *incidentFree, end *point) *stretch {
 	if !f.open || end == nil || end.t <= f.startT {
 		return nil
 	}
-	s := &stretch{to: snapshot(end), bounds: tr.bounds}
 	from := tr.coarse.atOrBefore(end.t - int64(d.opts.Baseline))
 	if from == nil && len(tr.coarse.pts) > 0 {
 		from = &tr.coarse.pts[0] // a history shorter than the baseline
 	}
-	switch {
-	case f.start != nil && (from == nil || from.t < f.startT):
-		s.from = snapshot(f.start)
-	case from != nil:
-		s.from = snapshot(from)
-	default:
+	if f.start != nil && (from == nil || from.t < f.startT) {
+		from = f.start
+	}
+	if from == nil || end.t <= from.t {
 		return nil
 	}
-	if s.span() <= 0 {
-		return nil
-	}
-	return s
+	return &stretch{diff: difference(from, end), end: end.t, bounds: tr.bounds}
 }
 
 // follow moves the incident-free time along the incident's transitions at
@@ -135,7 +156,7 @@ func (d *Diagnoser) pruneStretches(f *incidentFree, t int64) {
 	keep := len(f.closed)
 	for i := len(f.closed) - 1; i >= 0; i-- {
 		s := &f.closed[i]
-		if newer >= b || s.to.t < t-int64(d.opts.BaselineLookback) || len(f.closed)-i > MaxStretches {
+		if newer >= b || s.end < t-int64(d.opts.BaselineLookback) || len(f.closed)-i > MaxStretches {
 			break
 		}
 		keep = len(f.closed) - i
@@ -174,41 +195,41 @@ func (d *Diagnoser) reference(tr *track, from, a *point, roll *stats, rollOK boo
 	}
 	var have int64
 	start, end = a.t, a.t
-	add := func(x, y *point, fraction float64, bs *[numHists][]float64) {
-		sum.t += int64(float64(y.t-x.t) * fraction)
+	add := func(x *point, fraction float64, bs *[numHists][]float64) {
+		sum.t += int64(float64(x.t) * fraction)
 		for i := range sum.c {
-			sum.c[i] += inc(x, y, i) * fraction
+			sum.c[i] += x.c[i] * fraction
 		}
 		for i := range numGauges {
-			sum.gsum[i] += (y.gsum[i] - x.gsum[i]) * fraction
-			sum.gsq[i] += (y.gsq[i] - x.gsq[i]) * fraction
-			sum.gn[i] += (y.gn[i] - x.gn[i]) * fraction
+			sum.gsum[i] += x.gsum[i] * fraction
+			sum.gsq[i] += x.gsq[i] * fraction
+			sum.gn[i] += x.gn[i] * fraction
 		}
 		for w := range numHists {
-			hx, hy := x.h[w], y.h[w]
-			if sum.h[w] == nil || len(hx) != len(sum.h[w]) || len(hy) != len(sum.h[w]) || !slices.Equal(bs[w], tr.bounds[w]) {
+			if sum.h[w] == nil || len(x.h[w]) != len(sum.h[w]) || !slices.Equal(bs[w], tr.bounds[w]) {
 				sum.h[w] = nil
 				continue
 			}
-			for i := range hx {
-				sum.h[w][i] += (hy[i] - hx[i]) * fraction
+			for i, v := range x.h[w] {
+				sum.h[w][i] += v * fraction
 			}
 		}
 		n++
 	}
 	if f.open && f.startT < a.t {
-		add(f.start, a, 1, &tr.bounds)
+		open := difference(f.start, a)
+		add(&open, 1, &tr.bounds)
 		have, start = a.t-f.startT, f.startT
 	}
 	for i := len(f.closed) - 1; i >= 0 && have < b; i-- {
 		s := &f.closed[i]
 		if n == 0 {
-			end = s.to.t
+			end = s.end
 		}
 		fraction := min(1, float64(b-have)/float64(s.span()))
-		add(&s.from, &s.to, fraction, &s.bounds)
+		add(&s.diff, fraction, &s.bounds)
 		have += int64(float64(s.span()) * fraction)
-		start = s.to.t - int64(float64(s.span())*fraction)
+		start = s.end - int64(float64(s.span())*fraction)
 	}
 	if n == 0 || have < int64(d.minBaseline()) {
 		return rolling()
