@@ -75,6 +75,17 @@ type incidentFree struct {
 	pending *stretch
 }
 
+// incidentPhase is what follow compares of the incident before and after
+// an evaluation.
+type incidentPhase struct {
+	open, named, adopted bool
+	adoptedAt            int64
+}
+
+func (in *incidentState) phase() incidentPhase {
+	return incidentPhase{open: in.open, named: in.named, adopted: in.adopted, adoptedAt: in.adoptedAt}
+}
+
 // snapshot is a copy of p sharing no bucket slice with the rings, which
 // reuse them.
 func snapshot(p *point) point {
@@ -109,7 +120,7 @@ func (d *Diagnoser) closing(tr *track, f *incidentFree, end *point) *stretch {
 // stretch closes), was a flash (the stretch runs on), ended (a stretch
 // starts now) or was adopted (its level is the normal: the rolling
 // baseline). a is the recent window's start, now the newest point.
-func (d *Diagnoser) follow(tr *track, before incidentState, a, now *point, t int64) {
+func (d *Diagnoser) follow(tr *track, before incidentPhase, a, now *point, t int64) {
 	f, in := &tr.free, &tr.inc
 	switch {
 	case in.adopted && (!before.adopted || before.adoptedAt != in.adoptedAt):

@@ -421,7 +421,7 @@ func (d *Diagnoser) diagnose(m string, tr *track, t int64) ModelReport {
 			e.splitQueue(&ls, ref, growth, d.opts.MinChange)
 			long = &e
 		}
-		before := *in
+		before := in.phase()
 		in.step(t, w, &ev, &lenient, long, ref, refStart, refEnd, int64(d.opts.MaxIncident))
 		if in.open && !before.open {
 			in.baseStretches = stretches
