@@ -103,8 +103,8 @@ func (d *Diagnoser) closing(tr *track, f *incidentFree, end *point) *stretch {
 		return nil
 	}
 	from := tr.coarse.atOrBefore(end.t - int64(d.opts.Baseline))
-	if from == nil && len(tr.coarse.pts) > 0 {
-		from = &tr.coarse.pts[0] // a history shorter than the baseline
+	if from == nil {
+		from = tr.coarse.atOrAfter(math.MinInt64) // a history shorter than the baseline
 	}
 	if f.start != nil && (from == nil || from.t < f.startT) {
 		from = f.start

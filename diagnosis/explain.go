@@ -172,18 +172,16 @@ func (e *evaluation) splitQueue(recent, base *stats, growth, minChange float64) 
 }
 
 // queueGrowth is how fast the waiting requests grew from a to b (requests
-// per second), each end read as the mean over the ring's slot ending there
-// (a ring keeps cumulative sums, not the gauge itself); NaN without two
-// points before each.
+// per second), each end read as the mean since the ring's point before it
+// (a ring keeps cumulative sums, not the gauge itself); NaN without a
+// point before each.
 func queueGrowth(r *ring, a, b *point) float64 {
 	at := func(p *point) float64 {
-		for i := len(r.pts) - 1; i > 0; i-- {
-			if r.pts[i].t == p.t {
-				q := &r.pts[i-1]
-				return ratio(p.gsum[gWaiting]-q.gsum[gWaiting], p.gn[gWaiting]-q.gn[gWaiting])
-			}
+		q := r.atOrBefore(p.t - 1)
+		if q == nil {
+			return math.NaN()
 		}
-		return math.NaN()
+		return ratio(p.gsum[gWaiting]-q.gsum[gWaiting], p.gn[gWaiting]-q.gn[gWaiting])
 	}
 	if a == nil || b == nil || b.t <= a.t {
 		return math.NaN()
