@@ -164,7 +164,7 @@ func (d *Diagnoser) pruneStretches(f *incidentFree, t int64) {
 		}
 		newer = max(t-w-f.startT, 0) // the part before the recent window
 	}
-	keep := len(f.closed)
+	keep := 0
 	for i := len(f.closed) - 1; i >= 0; i-- {
 		s := &f.closed[i]
 		if newer >= b || s.end < t-int64(d.opts.BaselineLookback) || len(f.closed)-i > MaxStretches {

@@ -218,3 +218,28 @@ func TestStretchesAreBounded(t *testing.T) {
 		t.Errorf("after a baseline of incident-free time: %d stretches and a start point kept, want none", len(fr.closed))
 	}
 }
+
+// TestLookbackBoundsTheIncidentFreeTime: incident-free time that ended
+// longer ago than --diagnosis.baseline-lookback is no longer the pod's
+// normal: after an incident longer than the lookback, the reference is the
+// calm time since it, and the rolling baseline while that is shorter than
+// the shortest baseline (five recent windows).
+func TestLookbackBoundsTheIncidentFreeTime(t *testing.T) {
+	opts := testOpts
+	opts.BaselineLookback = 15 * time.Minute
+	f := newFeeder(t, opts)
+	f.feed(640, healthy, nil)
+	f.feed(16*60, overload, nil)
+	f.feed(120, healthy, nil)
+	if n := len(f.d.tracks["m"].free.closed); n != 0 {
+		t.Errorf("%d stretches kept that ended more than the lookback ago", n)
+	}
+	if b := f.d.Report().Models[0].Baseline; b.Stretches != 0 || b.Seconds < 599 {
+		t.Errorf("baseline %+v, want the rolling one", b)
+	}
+	f.feed(6*60, healthy, nil)
+	rep := f.d.Report().Models[0]
+	if w := rep.Steps[1].Signals[0]; w.Baseline == nil || *w.Baseline != 1 {
+		t.Errorf("waiting in the baseline %v, want 1: the calm time since the incident", formatNumber(w.Baseline))
+	}
+}
