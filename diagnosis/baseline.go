@@ -153,8 +153,8 @@ func (d *Diagnoser) closeStretch(f *incidentFree) {
 // than a baseline of newer incident-free time.
 func (d *Diagnoser) pruneStretches(f *incidentFree, t int64) {
 	w, b := int64(d.opts.Window), int64(d.opts.Baseline)
-	if f.open && f.start != nil && t-f.startT > w+b+d.slack(d.coarseRes) {
-		f.start = nil // the rolling baseline covers it from now on
+	if f.open && f.start != nil && t-f.startT > w+b+d.slack(d.fineRes)+d.slack(d.coarseRes) {
+		f.start = nil // the rolling baseline, slack and all, lies in it from now on
 	}
 	var newer int64
 	if f.open {
@@ -182,8 +182,8 @@ func (d *Diagnoser) pruneStretches(f *incidentFree, t int64) {
 // start: the open stretch up to a, then the closed stretches newest first,
 // until they cover a baseline (the oldest one used scaled to the part
 // needed, as if its time were alike throughout). roll is the rolling
-// baseline (from to a), the reference while the open stretch covers the
-// whole baseline, or when the incident-free time within the lookback is
+// baseline (from to a), the reference while it lies in the open stretch,
+// or when the incident-free time within the lookback is
 // shorter than minBaseline. n is the number of stretches used, 0 for the
 // rolling baseline.
 func (d *Diagnoser) reference(tr *track, from, a *point, roll *stats, rollOK bool) (ref stats, start, end int64, n int, ok bool) {
@@ -195,8 +195,8 @@ func (d *Diagnoser) reference(tr *track, from, a *point, roll *stats, rollOK boo
 		return *roll, from.t, a.t, 0, rollOK
 	}
 	b := int64(d.opts.Baseline)
-	if a == nil || f.open && (f.start == nil || f.startT <= a.t-b) || !f.open && len(f.closed) == 0 {
-		return rolling()
+	if a == nil || f.open && (f.start == nil || from != nil && from.t >= f.startT) || !f.open && len(f.closed) == 0 {
+		return rolling() // it lies in the open stretch
 	}
 	var sum point
 	for w := range numHists {
