@@ -36,6 +36,25 @@ func (f *feeder) feed(n int, s second, each func(fams []exposition.Family)) {
 	}
 }
 
+// phase is n seconds of s.
+type phase struct {
+	n int
+	s second
+}
+
+// fed is a feeder with opts that has run the phases in turn.
+func fed(t *testing.T, opts Options, phases ...phase) *feeder {
+	t.Helper()
+	f := newFeeder(t, opts)
+	for _, p := range phases {
+		f.feed(p.n, p.s, nil)
+	}
+	return f
+}
+
+// waitingBaseline is the report's baseline mean of the requests waiting.
+func waitingBaseline(f *feeder) *float64 { return f.d.Report().Models[0].Steps[1].Signals[0].Baseline }
+
 func (f *feeder) now() time.Time { return t0.Add(time.Duration(f.i-1) * time.Second) }
 
 // overload is a saturated second: TTFT 0.6 s (p90 0.76 s, 4x healthy) and
@@ -186,17 +205,14 @@ func TestFlashKeepsTheIncidentFreeBaseline(t *testing.T) {
 func TestAdoptedLevelIsTheNormal(t *testing.T) {
 	opts := testOpts
 	opts.MaxIncident = 20 * time.Minute
-	f := newFeeder(t, opts)
-	f.feed(640, healthy, nil)
-	f.feed(300, overload, nil)
-	f.feed(120, healthy, nil) // one incident, ended
-	f.feed(22*60, overload, nil)
+	// one incident, ended, then one past the maximum
+	f := fed(t, opts, phase{640, healthy}, phase{300, overload}, phase{120, healthy}, phase{22 * 60, overload})
 	rep := f.d.Report().Models[0]
 	if rep.Adopted == nil || rep.Incident != nil {
 		t.Fatalf("after the maximum: adopted %+v, incident %+v", rep.Adopted, rep.Incident)
 	}
-	if w := rep.Steps[1].Signals[0]; w.Baseline == nil || *w.Baseline != 10 || rep.Baseline.Stretches != 0 {
-		t.Errorf("waiting in the baseline %v from %d stretches, want 10 from the rolling baseline", formatNumber(w.Baseline), rep.Baseline.Stretches)
+	if w := waitingBaseline(f); w == nil || *w != 10 || rep.Baseline.Stretches != 0 {
+		t.Errorf("waiting in the baseline %v from %d stretches, want 10 from the rolling baseline", formatNumber(w), rep.Baseline.Stretches)
 	}
 }
 
@@ -227,10 +243,7 @@ func TestStretchesAreBounded(t *testing.T) {
 func TestLookbackBoundsTheIncidentFreeTime(t *testing.T) {
 	opts := testOpts
 	opts.BaselineLookback = 15 * time.Minute
-	f := newFeeder(t, opts)
-	f.feed(640, healthy, nil)
-	f.feed(16*60, overload, nil)
-	f.feed(120, healthy, nil)
+	f := fed(t, opts, phase{640, healthy}, phase{16 * 60, overload}, phase{120, healthy})
 	if n := len(f.d.tracks["m"].free.closed); n != 0 {
 		t.Errorf("%d stretches kept that ended more than the lookback ago", n)
 	}
@@ -238,8 +251,7 @@ func TestLookbackBoundsTheIncidentFreeTime(t *testing.T) {
 		t.Errorf("baseline %+v, want the rolling one", b)
 	}
 	f.feed(6*60, healthy, nil)
-	rep := f.d.Report().Models[0]
-	if w := rep.Steps[1].Signals[0]; w.Baseline == nil || *w.Baseline != 1 {
-		t.Errorf("waiting in the baseline %v, want 1: the calm time since the incident", formatNumber(w.Baseline))
+	if w := waitingBaseline(f); w == nil || *w != 1 {
+		t.Errorf("waiting in the baseline %v, want 1: the calm time since the incident", formatNumber(w))
 	}
 }
