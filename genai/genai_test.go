@@ -4,6 +4,8 @@ import (
 	"bufio"
 	"bytes"
 	"cmp"
+	"errors"
+	"io"
 	"maps"
 	"math"
 	"os"
@@ -15,11 +17,15 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/prometheus/prometheus/model/labels"
+	"github.com/prometheus/prometheus/model/textparse"
+
 	"github.com/fos-study/vllm-normalizer/exposition"
 	"github.com/fos-study/vllm-normalizer/internal/fixtures"
 	"github.com/fos-study/vllm-normalizer/internal/pagetest"
 	"github.com/fos-study/vllm-normalizer/internal/testbin"
 	"github.com/fos-study/vllm-normalizer/mapping"
+	"github.com/fos-study/vllm-normalizer/routing"
 )
 
 // canonical reads a fixture as the collector does up to the canonical
@@ -513,5 +519,56 @@ func TestPromtoolCheckMetrics(t *testing.T) {
 				t.Errorf("%s %s: promtool check metrics: %v\n%s\npage:\n%s", prefix, style, err, out, body)
 			}
 		}
+	}
+}
+
+// TestRenderCreated: the view's histograms carry their sums' created time
+// under the view's own labels, so the OpenMetrics page dates each model's
+// histogram (Prometheus's parser reads it on its buckets), and the text
+// page is unchanged by it.
+func TestRenderCreated(t *testing.T) {
+	v, _ := New(Options{Provider: "my-vllm", Operation: "text_completion", ServerAddress: "vllm.ns.svc:8000"})
+	canon, roles, server := canonicalOf(t, page(t, 5, 6, 3, 4))
+	byName := map[string]*exposition.Family{}
+	for i := range canon {
+		byName[canon[i].Name] = &canon[i]
+	}
+	var sums routing.Sums
+	family := func(r mapping.Role) *exposition.Family { return byName[roles.Family(r)] }
+	dated := v.Render(sums.Sum(family, Roles(), routing.Restarts{StartOf: func(labels.Labels) float64 { return 1764700000 }, Now: 1764700030}), server)
+	var plainSums routing.Sums
+	plain := v.Render(plainSums.Sum(family, Roles(), routing.Restarts{}), server)
+	if !bytes.Equal(exposition.AppendText(nil, dated), exposition.AppendText(nil, plain)) {
+		t.Error("the text page changed with created times")
+	}
+	om := exposition.AppendOpenMetrics(nil, dated)
+	p, err := textparse.New(om, exposition.ContentTypeOpenMetrics, labels.NewSymbolTable(), textparse.ParserOptions{OpenMetricsSkipSTSeries: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	buckets := 0
+	for {
+		e, err := p.Next()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			t.Fatalf("%v\n%s", err, om)
+		}
+		if e != textparse.EntrySeries {
+			continue
+		}
+		var l labels.Labels
+		p.Labels(&l)
+		if !strings.HasSuffix(l.Get("__name__"), "_bucket") {
+			continue
+		}
+		buckets++
+		if st := p.StartTimestamp(); st != 1764700000000 {
+			t.Errorf("%s: start %d, want 1764700000000\n%s", l, st, om)
+		}
+	}
+	if buckets == 0 {
+		t.Fatalf("no bucket on the view:\n%s", om)
 	}
 }
