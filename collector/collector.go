@@ -86,6 +86,10 @@ type Config struct {
 	// ModelName names the model of a page whose server prints none
 	// (llama.cpp); empty asks the upstream's /v1/models.
 	ModelName string
+	// CreatedTimestamps serves the start time of the summed counters and
+	// histograms (the compatibility page, the GenAI view) as _created
+	// lines on their OpenMetrics pages.
+	CreatedTimestamps bool
 }
 
 // DefaultMaxBodyBytes is the default page size limit (--vllm.max-body-bytes).
@@ -511,6 +515,10 @@ func (c *Collector) scrape(ctx context.Context, sent time.Time) (*scrapeResult, 
 		// The sums restart where the history found the page announcing it.
 		Restarts: routing.Restarts{All: obs.ProcessRestarted, Series: obs.Announced},
 	}
+	if c.cfg.CreatedTimestamps {
+		// The sums are dated by the starts the history read from the page.
+		in.Restarts.StartOf, in.Restarts.Now = c.history.StartOf, float64(now.UnixNano())/1e9
+	}
 	if profile != nil {
 		in.BlockSize, _ = profile.KVBlockSize(norm)
 		in.Native = func(name string) *exposition.Family {
@@ -585,21 +593,32 @@ func withRole(fams []exposition.Family, role string) []exposition.Family {
 		return fams
 	}
 	var b labels.ScratchBuilder
+	relabel := func(l labels.Labels) labels.Labels {
+		if l.Get(mapping.LabelRole) == role {
+			return l
+		}
+		b.Reset()
+		l.Range(func(l labels.Label) {
+			if l.Name != mapping.LabelRole {
+				b.Add(l.Name, l.Value)
+			}
+		})
+		b.Add(mapping.LabelRole, role)
+		b.Sort()
+		return b.Labels()
+	}
 	for i := range fams {
 		for j := range fams[i].Samples {
 			s := &fams[i].Samples[j]
-			if s.Labels.Get(mapping.LabelRole) == role {
-				continue
+			s.Labels = relabel(s.Labels)
+		}
+		if len(fams[i].Created) > 0 {
+			// The start times name the children the samples now name.
+			created := slices.Clone(fams[i].Created)
+			for j := range created {
+				created[j].Labels = relabel(created[j].Labels)
 			}
-			b.Reset()
-			s.Labels.Range(func(l labels.Label) {
-				if l.Name != mapping.LabelRole {
-					b.Add(l.Name, l.Value)
-				}
-			})
-			b.Add(mapping.LabelRole, role)
-			b.Sort()
-			s.Labels = b.Labels()
+			fams[i].Created = created
 		}
 	}
 	return fams

@@ -29,7 +29,7 @@ import (
 // fake clock, scraped once a second n times; it returns the last page
 // scraped. Its windows reach an hour back, so that the history remembers
 // a series across a long gap.
-func sumsDemo(t *testing.T, n int) (c *Collector, clock *fakeClock, up *demo.Upstream, scrape func(page []byte), last []byte) {
+func sumsDemo(t *testing.T, n int, opts ...func(*Config)) (c *Collector, clock *fakeClock, up *demo.Upstream, scrape func(page []byte), last []byte) {
 	clock = newFakeClock()
 	up, err := demo.New(demo.Options{Now: clock.Now, Seed: 5, Engines: 2})
 	if err != nil {
@@ -39,6 +39,9 @@ func sumsDemo(t *testing.T, n int) (c *Collector, clock *fakeClock, up *demo.Ups
 	c = newTestCollector(t, "http://127.0.0.1:8000/metrics", clock, func(cfg *Config) {
 		cfg.Client = &http.Client{Transport: tr}
 		cfg.Windows = []time.Duration{time.Minute, time.Hour}
+		for _, o := range opts {
+			o(cfg)
+		}
 	})
 	scrape = func(page []byte) {
 		tr.page = page

@@ -155,6 +155,8 @@ func (f *flags) collectorConfig() collector.Config {
 		Role:          f.upstreamRole,
 		QueuedReqsCap: f.queuedReqsCap,
 		ModelName:     f.upstreamModel,
+
+		CreatedTimestamps: f.createdTimestamps,
 	}
 }
 

@@ -29,53 +29,54 @@ const defaultListen = ":9400"
 
 // flags are the parsed command line.
 type flags struct {
-	scrapeURI        string
-	upstreamRole     string
-	upstreamModel    string
-	queuedReqsCap    int
-	scrapeInterval   time.Duration
-	timeout          time.Duration
-	maxBody          units.Base2Bytes
-	askGzip          bool
-	sampleLimit      int
-	labelLimits      exposition.LabelLimits
-	maxSeries        int
-	maxModels        int
-	windows          []time.Duration
-	slos             derive.SLOTargets
-	legacyAliases    bool
-	legacyLabels     bool
-	nameStyle        string
-	configFile       string
-	profileFiles     []string
-	httpConfigFile   string
-	configCheck      bool
-	telemetryPath    string
-	routingPath      string
-	disableExpMet    bool
-	enableLife       bool
-	enablePprof      bool
-	demo             bool
-	demoEngines      int
-	routingListen    string
-	proxyListen      string
-	proxyUpstream    string
-	writeTimeout     time.Duration
-	autoMemLimit     bool
-	memLimitRatio    float64
-	maxProcs         int
-	maxProcsSet      bool // given on the command line
-	maxConns         int
-	demoScenario     string
-	demoShiftAfter   time.Duration
-	diagWindow       time.Duration
-	diagBaseline     time.Duration
-	diagMinChange    float64
-	diagSignificance float64
-	diagMaxIncident  time.Duration
-	genai            genai.Options
-	web              *web.FlagConfig
-	log              *promslog.Config
+	scrapeURI         string
+	upstreamRole      string
+	upstreamModel     string
+	queuedReqsCap     int
+	scrapeInterval    time.Duration
+	timeout           time.Duration
+	maxBody           units.Base2Bytes
+	askGzip           bool
+	sampleLimit       int
+	labelLimits       exposition.LabelLimits
+	maxSeries         int
+	maxModels         int
+	windows           []time.Duration
+	slos              derive.SLOTargets
+	legacyAliases     bool
+	legacyLabels      bool
+	nameStyle         string
+	configFile        string
+	profileFiles      []string
+	httpConfigFile    string
+	configCheck       bool
+	telemetryPath     string
+	routingPath       string
+	disableExpMet     bool
+	enableLife        bool
+	enablePprof       bool
+	demo              bool
+	demoEngines       int
+	routingListen     string
+	proxyListen       string
+	proxyUpstream     string
+	writeTimeout      time.Duration
+	autoMemLimit      bool
+	memLimitRatio     float64
+	maxProcs          int
+	maxProcsSet       bool // given on the command line
+	maxConns          int
+	demoScenario      string
+	demoShiftAfter    time.Duration
+	diagWindow        time.Duration
+	diagBaseline      time.Duration
+	diagMinChange     float64
+	diagSignificance  float64
+	diagMaxIncident   time.Duration
+	genai             genai.Options
+	createdTimestamps bool
+	web               *web.FlagConfig
+	log               *promslog.Config
 }
 
 func parseFlags(args []string, stdout, stderr io.Writer) (*flags, error) {
@@ -156,6 +157,8 @@ func newApp(f *flags, stdout, stderr io.Writer) *kingpin.Application {
 		Default("false").BoolVar(&f.legacyAliases)
 	app.Flag("output.name-style", "colon keeps names as printed; underscore writes colons as _.").
 		Default("colon").EnumVar(&f.nameStyle, "colon", "underscore")
+	app.Flag("output.created-timestamps", "Serve the start time of the summed counters and histograms (compatibility page, "+genaiPath+") as OpenMetrics _created lines.").
+		Default("false").BoolVar(&f.createdTimestamps)
 	app.Flag("config.file", "YAML with metric_relabel_configs; reloaded on SIGHUP and POST /-/reload.").
 		Default("").StringVar(&f.configFile)
 	app.Flag("engine.profile-file", "Engine profile (YAML) adding or replacing a server's; repeatable, reloaded with --config.file.").

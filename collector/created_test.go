@@ -1,0 +1,130 @@
+package collector
+
+import (
+	"bytes"
+	"errors"
+	"io"
+	"math"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/prometheus/model/labels"
+	"github.com/prometheus/prometheus/model/textparse"
+
+	"github.com/fos-study/vllm-normalizer/exposition"
+)
+
+// startsOn reads an OpenMetrics page as Prometheus does with
+// created-timestamp ingestion: each series named name and its start time
+// (Unix ms, 0 for none).
+func startsOn(t *testing.T, om []byte, name string) map[string]int64 {
+	t.Helper()
+	p, err := textparse.New(om, exposition.ContentTypeOpenMetrics, labels.NewSymbolTable(), textparse.ParserOptions{OpenMetricsSkipSTSeries: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]int64{}
+	for {
+		e, err := p.Next()
+		if errors.Is(err, io.EOF) {
+			return out
+		}
+		if err != nil {
+			t.Fatalf("Prometheus's parser rejects the page: %v", err)
+		}
+		if e != textparse.EntrySeries {
+			continue
+		}
+		var l labels.Labels
+		p.Labels(&l)
+		if l.Get("__name__") == name {
+			out[l.String()] = p.StartTimestamp()
+		}
+	}
+}
+
+// earliestCreated is the earliest of the _created samples of family base
+// on an upstream text page, in Unix ms.
+func earliestCreated(t *testing.T, page []byte, base string) int64 {
+	t.Helper()
+	fams, _, err := exposition.Parse(page, exposition.ContentTypeText, exposition.ParseOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	first := math.Inf(1)
+	for _, f := range fams {
+		for _, s := range f.Samples {
+			if s.Name() == base+"_created" {
+				first = min(first, s.Value)
+			}
+		}
+	}
+	if math.IsInf(first, 1) {
+		t.Fatalf("no %s_created on the upstream page", base)
+	}
+	return int64(first * 1000)
+}
+
+// TestCreatedTimestamps: with --output.created-timestamps the summed
+// counters and histograms of the compatibility page and of the GenAI view
+// carry the start of the engines' counts (the demo's _created times) on
+// their OpenMetrics pages, where Prometheus's parser reads them; an
+// upstream restart folded into the sums leaves the start as it was (the
+// sums never went down). The text pages are the same as without the flag,
+// whose OpenMetrics pages have no _created line.
+func TestCreatedTimestamps(t *testing.T) {
+	const hits, dur = "vllm:prefix_cache_hits_total", "gen_ai_server_request_duration_seconds_count"
+	c, clock, up, scrape, first := sumsDemo(t, 3, func(cfg *Config) { cfg.CreatedTimestamps = true })
+	plain, plainClock, _, plainScrape, _ := sumsDemo(t, 3)
+	check := func(what string, wantHits, wantDur int64) {
+		t.Helper()
+		snap := c.snap.Load()
+		compat, _ := snap.compat.OpenMetrics()
+		genai, _ := snap.genai.OpenMetrics()
+		for name, want := range map[string]int64{hits: wantHits, dur: wantDur} {
+			page := compat
+			if strings.HasPrefix(name, "gen_ai") {
+				page = genai
+			}
+			got := startsOn(t, page, name)
+			if len(got) == 0 {
+				t.Fatalf("%s: no %s", what, name)
+			}
+			for k, st := range got {
+				if st != want {
+					t.Errorf("%s: %s starts at %d, want %d", what, k, st, want)
+				}
+			}
+		}
+	}
+	wantHits, wantDur := earliestCreated(t, first, "vllm:prefix_cache_hits"), earliestCreated(t, first, "vllm:e2e_request_latency_seconds")
+	check("first scrapes", wantHits, wantDur)
+
+	clock.Advance(time.Second)
+	plainClock.Advance(time.Second)
+	up.Restart()
+	restarted := false
+	for range 5 {
+		clock.Advance(time.Second)
+		plainClock.Advance(time.Second)
+		page := up.Page()
+		scrape(page)
+		plainScrape(page)
+		restarted = restarted || c.history.LastObservation().ProcessRestarted
+	}
+	if !restarted {
+		t.Fatal("the history saw no restart")
+	}
+	check("after a restart", wantHits, wantDur)
+
+	snap, plainSnap := c.snap.Load(), plain.snap.Load()
+	if !bytes.Equal(snap.compat.Text(), plainSnap.compat.Text()) || !bytes.Equal(snap.genai.Text(), plainSnap.genai.Text()) {
+		t.Error("the text pages differ with --output.created-timestamps")
+	}
+	for what, p := range map[string]interface{ OpenMetrics() ([]byte, []byte) }{"compatibility page": plainSnap.compat, "GenAI view": plainSnap.genai} {
+		if om, _ := p.OpenMetrics(); bytes.Contains(om, []byte("_created")) {
+			t.Errorf("%s without the flag has _created lines", what)
+		}
+	}
+}
