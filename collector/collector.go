@@ -6,9 +6,11 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
+	"math"
 	"net/http"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -235,7 +237,11 @@ func New(cfg Config) (*Collector, error) {
 	if err := registerVersion(cfg.Registry); err != nil {
 		return nil, err
 	}
-	m := newSelfMetrics()
+	var dated func() time.Time
+	if cfg.CreatedTimestamps {
+		dated = cfg.Now
+	}
+	m := newSelfMetrics(dated)
 	roles := cfg.Mapper.Catalogue().Roles()
 	readers, err := routing.LoadReaders()
 	if err != nil {
@@ -424,8 +430,13 @@ func (c *Collector) scrape(ctx context.Context, sent time.Time) (*scrapeResult, 
 	c.metrics.add(c.metrics.dropped, dropInvalidBound, float64(stats.InvalidBounds))
 	c.metrics.add(c.metrics.dropped, dropCollision, float64(stats.Collisions))
 
-	// Restarts are read from the _created samples before they are dropped.
+	// Restarts are read from the _created samples before they are dropped;
+	// with --output.created-timestamps, the series' own start times too.
 	c.history.NoteStarts(fams)
+	var starts map[string]float64
+	if c.cfg.CreatedTimestamps {
+		starts = upstreamStarts(fams)
+	}
 	fams = exposition.DropCreated(fams)
 	mapper := c.mapper.Load()
 	norm, report := mapper.Normalize(fams)
@@ -501,6 +512,9 @@ func (c *Collector) scrape(ctx context.Context, sent time.Time) (*scrapeResult, 
 	// norm: most pages need no new slice.
 	printed := append(norm, report.Kept...) // every family the server printed, current names added
 	page, pstats := mapper.Present(printed)
+	if starts != nil {
+		withUpstreamStarts(page, starts) // Present's families are its own
+	}
 	c.metrics.add(c.metrics.dropped, dropRelabel, float64(pstats.Dropped))
 	c.metrics.add(c.metrics.dropped, dropCollision, float64(pstats.Collisions))
 	parts := [][]exposition.Family{page, derived, c.statusFamilies(report)}
@@ -629,4 +643,57 @@ func b2f(b bool) float64 {
 		return 1
 	}
 	return 0
+}
+
+// upstreamStarts indexes the _created samples of a page (Python's
+// prometheus_client prints them as gauge families beside each counter and
+// histogram) by their labels, name included.
+func upstreamStarts(fams []exposition.Family) map[string]float64 {
+	starts := map[string]float64{}
+	for _, f := range fams {
+		if f.Type == model.MetricTypeCounter || !strings.HasSuffix(f.Name, "_created") {
+			continue
+		}
+		for _, s := range f.Samples {
+			if s.Value > 0 && !math.IsInf(s.Value, 0) {
+				starts[s.Labels.String()] = s.Value
+			}
+		}
+	}
+	return starts
+}
+
+// withUpstreamStarts gives the counters and histograms of page the start
+// times their server printed for them: a series served under the name and
+// labels it was printed with keeps its own _created time; one renamed or
+// relabelled finds none and gets none.
+func withUpstreamStarts(page []exposition.Family, starts map[string]float64) {
+	if len(starts) == 0 {
+		return
+	}
+	var b labels.Builder
+	for i := range page {
+		f := &page[i]
+		if f.Type != model.MetricTypeCounter && f.Type != model.MetricTypeHistogram {
+			continue
+		}
+		name := f.BaseName() + "_created"
+		var created []exposition.Created
+		for _, s := range f.Samples {
+			b.Reset(s.Labels)
+			b.Del(model.BucketLabel)
+			b.Set(model.MetricNameLabel, name)
+			at, ok := starts[b.Labels().String()]
+			if !ok {
+				continue
+			}
+			b.Del(model.MetricNameLabel)
+			child := b.Labels()
+			if n := len(created); n > 0 && labels.Equal(created[n-1].Labels, child) {
+				continue // a histogram's next series
+			}
+			created = append(created, exposition.Created{Labels: child, Time: at})
+		}
+		f.Created = created
+	}
 }

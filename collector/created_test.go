@@ -2,18 +2,24 @@ package collector
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"io"
 	"math"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/prometheus/model/labels"
 	"github.com/prometheus/prometheus/model/textparse"
 
 	"github.com/fos-study/vllm-normalizer/exposition"
 )
+
+// createdLine matches an OpenMetrics _created line.
+var createdLine = regexp.MustCompile(`(?m)^[^#\s]+_created[{ ]`)
 
 // startsOn reads an OpenMetrics page as Prometheus does with
 // created-timestamp ingestion: each series named name and its start time
@@ -100,6 +106,7 @@ func TestCreatedTimestamps(t *testing.T) {
 	}
 	wantHits, wantDur := earliestCreated(t, first, "vllm:prefix_cache_hits"), earliestCreated(t, first, "vllm:e2e_request_latency_seconds")
 	check("first scrapes", wantHits, wantDur)
+	checkFullPage(t, c, first)
 
 	clock.Advance(time.Second)
 	plainClock.Advance(time.Second)
@@ -117,14 +124,84 @@ func TestCreatedTimestamps(t *testing.T) {
 		t.Fatal("the history saw no restart")
 	}
 	check("after a restart", wantHits, wantDur)
+	checkFullPage(t, c, up.Page())
 
 	snap, plainSnap := c.snap.Load(), plain.snap.Load()
 	if !bytes.Equal(snap.compat.Text(), plainSnap.compat.Text()) || !bytes.Equal(snap.genai.Text(), plainSnap.genai.Text()) {
 		t.Error("the text pages differ with --output.created-timestamps")
 	}
-	for what, p := range map[string]interface{ OpenMetrics() ([]byte, []byte) }{"compatibility page": plainSnap.compat, "GenAI view": plainSnap.genai} {
-		if om, _ := p.OpenMetrics(); bytes.Contains(om, []byte("_created")) {
+	for what, p := range map[string]interface{ OpenMetrics() ([]byte, []byte) }{"compatibility page": plainSnap.compat, "GenAI view": plainSnap.genai, "full page": plainSnap.page} {
+		if om, _ := p.OpenMetrics(); createdLine.Match(om) {
 			t.Errorf("%s without the flag has _created lines", what)
+		}
+	}
+}
+
+// checkFullPage: on the full page each engine's own series of the server
+// keeps the start its server printed for it (its _created sample on page,
+// the upstream page last scraped): after a restart, the new one.
+func checkFullPage(t *testing.T, c *Collector, page []byte) {
+	t.Helper()
+	fams, _, err := exposition.Parse(page, exposition.ContentTypeText, exposition.ParseOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]int64{}
+	for _, f := range fams {
+		for _, s := range f.Samples {
+			if s.Name() == "vllm:prefix_cache_hits_created" {
+				b := labels.NewBuilder(s.Labels)
+				b.Set("__name__", "vllm:prefix_cache_hits_total")
+				want[b.Labels().String()] = int64(s.Value * 1000)
+			}
+		}
+	}
+	om, _ := c.snap.Load().page.OpenMetrics()
+	got := startsOn(t, om, "vllm:prefix_cache_hits_total")
+	if len(got) != len(want) || len(got) < 2 {
+		t.Fatalf("full page: %d engines' hits series %v, the upstream dates %d %v", len(got), got, len(want), want)
+	}
+	for k, st := range got {
+		if w, ok := want[k]; !ok || st != w {
+			t.Errorf("full page: %s starts at %d, its server printed %d", k, st, w)
+		}
+	}
+}
+
+// TestCreatedOwnCounters: with the flag the sidecar's own counters carry
+// the time each series was made (on the collector's clock), and the
+// counters registered with client_golang the start it keeps for them.
+func TestCreatedOwnCounters(t *testing.T) {
+	clock := newFakeClock()
+	made := clock.Now()
+	reg := prometheus.NewRegistry()
+	c := newTestCollector(t, "http://127.0.0.1:1/metrics", clock, func(cfg *Config) {
+		cfg.CreatedTimestamps = true
+		cfg.Registry, cfg.Gatherer = reg, reg
+	})
+	before := time.Now()
+	reloads := prometheus.NewCounter(prometheus.CounterOpts{Name: "test_reloads_total", Help: "A counter cmd/ could register."})
+	after := time.Now()
+	reg.MustRegister(reloads)
+	clock.Advance(time.Minute)
+	c.ScrapeOnce(context.Background()) // fails: nothing listens there
+	om, _ := c.snap.Load().page.OpenMetrics()
+	failures := startsOn(t, om, "vllm_normalizer_scrape_failures_total")
+	if len(failures) < 2 {
+		t.Fatalf("%d series of vllm_normalizer_scrape_failures_total:\n%s", len(failures), om)
+	}
+	for k, st := range failures {
+		if st != made.UnixMilli() {
+			t.Errorf("%s starts at %d, want the collector's start %d", k, st, made.UnixMilli())
+		}
+	}
+	registered := startsOn(t, om, "test_reloads_total")
+	if len(registered) != 1 {
+		t.Fatalf("test_reloads_total: %v", registered)
+	}
+	for k, st := range registered {
+		if st < before.UnixMilli() || st > after.UnixMilli() {
+			t.Errorf("%s starts at %d, want client_golang's start of it, in [%d, %d]", k, st, before.UnixMilli(), after.UnixMilli())
 		}
 	}
 }

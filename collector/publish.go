@@ -211,7 +211,7 @@ func (c *Collector) gather(g prometheus.Gatherer) []exposition.Family {
 	if err != nil {
 		c.cfg.Logger.Error("gathering the sidecar's own metrics failed", "err", err)
 	}
-	return fromDTO(mfs)
+	return fromDTO(mfs, c.cfg.CreatedTimestamps)
 }
 
 func (c *Collector) upstreamAge(now time.Time) (time.Duration, bool) {

@@ -86,7 +86,7 @@ type codeFamily struct {
 func servedSelfMetrics(t *testing.T) map[string]codeFamily {
 	t.Helper()
 	fams := map[string]codeFamily{}
-	for _, f := range newSelfMetrics().fams {
+	for _, f := range newSelfMetrics(nil).fams {
 		cf := codeFamily{label: f.label}
 		for _, s := range f.series {
 			if f.label != "" {
