@@ -3,8 +3,6 @@ package collector
 import (
 	"bytes"
 	"context"
-	"errors"
-	"io"
 	"math"
 	"regexp"
 	"strings"
@@ -13,9 +11,9 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/prometheus/model/labels"
-	"github.com/prometheus/prometheus/model/textparse"
 
 	"github.com/fos-study/vllm-normalizer/exposition"
+	"github.com/fos-study/vllm-normalizer/internal/pagetest"
 )
 
 // createdLine matches an OpenMetrics _created line.
@@ -26,28 +24,14 @@ var createdLine = regexp.MustCompile(`(?m)^[^#\s]+_created[{ ]`)
 // (Unix ms, 0 for none).
 func startsOn(t *testing.T, om []byte, name string) map[string]int64 {
 	t.Helper()
-	p, err := textparse.New(om, exposition.ContentTypeOpenMetrics, labels.NewSymbolTable(), textparse.ParserOptions{OpenMetricsSkipSTSeries: true})
-	if err != nil {
-		t.Fatal(err)
-	}
 	out := map[string]int64{}
-	for {
-		e, err := p.Next()
-		if errors.Is(err, io.EOF) {
-			return out
-		}
-		if err != nil {
-			t.Fatalf("Prometheus's parser rejects the page: %v", err)
-		}
-		if e != textparse.EntrySeries {
-			continue
-		}
-		var l labels.Labels
-		p.Labels(&l)
-		if l.Get("__name__") == name {
-			out[l.String()] = p.StartTimestamp()
+	prefix := `{__name__="` + name + `"`
+	for k, st := range pagetest.Starts(t, om) {
+		if strings.HasPrefix(k, prefix) {
+			out[k] = st
 		}
 	}
+	return out
 }
 
 // earliestCreated is the earliest of the _created samples of family base

@@ -2,14 +2,12 @@ package exposition
 
 import (
 	"bytes"
-	"errors"
-	"io"
-	"strings"
 	"testing"
 
 	"github.com/prometheus/common/model"
 	"github.com/prometheus/prometheus/model/labels"
-	"github.com/prometheus/prometheus/model/textparse"
+
+	"github.com/fos-study/vllm-normalizer/internal/pagetest"
 )
 
 // createdFamilies are a counter and a histogram of two models each, in the
@@ -44,15 +42,12 @@ func createdFamilies() []Family {
 }
 
 // TestOpenMetricsCreated: Prometheus's own OpenMetrics parser, as a scrape
-// with created-timestamp ingestion runs it, reads each child's start time
-// from the _created lines, on every sample of the child, and no _created
-// sample as a series; model b's histogram, without one, has none.
+// with created-timestamp ingestion runs it (pagetest.Starts), reads each
+// child's start time from the _created lines, on every sample of the child,
+// and no _created sample as a series; model b's histogram, without one, has
+// none.
 func TestOpenMetricsCreated(t *testing.T) {
 	om := AppendOpenMetrics(nil, createdFamilies())
-	p, err := textparse.New(om, ContentTypeOpenMetrics, labels.NewSymbolTable(), textparse.ParserOptions{OpenMetricsSkipSTSeries: true})
-	if err != nil {
-		t.Fatal(err)
-	}
 	want := map[string]int64{
 		`{__name__="vllm:prompt_tokens_total", model_name="a"}`: 1764700000250,
 		`{__name__="vllm:prompt_tokens_total", model_name="b"}`: 1764700100000,
@@ -61,31 +56,15 @@ func TestOpenMetricsCreated(t *testing.T) {
 	for _, n := range []string{`_bucket", le="1.0"`, `_bucket", le="+Inf"`, `_sum"`, `_count"`} {
 		want[`{__name__="vllm:e2e_request_latency_seconds`+n+`, model_name="a"}`] = 1764700000250
 	}
-	got := map[string]int64{}
-	series := 0
-	for {
-		e, err := p.Next()
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
-			t.Fatalf("Prometheus's parser rejects the page: %v\n%s", err, om)
-		}
-		if e != textparse.EntrySeries {
-			continue
-		}
-		series++
-		var l labels.Labels
-		p.Labels(&l)
-		if strings.HasSuffix(l.Get(model.MetricNameLabel), "_created") {
-			t.Errorf("read %s as a series", l)
-		}
-		if st := p.StartTimestamp(); st != 0 {
-			got[l.String()] = st
-		}
+	all := pagetest.Starts(t, om)
+	if len(all) != 10 {
+		t.Errorf("read %d series, want the 10 samples\n%s", len(all), om)
 	}
-	if series != 10 {
-		t.Errorf("read %d series, want the 10 samples\n%s", series, om)
+	got := map[string]int64{}
+	for k, st := range all {
+		if st != 0 {
+			got[k] = st
+		}
 	}
 	for k, v := range want {
 		if got[k] != v {

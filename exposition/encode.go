@@ -141,22 +141,7 @@ func sameChild(child []labels.Label, l labels.Labels) bool {
 func appendCreated(b []byte, name string, c Created) []byte {
 	b = append(b, name...)
 	b = append(b, "_created"...)
-	first := true
-	c.Labels.Range(func(l labels.Label) {
-		if first {
-			b = append(b, '{')
-			first = false
-		} else {
-			b = append(b, ',')
-		}
-		b = append(b, l.Name...)
-		b = append(b, `="`...)
-		b = appendEscaped(b, l.Value, true)
-		b = append(b, '"')
-	})
-	if !first {
-		b = append(b, '}')
-	}
+	b = appendLabels(b, c.Labels)
 	b = append(b, ' ')
 	b = AppendFloat(b, c.Time)
 	return append(b, '\n')
@@ -173,8 +158,25 @@ func allNamed(f *Family, name string) bool {
 
 func appendSample(b []byte, s *Sample, openMetrics bool) []byte {
 	b = append(b, s.Labels.Get(model.MetricNameLabel)...)
+	b = appendLabels(b, s.Labels)
+	b = append(b, ' ')
+	b = AppendFloat(b, s.Value)
+	if s.HasTimestamp {
+		b = append(b, ' ')
+		if openMetrics {
+			b = AppendFloat(b, float64(s.TimestampMs)/1000)
+		} else {
+			b = strconv.AppendInt(b, s.TimestampMs, 10)
+		}
+	}
+	return append(b, '\n')
+}
+
+// appendLabels writes l's labels but __name__ in braces, nothing when
+// there are none.
+func appendLabels(b []byte, l labels.Labels) []byte {
 	first := true
-	s.Labels.Range(func(l labels.Label) {
+	l.Range(func(l labels.Label) {
 		if l.Name == model.MetricNameLabel {
 			return
 		}
@@ -192,17 +194,7 @@ func appendSample(b []byte, s *Sample, openMetrics bool) []byte {
 	if !first {
 		b = append(b, '}')
 	}
-	b = append(b, ' ')
-	b = AppendFloat(b, s.Value)
-	if s.HasTimestamp {
-		b = append(b, ' ')
-		if openMetrics {
-			b = AppendFloat(b, float64(s.TimestampMs)/1000)
-		} else {
-			b = strconv.AppendInt(b, s.TimestampMs, 10)
-		}
-	}
-	return append(b, '\n')
+	return b
 }
 
 // AppendFloat writes v as the exposition formats spell values.

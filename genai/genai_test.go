@@ -4,8 +4,6 @@ import (
 	"bufio"
 	"bytes"
 	"cmp"
-	"errors"
-	"io"
 	"maps"
 	"math"
 	"os"
@@ -18,7 +16,6 @@ import (
 	"testing"
 
 	"github.com/prometheus/prometheus/model/labels"
-	"github.com/prometheus/prometheus/model/textparse"
 
 	"github.com/fos-study/vllm-normalizer/exposition"
 	"github.com/fos-study/vllm-normalizer/internal/fixtures"
@@ -542,30 +539,14 @@ func TestRenderCreated(t *testing.T) {
 		t.Error("the text page changed with created times")
 	}
 	om := exposition.AppendOpenMetrics(nil, dated)
-	p, err := textparse.New(om, exposition.ContentTypeOpenMetrics, labels.NewSymbolTable(), textparse.ParserOptions{OpenMetricsSkipSTSeries: true})
-	if err != nil {
-		t.Fatal(err)
-	}
 	buckets := 0
-	for {
-		e, err := p.Next()
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
-			t.Fatalf("%v\n%s", err, om)
-		}
-		if e != textparse.EntrySeries {
-			continue
-		}
-		var l labels.Labels
-		p.Labels(&l)
-		if !strings.HasSuffix(l.Get("__name__"), "_bucket") {
+	for k, st := range pagetest.Starts(t, om) {
+		if !strings.Contains(k, `_bucket"`) {
 			continue
 		}
 		buckets++
-		if st := p.StartTimestamp(); st != 1764700000000 {
-			t.Errorf("%s: start %d, want 1764700000000\n%s", l, st, om)
+		if st != 1764700000000 {
+			t.Errorf("%s: start %d, want 1764700000000\n%s", k, st, om)
 		}
 	}
 	if buckets == 0 {

@@ -764,11 +764,7 @@ func checkNowGauges(t *testing.T, prom *promServer, at, launched, ready time.Tim
 	// intervals after the scrape.)
 	one := func(q string) float64 {
 		t.Helper()
-		res := prom.mustQuery(t, q, at)
-		if len(res) != 1 {
-			t.Fatalf("%s: %v, want one series", q, res)
-		}
-		return res[0].Value
+		return prom.one(t, q, at)
 	}
 	idle := one(`vllm_derived_idle_seconds{job="sidecar",model_name="idle-model"}`)
 	sent := one(`vllm_normalizer_last_scrape_success_timestamp_seconds{job="sidecar"}`) - one(`vllm_normalizer_scrape_duration_seconds{job="sidecar"}`)

@@ -148,11 +148,7 @@ func TestCreatedTimestampsPrometheus(t *testing.T) {
 	rng := fmt.Sprintf("%ds", int(math.Ceil(at.Sub(born).Seconds()))+10)
 	value := func(expr string) float64 {
 		t.Helper()
-		res := prom.mustQuery(t, expr, at)
-		if len(res) != 1 {
-			t.Fatalf("%s: %v, want one series", expr, res)
-		}
-		return res[0].Value
+		return prom.one(t, expr, at)
 	}
 	for _, c := range []struct {
 		job, name string

@@ -7,7 +7,6 @@ import (
 	"math"
 	"net/http/httptest"
 	"net/url"
-	"os"
 	"path/filepath"
 	"sort"
 	"strconv"
@@ -82,15 +81,7 @@ func TestDashboardsOnNHCB(t *testing.T) {
 		return math.Abs(got-want) > tolerance*math.Abs(want)+1e-9
 	}
 	for _, path := range files {
-		file := filepath.Base(path)
-		raw, err := os.ReadFile(path)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var d dashboard
-		if err := json.Unmarshal(raw, &d); err != nil {
-			t.Fatalf("%s: %v", file, err)
-		}
+		file, d := readDashboard(t, path)
 		vals, customs := resolveVars(t, prom, d, file)
 		walkPanels(d.Panels, func(p dashPanel) {
 			for _, tg := range p.Targets {

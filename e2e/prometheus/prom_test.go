@@ -285,6 +285,16 @@ func (p *promServer) mustQuery(t *testing.T, expr string, at time.Time) []promSa
 	return res
 }
 
+// one is mustQuery of an expression that must give exactly one value.
+func (p *promServer) one(t *testing.T, expr string, at time.Time) float64 {
+	t.Helper()
+	res := p.mustQuery(t, expr, at)
+	if len(res) != 1 {
+		t.Fatalf("%s: %v, want one series", expr, res)
+	}
+	return res[0].Value
+}
+
 // waitFor polls query(expr) until it returns at least one sample or the
 // deadline passes.
 func (p *promServer) waitFor(t *testing.T, expr string, timeout time.Duration) {
