@@ -121,7 +121,7 @@ func (m *selfMetrics) families() []exposition.Family {
 		if m.now != nil && f.typ == model.MetricTypeCounter {
 			fam.Created = make([]exposition.Created, len(f.series))
 			for j, se := range f.series {
-				fam.Created[j] = exposition.Created{Labels: se.labels.DropMetricName(), Time: se.created}
+				fam.Created[j] = exposition.Created{Labels: withoutName(se.labels), Time: se.created}
 			}
 		}
 		out = append(out, fam)
@@ -260,7 +260,7 @@ func fromDTO(mfs []*dto.MetricFamily, dated bool) []exposition.Family {
 			if dated && (sample == name || sample == name+"_count") {
 				// One start per child: with its counter or its _count.
 				if at, ok := startOf(m); ok {
-					f.Created = append(f.Created, exposition.Created{Labels: s.Labels.DropMetricName(), Time: float64(at.UnixNano()) / 1e9})
+					f.Created = append(f.Created, exposition.Created{Labels: withoutName(s.Labels), Time: float64(at.UnixNano()) / 1e9})
 				}
 			}
 			if m.TimestampMs != nil {
@@ -316,4 +316,9 @@ func startOf(m *dto.Metric) (time.Time, bool) {
 		return ts.AsTime(), true
 	}
 	return time.Time{}, false
+}
+
+// withoutName is l without __name__: a start time's child labels.
+func withoutName(l labels.Labels) labels.Labels {
+	return l.DropReserved(func(n string) bool { return n == model.MetricNameLabel })
 }
