@@ -433,7 +433,7 @@ func (c *Collector) scrape(ctx context.Context, sent time.Time) (*scrapeResult, 
 	// Restarts are read from the _created samples before they are dropped;
 	// with --output.created-timestamps, the series' own start times too.
 	c.history.NoteStarts(fams)
-	var starts map[string]float64
+	var starts map[startKey]float64
 	if c.cfg.CreatedTimestamps {
 		starts = upstreamStarts(fams)
 	}
@@ -647,52 +647,65 @@ func b2f(b bool) float64 {
 
 // upstreamStarts indexes the _created samples of a page (Python's
 // prometheus_client prints them as gauge families beside each counter and
-// histogram) by their labels, name included.
-func upstreamStarts(fams []exposition.Family) map[string]float64 {
-	starts := map[string]float64{}
+// histogram) by the name of what they date and their labels.
+func upstreamStarts(fams []exposition.Family) map[startKey]float64 {
+	starts := map[startKey]float64{}
+	var buf []byte
 	for _, f := range fams {
-		if f.Type == model.MetricTypeCounter || !strings.HasSuffix(f.Name, "_created") {
+		base, ok := strings.CutSuffix(f.Name, "_created")
+		if f.Type == model.MetricTypeCounter || !ok {
 			continue
 		}
 		for _, s := range f.Samples {
 			if s.Value > 0 && !math.IsInf(s.Value, 0) {
-				starts[s.Labels.String()] = s.Value
+				var h uint64
+				h, buf = s.Labels.HashWithoutLabels(buf)
+				starts[startKey{base, h}] = s.Value
 			}
 		}
 	}
 	return starts
 }
 
+// startKey is what a _created sample dates: the family's name without
+// _total, and the hash of the child's labels but __name__ and le.
+type startKey struct {
+	base  string
+	child uint64
+}
+
 // withUpstreamStarts gives the counters and histograms of page the start
 // times their server printed for them: a series served under the name and
 // labels it was printed with keeps its own _created time; one renamed or
 // relabelled finds none and gets none.
-func withUpstreamStarts(page []exposition.Family, starts map[string]float64) {
+func withUpstreamStarts(page []exposition.Family, starts map[startKey]float64) {
 	if len(starts) == 0 {
 		return
 	}
-	var b labels.Builder
+	var buf []byte
 	for i := range page {
 		f := &page[i]
 		if f.Type != model.MetricTypeCounter && f.Type != model.MetricTypeHistogram {
 			continue
 		}
-		name := f.BaseName() + "_created"
+		base := f.BaseName()
 		var created []exposition.Created
+		last, seen := uint64(0), false
 		for _, s := range f.Samples {
-			b.Reset(s.Labels)
-			b.Del(model.BucketLabel)
-			b.Set(model.MetricNameLabel, name)
-			at, ok := starts[b.Labels().String()]
-			if !ok {
-				continue
-			}
-			b.Del(model.MetricNameLabel)
-			child := b.Labels()
-			if n := len(created); n > 0 && labels.Equal(created[n-1].Labels, child) {
+			var h uint64
+			h, buf = s.Labels.HashWithoutLabels(buf, model.BucketLabel)
+			if seen && h == last {
 				continue // a histogram's next series
 			}
-			created = append(created, exposition.Created{Labels: child, Time: at})
+			last, seen = h, true
+			if at, ok := starts[startKey{base, h}]; ok {
+				child := s.Labels.DropReserved(func(n string) bool { return n == model.MetricNameLabel })
+				if s.Labels.Has(model.BucketLabel) {
+					b := labels.NewBuilder(child)
+					child = b.Del(model.BucketLabel).Labels()
+				}
+				created = append(created, exposition.Created{Labels: child, Time: at})
+			}
 		}
 		f.Created = created
 	}
