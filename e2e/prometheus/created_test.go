@@ -132,7 +132,7 @@ func TestCreatedTimestampsPrometheus(t *testing.T) {
 			scrapeJob{Name: s.job + "-full", Target: s.proc.Addr})
 	}
 	jobs = append(jobs, scrapeJob{Name: "upstream", Target: strings.TrimPrefix(srv.URL, "http://")})
-	prom := startPrometheusWith(t, promBin, jobs, nil, "--enable-feature=created-timestamp-zero-ingestion")
+	prom := startPrometheusWith(t, promBin, jobs, nil, "", "--enable-feature=created-timestamp-zero-ingestion")
 
 	const tokens, requests = "vllm:prompt_tokens_total", "gen_ai_server_request_duration_seconds_count"
 	// Every job has read the first totals (and a few scrapes more) ...
