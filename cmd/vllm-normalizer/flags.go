@@ -23,6 +23,7 @@ import (
 	"github.com/fos-study/vllm-normalizer/exposition"
 	"github.com/fos-study/vllm-normalizer/genai"
 	"github.com/fos-study/vllm-normalizer/mapping"
+	"github.com/fos-study/vllm-normalizer/otlp"
 )
 
 const defaultListen = ":9400"
@@ -74,6 +75,9 @@ type flags struct {
 	diagSignificance float64
 	diagMaxIncident  time.Duration
 	genai            genai.Options
+	otlpEndpoint     string
+	otlpView         string
+	otlpInterval     time.Duration
 	web              *web.FlagConfig
 	log              *promslog.Config
 }
@@ -222,6 +226,13 @@ func newApp(f *flags, stdout, stderr io.Writer) *kingpin.Application {
 		Default("").StringVar(&f.genai.ServerAddress)
 	app.Flag("genai.name-style", "Names on "+genaiPath+": suffixed with the unit (the OpenTelemetry Prometheus exporter's), or unsuffixed (Envoy AI Gateway's).").
 		Default(string(genai.Suffixed)).EnumVar((*string)(&f.genai.NameStyle), string(genai.Suffixed), string(genai.Unsuffixed))
+	// OTLP push.
+	app.Flag("otlp.endpoint", "Push a page over OTLP/HTTP to this URL, path included (http://otel-collector:4318/v1/metrics); off when empty. OTEL_EXPORTER_OTLP_* set headers, TLS, compression and timeout, OTEL_RESOURCE_ATTRIBUTES and OTEL_SERVICE_NAME the resource.").
+		Default("").StringVar(&f.otlpEndpoint)
+	app.Flag("otlp.view", "Page pushed over OTLP: full (/metrics), routing (/metrics/routing) or genai (/metrics/genai).").
+		Default(string(collector.ViewFull)).EnumVar(&f.otlpView, string(collector.ViewFull), string(collector.ViewRouting), string(collector.ViewGenAI))
+	app.Flag("otlp.interval", "Time between OTLP pushes; each export times out at 90% of it.").
+		Default(model.Duration(otlp.DefaultInterval).String()).DurationVar(&f.otlpInterval)
 	f.web = kingpinflag.AddFlags(app, defaultListen)
 	promslogflag.AddFlags(app, f.log)
 	return app
