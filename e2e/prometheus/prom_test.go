@@ -81,9 +81,17 @@ type scrapeJob struct {
 // failed.
 func startPrometheus(t *testing.T, bin string, jobs []scrapeJob, ruleFiles []string) *promServer {
 	t.Helper()
+	return startPrometheusWith(t, bin, jobs, ruleFiles, "")
+}
+
+// startPrometheusWith is startPrometheus with more top-level configuration
+// (an otlp: block, say) and more command-line flags.
+func startPrometheusWith(t *testing.T, bin string, jobs []scrapeJob, ruleFiles []string, config string, flags ...string) *promServer {
+	t.Helper()
 	dir := t.TempDir()
 	var cfg strings.Builder
 	cfg.WriteString("global:\n  scrape_interval: 1s\n  scrape_timeout: 1s\n  evaluation_interval: 1s\n")
+	cfg.WriteString(config)
 	if len(ruleFiles) > 0 {
 		cfg.WriteString("rule_files:\n")
 		for _, f := range ruleFiles {
@@ -120,6 +128,7 @@ func startPrometheus(t *testing.T, bin string, jobs []scrapeJob, ruleFiles []str
 		"--web.listen-address="+addr,
 		"--log.level=warn",
 	)
+	cmd.Args = append(cmd.Args, flags...)
 	cmd.Stdout, cmd.Stderr = logs, logs
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
