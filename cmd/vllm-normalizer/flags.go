@@ -227,7 +227,7 @@ func newApp(f *flags, stdout, stderr io.Writer) *kingpin.Application {
 	app.Flag("genai.name-style", "Names on "+genaiPath+": suffixed with the unit (the OpenTelemetry Prometheus exporter's), or unsuffixed (Envoy AI Gateway's).").
 		Default(string(genai.Suffixed)).EnumVar((*string)(&f.genai.NameStyle), string(genai.Suffixed), string(genai.Unsuffixed))
 	// OTLP push.
-	app.Flag("otlp.endpoint", "Push a page over OTLP/HTTP to this URL, path included (http://otel-collector:4318/v1/metrics); off when empty. OTEL_EXPORTER_OTLP_* set headers, TLS, compression and timeout, OTEL_RESOURCE_ATTRIBUTES and OTEL_SERVICE_NAME the resource.").
+	app.Flag("otlp.endpoint", "Push a page over OTLP/HTTP to this URL, path included (http://otel-collector:4318/v1/metrics); off when empty. OTEL_EXPORTER_OTLP_* set headers, TLS and compression, OTEL_RESOURCE_ATTRIBUTES and OTEL_SERVICE_NAME the resource.").
 		Default("").StringVar(&f.otlpEndpoint)
 	app.Flag("otlp.view", "Page pushed over OTLP: full (/metrics), routing (/metrics/routing) or genai (/metrics/genai).").
 		Default(string(collector.ViewFull)).EnumVar(&f.otlpView, string(collector.ViewFull), string(collector.ViewRouting), string(collector.ViewGenAI))
