@@ -197,14 +197,16 @@ func newResource(ctx context.Context, version string, getenv func(string) string
 	return resource.Merge(base, env)
 }
 
-// PodEnv are the environment variables read as resource attributes, each
-// set from the downward API in deploy/ (fieldRef), all optional.
-var PodEnv = []struct{ Env, Attribute string }{
-	{"K8S_POD_NAME", "k8s.pod.name"},             // metadata.name
-	{"K8S_POD_UID", "k8s.pod.uid"},               // metadata.uid
-	{"K8S_NAMESPACE_NAME", "k8s.namespace.name"}, // metadata.namespace
-	{"K8S_NODE_NAME", "k8s.node.name"},           // spec.nodeName
-	{"K8S_CONTAINER_NAME", "k8s.container.name"}, // a literal: the downward API has no field for it
+// PodEnv are the environment variables read as resource attributes, all
+// optional. The kustomize Component (deploy/components/sidecar) sets each
+// from the downward API's FieldPath, or to Value where the downward API has
+// no field; deploy's tests check that it does.
+var PodEnv = []struct{ Env, Attribute, FieldPath, Value string }{
+	{Env: "K8S_POD_NAME", Attribute: "k8s.pod.name", FieldPath: "metadata.name"},
+	{Env: "K8S_POD_UID", Attribute: "k8s.pod.uid", FieldPath: "metadata.uid"},
+	{Env: "K8S_NAMESPACE_NAME", Attribute: "k8s.namespace.name", FieldPath: "metadata.namespace"},
+	{Env: "K8S_NODE_NAME", Attribute: "k8s.node.name", FieldPath: "spec.nodeName"},
+	{Env: "K8S_CONTAINER_NAME", Attribute: "k8s.container.name", Value: "vllm-normalizer"},
 }
 
 // Resource returns the resource every export carries.
