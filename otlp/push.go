@@ -248,12 +248,10 @@ func (p *Pusher) tick(ctx context.Context) {
 		return
 	}
 	p.lastAt = at
-	p.wg.Add(1)
-	go func() {
-		defer p.wg.Done()
+	p.wg.Go(func() {
 		defer p.busy.Store(false)
 		p.export(ctx, fams, at)
-	}()
+	})
 }
 
 // export converts and sends one page within the timeout.

@@ -8,7 +8,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"slices"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -166,7 +165,6 @@ func near(got, want, rel float64) bool {
 type hungReceiver struct {
 	ln             net.Listener
 	accepted, open atomic.Int64
-	wg             sync.WaitGroup
 }
 
 func newHungReceiver(t *testing.T) *hungReceiver {
@@ -175,9 +173,7 @@ func newHungReceiver(t *testing.T) *hungReceiver {
 		t.Fatal(err)
 	}
 	h := &hungReceiver{ln: ln}
-	h.wg.Add(1)
 	go func() {
-		defer h.wg.Done()
 		for {
 			c, err := ln.Accept()
 			if err != nil {
@@ -185,9 +181,7 @@ func newHungReceiver(t *testing.T) *hungReceiver {
 			}
 			h.accepted.Add(1)
 			h.open.Add(1)
-			h.wg.Add(1)
 			go func() {
-				defer h.wg.Done()
 				// Reads what comes, answers nothing; the connection ends
 				// when the client closes it.
 				_, _ = io.Copy(io.Discard, c)
