@@ -378,3 +378,64 @@ func TestFleetScrapeConfigNames(t *testing.T) {
 		}
 	}
 }
+
+// TestFamiliesAreThePages: what Families hands a pusher is what each page
+// serves, byte for byte once encoded; the routing view has none whenever
+// its page answers 503 (before the first scrape, after a failed one), and
+// the time moves with every publish.
+func TestFamiliesAreThePages(t *testing.T) {
+	body, err := os.ReadFile("../testdata/fixtures/13-vllm-v1-2026-nixl-pd-kserve-llmisvc-context.prom")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var down atomic.Bool
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if down.Load() {
+			http.Error(w, "engine dead", http.StatusInternalServerError)
+			return
+		}
+		_, _ = w.Write(body)
+	}))
+	t.Cleanup(up.Close)
+	clock := newFakeClock()
+	c := newTestCollector(t, up.URL, clock, nil)
+	if _, _, ok := c.Families(ViewRouting); ok {
+		t.Error("the routing view has families before the first scrape, when its page answers 503")
+	}
+	_, before, _ := c.Families(ViewFull)
+
+	clock.Advance(time.Second)
+	c.ScrapeOnce(context.Background())
+	pages := map[View]http.Handler{ViewFull: c.MetricsHandler(), ViewRouting: c.RoutingHandler(), ViewGenAI: c.GenAIHandler()}
+	var at time.Time
+	for view, h := range pages {
+		fams, t1, ok := c.Families(view)
+		if !ok || len(fams) == 0 {
+			t.Fatalf("%s: no families after a good scrape", view)
+		}
+		at = t1
+		rec := get(t, h, "/", nil)
+		if got := exposition.AppendText(nil, fams); !bytes.Equal(got, rec.Body.Bytes()) {
+			t.Errorf("%s: the families encode to %d bytes, the page serves %d others", view, len(got), rec.Body.Len())
+		}
+	}
+	if !at.After(before) || !at.Equal(clock.Now()) {
+		t.Errorf("published at %s after %s (clock %s); want the time of the publish", at, before, clock.Now())
+	}
+
+	down.Store(true)
+	clock.Advance(time.Second)
+	c.ScrapeOnce(context.Background())
+	if _, _, ok := c.Families(ViewRouting); ok {
+		t.Error("the routing view has families after a failed scrape, when its page answers 503")
+	}
+	fams, after, ok := c.Families(ViewFull)
+	if !ok || !after.After(at) {
+		t.Errorf("the full page after a failed scrape: ok %v at %s, want a new publish after %s", ok, after, at)
+	}
+	for _, f := range fams {
+		if strings.HasPrefix(f.Name, "vllm:") {
+			t.Errorf("%s is on the full page after a failed scrape: withdrawn series must not be pushed either", f.Name)
+		}
+	}
+}
