@@ -41,6 +41,10 @@ type snapshot struct {
 	// at is when the snapshot was published: the time of its samples for
 	// readers that take families rather than a page (Families).
 	at time.Time
+	// restarts are the restarts announced up to this snapshot, and
+	// upstream the families of the upstream's page (Published.RestartedAt).
+	restarts *restartLog
+	upstream []exposition.Family
 }
 
 // publish builds the snapshot served until the next scrape ends. res is nil
@@ -72,10 +76,12 @@ func (c *Collector) publish(res *scrapeResult, now time.Time) {
 	var page [][]exposition.Family
 	var views *readerViews
 	var asleep []string
+	var upstream []exposition.Family
 	failed := ""
 	engines := noEngineViews(c.cfg.Role)
 	if res != nil {
 		page, views, asleep = res.page, res.views, res.asleep
+		upstream = res.page[0]
 		engines = newEngineViews(res.routingIn, ownRouting, c.cfg.Role)
 	} else if c.lastSuccess.Load() != 0 || c.lastReason != "" {
 		failed = cmp.Or(c.lastReason, "unknown")
@@ -100,11 +106,13 @@ func (c *Collector) publish(res *scrapeResult, now time.Time) {
 		}),
 		// After a failed scrape the GenAI view is empty: its series are
 		// withdrawn, never served stale.
-		genai:   c.genaiEnc.Prepare(nil, func([]exposition.Family) []exposition.Family { return views.genaiView() }),
-		asleep:  asleep,
-		failed:  failed,
-		engines: engines,
-		at:      now,
+		genai:    c.genaiEnc.Prepare(nil, func([]exposition.Family) []exposition.Family { return views.genaiView() }),
+		asleep:   asleep,
+		failed:   failed,
+		engines:  engines,
+		at:       now,
+		restarts: c.restarts,
+		upstream: upstream,
 	}
 	c.snap.Store(s)
 }
@@ -341,23 +349,30 @@ const (
 
 // Families returns the families the page of view serves in the last
 // published snapshot (the full page with the Gatherer's families, as
-// /metrics serves it), when that snapshot was published, and whether it
-// has any: none for the routing view when its page would answer 503.
-// Readers that push the page elsewhere (the OTLP push) call it; the
-// snapshot is identified by its time, which moves with every publish.
-func (c *Collector) Families(view View) ([]exposition.Family, time.Time, bool) {
+// /metrics serves it), when that snapshot was published, and the restarts
+// announced up to it; false for the routing view when its page would
+// answer 503. Readers that push the page elsewhere (the OTLP push) call it.
+func (c *Collector) Families(view View) (Published, bool) {
 	snap := c.snap.Load()
+	p := Published{At: snap.at, restarts: snap.restarts}
 	switch view {
 	case ViewRouting:
 		if c.routingRefusal() != "" {
-			return nil, snap.at, false
+			return p, false
 		}
-		return snap.routing.Families(), snap.at, true
+		p.Families = snap.routing.Families()
 	case ViewGenAI:
-		return snap.genai.Families(), snap.at, true
+		p.Families = snap.genai.Families()
 	default:
-		return snap.page.Families(), snap.at, true
+		p.Families = snap.page.Families()
 	}
+	if snap.restarts != nil && !snap.restarts.process.IsZero() {
+		p.upstream = make(map[string]bool, len(snap.upstream))
+		for _, f := range snap.upstream {
+			p.upstream[f.Name] = true
+		}
+	}
+	return p, true
 }
 
 // RoutingHandler serves the small routing view. It answers 503 from the

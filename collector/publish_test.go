@@ -19,9 +19,12 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 
 	"github.com/fos-study/vllm-normalizer/demo"
 	"github.com/fos-study/vllm-normalizer/exposition"
+	"github.com/fos-study/vllm-normalizer/otlp"
 	"github.com/fos-study/vllm-normalizer/serve"
 )
 
@@ -399,23 +402,24 @@ func TestFamiliesAreThePages(t *testing.T) {
 	t.Cleanup(up.Close)
 	clock := newFakeClock()
 	c := newTestCollector(t, up.URL, clock, nil)
-	if _, _, ok := c.Families(ViewRouting); ok {
+	if _, ok := c.Families(ViewRouting); ok {
 		t.Error("the routing view has families before the first scrape, when its page answers 503")
 	}
-	_, before, _ := c.Families(ViewFull)
+	first, _ := c.Families(ViewFull)
+	before := first.At
 
 	clock.Advance(time.Second)
 	c.ScrapeOnce(context.Background())
 	pages := map[View]http.Handler{ViewFull: c.MetricsHandler(), ViewRouting: c.RoutingHandler(), ViewGenAI: c.GenAIHandler()}
 	var at time.Time
 	for view, h := range pages {
-		fams, t1, ok := c.Families(view)
-		if !ok || len(fams) == 0 {
+		pub, ok := c.Families(view)
+		if !ok || len(pub.Families) == 0 {
 			t.Fatalf("%s: no families after a good scrape", view)
 		}
-		at = t1
+		at = pub.At
 		rec := get(t, h, "/", nil)
-		if got := exposition.AppendText(nil, fams); !bytes.Equal(got, rec.Body.Bytes()) {
+		if got := exposition.AppendText(nil, pub.Families); !bytes.Equal(got, rec.Body.Bytes()) {
 			t.Errorf("%s: the families encode to %d bytes, the page serves %d others", view, len(got), rec.Body.Len())
 		}
 	}
@@ -426,16 +430,83 @@ func TestFamiliesAreThePages(t *testing.T) {
 	down.Store(true)
 	clock.Advance(time.Second)
 	c.ScrapeOnce(context.Background())
-	if _, _, ok := c.Families(ViewRouting); ok {
+	if _, ok := c.Families(ViewRouting); ok {
 		t.Error("the routing view has families after a failed scrape, when its page answers 503")
 	}
-	fams, after, ok := c.Families(ViewFull)
-	if !ok || !after.After(at) {
-		t.Errorf("the full page after a failed scrape: ok %v at %s, want a new publish after %s", ok, after, at)
+	pub, ok := c.Families(ViewFull)
+	if !ok || !pub.At.After(at) {
+		t.Errorf("the full page after a failed scrape: ok %v at %s, want a new publish after %s", ok, pub.At, at)
 	}
-	for _, f := range fams {
+	for _, f := range pub.Families {
 		if strings.HasPrefix(f.Name, "vllm:") {
 			t.Errorf("%s is on the full page after a failed scrape: withdrawn series must not be pushed either", f.Name)
 		}
+	}
+}
+
+// TestFastRestartDatesPushedSeries: a restart the upstream's page
+// announces (the demo's _created and process start times) while its
+// counters came back higher than before moves the pushed start time of
+// the upstream's series, to just after the previous push, and of no series
+// of the sidecar's own (fails while only counts that go down moved it).
+func TestFastRestartDatesPushedSeries(t *testing.T) {
+	c, clock, up, scrape, last := sumsDemo(t, 30)
+	conv := otlp.NewConverter()
+	// The start of every cumulative point by metric name and attributes.
+	push := func() (map[string]time.Time, time.Time) {
+		pub, ok := c.Families(ViewFull)
+		if !ok {
+			t.Fatal("no full page")
+		}
+		out := map[string]time.Time{}
+		for _, m := range conv.Convert(otlp.Page{Families: pub.Families, At: pub.At, RestartedAt: pub.RestartedAt}) {
+			switch d := m.Data.(type) {
+			case metricdata.Sum[float64]:
+				for _, p := range d.DataPoints {
+					out[m.Name+p.Attributes.Encoded(attribute.DefaultEncoder())] = p.StartTime
+				}
+			case metricdata.Histogram[float64]:
+				for _, p := range d.DataPoints {
+					out[m.Name+p.Attributes.Encoded(attribute.DefaultEncoder())] = p.StartTime
+				}
+			}
+		}
+		return out, pub.At
+	}
+	before, pushedAt := push()
+
+	const hits = "vllm:prefix_cache_hits_total"
+	clock.Advance(time.Second)
+	up.Restart()
+	var page []byte
+	for range 45 * 60 {
+		clock.Advance(time.Second)
+		page = up.Page()
+	}
+	if total(t, page, hits) <= total(t, last, hits) {
+		t.Fatalf("%s counted %v since the restart, not past its %v before: no fast restart", hits, total(t, page, hits), total(t, last, hits))
+	}
+	scrape(page)
+	after, _ := push()
+
+	moved := 0
+	for k, s := range after {
+		was, ok := before[k]
+		if !ok {
+			continue
+		}
+		own := strings.HasPrefix(k, "vllm_normalizer_") || strings.HasPrefix(k, "vllm_up")
+		switch {
+		case own && !s.Equal(was):
+			t.Errorf("%s, the sidecar's own, moved its start from %s to %s at the upstream's restart", k, was, s)
+		case strings.HasPrefix(k, "vllm:prefix_cache_hits") || strings.HasPrefix(k, "vllm:e2e_request_latency_seconds"):
+			if want := pushedAt.Add(time.Millisecond); !s.Equal(want) {
+				t.Errorf("%s: start %s after the announced restart, want %s (just after the previous push)", k, s, want)
+			}
+			moved++
+		}
+	}
+	if moved == 0 {
+		t.Fatalf("no pushed series of %s or the e2e latency histogram in both pushes: %d series", hits, len(after))
 	}
 }

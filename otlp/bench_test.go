@@ -40,7 +40,7 @@ func BenchmarkConvert(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		at = at.Add(15 * time.Second)
-		c.Convert(fams, at)
+		c.Convert(Page{Families: fams, At: at})
 	}
 }
 
@@ -51,7 +51,7 @@ func BenchmarkExport(b *testing.B) {
 	fams := demoFamilies(b)
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { _, _ = io.Copy(io.Discard, r.Body) }))
 	b.Cleanup(srv.Close)
-	p, err := New(context.Background(), Options{Endpoint: srv.URL + "/v1/metrics", Interval: time.Minute, Source: func() ([]exposition.Family, time.Time, bool) { return nil, time.Time{}, false }})
+	p, err := New(context.Background(), Options{Endpoint: srv.URL + "/v1/metrics", Interval: time.Minute, Source: func() (Page, bool) { return Page{}, false }})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -59,7 +59,7 @@ func BenchmarkExport(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		at = at.Add(15 * time.Second)
-		ms := p.conv.Convert(fams, at)
+		ms := p.conv.Convert(Page{Families: fams, At: at})
 		if err := p.exporter.Export(context.Background(), &metricdata.ResourceMetrics{Resource: p.res, ScopeMetrics: []metricdata.ScopeMetrics{{Scope: p.scope, Metrics: ms}}}); err != nil {
 			b.Fatal(err)
 		}

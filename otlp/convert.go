@@ -36,9 +36,6 @@ type Converter struct {
 	// series holds the cumulative series by family name and the hash of
 	// their labels (without __name__ and le).
 	series map[string]map[uint64]*cumulative
-	// prev is the time of the previous conversion: a restart happened
-	// after it.
-	prev time.Time
 	// Dropped counts the series left out, by reason, since the Converter
 	// was made.
 	Dropped map[string]int
@@ -56,36 +53,56 @@ func NewConverter() *Converter {
 	return &Converter{series: map[string]map[uint64]*cumulative{}, Dropped: map[string]int{}}
 }
 
-// Convert returns the OTLP metrics of fams, a page published at at, in
-// the page's order.
-func (c *Converter) Convert(fams []exposition.Family, at time.Time) []metricdata.Metrics {
-	out := make([]metricdata.Metrics, 0, len(fams))
-	for i := range fams {
-		f := &fams[i]
+// Page is what one push sends.
+type Page struct {
+	Families []exposition.Family
+	// At is when the page was published: the time of every point.
+	At time.Time
+	// RestartedAt returns when the series of labels l (with __name__; a
+	// histogram's or summary's _count series) of family was last found
+	// restarted by what the upstream's page announced (a _created time,
+	// the process start time), the zero time when never. Nil: only counts
+	// that go down tell a restart.
+	RestartedAt func(family string, l labels.Labels) time.Time
+}
+
+// restartedAt is p.RestartedAt, the zero time without one.
+func (p *Page) restartedAt(family string, l labels.Labels) time.Time {
+	if p.RestartedAt == nil || l.IsEmpty() {
+		return time.Time{}
+	}
+	return p.RestartedAt(family, l)
+}
+
+// Convert returns the OTLP metrics of a page, in the page's order.
+func (c *Converter) Convert(p Page) []metricdata.Metrics {
+	out := make([]metricdata.Metrics, 0, len(p.Families))
+	for i := range p.Families {
+		f := &p.Families[i]
 		switch f.Type {
 		case model.MetricTypeCounter:
-			out = append(out, c.counter(f, at))
+			out = append(out, c.counter(f, &p))
 		case model.MetricTypeHistogram:
-			if m, ok := c.histogram(f, at); ok {
+			if m, ok := c.histogram(f, &p); ok {
 				out = append(out, m)
 			}
 		case model.MetricTypeSummary:
-			out = append(out, c.summary(f, at))
+			out = append(out, c.summary(f, &p))
 		default:
 			// Gauges, untyped, info, stateset, gauge histograms: each
 			// sample name a gauge, as Prometheus stores them.
-			out = append(out, gauges(f, at)...)
+			out = append(out, gauges(f, p.At)...)
 		}
 	}
-	c.forget(at)
-	c.prev = at
+	c.forget(p.At)
 	return out
 }
 
 // start returns the start time of the cumulative series of family fam
 // with label hash h, whose count is now count: when it was first seen, or
-// just after the previous conversion when its count went down.
-func (c *Converter) start(fam string, h uint64, count float64, at time.Time) time.Time {
+// just after the previous conversion that saw it when its count went down
+// or the upstream announced a restart (at restarted) since.
+func (c *Converter) start(fam string, h uint64, count float64, at, restarted time.Time) time.Time {
 	byHash := c.series[fam]
 	if byHash == nil {
 		byHash = map[uint64]*cumulative{}
@@ -96,9 +113,10 @@ func (c *Converter) start(fam string, h uint64, count float64, at time.Time) tim
 	case s == nil:
 		s = &cumulative{start: at}
 		byHash[h] = s
-	case count < s.count:
+	case count < s.count || restarted.After(s.seen):
 		// Restarted since it was last seen: the new count began after
-		// that. A millisecond on, so that the start is after the last
+		// that (a restart announced while the count went on, too: it
+		// counted past its old value within one push). A millisecond on, so that the start is after the last
 		// point of the old run as receivers store it.
 		s.start = s.seen.Add(time.Millisecond)
 		if s.start.After(at) {
@@ -138,7 +156,7 @@ func attrs(l labels.Labels, without string) attribute.Set {
 
 // counter is a monotonic cumulative sum named without the _total the
 // exposition adds (receivers that write Prometheus names add it back).
-func (c *Converter) counter(f *exposition.Family, at time.Time) metricdata.Metrics {
+func (c *Converter) counter(f *exposition.Family, p *Page) metricdata.Metrics {
 	sum := metricdata.Sum[float64]{Temporality: metricdata.CumulativeTemporality, IsMonotonic: true}
 	for _, s := range f.Samples {
 		if suffix, _ := exposition.SampleSuffix(f.Name, f.Type, s.Name()); suffix == "_created" {
@@ -147,8 +165,8 @@ func (c *Converter) counter(f *exposition.Family, at time.Time) metricdata.Metri
 		h, _ := s.Labels.HashWithoutLabels(nil, model.MetricNameLabel)
 		sum.DataPoints = append(sum.DataPoints, metricdata.DataPoint[float64]{
 			Attributes: attrs(s.Labels, ""),
-			StartTime:  c.start(f.Name, h, s.Value, at),
-			Time:       at,
+			StartTime:  c.start(f.Name, h, s.Value, p.At, p.restartedAt(f.Name, s.Labels)),
+			Time:       p.At,
 			Value:      s.Value,
 		})
 	}
@@ -158,6 +176,7 @@ func (c *Converter) counter(f *exposition.Family, at time.Time) metricdata.Metri
 // histSeries gathers the samples of one histogram series.
 type histSeries struct {
 	labels        labels.Labels // of the first sample
+	countLabels   labels.Labels // of the _count sample
 	hash          uint64
 	les           []bucket
 	sum, count    float64
@@ -193,7 +212,7 @@ func group(f *exposition.Family, exclude string, add func(s *histSeries, suffix 
 // histogram is an explicit-bucket cumulative histogram: the finite le
 // bounds, each bucket's own count (the page's are cumulative), and the
 // count and sum. A series OTLP cannot carry is left out and counted.
-func (c *Converter) histogram(f *exposition.Family, at time.Time) (metricdata.Metrics, bool) {
+func (c *Converter) histogram(f *exposition.Family, p *Page) (metricdata.Metrics, bool) {
 	series := group(f, model.BucketLabel, func(s *histSeries, suffix string, smp *exposition.Sample) {
 		switch suffix {
 		case "_bucket":
@@ -204,7 +223,7 @@ func (c *Converter) histogram(f *exposition.Family, at time.Time) (metricdata.Me
 		case "_sum":
 			s.sum, s.hasSum = smp.Value, true
 		case "_count":
-			s.count, s.hasCt = smp.Value, true
+			s.count, s.hasCt, s.countLabels = smp.Value, true, smp.Labels
 		}
 	})
 	hist := metricdata.Histogram[float64]{Temporality: metricdata.CumulativeTemporality}
@@ -215,8 +234,8 @@ func (c *Converter) histogram(f *exposition.Family, at time.Time) (metricdata.Me
 			continue
 		}
 		dp.Attributes = attrs(s.labels, model.BucketLabel)
-		dp.StartTime = c.start(f.Name, s.hash, float64(dp.Count), at)
-		dp.Time = at
+		dp.StartTime = c.start(f.Name, s.hash, float64(dp.Count), p.At, p.restartedAt(f.Name, s.countLabels))
+		dp.Time = p.At
 		hist.DataPoints = append(hist.DataPoints, dp)
 	}
 	if len(hist.DataPoints) == 0 && len(series) > 0 {
@@ -266,7 +285,7 @@ func histPoint(s *histSeries) (metricdata.HistogramDataPoint[float64], bool) {
 }
 
 // summary is an OTLP summary: the quantiles, count and sum.
-func (c *Converter) summary(f *exposition.Family, at time.Time) metricdata.Metrics {
+func (c *Converter) summary(f *exposition.Family, p *Page) metricdata.Metrics {
 	series := group(f, model.QuantileLabel, func(s *histSeries, suffix string, smp *exposition.Sample) {
 		switch suffix {
 		case "":
@@ -277,15 +296,15 @@ func (c *Converter) summary(f *exposition.Family, at time.Time) metricdata.Metri
 		case "_sum":
 			s.sum, s.hasSum = smp.Value, true
 		case "_count":
-			s.count, s.hasCt = smp.Value, true
+			s.count, s.hasCt, s.countLabels = smp.Value, true, smp.Labels
 		}
 	})
 	sum := metricdata.Summary{}
 	for _, s := range series {
 		dp := metricdata.SummaryDataPoint{
 			Attributes: attrs(s.labels, model.QuantileLabel),
-			StartTime:  c.start(f.Name, s.hash, s.count, at),
-			Time:       at,
+			StartTime:  c.start(f.Name, s.hash, s.count, p.At, p.restartedAt(f.Name, s.countLabels)),
+			Time:       p.At,
 			Count:      uint64(max(0, math.Round(s.count))),
 			Sum:        s.sum,
 		}

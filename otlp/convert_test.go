@@ -135,7 +135,7 @@ func TestConvertKeepsEverySample(t *testing.T) {
 			})
 
 			c := otlp.NewConverter()
-			got := promSamples(t, c.Convert(fams, at))
+			got := promSamples(t, c.Convert(otlp.Page{Families: fams, At: at}))
 			if len(c.Dropped) > 0 && c.Dropped[otlp.DropInvalidHistogram] > 0 {
 				t.Errorf("dropped %v series of a real page", c.Dropped)
 			}
@@ -171,7 +171,7 @@ func TestConvertKeepsEverySample(t *testing.T) {
 // and attributes.
 func starts(ms []metricdata.Metrics) map[string]time.Time {
 	out := map[string]time.Time{}
-	key := func(name string, set attribute.Set) string { return name + set.Encoded(attribute.DefaultEncoder()) }
+	key := func(name string, set attribute.Set) string { return name + "|" + set.Encoded(attribute.DefaultEncoder()) }
 	for _, m := range ms {
 		switch d := m.Data.(type) {
 		case metricdata.Sum[float64]:
@@ -195,7 +195,7 @@ func TestStartTimes(t *testing.T) {
 	t0 := time.Date(2026, 12, 3, 12, 0, 0, 0, time.UTC)
 	c := otlp.NewConverter()
 
-	first := starts(c.Convert(p600, t0))
+	first := starts(c.Convert(otlp.Page{Families: p600, At: t0}))
 	if len(first) < 10 {
 		t.Fatalf("%d cumulative series on fixture 32; want a real page", len(first))
 	}
@@ -206,7 +206,7 @@ func TestStartTimes(t *testing.T) {
 	}
 
 	t1 := t0.Add(15 * time.Second)
-	second := starts(c.Convert(p615, t1))
+	second := starts(c.Convert(otlp.Page{Families: p615, At: t1}))
 	for k, s := range second {
 		if !s.Equal(t0) {
 			t.Errorf("%s counted on: start %s, want %s (first seen)", k, s, t0)
@@ -215,8 +215,8 @@ func TestStartTimes(t *testing.T) {
 
 	// The earlier page after the later: what went down restarted after t1.
 	down := map[string]bool{}
-	prev := promSamples(t, otlp.NewConverter().Convert(p615, t0))
-	now := promSamples(t, otlp.NewConverter().Convert(p600, t0))
+	prev := promSamples(t, otlp.NewConverter().Convert(otlp.Page{Families: p615, At: t0}))
+	now := promSamples(t, otlp.NewConverter().Convert(otlp.Page{Families: p600, At: t0}))
 	for k, v := range now {
 		if strings.Contains(k, "_bucket") {
 			continue
@@ -229,7 +229,7 @@ func TestStartTimes(t *testing.T) {
 		t.Fatal("no count goes down from t615 to t600: the pair is not what this test needs")
 	}
 	t2 := t1.Add(15 * time.Second)
-	third := starts(c.Convert(p600, t2))
+	third := starts(c.Convert(otlp.Page{Families: p600, At: t2}))
 	restarted := 0
 	for k, s := range third {
 		switch {
@@ -251,15 +251,15 @@ func TestStartTimes(t *testing.T) {
 
 	// Gone (a failed scrape withdraws every upstream series) and back
 	// within ten minutes: the old start. Back after longer: first seen.
-	c.Convert(nil, t2.Add(time.Minute))
-	for k, s := range starts(c.Convert(p600, t2.Add(2*time.Minute))) {
+	c.Convert(otlp.Page{Families: nil, At: t2.Add(time.Minute)})
+	for k, s := range starts(c.Convert(otlp.Page{Families: p600, At: t2.Add(2*time.Minute)})) {
 		if !s.Equal(third[k]) {
 			t.Errorf("%s back after a minute: start %s, want %s", k, s, third[k])
 		}
 	}
 	late := t2.Add(20 * time.Minute)
-	c.Convert(nil, late)
-	for k, s := range starts(c.Convert(p600, late.Add(time.Second))) {
+	c.Convert(otlp.Page{Families: nil, At: late})
+	for k, s := range starts(c.Convert(otlp.Page{Families: p600, At: late.Add(time.Second)})) {
 		if !s.Equal(late.Add(time.Second)) {
 			t.Errorf("%s back after 20 minutes: start %s, want %s (first seen again)", k, s, late.Add(time.Second))
 		}
@@ -293,7 +293,7 @@ func TestInvalidHistogramDropped(t *testing.T) {
 	bad.Samples = slices.Clone(hist.Samples)
 	bad.Samples[1].Value = bad.Samples[2].Value + 1000
 	c := otlp.NewConverter()
-	ms := c.Convert([]exposition.Family{bad, *hist}, time.Unix(1e9, 0))
+	ms := c.Convert(otlp.Page{Families: []exposition.Family{bad, *hist}, At: time.Unix(1e9, 0)})
 	if c.Dropped[otlp.DropInvalidHistogram] != 1 {
 		t.Errorf("dropped %v, want one invalid_histogram", c.Dropped)
 	}
@@ -303,5 +303,41 @@ func TestInvalidHistogramDropped(t *testing.T) {
 	n := func(m metricdata.Metrics) int { return len(m.Data.(metricdata.Histogram[float64]).DataPoints) }
 	if n(ms[0]) != n(ms[1])-1 {
 		t.Errorf("the broken family has %d series, the whole one %d; want one fewer", n(ms[0]), n(ms[1]))
+	}
+}
+
+// TestAnnouncedRestart: a restart the upstream announced after the last
+// push moves the start though the counts went on up (fixture 32 at t=600 s,
+// then at t=615 s); the same announcement read again at the next push
+// moves nothing; series it does not name keep their start.
+func TestAnnouncedRestart(t *testing.T) {
+	p600, p615 := fixtures.Families(t, "32-vllm-pd-prefill-constructed-t600"), fixtures.Families(t, "32-vllm-pd-prefill-constructed-t615")
+	t0 := time.Date(2026, 12, 3, 12, 0, 0, 0, time.UTC)
+	t1, t2 := t0.Add(15*time.Second), t0.Add(30*time.Second)
+	const named = "vllm:prompt_tokens_total"
+	announced := func(family string, l labels.Labels) time.Time {
+		if family == named {
+			return t1.Add(-time.Second) // found by the scrape before the push at t1
+		}
+		return time.Time{}
+	}
+	c := otlp.NewConverter()
+	c.Convert(otlp.Page{Families: p600, At: t0})
+	for _, at := range []time.Time{t1, t2} {
+		moved := 0
+		for k, s := range starts(c.Convert(otlp.Page{Families: p615, At: at, RestartedAt: announced})) {
+			switch {
+			case strings.HasPrefix(k, strings.TrimSuffix(named, "_total")+"|"):
+				moved++
+				if !s.Equal(t0.Add(time.Millisecond)) {
+					t.Errorf("push at %s: %s starts %s, want %s (just after the push before the restart)", at, k, s, t0.Add(time.Millisecond))
+				}
+			case !s.Equal(t0):
+				t.Errorf("push at %s: %s, not announced, starts %s, want %s", at, k, s, t0)
+			}
+		}
+		if moved == 0 {
+			t.Fatalf("fixture 32 has no %s series", named)
+		}
 	}
 }

@@ -6,8 +6,9 @@
 // Gauges become OTLP gauges, counters monotonic cumulative sums, classic
 // histograms explicit-bucket histograms and summaries summaries. Every
 // cumulative point carries a true start time: when the pusher first saw
-// the series, moved to just after the previous push when its count went
-// down (the upstream restarted), so that a receiver sees the reset.
+// the series, moved to just after the previous push when the series
+// restarted since (its count went down, or the upstream's page announced
+// it: Page.RestartedAt), so that a receiver sees the reset.
 //
 // A failing endpoint costs one export in flight at most: an export runs
 // on its own goroutine with a timeout shorter than the interval, and a

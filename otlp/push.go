@@ -18,8 +18,6 @@ import (
 	"go.opentelemetry.io/otel/sdk/instrumentation"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 	"go.opentelemetry.io/otel/sdk/resource"
-
-	"github.com/fos-study/vllm-normalizer/exposition"
 )
 
 // DefaultInterval is the default time between pushes (--otlp.interval):
@@ -30,10 +28,9 @@ const DefaultInterval = 15 * time.Second
 // OTEL_RESOURCE_ATTRIBUTES name one.
 const DefaultServiceName = "vllm-normalizer"
 
-// Source returns the families of the page to push, when they were
-// published (a new time is a new page), and whether there is a page to
-// push at all.
-type Source func() (fams []exposition.Family, at time.Time, ok bool)
+// Source returns the page to push (a new At is a new page), and whether
+// there is one to push at all.
+type Source func() (Page, bool)
 
 // Options configure a Pusher.
 type Options struct {
@@ -239,28 +236,28 @@ func (p *Pusher) tick(ctx context.Context) {
 		p.logChange(ResultSkippedBusy, nil)
 		return
 	}
-	fams, at, ok := p.opts.Source()
-	if !ok || !at.After(p.lastAt) {
+	page, ok := p.opts.Source()
+	if !ok || !page.At.After(p.lastAt) {
 		// The same page again would repeat its samples' timestamps,
 		// which receivers refuse or drop.
 		p.busy.Store(false)
 		p.exports.WithLabelValues(ResultSkippedUnchanged).Inc()
 		return
 	}
-	p.lastAt = at
+	p.lastAt = page.At
 	p.wg.Go(func() {
 		defer p.busy.Store(false)
-		p.export(ctx, fams, at)
+		p.export(ctx, page)
 	})
 }
 
 // export converts and sends one page within the timeout.
-func (p *Pusher) export(ctx context.Context, fams []exposition.Family, at time.Time) {
+func (p *Pusher) export(ctx context.Context, page Page) {
 	start := time.Now()
 	ctx, cancel := context.WithTimeout(ctx, p.timeout)
 	defer cancel()
 	before := p.conv.Dropped[DropInvalidHistogram]
-	ms := p.conv.Convert(fams, at)
+	ms := p.conv.Convert(page)
 	if n := p.conv.Dropped[DropInvalidHistogram] - before; n > 0 {
 		p.dropped.WithLabelValues(DropInvalidHistogram).Add(float64(n))
 	}

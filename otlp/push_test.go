@@ -51,10 +51,10 @@ type page struct {
 	at   time.Time
 }
 
-func (p *page) source() ([]exposition.Family, time.Time, bool) {
+func (p *page) source() (Page, bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return p.fams, p.at, true
+	return Page{Families: p.fams, At: p.at}, true
 }
 
 func (p *page) publish(at time.Time) {
@@ -188,7 +188,7 @@ func TestHungEndpointSkipsAndTimesOut(t *testing.T) {
 }
 
 func TestNewRefusesBadSettings(t *testing.T) {
-	src := func() ([]exposition.Family, time.Time, bool) { return nil, time.Time{}, false }
+	src := func() (Page, bool) { return Page{}, false }
 	for _, tc := range []struct {
 		endpoint string
 		env      map[string]string

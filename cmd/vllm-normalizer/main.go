@@ -24,7 +24,6 @@ import (
 	"github.com/fos-study/vllm-normalizer/collector"
 	"github.com/fos-study/vllm-normalizer/demo"
 	"github.com/fos-study/vllm-normalizer/diagnosis"
-	"github.com/fos-study/vllm-normalizer/exposition"
 	"github.com/fos-study/vllm-normalizer/mapping"
 	"github.com/fos-study/vllm-normalizer/otlp"
 )
@@ -144,7 +143,10 @@ func run(args []string, stdout, stderr *os.File) int {
 		view := collector.View(f.otlpView)
 		push, err := otlp.New(ctx, otlp.Options{
 			Endpoint: f.otlpEndpoint, Interval: f.otlpInterval, Version: version.Version,
-			Source: func() ([]exposition.Family, time.Time, bool) { return coll.Families(view) },
+			Source: func() (otlp.Page, bool) {
+				pub, ok := coll.Families(view)
+				return otlp.Page{Families: pub.Families, At: pub.At, RestartedAt: pub.RestartedAt}, ok
+			},
 			Logger: logger, Registerer: reg,
 		})
 		if err != nil {
