@@ -171,7 +171,9 @@ func TestConvertKeepsEverySample(t *testing.T) {
 // and attributes.
 func starts(ms []metricdata.Metrics) map[string]time.Time {
 	out := map[string]time.Time{}
-	key := func(name string, set attribute.Set) string { return name + "|" + set.Encoded(attribute.DefaultEncoder()) }
+	key := func(name string, set attribute.Set) string {
+		return name + "|" + set.Encoded(attribute.DefaultEncoder())
+	}
 	for _, m := range ms {
 		switch d := m.Data.(type) {
 		case metricdata.Sum[float64]:
@@ -252,7 +254,7 @@ func TestStartTimes(t *testing.T) {
 	// Gone (a failed scrape withdraws every upstream series) and back
 	// within ten minutes: the old start. Back after longer: first seen.
 	c.Convert(otlp.Page{Families: nil, At: t2.Add(time.Minute)})
-	for k, s := range starts(c.Convert(otlp.Page{Families: p600, At: t2.Add(2*time.Minute)})) {
+	for k, s := range starts(c.Convert(otlp.Page{Families: p600, At: t2.Add(2 * time.Minute)})) {
 		if !s.Equal(third[k]) {
 			t.Errorf("%s back after a minute: start %s, want %s", k, s, third[k])
 		}
