@@ -387,19 +387,7 @@ func TestFleetScrapeConfigNames(t *testing.T) {
 // its page answers 503 (before the first scrape, after a failed one), and
 // the time moves with every publish.
 func TestFamiliesAreThePages(t *testing.T) {
-	body, err := os.ReadFile("../testdata/fixtures/13-vllm-v1-2026-nixl-pd-kserve-llmisvc-context.prom")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var down atomic.Bool
-	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if down.Load() {
-			http.Error(w, "engine dead", http.StatusInternalServerError)
-			return
-		}
-		_, _ = w.Write(body)
-	}))
-	t.Cleanup(up.Close)
+	up, down := failingUpstream(t)
 	clock := newFakeClock()
 	c := newTestCollector(t, up.URL, clock, nil)
 	if _, ok := c.Families(ViewRouting); ok {
@@ -475,18 +463,7 @@ func TestFastRestartDatesPushedSeries(t *testing.T) {
 	}
 	before, pushedAt := push()
 
-	const hits = "vllm:prefix_cache_hits_total"
-	clock.Advance(time.Second)
-	up.Restart()
-	var page []byte
-	for range 45 * 60 {
-		clock.Advance(time.Second)
-		page = up.Page()
-	}
-	if total(t, page, hits) <= total(t, last, hits) {
-		t.Fatalf("%s counted %v since the restart, not past its %v before: no fast restart", hits, total(t, page, hits), total(t, last, hits))
-	}
-	scrape(page)
+	scrape(fastRestart(t, clock, up, last, "vllm:prefix_cache_hits_total", "vllm:e2e_request_latency_seconds_count"))
 	after, _ := push()
 
 	moved := 0
@@ -507,6 +484,6 @@ func TestFastRestartDatesPushedSeries(t *testing.T) {
 		}
 	}
 	if moved == 0 {
-		t.Fatalf("no pushed series of %s or the e2e latency histogram in both pushes: %d series", hits, len(after))
+		t.Fatalf("no pushed series of the prefix-cache hits or the e2e latency histogram in both pushes: %d series", len(after))
 	}
 }
