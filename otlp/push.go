@@ -63,6 +63,7 @@ const (
 // Pusher pushes a page at every interval.
 type Pusher struct {
 	opts     Options
+	endpoint string // opts.Endpoint without a password, for logs
 	timeout  time.Duration
 	exporter *otlpmetrichttp.Exporter
 	res      *resource.Resource
@@ -95,7 +96,8 @@ func New(ctx context.Context, opts Options) (*Pusher, error) {
 		return nil, fmt.Errorf("--otlp.endpoint=%q is not an http or https URL with a host; give the receiver's full URL, such as http://otel-collector:4318/v1/metrics", opts.Endpoint)
 	}
 	if u.Path == "" || u.Path == "/" {
-		return nil, fmt.Errorf("--otlp.endpoint=%q has no path; give the full URL of the receiver's metrics endpoint, such as %s/v1/metrics (a Collector) or %s/api/v1/otlp/v1/metrics (Prometheus)", opts.Endpoint, strings.TrimSuffix(opts.Endpoint, "/"), strings.TrimSuffix(opts.Endpoint, "/"))
+		base := strings.TrimSuffix(u.Redacted(), "/")
+		return nil, fmt.Errorf("--otlp.endpoint=%q has no path; give the full URL of the receiver's metrics endpoint, such as %s/v1/metrics (a Collector) or %s/api/v1/otlp/v1/metrics (Prometheus)", u.Redacted(), base, base)
 	}
 	for _, env := range []string{"OTEL_EXPORTER_OTLP_METRICS_PROTOCOL", "OTEL_EXPORTER_OTLP_PROTOCOL"} {
 		if p := opts.Getenv(env); p != "" {
@@ -120,7 +122,7 @@ func New(ctx context.Context, opts Options) (*Pusher, error) {
 		return nil, fmt.Errorf("the OTLP exporter: %w", err)
 	}
 	p := &Pusher{
-		opts: opts, timeout: timeout, exporter: exp, res: res, conv: NewConverter(),
+		opts: opts, endpoint: u.Redacted(), timeout: timeout, exporter: exp, res: res, conv: NewConverter(),
 		scope: instrumentation.Scope{Name: "github.com/fos-study/vllm-normalizer", Version: opts.Version},
 		exports: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "vllm_normalizer_otlp_exports_total",
@@ -206,9 +208,6 @@ var PodEnv = []struct{ Env, Attribute, FieldPath, Value string }{
 	{Env: "K8S_CONTAINER_NAME", Attribute: "k8s.container.name", Value: "vllm-normalizer"},
 }
 
-// Resource returns the resource every export carries.
-func (p *Pusher) Resource() *resource.Resource { return p.res }
-
 // Run pushes at every interval until ctx ends, then waits for the export
 // in flight (which ctx cancels) and shuts the exporter down.
 func (p *Pusher) Run(ctx context.Context) {
@@ -292,12 +291,12 @@ func (p *Pusher) logChange(result string, err error) {
 	p.lastLog = result
 	switch {
 	case result == ResultSuccess && !first:
-		p.opts.Logger.Info("OTLP push succeeds again", "endpoint", p.opts.Endpoint)
+		p.opts.Logger.Info("OTLP push succeeds again", "endpoint", p.endpoint)
 	case result == ResultSuccess:
-		p.opts.Logger.Info("OTLP push started", "endpoint", p.opts.Endpoint)
+		p.opts.Logger.Info("OTLP push started", "endpoint", p.endpoint)
 	case result == ResultSkippedBusy:
-		p.opts.Logger.Warn("OTLP push skipped: the previous export still runs; see vllm_normalizer_otlp_exports_total", "endpoint", p.opts.Endpoint, "timeout", p.timeout)
+		p.opts.Logger.Warn("OTLP push skipped: the previous export still runs; see vllm_normalizer_otlp_exports_total", "endpoint", p.endpoint, "timeout", p.timeout)
 	default:
-		p.opts.Logger.Error("OTLP push failed; later failures of the same kind are only counted in vllm_normalizer_otlp_exports_total", "endpoint", p.opts.Endpoint, "result", result, "err", err)
+		p.opts.Logger.Error("OTLP push failed; later failures of the same kind are only counted in vllm_normalizer_otlp_exports_total", "endpoint", p.endpoint, "result", result, "err", err)
 	}
 }

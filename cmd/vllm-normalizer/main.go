@@ -153,7 +153,7 @@ func run(args []string, stdout, stderr *os.File) int {
 			logger.Error("invalid settings", "err", err)
 			return 2
 		}
-		logger.Info("pushing over OTLP", "endpoint", f.otlpEndpoint, "view", f.otlpView, "interval", f.otlpInterval)
+		logger.Info("pushing over OTLP", "view", f.otlpView, "interval", f.otlpInterval)
 		go push.Run(ctx)
 	}
 
