@@ -143,6 +143,7 @@ type Collector struct {
 	lastStatus     mapping.Report
 	lastStatusFams []exposition.Family
 	diagIn         diagnosisInput
+	restarts       *restartLog   // owned by the scrape loop; snapshots share it
 	models         modelCap      // which models state is kept for; owned by the scrape loop
 	model          upstreamModel // for pages that name no model
 }
@@ -492,6 +493,7 @@ func (c *Collector) scrape(ctx context.Context, sent time.Time) (*scrapeResult, 
 	c.metrics.add(c.metrics.unwindowed, "", float64(obs.Unwindowed))
 	c.metrics.add(c.metrics.layoutChanges, "", float64(obs.LayoutChanges))
 	c.metrics.add(c.metrics.restarts, "", float64(obs.Restarts))
+	c.restarts = c.restarts.with(now, obs.ProcessRestarted, obs.Announced)
 	c.metrics.add(c.metrics.jitter, MetadataCreated, float64(obs.CreatedJitter))
 	c.metrics.add(c.metrics.jitter, MetadataProcessStart, float64(obs.ProcessStartJitter))
 	c.metrics.set(c.metrics.historySeries, float64(c.history.StoredSeries()))

@@ -113,6 +113,26 @@ func checkCumulative(t *testing.T, what string, page []byte, name string) {
 	}
 }
 
+// fastRestart restarts the demo upstream and returns its page 45 minutes
+// later, unscraped meanwhile (the demo moves one step per page): the
+// counters named have counted past their values on last.
+func fastRestart(t *testing.T, clock *fakeClock, up *demo.Upstream, last []byte, names ...string) []byte {
+	t.Helper()
+	clock.Advance(time.Second)
+	up.Restart()
+	var page []byte
+	for range 45 * 60 {
+		clock.Advance(time.Second)
+		page = up.Page()
+	}
+	for _, name := range names {
+		if total(t, page, name) <= total(t, last, name) {
+			t.Fatalf("%s counted %v since the restart, not past its %v before: no fast restart", name, total(t, page, name), total(t, last, name))
+		}
+	}
+	return page
+}
+
 // A fast restart (vLLM restarted and counted past its old totals before
 // the next scrape) is a restart the page announces: the compatibility
 // page's sums and the GenAI view's add the new counts to the old ones,
@@ -121,19 +141,7 @@ func checkCumulative(t *testing.T, what string, page []byte, name string) {
 func TestSumsFastRestartAnnounced(t *testing.T) {
 	c, clock, up, scrape, last := sumsDemo(t, 30)
 	const hits, count = "vllm:prefix_cache_hits_total", "vllm:e2e_request_latency_seconds_count"
-	clock.Advance(time.Second)
-	up.Restart()
-	// 45 minutes unscraped (the demo moves one step per page).
-	var page []byte
-	for range 45 * 60 {
-		clock.Advance(time.Second)
-		page = up.Page()
-	}
-	for _, name := range []string{hits, count} {
-		if total(t, page, name) <= total(t, last, name) {
-			t.Fatalf("%s counted %v since the restart, not past its %v before: no fast restart", name, total(t, page, name), total(t, last, name))
-		}
-	}
+	page := fastRestart(t, clock, up, last, hits, count)
 	scrape(page)
 	if c.history.LastObservation().Restarts == 0 {
 		t.Fatal("the history saw no restart")
