@@ -68,6 +68,14 @@ type stats struct {
 	bounds [numHists][]float64
 	// the gauges' mean, variance and number of observations
 	gMean, gVar, gN [numGauges]float64
+	// phi is each signal's dispersion factor, for a baseline (dispersion.go):
+	// its tests are widened by it; 0 (a recent window's) counts as 1.
+	// phiWindows is how many sub-windows it was measured on.
+	phi        [numSignals]float64
+	phiWindows int
+	// subLo and subHi are the least and greatest of each signal's
+	// statistic over those sub-windows (beyondRange); NaN when unknown.
+	subLo, subHi [numSignals]float64
 }
 
 // nanStats is a stats with nothing known.
