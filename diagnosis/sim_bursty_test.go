@@ -391,7 +391,7 @@ func TestSimulatorBursty(t *testing.T) {
 			if r.incidentPolls > 0 {
 				truly = fmt.Sprintf("%.0f %%", 100*float64(r.truePolls)/float64(r.incidentPolls))
 			}
-			fmt.Fprintf(&table, "| `%s` | %s | %s | %.2f %% / %.2f %% of %d | %.1f | %s | %s |\n", sc, truly, right,
+			fmt.Fprintf(&table, "| %s | `%s` | %s | %s | %.2f %% / %.2f %% of %d | %.1f | %s | %s |\n", s.name, sc, truly, right,
 				100*r.falseShare, 100*r.symptomShare, run.steadyPolls, r.flips, first, dur(r.cleared, sc))
 			if len(gaps) > 0 {
 				t.Skipf("%s: known gaps:\n%s", sc, strings.Join(gaps, "\n"))
@@ -399,7 +399,7 @@ func TestSimulatorBursty(t *testing.T) {
 		})
 	}
 	if os.Getenv("DIAGNOSIS_TABLE") != "" {
-		fmt.Print("| scenario | incident polls with a true latency symptom | wrong or missing among them | false causes / symptoms, steady | changes of the causes per 10 min, steady | first named after the shift | cleared after the load returned |\n|---|---|---|---|---|---|---|\n" + table.String())
+		fmt.Print("| windows | scenario | incident polls with a true latency symptom | wrong or missing among them | false causes / symptoms, steady | changes of the causes per 10 min, steady | first named after the shift | cleared after the load returned |\n|---|---|---|---|---|---|---|---|\n" + table.String())
 	}
 }
 
