@@ -35,6 +35,9 @@ type evaluation struct {
 	change [numSignals]Change
 	ratio  [numSignals]float64 // recent/baseline; +Inf up from 0; NaN undefined
 	p      [numSignals]float64 // p-value of the change the ratio points to; NaN without
+	// ratioLow and ratioHigh bound a quantile's ratio by what the buckets
+	// allow (quantileRatioRange); NaN for the others.
+	ratioLow, ratioHigh [numSignals]float64
 	// beyond is true where the ratio alone is past the minimum change,
 	// significant or not (the incident's end waits for it to come back).
 	beyond   [numSignals]bool
@@ -88,7 +91,13 @@ func (ru *rules) evaluate(recent, base *stats) evaluation {
 	var e evaluation
 	for i := range numSignals {
 		e.change[i], e.ratio[i] = compare(recent.v[i], base.v[i], ru.minChange)
-		e.p[i] = math.NaN()
+		e.p[i], e.ratioLow[i], e.ratioHigh[i] = math.NaN(), math.NaN(), math.NaN()
+		if w, ok := quantileHist(i); ok {
+			// A quantile interpolated inside a wide bucket may read far from
+			// its truth (1.87x where it was 1.17x): the report shows the
+			// range the buckets allow beside the reading.
+			e.ratioLow[i], e.ratioHigh[i] = quantileRatioRange(recent.bounds[w], recent.h[w], base.bounds[w], base.h[w], signalQuantile)
+		}
 		e.beyond[i] = e.change[i] == ChangeUp || e.change[i] == ChangeDown
 		if e.beyond[i] {
 			dir := 1
@@ -225,6 +234,18 @@ func testSignal(i int, r, b *stats, dir int) float64 {
 		return zTail(p1-p0, math.Sqrt(p1*(1-p1)/n1+p0*(1-p0)/n0+0.25/(n1*n1)), dir)
 	}
 	return 1
+}
+
+// quantileHist is the histogram behind a quantile signal; ok is false for
+// the others.
+func quantileHist(i int) (int, bool) {
+	switch i {
+	case sTTFT:
+		return hTTFT, true
+	case sITL:
+		return hITL, true
+	}
+	return 0, false
 }
 
 // gaugeOf is the gauge behind signal i.
