@@ -8,11 +8,8 @@ import (
 	"testing"
 )
 
-// vLLM's bucket bounds for TTFT and inter-token latency.
-var (
-	vllmTTFTBounds = []float64{0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1, 2.5, 5, 7.5, 10, 20, 40, 80, 160, 640, 2560, math.Inf(1)}
-	vllmITLBounds  = []float64{0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1, 2.5, 5, 7.5, 10, 20, 40, 80, math.Inf(1)}
-)
+// vLLM's bucket bounds for TTFT and inter-token latency (the simulator's).
+var vllmTTFTBounds, vllmITLBounds = simTTFTBounds, simITLBounds
 
 // cumulativeAt is bucket counts (cumulative over bounds) with at[le] of the
 // observations at or below each listed bound and total in all.
