@@ -1,6 +1,12 @@
 package diagnosis
 
-import "math"
+import (
+	"math"
+	"sync"
+)
+
+// subWindowsPool holds the sub-windows' buffers between evaluations.
+var subWindowsPool = sync.Pool{New: func() any { return new([]subWindow) }}
 
 // The tests of signals.go assume independent events: Poisson counts,
 // binomial shares, Welch with n = requests. Real traffic comes in
@@ -67,7 +73,9 @@ func dispersions(tr *track, from, a *point, w int64, base *stats) int {
 	// Sub-windows aligned on the baseline's end, from the coarse ring's
 	// points (the nearest at or before each bound); those the scrapes did
 	// not cover are left out.
-	subs := make([]subWindow, 0, k)
+	buf := subWindowsPool.Get().(*[]subWindow)
+	defer subWindowsPool.Put(buf)
+	subs := (*buf)[:0]
 	prev := tr.coarse.atOrBefore(a.t - int64(k)*w)
 	if prev == nil || prev.t < from.t {
 		prev = from
@@ -87,6 +95,7 @@ func dispersions(tr *track, from, a *point, w int64, base *stats) int {
 		}
 		prev = end
 	}
+	*buf = subs
 	if len(subs) < MinDispersionWindows {
 		return len(subs)
 	}
@@ -131,56 +140,78 @@ func subWindowOf(tr *track, a, b *point, base *stats) (subWindow, bool) {
 	return sw, sw.seconds > 0
 }
 
-// measure is how a signal's statistic is read from a sub-window: get
-// gives its x and n (the statistic is x / n: a share, a rate, a mean) and
-// term its contribution to Pearson's χ² at the pooled x / n.
+// measure is how signal i's statistic is read from a sub-window (get: x
+// and n, the statistic being x / n: a share, a rate, a mean) and what it
+// adds to Pearson's χ² at the pooled x / n (term); disp and v are what
+// they need of the baseline. A value, not closures: it runs for every
+// signal at every evaluation, and allocates nothing.
 type measure struct {
-	get  func(*subWindow) (x, n float64)
-	term func(x, n, p float64, s *subWindow) float64
+	i       int
+	disp, v float64 // the generation tokens' length dispersion; a mean's variance per observation
 }
 
 // measureOf is signal i's measure against the baseline base.
 func measureOf(i int, base *stats) measure {
+	m := measure{i: i, disp: 1}
 	switch i {
-	case sTTFT, sITL:
-		j := 0
-		if i == sITL {
-			j = 1
-		}
-		return measure{func(s *subWindow) (float64, float64) { return s.k[j], s.n[j] }, shareTerm}
-	case sGenTPS, sPreempt:
-		c, disp := cGenerationTokens, dispersion(base)
-		if i == sPreempt {
-			c, disp = cPreemptions, 1
-		}
-		return measure{func(s *subWindow) (float64, float64) { return s.c[c] / disp, s.seconds }, countTerm}
+	case sGenTPS:
+		m.disp = dispersion(base)
 	case sRunning, sWaiting, sKV:
 		g := gaugeOf(i)
-		v := base.gVar[g] + gaugeFloor(g)
-		return measure{func(s *subWindow) (float64, float64) { return s.gsum[g], s.gn[g] }, meanTerm(v)}
-	case sPromptMean, sGenMean:
-		w, sum, cnt := hPromptLen, cPromptLenSum, cPromptLenCount
-		if i == sGenMean {
-			w, sum, cnt = hGenLen, cGenLenSum, cGenLenCount
-		}
-		v := lengthVar(base, w, base.v[i])
-		return measure{func(s *subWindow) (float64, float64) {
-			if i == sPromptMean && math.IsNaN(s.c[cnt]) {
-				return s.c[cPromptTokens], s.started // the prompt mean without its histogram
-			}
-			return s.c[sum], s.c[cnt]
-		}, meanTerm(v)}
+		m.v = base.gVar[g] + gaugeFloor(g)
+	case sPromptMean:
+		m.v = lengthVar(base, hPromptLen, base.v[i])
+	case sGenMean:
+		m.v = lengthVar(base, hGenLen, base.v[i])
 	}
-	// sHitRatio: weighted by the requests started, as the test counts them
-	return measure{func(s *subWindow) (float64, float64) { return s.c[cPrefixHits], s.c[cPrefixQueries] },
-		func(x, n, p float64, s *subWindow) float64 {
-			r := firstPositive(s.started, s.c[cFinished])
-			if !(r > 0) || !(p > 0 && p < 1) {
-				return math.NaN()
-			}
-			d := x/n - p
-			return r * d * d / (p * (1 - p))
-		}}
+	return m
+}
+
+func (m measure) get(s *subWindow) (x, n float64) {
+	switch m.i {
+	case sTTFT:
+		return s.k[0], s.n[0]
+	case sITL:
+		return s.k[1], s.n[1]
+	case sGenTPS:
+		return s.c[cGenerationTokens] / m.disp, s.seconds
+	case sPreempt:
+		return s.c[cPreemptions], s.seconds
+	case sRunning, sWaiting, sKV:
+		g := gaugeOf(m.i)
+		return s.gsum[g], s.gn[g]
+	case sPromptMean:
+		if math.IsNaN(s.c[cPromptLenCount]) {
+			return s.c[cPromptTokens], s.started // the prompt mean without its histogram
+		}
+		return s.c[cPromptLenSum], s.c[cPromptLenCount]
+	case sGenMean:
+		return s.c[cGenLenSum], s.c[cGenLenCount]
+	}
+	return s.c[cPrefixHits], s.c[cPrefixQueries]
+}
+
+func (m measure) term(x, n, p float64, s *subWindow) float64 {
+	switch m.i {
+	case sTTFT, sITL:
+		return shareTerm(x, n, p)
+	case sGenTPS, sPreempt:
+		return countTerm(x, n, p)
+	case sHitRatio:
+		// weighted by the requests started, as the test counts them
+		r := firstPositive(s.started, s.c[cFinished])
+		if !(r > 0) || !(p > 0 && p < 1) {
+			return math.NaN()
+		}
+		d := x/n - p
+		return r * d * d / (p * (1 - p))
+	}
+	// a mean of n observations, each of variance v
+	if !(m.v > 0) {
+		return math.NaN()
+	}
+	d := x/n - p
+	return n * d * d / m.v
 }
 
 // pearson sums m's term over the sub-windows whose (x, n) are known,
@@ -257,7 +288,7 @@ func subWindowOfStats(r, base *stats) subWindow {
 }
 
 // shareTerm is a binomial count's: k of n, at the pooled share p.
-func shareTerm(k, n, p float64, _ *subWindow) float64 {
+func shareTerm(k, n, p float64) float64 {
 	if !(p > 0 && p < 1) {
 		return math.NaN()
 	}
@@ -267,21 +298,10 @@ func shareTerm(k, n, p float64, _ *subWindow) float64 {
 
 // countTerm is a Poisson count's: x events over n seconds, at the pooled
 // rate p.
-func countTerm(x, n, p float64, _ *subWindow) float64 {
+func countTerm(x, n, p float64) float64 {
 	if !(p > 0) {
 		return math.NaN()
 	}
 	d := x - n*p
 	return d * d / (n * p)
-}
-
-// meanTerm is a mean's, sum x of n observations each of variance v.
-func meanTerm(v float64) func(x, n, p float64, _ *subWindow) float64 {
-	return func(x, n, p float64, _ *subWindow) float64 {
-		if !(v > 0) {
-			return math.NaN()
-		}
-		d := x/n - p
-		return n * d * d / v
-	}
 }
