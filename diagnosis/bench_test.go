@@ -48,3 +48,41 @@ func BenchmarkObserve(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkBaselineStats measures what the dispersion estimate adds to an
+// evaluation: the baseline's stats alone (between) against with each
+// signal's dispersion factor over its 30 sub-windows (baselineStats), on
+// the simulator's steady pod with the default windows after 32 minutes.
+//
+//	go test -run '^$' -bench BaselineStats -cpu 1 -count 10 ./diagnosis
+func BenchmarkBaselineStats(b *testing.B) {
+	d, err := New(Options{Window: DefaultWindow, Baseline: DefaultBaseline, MinChange: DefaultMinChange, Interval: time.Second})
+	if err != nil {
+		b.Fatal(err)
+	}
+	before, _ := simScenario("steady")
+	pod := &simPod{engines: []*simEngine{newSimEngine(1, 0), newSimEngine(1, 1)}}
+	for at := time.Second; at <= 32*time.Minute; at += time.Second {
+		for _, e := range pod.engines {
+			e.run(at.Seconds(), &before)
+		}
+		d.Observe(t0.Add(at), []Observation{pod.observe()})
+	}
+	tr := d.tracks["sim"]
+	from, a, _, ok := d.windows(tr, tr.lastT)
+	if !ok {
+		b.Fatal("no baseline")
+	}
+	b.Run("between", func(b *testing.B) {
+		for range b.N {
+			between(tr, from, a)
+		}
+	})
+	b.Run("with-dispersion", func(b *testing.B) {
+		for range b.N {
+			if s := baselineStats(tr, from, a, int64(DefaultWindow)); s.phiWindows < MinDispersionWindows {
+				b.Fatalf("%d sub-windows", s.phiWindows)
+			}
+		}
+	})
+}

@@ -76,14 +76,25 @@ func dispersions(tr *track, from, a *point, w int64, base *stats) int {
 	buf := subWindowsPool.Get().(*[]subWindow)
 	defer subWindowsPool.Put(buf)
 	subs := (*buf)[:0]
-	prev := tr.coarse.atOrBefore(a.t - int64(k)*w)
+	// the newest coarse point at or before each bound, walking forward
+	pts, at := tr.coarse.pts, 0
+	atOrBefore := func(cut int64) *point {
+		for at+1 < len(pts) && pts[at+1].t <= cut {
+			at++
+		}
+		if at < len(pts) && pts[at].t <= cut {
+			return &pts[at]
+		}
+		return nil
+	}
+	prev := atOrBefore(a.t - int64(k)*w)
 	if prev == nil || prev.t < from.t {
 		prev = from
 	}
 	for j := k - 1; j >= 0; j-- {
 		end := a
 		if j > 0 {
-			end = tr.coarse.atOrBefore(a.t - int64(j)*w)
+			end = atOrBefore(a.t - int64(j)*w)
 		}
 		if end == nil || end.t <= prev.t {
 			continue
