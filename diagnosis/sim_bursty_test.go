@@ -345,6 +345,11 @@ func TestSimulatorBursty(t *testing.T) {
 	var table strings.Builder
 	s := simBurstySetting
 	for _, sc := range simBurstyScenarios {
+		if raceEnabled && sc != "steady" && sc != simOverload {
+			// The race detector makes the simulation ten times slower; two
+			// scenarios keep it covered under -race, all run without it.
+			continue
+		}
 		t.Run(sc, func(t *testing.T) {
 			run, r := simBurstyRun(sc, simSeed())
 			var gaps []string
