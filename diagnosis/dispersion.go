@@ -18,18 +18,17 @@ var subWindowsPool = sync.Pool{New: func() any { return new([]subWindow) }}
 // test is widened by it (docs/diagnosis.md, "Bursts: the pod's own
 // variability").
 
-// MinDispersionWindows is how many sub-windows of the recent window's
-// length the baseline must hold for its overdispersion to be measured.
-// With fewer (a baseline shorter than four recent windows), the spread of
-// a signal across them says too little, and the tests take
-// DefaultDispersion.
+// MinDispersionWindows is how many sub-windows the baseline is split into
+// at least for its overdispersion to be measured: of the recent window's
+// length, or shorter when the baseline holds fewer recent windows. With
+// fewer sub-windows that the scrapes covered, the spread of a signal
+// across them says too little, and the tests take DefaultDispersion.
 const MinDispersionWindows = 4
 
-// DefaultDispersion is the dispersion factor taken when the baseline holds
-// fewer than MinDispersionWindows sub-windows: the pod's burstiness cannot
-// be measured, and independence would read every burst as a change. It is
-// about what the simulator's bursty traffic shows on the shares and
-// means (docs/diagnosis.md).
+// DefaultDispersion is the dispersion factor taken when fewer than
+// MinDispersionWindows sub-windows of the baseline were observed (gaps in
+// the scrapes): the pod's burstiness cannot be measured, and independence
+// would read every burst as a change.
 const DefaultDispersion = 4
 
 // baselineStats is between(from, a) with each signal's dispersion factor
@@ -68,7 +67,14 @@ func dispersions(tr *track, from, a *point, w int64, base *stats) int {
 	}
 	k := int((a.t - from.t) / w)
 	if k < MinDispersionWindows {
-		return k
+		// A baseline shorter than MinDispersionWindows recent windows (the
+		// demo's 60 s against 20 s) is split into that many shorter ones:
+		// a shorter sub-window spreads its statistic more, not less.
+		k = MinDispersionWindows
+		w = (a.t - from.t) / int64(k)
+		if w <= 0 {
+			return 0
+		}
 	}
 	// Sub-windows aligned on the baseline's end, from the coarse ring's
 	// points (the nearest at or before each bound); those the scrapes did

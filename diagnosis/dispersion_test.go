@@ -45,8 +45,8 @@ func TestPearsonDispersion(t *testing.T) {
 
 // TestDispersionOfTheBaseline measures φ on a Diagnoser's own history:
 // independence (1) for an even pod, above it for a pod whose prompts and
-// TTFT come in bursts, DefaultDispersion when the baseline holds fewer
-// than MinDispersionWindows recent windows.
+// TTFT come in bursts; a baseline shorter than MinDispersionWindows recent
+// windows is split into that many shorter sub-windows.
 func TestDispersionOfTheBaseline(t *testing.T) {
 	phiAt := func(opts Options, secs []second) stats {
 		d, _, _ := run(t, opts, secs)
@@ -75,8 +75,12 @@ func TestDispersionOfTheBaseline(t *testing.T) {
 	short := testOpts
 	short.Baseline = 3 * time.Minute
 	few := phiAt(short, timeline(300, 0, healthy))
-	if few.phiWindows >= MinDispersionWindows || few.phi[sTTFT] != DefaultDispersion {
-		t.Errorf("3-window baseline: %d sub-windows, φ %v, want fewer than %d and %v", few.phiWindows, few.phi[sTTFT], MinDispersionWindows, float64(DefaultDispersion))
+	if few.phiWindows != MinDispersionWindows || few.phi[sTTFT] != 1 {
+		t.Errorf("3-window baseline: %d sub-windows, φ %v, want %d shorter ones and 1", few.phiWindows, few.phi[sTTFT], MinDispersionWindows)
+	}
+	fewBursts := phiAt(short, burstyTimeline(420, 0, healthy))
+	if !(fewBursts.phi[sTTFT] > 1) {
+		t.Errorf("3-window baseline of a bursty pod: φ %v, want above 1", fewBursts.phi[sTTFT])
 	}
 }
 
