@@ -297,11 +297,7 @@ func TestOTLPDeadEndpoint(t *testing.T) {
 func TestOTLPPushCreatedTimestamps(t *testing.T) {
 	promBin := needPrometheus(t)
 	t.Parallel()
-	up := &restartingUpstream{}
-	born := time.Now().Add(-time.Second)
-	up.set(born, 50, 5)
-	srv := httptest.NewServer(up)
-	t.Cleanup(srv.Close)
+	up, srv, born := startRestartingUpstream(t)
 
 	testbin.Build(t)
 	prom := startPrometheusWith(t, promBin, nil, nil, "", "--web.enable-otlp-receiver", "--enable-feature=created-timestamp-zero-ingestion")
