@@ -44,8 +44,12 @@ type Converter struct {
 // cumulative is what is kept of one counter, histogram or summary series.
 type cumulative struct {
 	start time.Time
-	count float64 // the counter's value, or the histogram's count
-	seen  time.Time
+	// restarted is when the pusher last moved start at a restart, the
+	// zero time when never: a start time the page gives wins unless it
+	// is older than that.
+	restarted time.Time
+	count     float64 // the counter's value, or the histogram's count
+	seen      time.Time
 }
 
 // NewConverter returns a Converter that has seen no series.
@@ -99,10 +103,12 @@ func (c *Converter) Convert(p Page) []metricdata.Metrics {
 }
 
 // start returns the start time of the cumulative series of family fam
-// with label hash h, whose count is now count: when it was first seen, or
-// just after the previous conversion that saw it when its count went down
-// or the upstream announced a restart (at restarted) since.
-func (c *Converter) start(fam string, h uint64, count float64, at, restarted time.Time) time.Time {
+// with label hash h, whose count is now count: the page's own start time
+// for it (created, the zero time when none) unless a restart came after
+// that; else when the pusher first saw it, moved to just after the
+// previous conversion that saw it when its count went down or the
+// upstream announced a restart (at restarted) since.
+func (c *Converter) start(fam string, h uint64, count float64, at, restarted, created time.Time) time.Time {
 	byHash := c.series[fam]
 	if byHash == nil {
 		byHash = map[uint64]*cumulative{}
@@ -116,15 +122,45 @@ func (c *Converter) start(fam string, h uint64, count float64, at, restarted tim
 	case count < s.count || restarted.After(s.seen):
 		// Restarted since it was last seen: the new count began after
 		// that (a restart announced while the count went on, too: it
-		// counted past its old value within one push). A millisecond on, so that the start is after the last
-		// point of the old run as receivers store it.
+		// counted past its old value within one push). A millisecond on,
+		// so that the start is after the last point of the old run as
+		// receivers store it.
 		s.start = s.seen.Add(time.Millisecond)
 		if s.start.After(at) {
 			s.start = at
 		}
+		s.restarted = s.start
 	}
 	s.count, s.seen = count, at
+	// A start time in the future (a skewed clock) would make the point
+	// invalid; one before a restart the pusher saw is stale.
+	if !created.IsZero() && !created.After(at) && !created.Before(s.restarted) {
+		return created
+	}
 	return s.start
+}
+
+// createdTimes returns the start times f gives its children by the hash of
+// their labels without __name__ and exclude (as group hashes them), nil
+// when it gives none.
+func createdTimes(f *exposition.Family, exclude string) map[uint64]time.Time {
+	if len(f.Created) == 0 {
+		return nil
+	}
+	names := []string{model.MetricNameLabel}
+	if exclude != "" {
+		names = append(names, exclude)
+	}
+	out := make(map[uint64]time.Time, len(f.Created))
+	for _, cr := range f.Created {
+		if cr.Time <= 0 || math.IsNaN(cr.Time) || math.IsInf(cr.Time, 0) {
+			continue
+		}
+		h, _ := cr.Labels.HashWithoutLabels(nil, names...)
+		sec, frac := math.Modf(cr.Time)
+		out[h] = time.Unix(int64(sec), int64(frac*1e9))
+	}
+	return out
 }
 
 // forget drops the series not seen for forgetAfter.
@@ -158,6 +194,7 @@ func attrs(l labels.Labels, without string) attribute.Set {
 // exposition adds (receivers that write Prometheus names add it back).
 func (c *Converter) counter(f *exposition.Family, p *Page) metricdata.Metrics {
 	sum := metricdata.Sum[float64]{Temporality: metricdata.CumulativeTemporality, IsMonotonic: true}
+	created := createdTimes(f, "")
 	for _, s := range f.Samples {
 		if suffix, _ := exposition.SampleSuffix(f.Name, f.Type, s.Name()); suffix == "_created" {
 			continue
@@ -165,7 +202,7 @@ func (c *Converter) counter(f *exposition.Family, p *Page) metricdata.Metrics {
 		h, _ := s.Labels.HashWithoutLabels(nil, model.MetricNameLabel)
 		sum.DataPoints = append(sum.DataPoints, metricdata.DataPoint[float64]{
 			Attributes: attrs(s.Labels, ""),
-			StartTime:  c.start(f.Name, h, s.Value, p.At, p.restartedAt(f.Name, s.Labels)),
+			StartTime:  c.start(f.Name, h, s.Value, p.At, p.restartedAt(f.Name, s.Labels), created[h]),
 			Time:       p.At,
 			Value:      s.Value,
 		})
@@ -227,6 +264,7 @@ func (c *Converter) histogram(f *exposition.Family, p *Page) (metricdata.Metrics
 		}
 	})
 	hist := metricdata.Histogram[float64]{Temporality: metricdata.CumulativeTemporality}
+	created := createdTimes(f, model.BucketLabel)
 	for _, s := range series {
 		dp, ok := histPoint(s)
 		if !ok {
@@ -234,7 +272,7 @@ func (c *Converter) histogram(f *exposition.Family, p *Page) (metricdata.Metrics
 			continue
 		}
 		dp.Attributes = attrs(s.labels, model.BucketLabel)
-		dp.StartTime = c.start(f.Name, s.hash, float64(dp.Count), p.At, p.restartedAt(f.Name, s.countLabels))
+		dp.StartTime = c.start(f.Name, s.hash, float64(dp.Count), p.At, p.restartedAt(f.Name, s.countLabels), created[s.hash])
 		dp.Time = p.At
 		hist.DataPoints = append(hist.DataPoints, dp)
 	}
@@ -300,10 +338,11 @@ func (c *Converter) summary(f *exposition.Family, p *Page) metricdata.Metrics {
 		}
 	})
 	sum := metricdata.Summary{}
+	created := createdTimes(f, model.QuantileLabel)
 	for _, s := range series {
 		dp := metricdata.SummaryDataPoint{
 			Attributes: attrs(s.labels, model.QuantileLabel),
-			StartTime:  c.start(f.Name, s.hash, s.count, p.At, p.restartedAt(f.Name, s.countLabels)),
+			StartTime:  c.start(f.Name, s.hash, s.count, p.At, p.restartedAt(f.Name, s.countLabels), created[s.hash]),
 			Time:       p.At,
 			Count:      uint64(max(0, math.Round(s.count))),
 			Sum:        s.sum,

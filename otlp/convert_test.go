@@ -3,6 +3,7 @@ package otlp_test
 import (
 	"fmt"
 	"math"
+	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -342,4 +343,154 @@ func TestAnnouncedRestart(t *testing.T) {
 			t.Fatalf("fixture 32 has no %s series", named)
 		}
 	}
+}
+
+// TestPageStartTimes: a series whose page gives its start time (Family.Created,
+// here the _created samples vLLM printed on fixture 13) is pushed with that
+// start, not when the pusher first saw it; counting on keeps it; a count
+// that goes down under the same created time still moves the start (a
+// restart the page did not date); a later created time wins again.
+func TestPageStartTimes(t *testing.T) {
+	// Read as printed: fixtures.Families drops the _created families.
+	b, err := os.ReadFile("../testdata/fixtures/13-vllm-v1-2026-nixl-pd-kserve-llmisvc-context.prom")
+	if err != nil {
+		t.Fatal(err)
+	}
+	fams, _, err := exposition.Parse(b, "text/plain; version=0.0.4", exposition.ParseOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	printed := map[string]map[string]float64{} // base name → child labels → _created
+	for _, f := range fams {
+		base, ok := strings.CutSuffix(f.Name, "_created")
+		if !ok || f.Type == model.MetricTypeCounter {
+			continue
+		}
+		printed[base] = map[string]float64{}
+		for _, s := range f.Samples {
+			printed[base][withoutName(s.Labels).String()] = s.Value
+		}
+	}
+	fams = exposition.DropCreated(fams)
+	// dated returns fams with every counter and histogram child dated by
+	// shift(its printed _created time), and its counts times scale.
+	dated := func(shift func(float64) float64, scale float64) []exposition.Family {
+		out := make([]exposition.Family, 0, len(fams))
+		for _, f := range fams {
+			if f.Type == model.MetricTypeCounter || f.Type == model.MetricTypeHistogram {
+				f.Samples = slices.Clone(f.Samples)
+				f.Created = nil
+				seen := map[string]bool{}
+				for i := range f.Samples {
+					s := &f.Samples[i]
+					if !strings.HasSuffix(s.Name(), "_sum") {
+						s.Value *= scale
+					}
+					child := withoutName(s.Labels)
+					child = labels.NewBuilder(child).Del(model.BucketLabel).Labels()
+					if at, ok := printed[f.BaseName()][child.String()]; ok && !seen[child.String()] {
+						seen[child.String()] = true
+						f.Created = append(f.Created, exposition.Created{Labels: child, Time: shift(at)})
+					}
+				}
+			}
+			out = append(out, f)
+		}
+		return out
+	}
+	asPrinted := func(at float64) float64 { return at }
+	// want keys the start times of the page's dated children as starts does.
+	want := func(page []exposition.Family) map[string]time.Time {
+		out := map[string]time.Time{}
+		for _, f := range page {
+			name := f.Name
+			if f.Type == model.MetricTypeCounter {
+				name = f.BaseName()
+			}
+			for _, cr := range f.Created {
+				var kvs []attribute.KeyValue
+				cr.Labels.Range(func(l labels.Label) { kvs = append(kvs, attribute.String(l.Name, l.Value)) })
+				set := attribute.NewSet(kvs...)
+				sec, frac := math.Modf(cr.Time)
+				out[name+"|"+set.Encoded(attribute.DefaultEncoder())] = time.Unix(int64(sec), int64(frac*1e9))
+			}
+		}
+		return out
+	}
+
+	t0 := time.Unix(1_790_000_000, 0) // after every _created time of fixture 13
+	t1, t2, t3 := t0.Add(15*time.Second), t0.Add(30*time.Second), t0.Add(45*time.Second)
+	c := otlp.NewConverter()
+	page := dated(asPrinted, 1)
+	exp := want(page)
+	if len(exp) < 10 {
+		t.Fatalf("%d dated series on fixture 13; want a real page's", len(exp))
+	}
+	for _, at := range []time.Time{t0, t1} {
+		got := starts(c.Convert(otlp.Page{Families: page, At: at}))
+		for k, w := range exp {
+			if s, ok := got[k]; !ok {
+				t.Errorf("push at %s: %s not pushed", at, k)
+			} else if !s.Equal(w) {
+				t.Errorf("push at %s: %s starts %s, want %s (its created time)", at, k, s, w)
+			}
+		}
+		for k, s := range got {
+			if _, ok := exp[k]; !ok && !s.Equal(t0) {
+				t.Errorf("push at %s: %s, undated, starts %s, want %s (first seen)", at, k, s, t0)
+			}
+		}
+	}
+
+	// Every count to zero, the created times as before: what went down
+	// restarted after t1, whatever the page says.
+	before := promSamples(t, c.Convert(otlp.Page{Families: page, At: t1}))
+	got := starts(c.Convert(otlp.Page{Families: dated(asPrinted, 0), At: t2}))
+	moved := 0
+	for k, w := range exp {
+		name, set, _ := strings.Cut(k, "|")
+		count := before[pageKey(keyLabels(t, name+"_total", set))] + before[pageKey(keyLabels(t, name+"_count", set))]
+		switch {
+		case count > 0 && !got[k].Equal(t1.Add(time.Millisecond)):
+			t.Errorf("%s went down from %g: starts %s, want %s (just after the push before)", k, count, got[k], t1.Add(time.Millisecond))
+		case count > 0:
+			moved++
+		case !got[k].Equal(w):
+			t.Errorf("%s stayed at 0: starts %s, want %s (its created time)", k, got[k], w)
+		}
+	}
+	if moved == 0 {
+		t.Fatal("no dated count of fixture 13 above 0: the page is not what this test needs")
+	}
+
+	// The upstream's restart dated: the new created time is the start.
+	restarted := func(float64) float64 { return float64(t2.Add(time.Second).UnixNano()) / 1e9 }
+	got = starts(c.Convert(otlp.Page{Families: dated(restarted, 1), At: t3}))
+	for k := range exp {
+		if !got[k].Equal(t2.Add(time.Second)) {
+			t.Errorf("%s restarted at %s as the page says: starts %s", k, t2.Add(time.Second), got[k])
+		}
+	}
+}
+
+func withoutName(l labels.Labels) labels.Labels {
+	return labels.NewBuilder(l).Del(model.MetricNameLabel).Labels()
+}
+
+// keyLabels returns the labels of a starts key's attribute encoding
+// (k=v,k=v; fixture 13's values hold no comma or equals sign) under name.
+func keyLabels(t *testing.T, name, set string) labels.Labels {
+	t.Helper()
+	b := labels.NewBuilder(labels.FromStrings(model.MetricNameLabel, name))
+	for kv := range strings.SplitSeq(set, ",") {
+		if kv == "" {
+			continue
+		}
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok {
+			t.Fatalf("attribute %q: not k=v", kv)
+		}
+		b.Set(k, v)
+	}
+	return b.Labels()
 }

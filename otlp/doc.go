@@ -5,10 +5,13 @@
 //
 // Gauges become OTLP gauges, counters monotonic cumulative sums, classic
 // histograms explicit-bucket histograms and summaries summaries. Every
-// cumulative point carries a true start time: when the pusher first saw
-// the series, moved to just after the previous push when the series
-// restarted since (its count went down, or the upstream's page announced
-// it: Page.RestartedAt), so that a receiver sees the reset.
+// cumulative point carries a true start time: the one the page gives the
+// series (exposition.Family.Created, as /metrics dates it with
+// --output.created-timestamps), so that a receiver counts what came
+// before the first push; else when the pusher first saw the series. A
+// restart the page does not date (its count went down, or the upstream's
+// page announced it: Page.RestartedAt) moves the start to just after the
+// previous push, so that a receiver sees the reset.
 //
 // A failing endpoint costs one export in flight at most: an export runs
 // on its own goroutine with a timeout shorter than the interval, and a

@@ -161,7 +161,7 @@ func newApp(f *flags, stdout, stderr io.Writer) *kingpin.Application {
 		Default("false").BoolVar(&f.legacyAliases)
 	app.Flag("output.name-style", "colon keeps names as printed; underscore writes colons as _.").
 		Default("colon").EnumVar(&f.nameStyle, "colon", "underscore")
-	app.Flag("output.created-timestamps", "Serve the start times of counters and histograms (the sums of the compatibility page and "+genaiPath+", the server's series it printed _created for, the sidecar's own) as OpenMetrics _created lines.").
+	app.Flag("output.created-timestamps", "Serve the start times of counters and histograms (the sums of the compatibility page and "+genaiPath+", the server's series it printed _created for, the sidecar's own) as OpenMetrics _created lines; the OTLP push starts those series at the same times.").
 		Default("false").BoolVar(&f.createdTimes)
 	app.Flag("config.file", "YAML with metric_relabel_configs; reloaded on SIGHUP and POST /-/reload.").
 		Default("").StringVar(&f.configFile)

@@ -63,6 +63,17 @@ func (u *restartingUpstream) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	_, _ = io.WriteString(w, b.String())
 }
 
+// startRestartingUpstream serves a restartingUpstream born a second ago
+// that has counted 50 tokens and 5 requests since.
+func startRestartingUpstream(t *testing.T) (*restartingUpstream, *httptest.Server, time.Time) {
+	up := &restartingUpstream{}
+	born := time.Now().Add(-time.Second)
+	up.set(born, 50, 5)
+	srv := httptest.NewServer(up)
+	t.Cleanup(srv.Close)
+	return up, srv, born
+}
+
 // TestCreatedTimestampsPrometheus: Prometheus 3 with created-timestamp
 // ingestion scrapes the compatibility page and the GenAI view of two
 // sidecars of one upstream, one with --output.created-timestamps, and the
@@ -89,11 +100,7 @@ func (u *restartingUpstream) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 func TestCreatedTimestampsPrometheus(t *testing.T) {
 	promBin := needPrometheus(t)
 	t.Parallel()
-	up := &restartingUpstream{}
-	born := time.Now().Add(-time.Second)
-	up.set(born, 50, 5)
-	srv := httptest.NewServer(up)
-	t.Cleanup(srv.Close)
+	up, srv, born := startRestartingUpstream(t)
 
 	type sidecar struct {
 		job    string

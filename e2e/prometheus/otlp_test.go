@@ -285,3 +285,44 @@ func TestOTLPDeadEndpoint(t *testing.T) {
 		t.Logf("hung endpoint: %d connections accepted, %d open", acc, open)
 	}
 }
+
+// TestOTLPPushCreatedTimestamps: a sidecar with --output.created-timestamps
+// pushes /metrics/genai into Prometheus 3's OTLP receiver (with
+// created-timestamp-zero-ingestion) from an upstream that had served 5
+// requests before the sidecar started, then restarts and serves 8, past
+// its old total (restartingUpstream). The pushed sum starts at the
+// upstream's start, as the page dates it, so Prometheus puts a zero there
+// and increase() reads all 13; the restart, folded into the sum, moves no
+// start (no reset). Dated by its first push instead, it would read 8.
+func TestOTLPPushCreatedTimestamps(t *testing.T) {
+	promBin := needPrometheus(t)
+	t.Parallel()
+	up, srv, born := startRestartingUpstream(t)
+
+	testbin.Build(t)
+	prom := startPrometheusWith(t, promBin, nil, nil, "", "--web.enable-otlp-receiver", "--enable-feature=created-timestamp-zero-ingestion")
+	side := testbin.Start(t, "--vllm.scrape-uri="+srv.URL+"/metrics", "--vllm.scrape-interval=1s", "--output.created-timestamps",
+		"--otlp.endpoint="+prom.URL+"/api/v1/otlp/v1/metrics", "--otlp.view=genai", "--otlp.interval=1s")
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("sidecar log:\n%s", side.Logs())
+		}
+	})
+
+	sel := fmt.Sprintf("gen_ai_server_request_duration_seconds_count{job=%q}", otlpJob)
+	prom.waitFor(t, sel+" == 5", 2*time.Minute)
+	time.Sleep(3 * time.Second)
+	up.set(time.Now(), 80, 8)
+	prom.waitFor(t, sel+" == 13", 2*time.Minute)
+	time.Sleep(3 * time.Second)
+
+	at := time.Now()
+	rng := fmt.Sprintf("%ds", int(math.Ceil(at.Sub(born).Seconds()))+10)
+	// increase() extrapolates past the last sample, never below the zero.
+	if inc := prom.one(t, fmt.Sprintf("increase(%s[%s])", sel, rng), at); inc < 13*0.999 || inc > 13*1.25 {
+		t.Errorf("increase(%s[%s]) = %.2f, want the 13 requests counted, the 5 before the first push included\n%s", sel, rng, inc, prom.raw(sel+"["+rng+"]", at))
+	}
+	if r := prom.one(t, fmt.Sprintf("resets(%s[%s])", sel, rng), at); r != 0 {
+		t.Errorf("resets(%s[%s]) = %v, want 0: the sum's start moved at the upstream's restart\n%s", sel, rng, r, prom.raw(sel+"["+rng+"]", at))
+	}
+}
