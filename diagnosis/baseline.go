@@ -31,6 +31,54 @@ type stretch struct {
 	diff   point
 	end    int64
 	bounds [numHists][]float64
+	spread burstiness
+}
+
+// burstiness is the dispersion estimate of a stretch (dispersion.go),
+// measured on its sub-windows while the coarse ring still held them.
+type burstiness struct {
+	phi, lo, hi [numSignals]float64
+	windows     int
+}
+
+func burstinessOf(s *stats) burstiness {
+	return burstiness{phi: s.phi, lo: s.subLo, hi: s.subHi, windows: s.phiWindows}
+}
+
+// combine sets ref's dispersion from the parts it sums: each signal's
+// largest measured factor and the widest range, DefaultDispersion when no
+// part was measured.
+func combine(ref *stats, parts []burstiness) {
+	ref.phiWindows = 0
+	for i := range ref.phi {
+		ref.phi[i], ref.subLo[i], ref.subHi[i] = math.NaN(), math.NaN(), math.NaN()
+	}
+	for _, p := range parts {
+		if p.windows < MinDispersionWindows {
+			continue
+		}
+		ref.phiWindows += p.windows
+		for i := range ref.phi {
+			ref.phi[i] = nanMax(ref.phi[i], p.phi[i])
+			ref.subLo[i] = -nanMax(-ref.subLo[i], -p.lo[i])
+			ref.subHi[i] = nanMax(ref.subHi[i], p.hi[i])
+		}
+	}
+	for i := range ref.phi {
+		if math.IsNaN(ref.phi[i]) {
+			ref.phi[i], ref.subLo[i], ref.subHi[i] = DefaultDispersion, math.NaN(), math.NaN()
+		}
+	}
+}
+
+func nanMax(a, b float64) float64 {
+	switch {
+	case math.IsNaN(a):
+		return b
+	case math.IsNaN(b):
+		return a
+	}
+	return max(a, b)
 }
 
 func (s *stretch) span() int64 { return s.diff.t }
@@ -112,7 +160,8 @@ func (d *Diagnoser) closing(tr *track, f *incidentFree, end *point) *stretch {
 	if from == nil || end.t <= from.t {
 		return nil
 	}
-	return &stretch{diff: difference(from, end), end: end.t, bounds: tr.bounds}
+	st := baselineStats(tr, from, end, int64(d.opts.Window))
+	return &stretch{diff: difference(from, end), end: end.t, bounds: tr.bounds, spread: burstinessOf(&st)}
 }
 
 // follow moves the incident-free time along the incident's transitions at
@@ -227,10 +276,13 @@ func (d *Diagnoser) reference(tr *track, from, a *point, roll *stats, rollOK boo
 		}
 		n++
 	}
+	var parts []burstiness
 	if f.open && f.startT < a.t {
 		open := difference(f.start, a)
 		add(&open, 1, &tr.bounds)
 		have, start = a.t-f.startT, f.startT
+		st := baselineStats(tr, f.start, a, int64(d.opts.Window))
+		parts = append(parts, burstinessOf(&st))
 	}
 	for i := len(f.closed) - 1; i >= 0 && have < b; i-- {
 		s := &f.closed[i]
@@ -239,6 +291,7 @@ func (d *Diagnoser) reference(tr *track, from, a *point, roll *stats, rollOK boo
 		}
 		fraction := min(1, float64(b-have)/float64(s.span()))
 		add(&s.diff, fraction, &s.bounds)
+		parts = append(parts, s.spread)
 		have += int64(float64(s.span()) * fraction)
 		start = s.end - int64(float64(s.span())*fraction)
 	}
@@ -253,5 +306,8 @@ func (d *Diagnoser) reference(tr *track, from, a *point, roll *stats, rollOK boo
 	}
 	// between reads the histograms' bounds from the track: the sum's are
 	// the track's, or its buckets were left out above.
-	return between(tr, &zero, &sum), start, end, n, true
+	ref = between(tr, &zero, &sum)
+	// Each stretch's burstiness was measured on its own sub-windows.
+	combine(&ref, parts)
+	return ref, start, end, n, true
 }
