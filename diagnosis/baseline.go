@@ -235,13 +235,13 @@ func (d *Diagnoser) pruneStretches(f *incidentFree, t int64) {
 // or when the incident-free time within the lookback is
 // shorter than minBaseline. n is the number of stretches used, 0 for the
 // rolling baseline.
-func (d *Diagnoser) reference(tr *track, from, a *point, roll *stats, rollOK bool) (ref stats, start, end int64, n int, ok bool) {
+func (d *Diagnoser) reference(tr *track, from, a *point, roll *stats, rollOK bool) (ref *stats, start, end int64, n int, ok bool) {
 	f := &tr.free
-	rolling := func() (stats, int64, int64, int, bool) {
+	rolling := func() (*stats, int64, int64, int, bool) {
 		if from == nil || a == nil {
-			return *roll, 0, 0, 0, rollOK
+			return roll, 0, 0, 0, rollOK
 		}
-		return *roll, from.t, a.t, 0, rollOK
+		return roll, from.t, a.t, 0, rollOK
 	}
 	b := int64(d.opts.Baseline)
 	if a == nil || f.open && (f.start == nil || from != nil && from.t >= f.startT) || !f.open && len(f.closed) == 0 {
@@ -306,8 +306,9 @@ func (d *Diagnoser) reference(tr *track, from, a *point, roll *stats, rollOK boo
 	}
 	// between reads the histograms' bounds from the track: the sum's are
 	// the track's, or its buckets were left out above.
-	ref = between(tr, &zero, &sum)
+	summed := between(tr, &zero, &sum)
+	ref = &summed
 	// Each stretch's burstiness was measured on its own sub-windows.
-	combine(&ref, parts)
+	combine(ref, parts)
 	return ref, start, end, n, true
 }

@@ -394,17 +394,17 @@ func (d *Diagnoser) diagnose(m string, tr *track, t int64) ModelReport {
 	w, b := int64(d.opts.Window), int64(d.opts.Baseline)
 	// The reference: the frozen baseline during an incident, the
 	// incident-free one otherwise (baseline.go).
-	var free stats
 	var refStart, refEnd int64
 	var stretches int
-	freeOK, ref, frozen := false, &free, false
+	var ref *stats
+	freeOK, frozen := false, false
 	if in.open {
 		// a copy: the incident's end or adoption below resets in.base,
 		// and this evaluation still reports against it
 		frozenBase := in.base
 		ref, refStart, refEnd, frozen, stretches = &frozenBase, in.baseStart, in.baseEnd, true, in.baseStretches
 	} else {
-		free, refStart, refEnd, stretches, freeOK = d.reference(tr, from, a, &roll, ok)
+		ref, refStart, refEnd, stretches, freeOK = d.reference(tr, from, a, &roll, ok)
 		if in.ended && t-w-b >= in.endedAt {
 			in.ended = false // the rolling baseline no longer holds it
 		}

@@ -116,6 +116,9 @@ func explains(recent, base *stats, e *evaluation, sym [numSymptoms]bool, named *
 // byExplains orders records: those with a share by it, largest first, then
 // the others in the records' order.
 func byExplains(ks []int, share *[maxCauses]float64) {
+	if len(ks) < 2 {
+		return
+	}
 	slices.SortStableFunc(ks, func(a, b int) int {
 		sa, sb := share[a], share[b]
 		switch {
