@@ -326,7 +326,7 @@ func (d *Diagnoser) windows(tr *track, t int64) (from, a, now *point, ok bool) {
 	if len(tr.fine.pts) == 0 {
 		return nil, nil, nil, false
 	}
-	now = &tr.fine.pts[len(tr.fine.pts)-1]
+	now = tr.fine.newest()
 	a = tr.fine.atOrBefore(t - int64(d.opts.Window))
 	if a == nil || a.t < t-int64(d.opts.Window)-d.slack(d.fineRes) ||
 		float64(tr.unobserved(a.t, now.t)) > MaxUnobserved*float64(now.t-a.t) {
@@ -472,17 +472,18 @@ func (d *Diagnoser) wall(p *point) time.Time {
 // if longer), the fine ones over the recent window.
 func (mr *ModelReport) chart(d *Diagnoser, tr *track) {
 	var seq []*point
+	fine, charted := tr.fine.points(), tr.chart.points()
 	a := tr.fine.atOrBefore(d.lastT - int64(d.opts.Window))
-	if a == nil && len(tr.fine.pts) > 0 {
-		a = &tr.fine.pts[0]
+	if a == nil && len(fine) > 0 {
+		a = &fine[0]
 	}
-	for i := range tr.chart.pts {
-		if p := &tr.chart.pts[i]; a == nil || p.t < a.t {
+	for i := range charted {
+		if p := &charted[i]; a == nil || p.t < a.t {
 			seq = append(seq, p)
 		}
 	}
-	for i := range tr.fine.pts {
-		if p := &tr.fine.pts[i]; a == nil || p.t >= a.t {
+	for i := range fine {
+		if p := &fine[i]; a == nil || p.t >= a.t {
 			seq = append(seq, p)
 		}
 	}
