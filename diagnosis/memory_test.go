@@ -1,0 +1,116 @@
+package diagnosis
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"runtime"
+	"testing"
+	"time"
+)
+
+// vLLM v0.11's bucket bounds (testdata/fixtures/13-*): time to first
+// token, inter-token latency, prompt and generation lengths.
+var (
+	benchTTFTBounds = []float64{0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1, 2.5, 5, 7.5, 10, 20, 40, 80, 160, 640, 2560, math.Inf(1)}
+	benchITLBounds  = []float64{0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1, 2.5, 5, 7.5, 10, 20, 40, 80, math.Inf(1)}
+	benchLenBounds  = []float64{1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, math.Inf(1)}
+)
+
+// busyModel is a vLLM model with every input the diagnosis reads, its
+// requests random every scrape: the most a model's points can hold.
+type busyModel struct {
+	rng *rand.Rand
+	o   Observation
+}
+
+func newBusyModel(name string, seed uint64) *busyModel {
+	m := &busyModel{rng: rand.New(rand.NewPCG(seed, 1))}
+	m.o = Observation{Model: name, Server: "vllm", Aborted: 0, KVTransferFailures: math.NaN(), Rejections: math.NaN()}
+	for _, h := range []struct {
+		h      *Histogram
+		bounds []float64
+	}{{&m.o.TTFT, benchTTFTBounds}, {&m.o.ITL, benchITLBounds}, {&m.o.PromptLen, benchLenBounds}, {&m.o.GenLen, benchLenBounds}} {
+		*h.h = Histogram{Bounds: h.bounds, Counts: make([]float64, len(h.bounds))}
+	}
+	return m
+}
+
+// next is the model's observation after another scrape interval.
+func (m *busyModel) next() Observation {
+	o, r := &m.o, m.rng
+	requests := float64(r.IntN(20))
+	prompt, output := float64(100+r.IntN(2000)), float64(10+r.IntN(500))
+	o.Running, o.Waiting, o.KVUsage = float64(r.IntN(64)), float64(r.IntN(8)), r.Float64()
+	o.Finished += requests
+	o.Aborted += float64(r.IntN(2))
+	o.Preemptions += float64(r.IntN(2))
+	o.PromptLenSum += requests * prompt
+	o.PromptLenCount += requests
+	o.GenLenSum += requests * output
+	o.GenLenCount += requests
+	o.PromptTokens += requests * prompt
+	o.GenerationTokens += requests * output
+	o.PrefixQueries += requests * prompt
+	o.PrefixHits += math.Floor(requests * prompt * r.Float64())
+	for range int(requests) {
+		observeInto(&o.TTFT, r.ExpFloat64()*0.2, 1)
+		observeInto(&o.ITL, r.ExpFloat64()*0.03, output)
+		observeInto(&o.PromptLen, prompt, 1)
+		observeInto(&o.GenLen, output, 1)
+	}
+	out := *o
+	for _, h := range []*Histogram{&out.TTFT, &out.ITL, &out.PromptLen, &out.GenLen} {
+		h.Counts = append([]float64(nil), h.Counts...)
+	}
+	return out
+}
+
+// BenchmarkModelHistoryMemory measures what the diagnosis keeps per model
+// once 32 minutes of scrapes every 2 s at the default windows have filled
+// its rings: the heap retained, after a forced GC, less the same without
+// the Diagnoser, per model. busy models have every input and histogram of
+// vLLM and random traffic every scrape; idle ones print the same values
+// every scrape; charts: with the report's charts drawn (a reader of the
+// diagnosis page or API). Run it once:
+// go test -run '^$' -bench ModelHistoryMemory -benchtime 1x ./diagnosis
+func BenchmarkModelHistoryMemory(b *testing.B) {
+	const models = 100
+	for _, busy := range []bool{true, false} {
+		for _, charts := range []bool{false, true} {
+			b.Run(fmt.Sprintf("busy=%v/charts=%v", busy, charts), func(b *testing.B) {
+				for range b.N {
+					d, err := New(Options{Window: DefaultWindow, Baseline: DefaultBaseline, MinChange: DefaultMinChange, Interval: 2 * time.Second})
+					if err != nil {
+						b.Fatal(err)
+					}
+					ms := make([]*busyModel, models)
+					obs := make([]Observation, models)
+					for i := range ms {
+						ms[i] = newBusyModel(fmt.Sprintf("org/m-%05d", i), uint64(i))
+						obs[i] = ms[i].next()
+					}
+					for s := range 32 * 30 {
+						if busy {
+							for i := range ms {
+								obs[i] = ms[i].next()
+							}
+						}
+						d.Observe(t0.Add(time.Duration(s)*2*time.Second), obs)
+					}
+					if charts {
+						d.Report()
+					}
+					var held, released runtime.MemStats
+					runtime.GC()
+					runtime.ReadMemStats(&held)
+					runtime.KeepAlive(d)
+					d = nil
+					runtime.GC()
+					runtime.ReadMemStats(&released)
+					b.ReportMetric((float64(held.HeapAlloc)-float64(released.HeapAlloc))/models, "retained-B/model")
+				}
+			})
+		}
+	}
+}
