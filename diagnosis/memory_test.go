@@ -9,16 +9,9 @@ import (
 	"time"
 )
 
-// vLLM v0.11's bucket bounds (testdata/fixtures/13-*): time to first
-// token, inter-token latency, prompt and generation lengths.
-var (
-	benchTTFTBounds = []float64{0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1, 2.5, 5, 7.5, 10, 20, 40, 80, 160, 640, 2560, math.Inf(1)}
-	benchITLBounds  = []float64{0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1, 2.5, 5, 7.5, 10, 20, 40, 80, math.Inf(1)}
-	benchLenBounds  = []float64{1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, math.Inf(1)}
-)
-
-// busyModel is a vLLM model with every input the diagnosis reads, its
-// requests random every scrape: the most a model's points can hold.
+// busyModel is a vLLM model with every input the diagnosis reads and
+// vLLM's buckets (the simulator's), its requests random every scrape: the
+// most a model's points can hold.
 type busyModel struct {
 	rng *rand.Rand
 	o   Observation
@@ -30,7 +23,7 @@ func newBusyModel(name string, seed uint64) *busyModel {
 	for _, h := range []struct {
 		h      *Histogram
 		bounds []float64
-	}{{&m.o.TTFT, benchTTFTBounds}, {&m.o.ITL, benchITLBounds}, {&m.o.PromptLen, benchLenBounds}, {&m.o.GenLen, benchLenBounds}} {
+	}{{&m.o.TTFT, simTTFTBounds}, {&m.o.ITL, simITLBounds}, {&m.o.PromptLen, simLenBounds}, {&m.o.GenLen, simLenBounds}} {
 		*h.h = Histogram{Bounds: h.bounds, Counts: make([]float64, len(h.bounds))}
 	}
 	return m
@@ -112,5 +105,39 @@ func BenchmarkModelHistoryMemory(b *testing.B) {
 				}
 			})
 		}
+	}
+}
+
+// BenchmarkObserveFullRings measures one Observe of 100 busy models once
+// 32 minutes of scrapes every 2 s have filled their rings: what reading
+// the encoded points costs the diagnosis every scrape.
+func BenchmarkObserveFullRings(b *testing.B) {
+	const models = 100
+	d, err := New(Options{Window: DefaultWindow, Baseline: DefaultBaseline, MinChange: DefaultMinChange, Interval: 2 * time.Second})
+	if err != nil {
+		b.Fatal(err)
+	}
+	ms := make([]*busyModel, models)
+	obs := make([]Observation, models)
+	for i := range ms {
+		ms[i] = newBusyModel(fmt.Sprintf("org/m-%05d", i), uint64(i))
+	}
+	s := 0
+	next := func() {
+		for i := range ms {
+			obs[i] = ms[i].next()
+		}
+		s++
+	}
+	for range 32 * 30 {
+		next()
+		d.Observe(t0.Add(time.Duration(s)*2*time.Second), obs)
+	}
+	b.ResetTimer()
+	for range b.N {
+		b.StopTimer()
+		next()
+		b.StartTimer()
+		d.Observe(t0.Add(time.Duration(s)*2*time.Second), obs)
 	}
 }

@@ -59,12 +59,21 @@ type ring struct {
 	// is the first): what the newest is encoded against, and replaced
 	// against when a newer observation falls in its slot.
 	prev point
+	// cursor is point cursorAt decoded (cursorAt < 0: none), the start of
+	// the next read further on: the diagnosis reads the same old points
+	// scrape after scrape, and decoding them from the first each time
+	// made a scrape five times dearer.
+	cursor   *point
+	cursorAt int
 }
 
 // add records p, replacing the newest point when it falls in the same slot.
 func (r *ring) add(p *point) {
 	n := len(r.pts)
 	if n > 0 && slotOf(p.t, r.res) == slotOf(r.pts[n-1], r.res) {
+		if r.cursor != nil && r.cursorAt == n-1 {
+			r.cursor = nil
+		}
 		r.enc = encodePoint(r.enc[:r.off[n-1]], &r.prev, p)
 		r.pts[n-1] = p.t
 		for w := range r.hFrom {
@@ -123,6 +132,9 @@ func (r *ring) prune(cut int64) {
 	if len(r.pts) == 1 {
 		r.prev = point{}
 	}
+	if r.cursorAt -= i; r.cursorAt < 0 {
+		r.cursor = nil
+	}
 }
 
 // decodeTo sets p to the stored state of point i, decoded from the first
@@ -131,20 +143,46 @@ func (r *ring) decodeTo(p *point, i int) {
 	n := len(r.pts)
 	switch {
 	case n >= 2 && i >= n-2:
-		*p = r.prev
-		for w := range p.h {
-			p.h[w] = slices.Clone(r.prev.h[w])
-		}
+		copyPoint(p, &r.prev)
 		if i == n-1 {
 			decodePoint(p, r.enc[r.off[i]:])
 		}
 	default:
-		*p = point{}
-		for k := 0; k <= i; k++ {
+		k := 0
+		if r.cursor != nil && r.cursorAt <= i {
+			copyPoint(p, r.cursor)
+			k = r.cursorAt + 1
+		} else {
+			*p = point{}
+		}
+		for ; k <= i; k++ {
 			decodePoint(p, r.enc[r.off[k]:])
+		}
+		if i > 2 && (r.cursor == nil || r.cursorAt <= i) {
+			if r.cursor == nil {
+				r.cursor = new(point)
+			}
+			copyPoint(r.cursor, p)
+			r.cursorAt = i
 		}
 	}
 	p.t = r.pts[i]
+}
+
+// copyPoint sets dst to src, with bucket slices of dst's own.
+func copyPoint(dst, src *point) {
+	h := dst.h
+	*dst = *src
+	for w := range h {
+		dst.h[w] = nil
+		if src.h[w] != nil {
+			b := h[w][:0]
+			if b == nil {
+				b = make([]float64, 0, len(src.h[w]))
+			}
+			dst.h[w] = append(b, src.h[w]...)
+		}
+	}
 }
 
 // at returns point i as it was added (histograms whose bounds changed
@@ -324,27 +362,26 @@ func readXOR(src []byte) (uint64, []byte) {
 // decodeVector XORs into v what encodeVector wrote and returns the rest
 // of src.
 func decodeVector(v []uint64, src []byte) []byte {
-	bm := src[:(len(v)+7)/8]
-	src = src[len(bm):]
-	for i := range v {
-		if bm[i/8]&(1<<(i%8)) != 0 {
-			var x uint64
-			x, src = readXOR(src)
-			v[i] ^= x
-		}
-	}
-	return src
+	return readChanges(len(v), src, func(i int, x uint64) { v[i] ^= x })
 }
 
 // decodeFloats is decodeVector of the values' bits.
 func decodeFloats(v []float64, src []byte) []byte {
-	bm := src[:(len(v)+7)/8]
+	return readChanges(len(v), src, func(i int, x uint64) {
+		v[i] = math.Float64frombits(math.Float64bits(v[i]) ^ x)
+	})
+}
+
+// readChanges calls xor with each changed value's index and XOR, for a
+// vector of n values, and returns the rest of src.
+func readChanges(n int, src []byte, xor func(i int, x uint64)) []byte {
+	bm := src[:(n+7)/8]
 	src = src[len(bm):]
-	for i := range v {
+	for i := range n {
 		if bm[i/8]&(1<<(i%8)) != 0 {
 			var x uint64
 			x, src = readXOR(src)
-			v[i] = math.Float64frombits(math.Float64bits(v[i]) ^ x)
+			xor(i, x)
 		}
 	}
 	return src
