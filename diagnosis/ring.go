@@ -59,7 +59,7 @@ type ring struct {
 	// is the first): what the newest is encoded against, and replaced
 	// against when a newer observation falls in its slot.
 	prev point
-	// cursor is point cursorAt decoded (cursorAt < 0: none), the start of
+	// cursor is point cursorAt decoded (nil: none), the start of
 	// the next read further on: the diagnosis reads the same old points
 	// scrape after scrape, and decoding them from the first each time
 	// made a scrape five times dearer.
