@@ -226,8 +226,8 @@ func (r *ring) points() []point {
 
 // atOrBefore returns the newest point with t <= cut, or nil.
 func (r *ring) atOrBefore(cut int64) *point {
-	for i := len(r.pts) - 1; i >= 0; i-- {
-		if r.pts[i] <= cut {
+	for i, t := range slices.Backward(r.pts) {
+		if t <= cut {
 			return r.at(i)
 		}
 	}
