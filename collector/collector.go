@@ -6,9 +6,11 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
+	"math"
 	"net/http"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -86,6 +88,10 @@ type Config struct {
 	// ModelName names the model of a page whose server prints none
 	// (llama.cpp); empty asks the upstream's /v1/models.
 	ModelName string
+	// CreatedTimestamps serves the start time of the summed counters and
+	// histograms (the compatibility page, the GenAI view) as _created
+	// lines on their OpenMetrics pages.
+	CreatedTimestamps bool
 }
 
 // DefaultMaxBodyBytes is the default page size limit (--vllm.max-body-bytes).
@@ -137,6 +143,7 @@ type Collector struct {
 	lastStatus     mapping.Report
 	lastStatusFams []exposition.Family
 	diagIn         diagnosisInput
+	restarts       *restartLog   // owned by the scrape loop; snapshots share it
 	models         modelCap      // which models state is kept for; owned by the scrape loop
 	model          upstreamModel // for pages that name no model
 }
@@ -231,7 +238,11 @@ func New(cfg Config) (*Collector, error) {
 	if err := registerVersion(cfg.Registry); err != nil {
 		return nil, err
 	}
-	m := newSelfMetrics()
+	var dated func() time.Time
+	if cfg.CreatedTimestamps {
+		dated = cfg.Now
+	}
+	m := newSelfMetrics(dated)
 	roles := cfg.Mapper.Catalogue().Roles()
 	readers, err := routing.LoadReaders()
 	if err != nil {
@@ -420,8 +431,13 @@ func (c *Collector) scrape(ctx context.Context, sent time.Time) (*scrapeResult, 
 	c.metrics.add(c.metrics.dropped, dropInvalidBound, float64(stats.InvalidBounds))
 	c.metrics.add(c.metrics.dropped, dropCollision, float64(stats.Collisions))
 
-	// Restarts are read from the _created samples before they are dropped.
+	// Restarts are read from the _created samples before they are dropped;
+	// with --output.created-timestamps, the series' own start times too.
 	c.history.NoteStarts(fams)
+	var starts map[startKey]float64
+	if c.cfg.CreatedTimestamps {
+		starts = upstreamStarts(fams)
+	}
 	fams = exposition.DropCreated(fams)
 	mapper := c.mapper.Load()
 	norm, report := mapper.Normalize(fams)
@@ -477,6 +493,7 @@ func (c *Collector) scrape(ctx context.Context, sent time.Time) (*scrapeResult, 
 	c.metrics.add(c.metrics.unwindowed, "", float64(obs.Unwindowed))
 	c.metrics.add(c.metrics.layoutChanges, "", float64(obs.LayoutChanges))
 	c.metrics.add(c.metrics.restarts, "", float64(obs.Restarts))
+	c.restarts = c.restarts.with(now, obs.ProcessRestarted, obs.Announced)
 	c.metrics.add(c.metrics.jitter, MetadataCreated, float64(obs.CreatedJitter))
 	c.metrics.add(c.metrics.jitter, MetadataProcessStart, float64(obs.ProcessStartJitter))
 	c.metrics.set(c.metrics.historySeries, float64(c.history.StoredSeries()))
@@ -497,6 +514,9 @@ func (c *Collector) scrape(ctx context.Context, sent time.Time) (*scrapeResult, 
 	// norm: most pages need no new slice.
 	printed := append(norm, report.Kept...) // every family the server printed, current names added
 	page, pstats := mapper.Present(printed)
+	if starts != nil {
+		withUpstreamStarts(page, starts) // Present's families are its own
+	}
 	c.metrics.add(c.metrics.dropped, dropRelabel, float64(pstats.Dropped))
 	c.metrics.add(c.metrics.dropped, dropCollision, float64(pstats.Collisions))
 	parts := [][]exposition.Family{page, derived, c.statusFamilies(report)}
@@ -510,6 +530,10 @@ func (c *Collector) scrape(ctx context.Context, sent time.Time) (*scrapeResult, 
 		Roles: c.roles, Upstream: report.Upstream.Engine, Server: server, Readers: c.readers, Style: mapper.StyleName,
 		// The sums restart where the history found the page announcing it.
 		Restarts: routing.Restarts{All: obs.ProcessRestarted, Series: obs.Announced},
+	}
+	if c.cfg.CreatedTimestamps {
+		// The sums are dated by the starts the history read from the page.
+		in.Restarts.StartOf, in.Restarts.Now = c.history.StartOf, float64(now.UnixNano())/1e9
 	}
 	if profile != nil {
 		in.BlockSize, _ = profile.KVBlockSize(norm)
@@ -585,21 +609,32 @@ func withRole(fams []exposition.Family, role string) []exposition.Family {
 		return fams
 	}
 	var b labels.ScratchBuilder
+	relabel := func(l labels.Labels) labels.Labels {
+		if l.Get(mapping.LabelRole) == role {
+			return l
+		}
+		b.Reset()
+		l.Range(func(l labels.Label) {
+			if l.Name != mapping.LabelRole {
+				b.Add(l.Name, l.Value)
+			}
+		})
+		b.Add(mapping.LabelRole, role)
+		b.Sort()
+		return b.Labels()
+	}
 	for i := range fams {
 		for j := range fams[i].Samples {
 			s := &fams[i].Samples[j]
-			if s.Labels.Get(mapping.LabelRole) == role {
-				continue
+			s.Labels = relabel(s.Labels)
+		}
+		if len(fams[i].Created) > 0 {
+			// The start times name the children the samples now name.
+			created := slices.Clone(fams[i].Created)
+			for j := range created {
+				created[j].Labels = relabel(created[j].Labels)
 			}
-			b.Reset()
-			s.Labels.Range(func(l labels.Label) {
-				if l.Name != mapping.LabelRole {
-					b.Add(l.Name, l.Value)
-				}
-			})
-			b.Add(mapping.LabelRole, role)
-			b.Sort()
-			s.Labels = b.Labels()
+			fams[i].Created = created
 		}
 	}
 	return fams
@@ -610,4 +645,70 @@ func b2f(b bool) float64 {
 		return 1
 	}
 	return 0
+}
+
+// upstreamStarts indexes the _created samples of a page (Python's
+// prometheus_client prints them as gauge families beside each counter and
+// histogram) by the name of what they date and their labels.
+func upstreamStarts(fams []exposition.Family) map[startKey]float64 {
+	starts := map[startKey]float64{}
+	var buf []byte
+	for _, f := range fams {
+		base, ok := strings.CutSuffix(f.Name, "_created")
+		if f.Type == model.MetricTypeCounter || !ok {
+			continue
+		}
+		for _, s := range f.Samples {
+			if s.Value > 0 && !math.IsInf(s.Value, 0) {
+				var h uint64
+				h, buf = s.Labels.HashWithoutLabels(buf)
+				starts[startKey{base, h}] = s.Value
+			}
+		}
+	}
+	return starts
+}
+
+// startKey is what a _created sample dates: the family's name without
+// _total, and the hash of the child's labels but __name__ and le.
+type startKey struct {
+	base  string
+	child uint64
+}
+
+// withUpstreamStarts gives the counters and histograms of page the start
+// times their server printed for them: a series served under the name and
+// labels it was printed with keeps its own _created time; one renamed or
+// relabelled finds none and gets none.
+func withUpstreamStarts(page []exposition.Family, starts map[startKey]float64) {
+	if len(starts) == 0 {
+		return
+	}
+	var buf []byte
+	for i := range page {
+		f := &page[i]
+		if f.Type != model.MetricTypeCounter && f.Type != model.MetricTypeHistogram {
+			continue
+		}
+		base := f.BaseName()
+		var created []exposition.Created
+		last, seen := uint64(0), false
+		for _, s := range f.Samples {
+			var h uint64
+			h, buf = s.Labels.HashWithoutLabels(buf, model.BucketLabel)
+			if seen && h == last {
+				continue // a histogram's next series
+			}
+			last, seen = h, true
+			if at, ok := starts[startKey{base, h}]; ok {
+				child := s.Labels.DropReserved(func(n string) bool { return n == model.MetricNameLabel })
+				if s.Labels.Has(model.BucketLabel) {
+					b := labels.NewBuilder(child)
+					child = b.Del(model.BucketLabel).Labels()
+				}
+				created = append(created, exposition.Created{Labels: child, Time: at})
+			}
+		}
+		f.Created = created
+	}
 }

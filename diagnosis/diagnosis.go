@@ -161,11 +161,11 @@ func New(opts Options) (*Diagnoser, error) {
 		tracks:    map[string]*track{},
 		chartSpan: int64(max(ChartSpan, opts.Window+opts.Baseline)),
 		rules: rules{minChange: opts.MinChange, minRequests: opts.MinRequests, alpha: opts.Significance / numSignals,
-			clearAlpha: opts.Significance, preemptionShare: MinPreemptionShare},
+			clearAlpha: opts.Significance, preemptionShare: MinPreemptionShare, outsideBursts: true},
 	}
 	d.chartRes = d.chartSpan / chartSlots
 	d.lenient = d.rules
-	d.lenient.alpha, d.lenient.preemptionShare = d.rules.clearAlpha, MinPreemptionShare/4
+	d.lenient.alpha, d.lenient.preemptionShare, d.lenient.outsideBursts = d.rules.clearAlpha, MinPreemptionShare/4, false
 	d.report, d.charted = d.emptyReport(time.Time{}, StatusNoScrape), true
 	return d, nil
 }
@@ -377,7 +377,7 @@ func (d *Diagnoser) diagnose(m string, tr *track, t int64) ModelReport {
 		recent = between(tr, a, now)
 	}
 	if ok {
-		roll = between(tr, from, a)
+		roll = baselineStats(tr, from, a, int64(d.opts.Window))
 	}
 	in := &tr.inc
 	w, b := int64(d.opts.Window), int64(d.opts.Baseline)

@@ -386,3 +386,48 @@ func readChanges(n int, src []byte, xor func(i int, x uint64)) []byte {
 	}
 	return src
 }
+
+// walker reads a ring's points oldest first, decoding each once.
+type walker struct {
+	r    *ring
+	at   int   // the point cur holds; -1 before the first
+	cur  point // as stored, without the hFrom mask
+	out  [2]point
+	flip int
+	last *point // returned last, for point at
+}
+
+// walk returns a walker at the ring's start.
+func (r *ring) walk() *walker { return &walker{r: r, at: -1} }
+
+// atOrBefore returns the newest point at or before cut that is not older
+// than the one it returned last, nil if none. The point is the walker's:
+// it stays as it is until the walker returns two other points.
+func (w *walker) atOrBefore(cut int64) *point {
+	r := w.r
+	i := max(w.at, 0)
+	for i+1 < len(r.pts) && r.pts[i+1] <= cut {
+		i++
+	}
+	if i >= len(r.pts) || r.pts[i] > cut {
+		return nil
+	}
+	if i == w.at && w.last != nil {
+		return w.last
+	}
+	for w.at < i {
+		w.at++
+		decodePoint(&w.cur, r.enc[r.off[w.at]:])
+	}
+	p := &w.out[w.flip]
+	w.flip ^= 1
+	copyPoint(p, &w.cur)
+	p.t = r.pts[i]
+	for h := range p.h {
+		if i < r.hFrom[h] {
+			p.h[h] = nil
+		}
+	}
+	w.last = p
+	return p
+}

@@ -161,6 +161,28 @@ func TestRingMatchesReference(t *testing.T) {
 			if p := r.newest(); !samePoint(p, &ref.pts[len(ref.pts)-1]) {
 				t.Fatalf("seed %d step %d: newest reads %+v, reference %+v", seed, step, *p, ref.pts[len(ref.pts)-1])
 			}
+			// a walk forward, as the baseline's sub-windows read it
+			walk, at := r.walk(), 0
+			var held []*point // the walker's last two distinct points stay valid
+			for cut := tm - int64(rng.IntN(40)); cut <= tm+1; cut += int64(1 + rng.IntN(6)) {
+				for at+1 < len(ref.pts) && ref.pts[at+1].t <= cut {
+					at++
+				}
+				var want *point
+				if at < len(ref.pts) && ref.pts[at].t <= cut {
+					want = &ref.pts[at]
+				}
+				got := walk.atOrBefore(cut)
+				if (got == nil) != (want == nil) || got != nil && !samePoint(got, want) {
+					t.Fatalf("seed %d step %d: walking to %d the ring reads %v, the reference %v", seed, step, cut, got, want)
+				}
+				if got != nil && (len(held) == 0 || held[len(held)-1] != got) {
+					held = append(held, got)
+				}
+				if n := len(held); n >= 2 && held[n-2].t >= held[n-1].t {
+					t.Fatalf("seed %d step %d: the walker's previous point changed under it", seed, step)
+				}
+			}
 			cut := tm - int64(rng.IntN(40))
 			before, after := r.atOrBefore(cut), r.atOrAfter(cut)
 			refBefore, refAfter := refAtOrBefore(&ref, cut), refAtOrAfter(&ref, cut)
