@@ -15,7 +15,7 @@ import (
 // the diagnosis' rings and charts are full (BenchmarkModelMemory), so 1024
 // models hold about 80 MB beside a full history, what 512 held before the
 // rings were encoded: within the shipped container's budget
-// (docs/operating.md, "Memory"). Models with histograms hold more (128 KB,
+// (docs/operating.md, "Memory"). Models with histograms hold more (129 KB,
 // diagnosis.BenchmarkModelHistoryMemory) but print dozens of history
 // series each, so --history.max-series admits a few hundred of them.
 const DefaultMaxModels = 1024

@@ -73,24 +73,7 @@ func BenchmarkModelHistoryMemory(b *testing.B) {
 		for _, charts := range []bool{false, true} {
 			b.Run(fmt.Sprintf("busy=%v/charts=%v", busy, charts), func(b *testing.B) {
 				for range b.N {
-					d, err := New(Options{Window: DefaultWindow, Baseline: DefaultBaseline, MinChange: DefaultMinChange, Interval: 2 * time.Second})
-					if err != nil {
-						b.Fatal(err)
-					}
-					ms := make([]*busyModel, models)
-					obs := make([]Observation, models)
-					for i := range ms {
-						ms[i] = newBusyModel(fmt.Sprintf("org/m-%05d", i), uint64(i))
-						obs[i] = ms[i].next()
-					}
-					for s := range 32 * 30 {
-						if busy {
-							for i := range ms {
-								obs[i] = ms[i].next()
-							}
-						}
-						d.Observe(t0.Add(time.Duration(s)*2*time.Second), obs)
-					}
+					d, _ := fullRings(b, models, busy)
 					if charts {
 						d.Report()
 					}
@@ -112,32 +95,43 @@ func BenchmarkModelHistoryMemory(b *testing.B) {
 // 32 minutes of scrapes every 2 s have filled their rings: what reading
 // the encoded points costs the diagnosis every scrape.
 func BenchmarkObserveFullRings(b *testing.B) {
-	const models = 100
+	d, observe := fullRings(b, 100, true)
+	b.ResetTimer()
+	for range b.N {
+		b.StopTimer()
+		at, obs := observe()
+		b.StartTimer()
+		d.Observe(at, obs)
+	}
+}
+
+// fullRings returns a Diagnoser at the default windows that has observed
+// n models every 2 s for 32 minutes (busy: new traffic every scrape, else
+// the same values), and observe, which returns the next scrape's time and
+// observations.
+func fullRings(b *testing.B, n int, busy bool) (*Diagnoser, func() (time.Time, []Observation)) {
 	d, err := New(Options{Window: DefaultWindow, Baseline: DefaultBaseline, MinChange: DefaultMinChange, Interval: 2 * time.Second})
 	if err != nil {
 		b.Fatal(err)
 	}
-	ms := make([]*busyModel, models)
-	obs := make([]Observation, models)
+	ms := make([]*busyModel, n)
+	obs := make([]Observation, n)
 	for i := range ms {
 		ms[i] = newBusyModel(fmt.Sprintf("org/m-%05d", i), uint64(i))
+		obs[i] = ms[i].next()
 	}
 	s := 0
-	next := func() {
-		for i := range ms {
-			obs[i] = ms[i].next()
+	observe := func() (time.Time, []Observation) {
+		if busy {
+			for i := range ms {
+				obs[i] = ms[i].next()
+			}
 		}
 		s++
+		return t0.Add(time.Duration(s) * 2 * time.Second), obs
 	}
 	for range 32 * 30 {
-		next()
-		d.Observe(t0.Add(time.Duration(s)*2*time.Second), obs)
+		d.Observe(observe())
 	}
-	b.ResetTimer()
-	for range b.N {
-		b.StopTimer()
-		next()
-		b.StartTimer()
-		d.Observe(t0.Add(time.Duration(s)*2*time.Second), obs)
-	}
+	return d, observe
 }
