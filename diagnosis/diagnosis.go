@@ -337,7 +337,7 @@ func (d *Diagnoser) windows(tr *track, t int64) (from, a, now *point, ok bool) {
 	if len(tr.fine.pts) == 0 {
 		return nil, nil, nil, false
 	}
-	now = &tr.fine.pts[len(tr.fine.pts)-1]
+	now = tr.fine.newest()
 	a = tr.fine.atOrBefore(t - int64(d.opts.Window))
 	if a == nil || a.t < t-int64(d.opts.Window)-d.slack(d.fineRes) ||
 		float64(tr.unobserved(a.t, now.t)) > MaxUnobserved*float64(now.t-a.t) {
@@ -504,17 +504,18 @@ func (d *Diagnoser) wall(p *point) time.Time {
 // if longer), the fine ones over the recent window.
 func (mr *ModelReport) chart(d *Diagnoser, tr *track) {
 	var seq []*point
+	fine, charted := tr.fine.points(), tr.chart.points()
 	a := tr.fine.atOrBefore(d.lastT - int64(d.opts.Window))
-	if a == nil && len(tr.fine.pts) > 0 {
-		a = &tr.fine.pts[0]
+	if a == nil && len(fine) > 0 {
+		a = &fine[0]
 	}
-	for i := range tr.chart.pts {
-		if p := &tr.chart.pts[i]; a == nil || p.t < a.t {
+	for i := range charted {
+		if p := &charted[i]; a == nil || p.t < a.t {
 			seq = append(seq, p)
 		}
 	}
-	for i := range tr.fine.pts {
-		if p := &tr.fine.pts[i]; a == nil || p.t >= a.t {
+	for i := range fine {
+		if p := &fine[i]; a == nil || p.t >= a.t {
 			seq = append(seq, p)
 		}
 	}
@@ -528,6 +529,25 @@ func (mr *ModelReport) chart(d *Diagnoser, tr *track) {
 		mr.ChartStart = max(mr.ChartStart, unixSeconds(d.wall(seq[0])))
 	}
 	mr.ChartEnd = unixSeconds(d.base.Add(time.Duration(d.lastT)))
+	// Each chart and its values in memory sized once: a model's charts
+	// were a third of what it held, most of it slack and one allocation a value.
+	charts := 0
+	for si := range mr.Steps {
+		for j := range mr.Steps[si].Signals {
+			if s := &mr.Steps[si].Signals[j]; s.index >= 0 && len(seq) > 1 {
+				s.Chart = make([]ChartPoint, 0, len(seq)-1)
+				charts++
+			}
+		}
+	}
+	values := make([]float64, 0, charts*max(len(seq)-1, 0))
+	finite := func(v float64) *float64 {
+		if math.IsNaN(v) || math.IsInf(v, 0) {
+			return nil
+		}
+		values = append(values, v)
+		return &values[len(values)-1]
+	}
 	for k := 1; k < len(seq); k++ {
 		if seq[k].t-seq[k-1].t > 3*d.chartRes+d.slack(d.fineRes) {
 			// an outage: no value, a gap in the line

@@ -83,16 +83,7 @@ func dispersions(tr *track, from, a *point, w int64, base *stats) int {
 	defer subWindowsPool.Put(buf)
 	subs := (*buf)[:0]
 	// the newest coarse point at or before each bound, walking forward
-	pts, at := tr.coarse.pts, 0
-	atOrBefore := func(cut int64) *point {
-		for at+1 < len(pts) && pts[at+1].t <= cut {
-			at++
-		}
-		if at < len(pts) && pts[at].t <= cut {
-			return &pts[at]
-		}
-		return nil
-	}
+	atOrBefore := tr.coarse.walk().atOrBefore
 	prev := atOrBefore(a.t - int64(k)*w)
 	if prev == nil || prev.t < from.t {
 		prev = from
