@@ -63,6 +63,12 @@ type ParseScratch struct {
 	// 0.0.4 (textTypeKnown: there was one; "" is a content type too).
 	textType      string
 	textTypeKnown bool
+	// index (family name -> position in the parse's families) and typed
+	// (the families a TYPE line named) live only during one parse; kept
+	// here so that their storage is reused (BenchmarkScrapeCycle: 9 KB of
+	// a one-engine scrape's allocations).
+	index map[string]int
+	typed map[string]bool
 }
 
 // familyMemo is what a parse found of one family.
@@ -215,10 +221,15 @@ func Parse(body []byte, contentType string, opts ParseOptions) ([]Family, ParseS
 	}
 	sc.gen++
 	memoLive := 0
+	if sc.index == nil {
+		sc.index, sc.typed = make(map[string]int, len(sc.families)), map[string]bool{}
+	}
+	clear(sc.index)
+	clear(sc.typed)
+	index, typed := sc.index, sc.typed // family name -> position in fams; families a TYPE line named
 	var (
-		fams  = make([]Family, 0, len(sc.families))
-		index = make(map[string]int, len(sc.families)) // family name -> position in fams
-		lset  labels.Labels
+		fams = make([]Family, 0, len(sc.families))
+		lset labels.Labels
 		// curType is the type of the last TYPE line read, as textparse
 		// keeps it: it decides how le and quantile values are decoded.
 		curType model.MetricType
@@ -250,8 +261,6 @@ func Parse(body []byte, contentType string, opts ParseOptions) ([]Family, ParseS
 		}
 		return family(string(b))
 	}
-	typed := map[string]bool{}
-
 	for {
 		entry, err := p.Next()
 		if errors.Is(err, io.EOF) {
