@@ -3,6 +3,7 @@ package derive
 import (
 	"slices"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/prometheus/common/model"
@@ -249,6 +250,7 @@ type grouping struct {
 	blocked []bool
 	groupOf []int // series index -> group
 	out     map[string][]exposition.Sample
+	outBy   string // its group-by labels joined, for the label cache's sample counts
 	// perModel says which specs it computes: those marked PerModel
 	// (true) or the others; a grouping by engine has a companion
 	// grouping without engine for the PerModel specs, whose samples go
@@ -292,16 +294,16 @@ func (d *Deriver) derive(r *window.Reader, groupBys [][]string, res [][]expositi
 				by = append(by, g)
 			}
 		}
-		out := map[string][]exposition.Sample{}
+		out, outBy := map[string][]exposition.Sample{}, strings.Join(by, "\xff")
 		if !perModel || !slices.Contains(by, mapping.LabelEngine) {
 			bys = append(bys, by)
-			gs = append(gs, grouping{out: out, all: true})
+			gs = append(gs, grouping{out: out, outBy: outBy, all: true})
 			continue
 		}
 		// The PerModel specs are computed over the model's engines
 		// together, into the same page.
 		bys = append(bys, by, slices.DeleteFunc(slices.Clone(by), func(l string) bool { return l == mapping.LabelEngine }))
-		gs = append(gs, grouping{out: out}, grouping{out: out, perModel: true})
+		gs = append(gs, grouping{out: out, outBy: outBy}, grouping{out: out, outBy: outBy, perModel: true})
 	}
 	var (
 		key      []byte
@@ -406,7 +408,7 @@ func (d *Deriver) derive(r *window.Reader, groupBys [][]string, res [][]expositi
 			}
 		}
 		for k := range gs {
-			c.out = gs[k].out
+			c.out, c.outBy = gs[k].out, gs[k].outBy
 			for gi, g := range gs[k].groups {
 				if gs[k].blocked[gi] {
 					continue
@@ -439,6 +441,7 @@ func (d *Deriver) derive(r *window.Reader, groupBys [][]string, res [][]expositi
 		fams := make([]exposition.Family, 0, len(names))
 		for _, name := range names {
 			smps := out[name]
+			d.labels.samples[familyOfGrouping{gs[i].outBy, name}] = len(smps)
 			slices.SortFunc(smps, func(a, b exposition.Sample) int { return labels.Compare(a.Labels, b.Labels) })
 			fams = append(fams, exposition.Family{
 				Name:    name,
