@@ -384,7 +384,7 @@ func BenchmarkMetricsSelection(b *testing.B) {
 		tr := &memTransport{}
 		c := benchCollector(b, clock, tr, time.Second)
 		warmUp(c, clock, tr, next)
-		full := c.snap.Load().full
+		full := c.snap.Load().full()
 		for _, sel := range []string{"all", "fleet"} {
 			b.Run(p.name+"/select="+sel, func(b *testing.B) {
 				b.ReportAllocs()
@@ -394,7 +394,7 @@ func BenchmarkMetricsSelection(b *testing.B) {
 					if sel == "all" {
 						page = c.pageEnc.Prepare(full, c.withRuntimeFamilies)
 					} else {
-						page = c.selection(&snapshot{full: full}, fleetNames)
+						page = c.selection(&snapshot{parts: [][]exposition.Family{full}}, fleetNames)
 					}
 					gz, _ := page.Gzipped()
 					n = len(gz)
