@@ -19,6 +19,7 @@ import (
 	"github.com/prometheus/prometheus/model/textparse"
 
 	"github.com/fos-study/vllm-normalizer/demo"
+	"github.com/fos-study/vllm-normalizer/diagnosis"
 	"github.com/fos-study/vllm-normalizer/exposition"
 	"github.com/fos-study/vllm-normalizer/serve"
 	"github.com/fos-study/vllm-normalizer/window"
@@ -92,14 +93,20 @@ func (m *memTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 }
 
 // benchCollector is a collector as cmd/vllm-normalizer builds it (Go and
-// process collectors included, default windows 1m and 5m, the given scrape
+// process collectors and the diagnosis included, default windows 1m and 5m, the given scrape
 // interval) reading from an in-memory transport, on a fake clock.
 func benchCollector(tb testing.TB, clock *fakeClock, tr http.RoundTripper, interval time.Duration) *Collector {
 	reg := prometheus.NewRegistry()
 	exp := prometheus.NewRegistry()
 	exp.MustRegister(collectors.NewGoCollector())
 	exp.MustRegister(collectors.NewProcessCollector(collectors.ProcessCollectorOpts{Namespace: "vllm_normalizer"}))
+	// The diagnosis with the flags' defaults, as the binary runs it.
+	diag, err := diagnosis.New(diagnosis.Options{Window: diagnosis.DefaultWindow, Baseline: diagnosis.DefaultBaseline, MinChange: diagnosis.DefaultMinChange, Interval: interval})
+	if err != nil {
+		tb.Fatal(err)
+	}
 	return newTestCollector(tb, "http://127.0.0.1:8000/metrics", clock, func(c *Config) {
+		c.Diagnosis = diag
 		c.Interval = interval
 		c.Timeout = interval / 2
 		c.Registry = reg
