@@ -1,6 +1,7 @@
 package exposition
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -56,6 +57,11 @@ func TestParseMemoMatchesFreshParse(t *testing.T) {
 			"{\"a.b\"} 1\nx{\"é\"=\"1\"} 2\ny{a=\"1\",a=\"2\"} 3\n"},
 		{"invalid again", ContentTypeText, page + "{\"a.b\"} 1\nx{\"é\"=\"1\"} 2\n"},
 		{"invalid once more", ContentTypeText, page + "{\"a.b\"} 1\nx{\"é\"=\"1\"} 2\n"},
+		// The memo first compares each series with the one printed at its
+		// place on the last page: places shifted, reordered and repeated.
+		{"a series inserted first", ContentTypeText, "a_new_gauge 1\n" + page},
+		{"halves swapped", ContentTypeText, page[strings.Index(page[len(page)/2:], "\n# HELP")+len(page)/2+1:] + page[:strings.Index(page[len(page)/2:], "\n# HELP")+len(page)/2+1]},
+		{"fixture after the swap", ContentTypeText, page},
 		{"openmetrics", ContentTypeOpenMetrics, "# TYPE a counter\na_total{x=\"1\"} 1\n# TYPE b gauge\nb{x=\"1\"} 2\n# EOF\n"},
 		{"fixture after openmetrics", ContentTypeText, page},
 		// textparse decodes le by the TYPE in effect ("1" becomes "1.0"
@@ -172,5 +178,19 @@ func TestParseScratchFollowsContentType(t *testing.T) {
 		if got := string(AppendText(nil, fams)); strings.Contains(got, "c_created") || !strings.Contains(got, "c_total 3\n") {
 			t.Errorf("parse %d (%q): text output\n%s", i, step.ct, got)
 		}
+	}
+}
+
+// A remembered series is checked again against label limits that changed
+// since it was met: tightened limits refuse the page as a fresh parse does.
+func TestParseMemoChecksChangedLimits(t *testing.T) {
+	body := []byte("# TYPE x gauge\nx{a=\"12345\"} 1\n")
+	sc := &ParseScratch{}
+	if _, _, err := Parse(body, ContentTypeText, ParseOptions{Scratch: sc, LabelLimits: LabelLimits{ValueLength: 10}}); err != nil {
+		t.Fatal(err)
+	}
+	_, _, err := Parse(body, ContentTypeText, ParseOptions{Scratch: sc, LabelLimits: LabelLimits{ValueLength: 4}})
+	if le, ok := errors.AsType[*LabelLimitError](err); !ok || le.Limit != LimitValueLength {
+		t.Fatalf("a value of 5 bytes under a limit of 4 on a remembered series: err = %v, want a %s LabelLimitError", err, LimitValueLength)
 	}
 }
