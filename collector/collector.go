@@ -484,8 +484,9 @@ func (c *Collector) scrape(ctx context.Context, sent time.Time) (*scrapeResult, 
 	both := c.deriver.Groupings(c.history, now, []string{mapping.LabelModel, mapping.LabelEngine}, []string{mapping.LabelModel})
 	c.idle.Observe(now, kept)
 	// Both pages are sorted by family name when published (merge).
-	derived := c.roleLabels.label(slices.Concat(both[0], c.deriver.Capacity(kept, c.idle, now, true)), c.cfg.Role)
-	routingDerived := slices.Concat(both[1], c.deriver.Capacity(kept, c.idle, now, false))
+	capByEngine, capByModel := c.deriver.Capacities(kept, c.idle, now)
+	derived := c.roleLabels.label(slices.Concat(both[0], capByEngine), c.cfg.Role)
+	routingDerived := slices.Concat(both[1], capByModel)
 	// A model the series cap bit has all its derived gauges or none.
 	limited := derive.LimitedBy(c.history, now)
 	derived, routingDerived = limited.Without(derived), limited.Without(routingDerived)
