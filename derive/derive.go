@@ -305,15 +305,32 @@ func (d *Deriver) derive(r *window.Reader, groupBys [][]string, res [][]expositi
 		bys = append(bys, by, slices.DeleteFunc(slices.Clone(by), func(l string) bool { return l == mapping.LabelEngine }))
 		gs = append(gs, grouping{out: out, outBy: outBy}, grouping{out: out, outBy: outBy, perModel: true})
 	}
+	d.labels.begin()
+	defer d.labels.end()
 	var (
 		key      []byte
 		fromLbls []labels.Label
 	)
 	for k, by := range bys {
-		// Assign every series to its group.
+		// Assign every series to its group, as the last derivation did
+		// when the history holds the same series.
 		g := &gs[k]
-		g.groupOf = make([]int, len(series))
-		index := map[string]int{}
+		planKey := strings.Join(by, "\xff")
+		if g.perModel {
+			planKey += "\xfeper-model"
+		}
+		plan := d.labels.plans[planKey]
+		switch {
+		case plan != nil && plan.used == d.labels.round:
+			// The same grouping twice in one call: each needs groups of
+			// its own to accumulate into.
+			plan = &groupingPlan{index: map[string]int{}}
+		case plan == nil || !slices.Equal(plan.series, series):
+			plan = &groupingPlan{series: slices.Clone(series), index: map[string]int{}}
+			d.labels.plans[planKey] = plan
+		}
+		plan.used = d.labels.round
+		index := plan.index
 		groupKey := func(l labels.Labels) {
 			key, fromLbls = key[:0], fromLbls[:0]
 			for _, name := range by {
@@ -330,17 +347,21 @@ func (d *Deriver) derive(r *window.Reader, groupBys [][]string, res [][]expositi
 				}
 			}
 		}
-		for i, s := range series {
-			groupKey(s.Labels())
-			gi, ok := index[string(key)]
-			if !ok {
-				gi = len(g.groups)
-				ks := string(key)
-				index[ks] = gi
-				g.groups = append(g.groups, &group{lbls: slices.Clone(fromLbls), key: ks})
+		if plan.groupOf == nil {
+			plan.groupOf = make([]int, len(series))
+			for i, s := range series {
+				groupKey(s.Labels())
+				gi, ok := index[string(key)]
+				if !ok {
+					gi = len(plan.groups)
+					ks := string(key)
+					index[ks] = gi
+					plan.groups = append(plan.groups, &group{lbls: slices.Clone(fromLbls), key: ks})
+				}
+				plan.groupOf[i] = gi
 			}
-			g.groupOf[i] = gi
 		}
+		g.groupOf, g.groups = plan.groupOf, plan.groups
 		g.blocked = make([]bool, len(g.groups))
 		lsets, all := r.Unwindowed()
 		for gi := range g.blocked {
@@ -354,8 +375,6 @@ func (d *Deriver) derive(r *window.Reader, groupBys [][]string, res [][]expositi
 		}
 	}
 
-	d.labels.begin()
-	defer d.labels.end()
 	var b labels.ScratchBuilder
 	c := windowCalc{d: d, b: &b}
 	for _, w := range r.Windows() {

@@ -712,8 +712,9 @@ func DropCreated(fams []Family) []Family {
 	out := fams[:0]
 	for _, f := range fams {
 		if base, ok := strings.CutSuffix(f.Name, "_created"); ok && f.Type != model.MetricTypeCounter {
-			if names[base+"_total"] == model.MetricTypeCounter || names[base] == model.MetricTypeCounter ||
-				names[base] == model.MetricTypeHistogram || names[base] == model.MetricTypeSummary {
+			bt := names[base]
+			if bt == model.MetricTypeCounter || bt == model.MetricTypeHistogram || bt == model.MetricTypeSummary ||
+				names[base+"_total"] == model.MetricTypeCounter {
 				continue
 			}
 		}
