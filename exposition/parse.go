@@ -79,6 +79,10 @@ type ParseScratch struct {
 	typed map[string]bool
 	// samples is how many samples the last parse kept.
 	samples int
+	// limits are the label limits of the last parse; limitsEpoch counts
+	// their changes (from 1), see seriesMemo.passed.
+	limits      LabelLimits
+	limitsEpoch uint32
 }
 
 // familyMemo is what a parse found of one family.
@@ -101,13 +105,12 @@ type seriesMemo struct {
 	valid bool
 	gen   uint64 // the last parse that met it
 	key   string // its bytes, the memo's key ("" when not in the memo)
-	pos   int    // its place in the order of the last parse that met it
-	// passed are the label limits the labels were last found within
-	// (checked: they were), so that the check runs again only when the
-	// limits change, not for every series at every scrape (about 4 % of
-	// a parse, BenchmarkScrapeCycle's profile).
-	passed  LabelLimits
-	checked bool
+	pos   int32  // its place in the order of the last parse that met it
+	// passed is the scratch's limitsEpoch when the labels were last found
+	// within the label limits (0: never), so that the check runs again
+	// only when the limits change, not for every series at every scrape
+	// (about 4 % of a parse, BenchmarkScrapeCycle's profile).
+	passed uint32
 }
 
 // forgetOldSeries drops the memo of series the last parse did not meet
@@ -243,6 +246,10 @@ func Parse(body []byte, contentType string, opts ParseOptions) ([]Family, ParseS
 	order, next := sc.spare[:0], 0
 	sc.gen++
 	memoLive := 0
+	if sc.limitsEpoch == 0 || opts.LabelLimits != sc.limits {
+		sc.limits = opts.LabelLimits
+		sc.limitsEpoch++
+	}
 	if sc.index == nil {
 		sc.index, sc.typed = make(map[string]int, len(sc.families)), map[string]bool{}
 	}
@@ -333,7 +340,7 @@ func Parse(body []byte, contentType string, opts ParseOptions) ([]Family, ParseS
 			if next < len(sc.order) && sc.order[next].key == string(raw) {
 				m = sc.order[next]
 			} else if m = sc.memo[string(raw)]; m != nil {
-				next = m.pos
+				next = int(m.pos)
 			}
 			next++
 			if m == nil || m.mtype != curType {
@@ -351,7 +358,7 @@ func Parse(body []byte, contentType string, opts ParseOptions) ([]Family, ParseS
 				}
 			}
 			if m.key != "" {
-				m.pos = len(order)
+				m.pos = int32(len(order))
 				order = append(order, m)
 			}
 			if m.gen != sc.gen {
@@ -363,11 +370,11 @@ func Parse(body []byte, contentType string, opts ParseOptions) ([]Family, ParseS
 				stats.InvalidNames++
 				continue
 			}
-			if !m.checked || m.passed != opts.LabelLimits {
+			if m.passed != sc.limitsEpoch {
 				if err := opts.LabelLimits.check(lset); err != nil {
 					return nil, stats, err
 				}
-				m.passed, m.checked = opts.LabelLimits, true
+				m.passed = sc.limitsEpoch
 			}
 			stats.Samples++
 			if opts.SampleLimit > 0 && stats.Samples > opts.SampleLimit {
