@@ -55,6 +55,10 @@ func TestParseMemoMatchesFreshParse(t *testing.T) {
 		{"half the series gone", ContentTypeText, page[:strings.LastIndex(page[:len(page)/2], "\n")+1]},
 		{"invalid and duplicate series", ContentTypeText, page + "vllm:num_requests_running{engine=\"0\",model_name=\"TinyLlama/TinyLlama-1.1B-Chat-v1.0\"} 9\n" +
 			"{\"a.b\"} 1\nx{\"é\"=\"1\"} 2\ny{a=\"1\",a=\"2\"} 3\n"},
+		{"a series twice", ContentTypeText, page + "vllm:num_requests_running{engine=\"0\",model_name=\"TinyLlama\"} 9\n"},
+		{"a series twice again, in place", ContentTypeText, page + "vllm:num_requests_running{engine=\"0\",model_name=\"TinyLlama\"} 9\n"},
+		{"a series twice, spelt otherwise", ContentTypeText, page + "vllm:num_requests_running{model_name=\"TinyLlama\",engine=\"0\"} 9\n"},
+		{"a series twice, spelt otherwise, in place", ContentTypeText, page + "vllm:num_requests_running{model_name=\"TinyLlama\",engine=\"0\"} 9\n"},
 		{"invalid again", ContentTypeText, page + "{\"a.b\"} 1\nx{\"é\"=\"1\"} 2\n"},
 		{"invalid once more", ContentTypeText, page + "{\"a.b\"} 1\nx{\"é\"=\"1\"} 2\n"},
 		// The memo first compares each series with the one printed at its
@@ -70,6 +74,10 @@ func TestParseMemoMatchesFreshParse(t *testing.T) {
 		{"untyped bucket", ContentTypeText, "x_bucket{le=\"1\"} 1\nx_bucket{le=\"+Inf\"} 2\n"},
 		{"typed bucket", ContentTypeText, "# TYPE x histogram\nx_bucket{le=\"1\"} 1\nx_bucket{le=\"+Inf\"} 2\nx_count 2\nx_sum 3\n"},
 		{"untyped again", ContentTypeText, "x_bucket{le=\"1\"} 1\nx_bucket{le=\"+Inf\"} 2\n"},
+		// The same bytes in the same places, made duplicates by a TYPE line.
+		{"two untyped buckets", ContentTypeText, "x_bucket{le=\"1\"} 1\nx_bucket{le=\"1.0\"} 2\nx_bucket{le=\"+Inf\"} 2\n"},
+		{"two untyped buckets again", ContentTypeText, "x_bucket{le=\"1\"} 1\nx_bucket{le=\"1.0\"} 2\nx_bucket{le=\"+Inf\"} 2\n"},
+		{"the same buckets typed", ContentTypeText, "# TYPE x histogram\nx_bucket{le=\"1\"} 1\nx_bucket{le=\"1.0\"} 2\nx_bucket{le=\"+Inf\"} 2\nx_count 2\nx_sum 3\n"},
 		{"summary quantile typed", ContentTypeText, "# TYPE y summary\ny{quantile=\"1\"} 1\ny_count 2\ny_sum 3\n"},
 		{"summary quantile untyped", ContentTypeText, "y{quantile=\"1\"} 1\n"},
 	}

@@ -79,6 +79,8 @@ type ParseScratch struct {
 	typed map[string]bool
 	// samples is how many samples the last parse kept.
 	samples int
+	// noDuplicates: the last parse ended with no series held twice.
+	noDuplicates bool
 	// limits are the label limits of the last parse; limitsEpoch counts
 	// their changes (from 1), see seriesMemo.passed.
 	limits      LabelLimits
@@ -244,6 +246,11 @@ func Parse(body []byte, contentType string, opts ParseOptions) ([]Family, ParseS
 	// them; next is where in the last page's the series read now is
 	// expected.
 	order, next := sc.spare[:0], 0
+	// While every series is the one the last page printed at its place,
+	// and that page held no series twice, none is held twice so far: the
+	// check for duplicates starts at the first that differs (seeKept).
+	skipDuplicates := sc.noDuplicates
+	sc.noDuplicates = false
 	sc.gen++
 	memoLive := 0
 	if sc.limitsEpoch == 0 || opts.LabelLimits != sc.limits {
@@ -337,13 +344,15 @@ func Parse(body []byte, contentType string, opts ParseOptions) ([]Family, ParseS
 			raw, ts, v := p.Series()
 			// The series the last page printed here, else the memo's.
 			var m *seriesMemo
-			if next < len(sc.order) && sc.order[next].key == string(raw) {
+			inPlace := next < len(sc.order) && sc.order[next].key == string(raw)
+			if inPlace {
 				m = sc.order[next]
 			} else if m = sc.memo[string(raw)]; m != nil {
 				next = int(m.pos)
 			}
 			next++
 			if m == nil || m.mtype != curType {
+				inPlace = false // new labels: they may repeat another series'
 				p.Labels(&lset)
 				old := m
 				m = &seriesMemo{mtype: curType, lset: lset, name: lset.Get(model.MetricNameLabel), hash: lset.Hash(), valid: checkLabels(lset)}
@@ -404,7 +413,11 @@ func Parse(body []byte, contentType string, opts ParseOptions) ([]Family, ParseS
 			}
 			lastName, lastFam = name, fi
 			f := &fams[fi]
-			if sc.duplicate(fams, lset, m.hash, uint64(fi)<<32|uint64(len(f.Samples))) {
+			if skipDuplicates && !inPlace {
+				skipDuplicates = false
+				sc.seeKept(fams)
+			}
+			if !skipDuplicates && sc.duplicate(fams, lset, m.hash, uint64(fi)<<32|uint64(len(f.Samples))) {
 				stats.DuplicateSeries++
 				continue
 			}
@@ -420,6 +433,7 @@ func Parse(body []byte, contentType string, opts ParseOptions) ([]Family, ParseS
 		}
 	}
 	sc.forgetOldSeries(memoLive)
+	sc.noDuplicates = stats.DuplicateSeries == 0
 	clear(sc.order) // what forgetOldSeries dropped must not stay reachable
 	sc.order, sc.spare = order, sc.order
 	if sc.families == nil {
@@ -596,6 +610,16 @@ func dedupe(samples []Sample) ([]Sample, int) {
 // duplicate reports whether lset, whose hash is h, repeats a series
 // already kept in fams, and otherwise records it at position pos
 // (family<<32 | sample).
+// seeKept records the series kept so far in seen, for duplicate to
+// find, once a parse stops skipping the check (see Parse).
+func (sc *ParseScratch) seeKept(fams []Family) {
+	for fi := range fams {
+		for si, smp := range fams[fi].Samples {
+			sc.duplicate(fams, smp.Labels, smp.Labels.Hash(), uint64(fi)<<32|uint64(si))
+		}
+	}
+}
+
 func (sc *ParseScratch) duplicate(fams []Family, lset labels.Labels, h uint64, pos uint64) bool {
 	first, ok := sc.seen[h]
 	if !ok {
