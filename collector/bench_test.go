@@ -142,8 +142,8 @@ func cpuTime(tb testing.TB) time.Duration {
 // the process does for a scrape except the socket. That is
 // Collector.ScrapeOnce (fetch from memory, parse, DropCreated, Normalize,
 // History.Observe, every window's derivations for both groupings,
-// Present, status families, the sidecar's own metrics, the routing view
-// and its text) and what readers make the process do on top: a router
+// Present, status families, the sidecar's own metrics, the diagnosis, the
+// routing view and its text) and what readers make the process do on top: a router
 // reading the routing view with gzip after every scrape, and a reader of
 // /metrics with gzip, which makes the page's text, its gzip and the Go and
 // process collectors (at most once per second of the clock) happen for
