@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -95,7 +96,7 @@ func (m *memTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 // benchCollector is a collector as cmd/vllm-normalizer builds it (Go and
 // process collectors and the diagnosis included, default windows 1m and 5m, the given scrape
 // interval) reading from an in-memory transport, on a fake clock.
-func benchCollector(tb testing.TB, clock *fakeClock, tr http.RoundTripper, interval time.Duration) *Collector {
+func benchCollector(tb testing.TB, clock *fakeClock, tr http.RoundTripper, interval time.Duration, mods ...func(*Config)) *Collector {
 	reg := prometheus.NewRegistry()
 	exp := prometheus.NewRegistry()
 	exp.MustRegister(collectors.NewGoCollector())
@@ -115,6 +116,9 @@ func benchCollector(tb testing.TB, clock *fakeClock, tr http.RoundTripper, inter
 		// The binary's default limits, so that their checks are timed.
 		c.LabelLimits = exposition.LabelLimits{Labels: 64, NameLength: 128, ValueLength: 4096}
 		c.MaxSeries = 5000
+		for _, m := range mods {
+			m(c)
+		}
 	})
 }
 
@@ -230,6 +234,42 @@ func benchScrapeCycle(b *testing.B, page string, interval time.Duration, readers
 	b.ReportMetric(float64(c.history.StoredSeries()), "kept-series")
 	if c.lastReason != "" {
 		b.Fatalf("scrapes failed: %s", c.lastReason)
+	}
+}
+
+// BenchmarkCreatedTimestamps is what --output.created-timestamps costs a
+// scrape of the 16-engine page read by a Prometheus with created-timestamp
+// ingestion (OpenMetrics): the full page and the compatibility page after
+// every scrape, with and without the flag.
+func BenchmarkCreatedTimestamps(b *testing.B) {
+	for _, on := range []bool{false, true} {
+		b.Run(fmt.Sprintf("created=%v", on), func(b *testing.B) {
+			clock := newFakeClock()
+			var next func() []byte
+			for _, q := range benchPages(b, clock) {
+				if q.name == "v1-16engines" {
+					next = q.next
+				}
+			}
+			tr := &memTransport{}
+			c := benchCollector(b, clock, tr, time.Second, func(cfg *Config) { cfg.CreatedTimestamps = on })
+			warmUp(c, clock, tr, next)
+			if c.lastReason != "" {
+				b.Fatalf("warm-up scrapes failed: %s", c.lastReason)
+			}
+			b.ReportAllocs()
+			ctx := context.Background()
+			for b.Loop() {
+				b.StopTimer()
+				clock.Advance(time.Second)
+				tr.page = next()
+				b.StartTimer()
+				c.ScrapeOnce(ctx)
+				s := c.snap.Load()
+				s.page.OpenMetrics()
+				s.compat.OpenMetrics()
+			}
+		})
 	}
 }
 

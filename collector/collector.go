@@ -6,9 +6,11 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
+	"math"
 	"net/http"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -86,6 +88,10 @@ type Config struct {
 	// ModelName names the model of a page whose server prints none
 	// (llama.cpp); empty asks the upstream's /v1/models.
 	ModelName string
+	// CreatedTimestamps serves the start time of the summed counters and
+	// histograms (the compatibility page, the GenAI view) as _created
+	// lines on their OpenMetrics pages.
+	CreatedTimestamps bool
 }
 
 // DefaultMaxBodyBytes is the default page size limit (--vllm.max-body-bytes).
@@ -137,6 +143,7 @@ type Collector struct {
 	lastStatus     mapping.Report
 	lastStatusFams []exposition.Family
 	diagIn         diagnosisInput
+	restarts       *restartLog   // owned by the scrape loop; snapshots share it
 	models         modelCap      // which models state is kept for; owned by the scrape loop
 	roleLabels     roleLabeler   // the pod role on the derived gauges; owned by the scrape loop
 	model          upstreamModel // for pages that name no model
@@ -232,7 +239,11 @@ func New(cfg Config) (*Collector, error) {
 	if err := registerVersion(cfg.Registry); err != nil {
 		return nil, err
 	}
-	m := newSelfMetrics()
+	var dated func() time.Time
+	if cfg.CreatedTimestamps {
+		dated = cfg.Now
+	}
+	m := newSelfMetrics(dated)
 	roles := cfg.Mapper.Catalogue().Roles()
 	readers, err := routing.LoadReaders()
 	if err != nil {
@@ -421,8 +432,13 @@ func (c *Collector) scrape(ctx context.Context, sent time.Time) (*scrapeResult, 
 	c.metrics.add(c.metrics.dropped, dropInvalidBound, float64(stats.InvalidBounds))
 	c.metrics.add(c.metrics.dropped, dropCollision, float64(stats.Collisions))
 
-	// Restarts are read from the _created samples before they are dropped.
+	// Restarts are read from the _created samples before they are dropped;
+	// with --output.created-timestamps, the series' own start times too.
 	c.history.NoteStarts(fams)
+	var starts map[startKey]float64
+	if c.cfg.CreatedTimestamps {
+		starts = upstreamStarts(fams)
+	}
 	fams = exposition.DropCreated(fams)
 	mapper := c.mapper.Load()
 	norm, report := mapper.Normalize(fams)
@@ -478,6 +494,7 @@ func (c *Collector) scrape(ctx context.Context, sent time.Time) (*scrapeResult, 
 	c.metrics.add(c.metrics.unwindowed, "", float64(obs.Unwindowed))
 	c.metrics.add(c.metrics.layoutChanges, "", float64(obs.LayoutChanges))
 	c.metrics.add(c.metrics.restarts, "", float64(obs.Restarts))
+	c.restarts = c.restarts.with(now, obs.ProcessRestarted, obs.Announced)
 	c.metrics.add(c.metrics.jitter, MetadataCreated, float64(obs.CreatedJitter))
 	c.metrics.add(c.metrics.jitter, MetadataProcessStart, float64(obs.ProcessStartJitter))
 	c.metrics.set(c.metrics.historySeries, float64(c.history.StoredSeries()))
@@ -499,6 +516,9 @@ func (c *Collector) scrape(ctx context.Context, sent time.Time) (*scrapeResult, 
 	// norm: most pages need no new slice.
 	printed := append(norm, report.Kept...) // every family the server printed, current names added
 	page, pstats := mapper.Present(printed)
+	if starts != nil {
+		withUpstreamStarts(page, starts) // Present's families are its own
+	}
 	c.metrics.add(c.metrics.dropped, dropRelabel, float64(pstats.Dropped))
 	c.metrics.add(c.metrics.dropped, dropCollision, float64(pstats.Collisions))
 	parts := [][]exposition.Family{page, derived, c.statusFamilies(report)}
@@ -512,6 +532,10 @@ func (c *Collector) scrape(ctx context.Context, sent time.Time) (*scrapeResult, 
 		Roles: c.roles, Upstream: report.Upstream.Engine, Server: server, Readers: c.readers, Style: mapper.StyleName,
 		// The sums restart where the history found the page announcing it.
 		Restarts: routing.Restarts{All: obs.ProcessRestarted, Series: obs.Announced},
+	}
+	if c.cfg.CreatedTimestamps {
+		// The sums are dated by the starts the history read from the page.
+		in.Restarts.StartOf, in.Restarts.Now = c.history.StartOf, float64(now.UnixNano())/1e9
 	}
 	if profile != nil {
 		in.BlockSize, _ = profile.KVBlockSize(norm)
@@ -592,8 +616,22 @@ func withRole(fams []exposition.Family, role string) []exposition.Family {
 			s := &fams[i].Samples[j]
 			s.Labels = roleLabels(&b, s.Labels, role)
 		}
+		createdWithRole(&b, &fams[i], role)
 	}
 	return fams
+}
+
+// createdWithRole labels the start times of f with the pod role, on a
+// copy: they name the children the samples now name.
+func createdWithRole(b *labels.ScratchBuilder, f *exposition.Family, role string) {
+	if len(f.Created) == 0 {
+		return
+	}
+	created := slices.Clone(f.Created)
+	for j := range created {
+		created[j].Labels = roleLabels(b, created[j].Labels, role)
+	}
+	f.Created = created
 }
 
 // roleLabels returns ls with the role label set to role.
@@ -650,6 +688,7 @@ func (r *roleLabeler) label(fams []exposition.Family, role string) []exposition.
 			r.cur[h] = e
 			s.Labels = e.to
 		}
+		createdWithRole(&r.b, &fams[i], role)
 	}
 	return fams
 }
@@ -659,4 +698,70 @@ func b2f(b bool) float64 {
 		return 1
 	}
 	return 0
+}
+
+// upstreamStarts indexes the _created samples of a page (Python's
+// prometheus_client prints them as gauge families beside each counter and
+// histogram) by the name of what they date and their labels.
+func upstreamStarts(fams []exposition.Family) map[startKey]float64 {
+	starts := map[startKey]float64{}
+	var buf []byte
+	for _, f := range fams {
+		base, ok := strings.CutSuffix(f.Name, "_created")
+		if f.Type == model.MetricTypeCounter || !ok {
+			continue
+		}
+		for _, s := range f.Samples {
+			if s.Value > 0 && !math.IsInf(s.Value, 0) {
+				var h uint64
+				h, buf = s.Labels.HashWithoutLabels(buf)
+				starts[startKey{base, h}] = s.Value
+			}
+		}
+	}
+	return starts
+}
+
+// startKey is what a _created sample dates: the family's name without
+// _total, and the hash of the child's labels but __name__ and le.
+type startKey struct {
+	base  string
+	child uint64
+}
+
+// withUpstreamStarts gives the counters and histograms of page the start
+// times their server printed for them: a series served under the name and
+// labels it was printed with keeps its own _created time; one renamed or
+// relabelled finds none and gets none.
+func withUpstreamStarts(page []exposition.Family, starts map[startKey]float64) {
+	if len(starts) == 0 {
+		return
+	}
+	var buf []byte
+	for i := range page {
+		f := &page[i]
+		if f.Type != model.MetricTypeCounter && f.Type != model.MetricTypeHistogram {
+			continue
+		}
+		base := f.BaseName()
+		var created []exposition.Created
+		last, seen := uint64(0), false
+		for _, s := range f.Samples {
+			var h uint64
+			h, buf = s.Labels.HashWithoutLabels(buf, model.BucketLabel)
+			if seen && h == last {
+				continue // a histogram's next series
+			}
+			last, seen = h, true
+			if at, ok := starts[startKey{base, h}]; ok {
+				child := s.Labels.DropReserved(func(n string) bool { return n == model.MetricNameLabel })
+				if s.Labels.Has(model.BucketLabel) {
+					b := labels.NewBuilder(child)
+					child = b.Del(model.BucketLabel).Labels()
+				}
+				created = append(created, exposition.Created{Labels: child, Time: at})
+			}
+		}
+		f.Created = created
+	}
 }

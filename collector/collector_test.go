@@ -461,16 +461,14 @@ func TestRoutingViewStaleness(t *testing.T) {
 	}
 }
 
-// TestRoutingViewFailedScrape: one failed scrape turns the routing view to
-// 503 at once (naming the reason), however young the last success; the
-// full page keeps serving (vllm_up 0), and the next good scrape brings the
-// view back.
-func TestRoutingViewFailedScrape(t *testing.T) {
+// failingUpstream serves fixture 13, or HTTP 500 while down is set.
+func failingUpstream(t *testing.T) (*httptest.Server, *atomic.Bool) {
+	t.Helper()
 	body, err := os.ReadFile("../testdata/fixtures/13-vllm-v1-2026-nixl-pd-kserve-llmisvc-context.prom")
 	if err != nil {
 		t.Fatal(err)
 	}
-	var down atomic.Bool
+	down := &atomic.Bool{}
 	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if down.Load() {
 			http.Error(w, "engine dead", http.StatusInternalServerError)
@@ -479,6 +477,15 @@ func TestRoutingViewFailedScrape(t *testing.T) {
 		_, _ = w.Write(body)
 	}))
 	t.Cleanup(up.Close)
+	return up, down
+}
+
+// TestRoutingViewFailedScrape: one failed scrape turns the routing view to
+// 503 at once (naming the reason), however young the last success; the
+// full page keeps serving (vllm_up 0), and the next good scrape brings the
+// view back.
+func TestRoutingViewFailedScrape(t *testing.T) {
+	up, down := failingUpstream(t)
 	clock := newFakeClock()
 	c := newTestCollector(t, up.URL, clock, nil)
 	c.ScrapeOnce(context.Background())

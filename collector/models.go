@@ -11,12 +11,14 @@ import (
 
 // DefaultMaxModels is the default bound on the model_name values whose
 // state the sidecar keeps across scrapes (--history.max-models): windows,
-// idle times, the diagnosis. A model's state is 160 to 200 KB once the
-// diagnosis' rings are full (BenchmarkModelMemory, the demo's
-// BenchmarkDiagnosisMemory), so 512 models hold at most about 100 MB beside
-// a full history: within the shipped container's budget (docs/operating.md,
-// "Memory"), and far above the models real servers name.
-const DefaultMaxModels = 512
+// idle times, the diagnosis. A model of a few series holds about 80 KB once
+// the diagnosis' rings and charts are full (BenchmarkModelMemory), so 1024
+// models hold about 80 MB beside a full history, what 512 held before the
+// rings were encoded: within the shipped container's budget
+// (docs/operating.md, "Memory"). Models with histograms hold more (129 KB,
+// diagnosis.BenchmarkModelHistoryMemory) but print dozens of history
+// series each, so --history.max-series admits a few hundred of them.
+const DefaultMaxModels = 1024
 
 // modelCap decides which models the sidecar keeps state for: at most max
 // model_name values (series without one, the server's, are always kept),

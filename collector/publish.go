@@ -40,6 +40,13 @@ type snapshot struct {
 	failed string
 	// engines builds the routing view of one engine on demand.
 	engines *engineViews
+	// at is when the snapshot was published: the time of its samples for
+	// readers that take families rather than a page (Families).
+	at time.Time
+	// restarts are the restarts announced up to this snapshot, and
+	// upstream the families of the upstream's page (Published.RestartedAt).
+	restarts *restartLog
+	upstream []exposition.Family
 }
 
 // publish builds the snapshot served until the next scrape ends. res is nil
@@ -71,10 +78,12 @@ func (c *Collector) publish(res *scrapeResult, now time.Time) {
 	var page [][]exposition.Family
 	var views *readerViews
 	var asleep []string
+	var upstream []exposition.Family
 	failed := ""
 	engines := noEngineViews(c.cfg.Role)
 	if res != nil {
 		page, views, asleep = res.page, res.views, res.asleep
+		upstream = res.page[0]
 		engines = newEngineViews(res.routingIn, ownRouting, c.cfg.Role)
 	} else if c.lastSuccess.Load() != 0 || c.lastReason != "" {
 		failed = cmp.Or(c.lastReason, "unknown")
@@ -94,10 +103,13 @@ func (c *Collector) publish(res *scrapeResult, now time.Time) {
 		}),
 		// After a failed scrape the GenAI view is empty: its series are
 		// withdrawn, never served stale.
-		genai:   c.genaiEnc.Prepare(nil, func([]exposition.Family) []exposition.Family { return views.genaiView() }),
-		asleep:  asleep,
-		failed:  failed,
-		engines: engines,
+		genai:    c.genaiEnc.Prepare(nil, func([]exposition.Family) []exposition.Family { return views.genaiView() }),
+		asleep:   asleep,
+		failed:   failed,
+		engines:  engines,
+		at:       now,
+		restarts: c.restarts,
+		upstream: upstream,
 	}
 	// The parts are merged, and the Gatherer's families (the version, Go
 	// and process collectors) join them, when the full page is first read
@@ -223,7 +235,7 @@ func (c *Collector) gather(g prometheus.Gatherer) []exposition.Family {
 	if err != nil {
 		c.cfg.Logger.Error("gathering the sidecar's own metrics failed", "err", err)
 	}
-	return fromDTO(mfs)
+	return fromDTO(mfs, c.cfg.CreatedTimestamps)
 }
 
 func (c *Collector) upstreamAge(now time.Time) (time.Duration, bool) {
@@ -337,6 +349,44 @@ func (c *Collector) GenAIHandler() http.Handler {
 	})
 }
 
+// View names a page for Families.
+type View string
+
+// The views Families serves.
+const (
+	ViewFull    View = "full"    // /metrics
+	ViewRouting View = "routing" // /metrics/routing
+	ViewGenAI   View = "genai"   // /metrics/genai
+)
+
+// Families returns the families the page of view serves in the last
+// published snapshot (the full page with the Gatherer's families, as
+// /metrics serves it), when that snapshot was published, and the restarts
+// announced up to it; false for the routing view when its page would
+// answer 503. Readers that push the page elsewhere (the OTLP push) call it.
+func (c *Collector) Families(view View) (Published, bool) {
+	snap := c.snap.Load()
+	p := Published{At: snap.at, restarts: snap.restarts}
+	switch view {
+	case ViewRouting:
+		if c.routingRefusal() != "" {
+			return p, false
+		}
+		p.Families = snap.routing.Families()
+	case ViewGenAI:
+		p.Families = snap.genai.Families()
+	default:
+		p.Families = snap.page.Families()
+	}
+	if snap.restarts != nil && !snap.restarts.process.IsZero() {
+		p.upstream = make(map[string]bool, len(snap.upstream))
+		for _, f := range snap.upstream {
+			p.upstream[f.Name] = true
+		}
+	}
+	return p, true
+}
+
 // RoutingHandler serves the small routing view. It answers 503 from the
 // first failed scrape on (a router must not read a page without vLLM's
 // series as an idle server), and when the last successful scrape is older
@@ -368,36 +418,37 @@ func (c *Collector) CompatHandler() http.Handler {
 // routing listener (AIBrix asks TensorRT-LLM pods for /prometheus/metrics).
 func (c *Collector) RouterPaths() []string { return c.readers.Paths() }
 
-// refuseRouting answers 503 when the routing view must not be served: no
-// successful scrape yet, the last one older than three intervals, or every
-// engine asleep. It reports whether it answered.
+// refuseRouting answers 503 when the routing view must not be served
+// (routingRefusal). It reports whether it answered.
 func (c *Collector) refuseRouting(w http.ResponseWriter) bool {
+	why := c.routingRefusal()
+	if why == "" {
+		return false
+	}
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	w.Header().Set("Retry-After", strconv.Itoa(max(1, int(c.cfg.Interval.Seconds()))))
+	w.WriteHeader(http.StatusServiceUnavailable)
+	_, _ = w.Write([]byte(why))
+	return true
+}
+
+// routingRefusal says why the routing view must not be served, "" when it
+// may: no successful scrape yet, the last one older than three intervals,
+// the last one failed, or every engine asleep.
+func (c *Collector) routingRefusal() string {
 	age, ok := c.upstreamAge(c.cfg.Now())
-	if !ok || age > 3*c.cfg.Interval {
-		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-		w.Header().Set("Retry-After", strconv.Itoa(max(1, int(c.cfg.Interval.Seconds()))))
-		w.WriteHeader(http.StatusServiceUnavailable)
-		if !ok {
-			_, _ = w.Write([]byte("vLLM has not been scraped successfully yet; see vllm_normalizer_scrape_failures_total on /metrics\n"))
-			return true
-		}
-		_, _ = w.Write([]byte("the last successful scrape of vLLM is " + age.Truncate(time.Millisecond).String() + " old (more than three scrape intervals); see vllm_normalizer_scrape_failures_total on /metrics\n"))
-		return true
+	if !ok {
+		return "vLLM has not been scraped successfully yet; see vllm_normalizer_scrape_failures_total on /metrics\n"
+	}
+	if age > 3*c.cfg.Interval {
+		return "the last successful scrape of vLLM is " + age.Truncate(time.Millisecond).String() + " old (more than three scrape intervals); see vllm_normalizer_scrape_failures_total on /metrics\n"
 	}
 	snap := c.snap.Load()
 	if snap.failed != "" {
-		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-		w.Header().Set("Retry-After", strconv.Itoa(max(1, int(c.cfg.Interval.Seconds()))))
-		w.WriteHeader(http.StatusServiceUnavailable)
-		_, _ = w.Write([]byte("the last scrape of vLLM failed (reason " + snap.failed + "); the last successful one is " + age.Truncate(time.Millisecond).String() + " old; see vllm_normalizer_scrape_failures_total on /metrics\n"))
-		return true
+		return "the last scrape of vLLM failed (reason " + snap.failed + "); the last successful one is " + age.Truncate(time.Millisecond).String() + " old; see vllm_normalizer_scrape_failures_total on /metrics\n"
 	}
 	if len(snap.asleep) > 0 {
-		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-		w.Header().Set("Retry-After", strconv.Itoa(max(1, int(c.cfg.Interval.Seconds()))))
-		w.WriteHeader(http.StatusServiceUnavailable)
-		_, _ = w.Write([]byte("every engine of the upstream is asleep (sleep_state " + boundedList(snap.asleep, "states") + "): it reports no load but serves nothing; see " + AsleepName + " on /metrics\n"))
-		return true
+		return "every engine of the upstream is asleep (sleep_state " + boundedList(snap.asleep, "states") + "): it reports no load but serves nothing; see " + AsleepName + " on /metrics\n"
 	}
-	return false
+	return ""
 }

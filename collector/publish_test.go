@@ -19,9 +19,12 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 
 	"github.com/fos-study/vllm-normalizer/demo"
 	"github.com/fos-study/vllm-normalizer/exposition"
+	"github.com/fos-study/vllm-normalizer/otlp"
 	"github.com/fos-study/vllm-normalizer/serve"
 )
 
@@ -376,5 +379,111 @@ func TestFleetScrapeConfigNames(t *testing.T) {
 		if !strings.Contains(string(docs), "        - "+n+"\n") {
 			t.Errorf("docs/diagnosis.md's fleet scrape config does not ask for %s", n)
 		}
+	}
+}
+
+// TestFamiliesAreThePages: what Families hands a pusher is what each page
+// serves, byte for byte once encoded; the routing view has none whenever
+// its page answers 503 (before the first scrape, after a failed one), and
+// the time moves with every publish.
+func TestFamiliesAreThePages(t *testing.T) {
+	up, down := failingUpstream(t)
+	clock := newFakeClock()
+	c := newTestCollector(t, up.URL, clock, nil)
+	if _, ok := c.Families(ViewRouting); ok {
+		t.Error("the routing view has families before the first scrape, when its page answers 503")
+	}
+	first, _ := c.Families(ViewFull)
+	before := first.At
+
+	clock.Advance(time.Second)
+	c.ScrapeOnce(context.Background())
+	pages := map[View]http.Handler{ViewFull: c.MetricsHandler(), ViewRouting: c.RoutingHandler(), ViewGenAI: c.GenAIHandler()}
+	var at time.Time
+	for view, h := range pages {
+		pub, ok := c.Families(view)
+		if !ok || len(pub.Families) == 0 {
+			t.Fatalf("%s: no families after a good scrape", view)
+		}
+		at = pub.At
+		rec := get(t, h, "/", nil)
+		if got := exposition.AppendText(nil, pub.Families); !bytes.Equal(got, rec.Body.Bytes()) {
+			t.Errorf("%s: the families encode to %d bytes, the page serves %d others", view, len(got), rec.Body.Len())
+		}
+	}
+	if !at.After(before) || !at.Equal(clock.Now()) {
+		t.Errorf("published at %s after %s (clock %s); want the time of the publish", at, before, clock.Now())
+	}
+
+	down.Store(true)
+	clock.Advance(time.Second)
+	c.ScrapeOnce(context.Background())
+	if _, ok := c.Families(ViewRouting); ok {
+		t.Error("the routing view has families after a failed scrape, when its page answers 503")
+	}
+	pub, ok := c.Families(ViewFull)
+	if !ok || !pub.At.After(at) {
+		t.Errorf("the full page after a failed scrape: ok %v at %s, want a new publish after %s", ok, pub.At, at)
+	}
+	for _, f := range pub.Families {
+		if strings.HasPrefix(f.Name, "vllm:") {
+			t.Errorf("%s is on the full page after a failed scrape: withdrawn series must not be pushed either", f.Name)
+		}
+	}
+}
+
+// TestFastRestartDatesPushedSeries: a restart the upstream's page
+// announces (the demo's _created and process start times) while its
+// counters came back higher than before moves the pushed start time of
+// the upstream's series, to just after the previous push, and of no series
+// of the sidecar's own (fails while only counts that go down moved it).
+func TestFastRestartDatesPushedSeries(t *testing.T) {
+	c, clock, up, scrape, last := sumsDemo(t, 30)
+	conv := otlp.NewConverter()
+	// The start of every cumulative point by metric name and attributes.
+	push := func() (map[string]time.Time, time.Time) {
+		pub, ok := c.Families(ViewFull)
+		if !ok {
+			t.Fatal("no full page")
+		}
+		out := map[string]time.Time{}
+		for _, m := range conv.Convert(otlp.Page{Families: pub.Families, At: pub.At, RestartedAt: pub.RestartedAt}) {
+			switch d := m.Data.(type) {
+			case metricdata.Sum[float64]:
+				for _, p := range d.DataPoints {
+					out[m.Name+p.Attributes.Encoded(attribute.DefaultEncoder())] = p.StartTime
+				}
+			case metricdata.Histogram[float64]:
+				for _, p := range d.DataPoints {
+					out[m.Name+p.Attributes.Encoded(attribute.DefaultEncoder())] = p.StartTime
+				}
+			}
+		}
+		return out, pub.At
+	}
+	before, pushedAt := push()
+
+	scrape(fastRestart(t, clock, up, last, "vllm:prefix_cache_hits_total", "vllm:e2e_request_latency_seconds_count"))
+	after, _ := push()
+
+	moved := 0
+	for k, s := range after {
+		was, ok := before[k]
+		if !ok {
+			continue
+		}
+		own := strings.HasPrefix(k, "vllm_normalizer_") || strings.HasPrefix(k, "vllm_up")
+		switch {
+		case own && !s.Equal(was):
+			t.Errorf("%s, the sidecar's own, moved its start from %s to %s at the upstream's restart", k, was, s)
+		case strings.HasPrefix(k, "vllm:prefix_cache_hits") || strings.HasPrefix(k, "vllm:e2e_request_latency_seconds"):
+			if want := pushedAt.Add(time.Millisecond); !s.Equal(want) {
+				t.Errorf("%s: start %s after the announced restart, want %s (just after the previous push)", k, s, want)
+			}
+			moved++
+		}
+	}
+	if moved == 0 {
+		t.Fatalf("no pushed series of the prefix-cache hits or the e2e latency histogram in both pushes: %d series", len(after))
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	versioncollector "github.com/prometheus/client_golang/prometheus/collectors/version"
@@ -33,6 +34,9 @@ import (
 type selfMetrics struct {
 	mu   sync.Mutex
 	fams []*ownFamily
+	// now, when set (--output.created-timestamps), dates each series as
+	// it is made, and the counters are served with those start times.
+	now func() time.Time
 
 	up, duration, lastSuccess, bytes, samples, historySeries *ownFamily
 	historyLimited                                           *ownFamily
@@ -51,12 +55,14 @@ type ownFamily struct {
 	typ        model.MetricType
 	label      string // the vector's label; "" for a single series
 	series     []ownSeries
+	now        func() time.Time // the selfMetrics' now
 }
 
 type ownSeries struct {
-	value  string // the label's value
-	labels labels.Labels
-	v      float64
+	value   string // the label's value
+	labels  labels.Labels
+	v       float64
+	created float64 // Unix seconds; 0 without selfMetrics.now
 }
 
 // find returns the series of label value lv, created at 0 if new.
@@ -67,7 +73,11 @@ func (f *ownFamily) find(lv string) *ownSeries {
 		if f.label != "" {
 			ls = labels.FromStrings(model.MetricNameLabel, f.name, f.label, lv)
 		}
-		f.series = slices.Insert(f.series, i, ownSeries{value: lv, labels: ls})
+		created := 0.0
+		if f.now != nil {
+			created = float64(f.now().UnixNano()) / 1e9
+		}
+		f.series = slices.Insert(f.series, i, ownSeries{value: lv, labels: ls, created: created})
 	}
 	return &f.series[i]
 }
@@ -107,15 +117,23 @@ func (m *selfMetrics) families() []exposition.Family {
 		for j, se := range f.series {
 			s[j] = exposition.Sample{Labels: se.labels, Value: se.v}
 		}
-		out = append(out, exposition.Family{Name: f.name, Help: f.help, Type: f.typ, Samples: s})
+		fam := exposition.Family{Name: f.name, Help: f.help, Type: f.typ, Samples: s}
+		if m.now != nil && f.typ == model.MetricTypeCounter {
+			fam.Created = make([]exposition.Created, len(f.series))
+			for j, se := range f.series {
+				fam.Created[j] = exposition.Created{Labels: withoutName(se.labels), Time: se.created}
+			}
+		}
+		out = append(out, fam)
 	}
 	return out
 }
 
-func newSelfMetrics() *selfMetrics {
-	m := &selfMetrics{}
+// newSelfMetrics makes the sidecar's own series; with now set, dated.
+func newSelfMetrics(now func() time.Time) *selfMetrics {
+	m := &selfMetrics{now: now}
 	gauge := func(name, help string) *ownFamily {
-		f := &ownFamily{name: name, help: help, typ: model.MetricTypeGauge}
+		f := &ownFamily{name: name, help: help, typ: model.MetricTypeGauge, now: now}
 		f.find("")
 		m.fams = append(m.fams, f)
 		return f
@@ -128,7 +146,7 @@ func newSelfMetrics() *selfMetrics {
 	// A vector's series exist from the start for the values given, so
 	// that rate() sees the first increment.
 	vector := func(name, help, label string, values ...string) *ownFamily {
-		f := &ownFamily{name: name, help: help, typ: model.MetricTypeCounter, label: label}
+		f := &ownFamily{name: name, help: help, typ: model.MetricTypeCounter, label: label, now: now}
 		for _, v := range values {
 			f.find(v)
 		}
@@ -220,8 +238,9 @@ func registerVersion(reg prometheus.Registerer) error {
 
 // fromDTO turns gathered client_golang families (the version, Go and
 // process collectors, what cmd/ registers) into exposition families, so
-// that they are encoded with the same writer as vLLM's.
-func fromDTO(mfs []*dto.MetricFamily) []exposition.Family {
+// that they are encoded with the same writer as vLLM's; with dated, with
+// the start times client_golang keeps for its counters and histograms.
+func fromDTO(mfs []*dto.MetricFamily, dated bool) []exposition.Family {
 	out := make([]exposition.Family, 0, len(mfs))
 	var b labels.ScratchBuilder
 	for _, mf := range mfs {
@@ -238,6 +257,12 @@ func fromDTO(mfs []*dto.MetricFamily) []exposition.Family {
 			}
 			b.Sort()
 			s := exposition.Sample{Labels: b.Labels(), Value: v}
+			if dated && (sample == name || sample == name+"_count") {
+				// One start per child: with its counter or its _count.
+				if at, ok := startOf(m); ok {
+					f.Created = append(f.Created, exposition.Created{Labels: withoutName(s.Labels), Time: float64(at.UnixNano()) / 1e9})
+				}
+			}
 			if m.TimestampMs != nil {
 				s.TimestampMs, s.HasTimestamp = m.GetTimestampMs(), true
 			}
@@ -279,4 +304,21 @@ func fromDTO(mfs []*dto.MetricFamily) []exposition.Family {
 		out = append(out, f)
 	}
 	return out
+}
+
+// startOf is the start time client_golang keeps for a counter or
+// histogram series, false for other types or none.
+func startOf(m *dto.Metric) (time.Time, bool) {
+	if ts := m.GetCounter().GetCreatedTimestamp(); ts != nil && ts.IsValid() {
+		return ts.AsTime(), true
+	}
+	if ts := m.GetHistogram().GetCreatedTimestamp(); ts != nil && ts.IsValid() {
+		return ts.AsTime(), true
+	}
+	return time.Time{}, false
+}
+
+// withoutName is l without __name__: a start time's child labels.
+func withoutName(l labels.Labels) labels.Labels {
+	return l.DropReserved(func(n string) bool { return n == model.MetricNameLabel })
 }

@@ -1,6 +1,7 @@
 package collector
 
 import (
+	"context"
 	"net/http"
 	"net/url"
 	"os"
@@ -9,9 +10,11 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/fos-study/vllm-normalizer/otlp"
 	"github.com/fos-study/vllm-normalizer/proxy"
 	"github.com/fos-study/vllm-normalizer/scrape"
 )
@@ -86,7 +89,7 @@ type codeFamily struct {
 func servedSelfMetrics(t *testing.T) map[string]codeFamily {
 	t.Helper()
 	fams := map[string]codeFamily{}
-	for _, f := range newSelfMetrics().fams {
+	for _, f := range newSelfMetrics(nil).fams {
 		cf := codeFamily{label: f.label}
 		for _, s := range f.series {
 			if f.label != "" {
@@ -103,6 +106,9 @@ func servedSelfMetrics(t *testing.T) map[string]codeFamily {
 	if _, err := proxy.New(proxy.Config{Upstream: up, Metrics: http.NotFoundHandler(), Registerer: reg}); err != nil {
 		t.Fatal(err)
 	}
+	if _, err := otlp.New(context.Background(), otlp.Options{Endpoint: "http://127.0.0.1:4318/v1/metrics", Interval: time.Second, Registerer: reg}); err != nil {
+		t.Fatal(err)
+	}
 	gathered, err := reg.Gather()
 	if err != nil {
 		t.Fatal(err)
@@ -111,8 +117,8 @@ func servedSelfMetrics(t *testing.T) map[string]codeFamily {
 		var cf codeFamily
 		for _, m := range mf.GetMetric() {
 			for _, l := range m.GetLabel() {
-				if l.GetName() == "reason" {
-					cf.label = "reason"
+				if l.GetName() == "reason" || l.GetName() == "result" {
+					cf.label = l.GetName()
 					cf.values = append(cf.values, l.GetValue())
 				}
 			}

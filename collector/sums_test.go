@@ -29,7 +29,7 @@ import (
 // fake clock, scraped once a second n times; it returns the last page
 // scraped. Its windows reach an hour back, so that the history remembers
 // a series across a long gap.
-func sumsDemo(t *testing.T, n int) (c *Collector, clock *fakeClock, up *demo.Upstream, scrape func(page []byte), last []byte) {
+func sumsDemo(t *testing.T, n int, opts ...func(*Config)) (c *Collector, clock *fakeClock, up *demo.Upstream, scrape func(page []byte), last []byte) {
 	clock = newFakeClock()
 	up, err := demo.New(demo.Options{Now: clock.Now, Seed: 5, Engines: 2})
 	if err != nil {
@@ -39,6 +39,9 @@ func sumsDemo(t *testing.T, n int) (c *Collector, clock *fakeClock, up *demo.Ups
 	c = newTestCollector(t, "http://127.0.0.1:8000/metrics", clock, func(cfg *Config) {
 		cfg.Client = &http.Client{Transport: tr}
 		cfg.Windows = []time.Duration{time.Minute, time.Hour}
+		for _, o := range opts {
+			o(cfg)
+		}
 	})
 	scrape = func(page []byte) {
 		tr.page = page
@@ -110,6 +113,26 @@ func checkCumulative(t *testing.T, what string, page []byte, name string) {
 	}
 }
 
+// fastRestart restarts the demo upstream and returns its page 45 minutes
+// later, unscraped meanwhile (the demo moves one step per page): the
+// counters named have counted past their values on last.
+func fastRestart(t *testing.T, clock *fakeClock, up *demo.Upstream, last []byte, names ...string) []byte {
+	t.Helper()
+	clock.Advance(time.Second)
+	up.Restart()
+	var page []byte
+	for range 45 * 60 {
+		clock.Advance(time.Second)
+		page = up.Page()
+	}
+	for _, name := range names {
+		if total(t, page, name) <= total(t, last, name) {
+			t.Fatalf("%s counted %v since the restart, not past its %v before: no fast restart", name, total(t, page, name), total(t, last, name))
+		}
+	}
+	return page
+}
+
 // A fast restart (vLLM restarted and counted past its old totals before
 // the next scrape) is a restart the page announces: the compatibility
 // page's sums and the GenAI view's add the new counts to the old ones,
@@ -118,19 +141,7 @@ func checkCumulative(t *testing.T, what string, page []byte, name string) {
 func TestSumsFastRestartAnnounced(t *testing.T) {
 	c, clock, up, scrape, last := sumsDemo(t, 30)
 	const hits, count = "vllm:prefix_cache_hits_total", "vllm:e2e_request_latency_seconds_count"
-	clock.Advance(time.Second)
-	up.Restart()
-	// 45 minutes unscraped (the demo moves one step per page).
-	var page []byte
-	for range 45 * 60 {
-		clock.Advance(time.Second)
-		page = up.Page()
-	}
-	for _, name := range []string{hits, count} {
-		if total(t, page, name) <= total(t, last, name) {
-			t.Fatalf("%s counted %v since the restart, not past its %v before: no fast restart", name, total(t, page, name), total(t, last, name))
-		}
-	}
+	page := fastRestart(t, clock, up, last, hits, count)
 	scrape(page)
 	if c.history.LastObservation().Restarts == 0 {
 		t.Fatal("the history saw no restart")

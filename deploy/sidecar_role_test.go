@@ -123,9 +123,20 @@ spec:
 	}
 }
 
+// podFields are the downward API's pod fields other than labels the
+// Component reads (for the OTLP push's resource), as the kubelet might fill
+// them.
+var podFields = map[string]string{
+	"metadata.name":      "vllm-7d4b9c-x2k8q",
+	"metadata.namespace": "default",
+	"metadata.uid":       "0f2c7a5e-3b1d-4c6e-9a8f-1d2e3f4a5b6c",
+	"spec.nodeName":      "gpu-node-1",
+}
+
 // kubeletArgs returns a container's arguments with each $(VAR) of its env
 // expanded as the kubelet does, the downward API's fieldRef to a pod label
-// read from labels ("" when the pod lacks it).
+// read from labels ("" when the pod lacks it), to another pod field from
+// podFields.
 func kubeletArgs(t *testing.T, c map[string]any, labels map[string]any) []string {
 	t.Helper()
 	env := map[string]string{}
@@ -137,6 +148,10 @@ func kubeletArgs(t *testing.T, c map[string]any, labels map[string]any) []string
 			continue
 		}
 		path, _ := get(e, "valueFrom", "fieldRef", "fieldPath").(string)
+		if v, ok := podFields[path]; ok {
+			env[name] = v
+			continue
+		}
 		key, ok := strings.CutPrefix(path, "metadata.labels['")
 		if !ok || !strings.HasSuffix(key, "']") {
 			t.Fatalf("env %s: fieldRef %q is not a pod label; the test knows only those", name, path)

@@ -161,11 +161,11 @@ func New(opts Options) (*Diagnoser, error) {
 		tracks:    map[string]*track{},
 		chartSpan: int64(max(ChartSpan, opts.Window+opts.Baseline)),
 		rules: rules{minChange: opts.MinChange, minRequests: opts.MinRequests, alpha: opts.Significance / numSignals,
-			clearAlpha: opts.Significance, preemptionShare: MinPreemptionShare},
+			clearAlpha: opts.Significance, preemptionShare: MinPreemptionShare, outsideBursts: true},
 	}
 	d.chartRes = d.chartSpan / chartSlots
 	d.lenient = d.rules
-	d.lenient.alpha, d.lenient.preemptionShare = d.rules.clearAlpha, MinPreemptionShare/4
+	d.lenient.alpha, d.lenient.preemptionShare, d.lenient.outsideBursts = d.rules.clearAlpha, MinPreemptionShare/4, false
 	d.report, d.charted = d.emptyReport(time.Time{}, StatusNoScrape), true
 	return d, nil
 }
@@ -326,7 +326,7 @@ func (d *Diagnoser) windows(tr *track, t int64) (from, a, now *point, ok bool) {
 	if len(tr.fine.pts) == 0 {
 		return nil, nil, nil, false
 	}
-	now = &tr.fine.pts[len(tr.fine.pts)-1]
+	now = tr.fine.newest()
 	a = tr.fine.atOrBefore(t - int64(d.opts.Window))
 	if a == nil || a.t < t-int64(d.opts.Window)-d.slack(d.fineRes) ||
 		float64(tr.unobserved(a.t, now.t)) > MaxUnobserved*float64(now.t-a.t) {
@@ -377,7 +377,7 @@ func (d *Diagnoser) diagnose(m string, tr *track, t int64) ModelReport {
 		recent = between(tr, a, now)
 	}
 	if ok {
-		roll = between(tr, from, a)
+		roll = baselineStats(tr, from, a, int64(d.opts.Window))
 	}
 	in := &tr.inc
 	w, b := int64(d.opts.Window), int64(d.opts.Baseline)
@@ -472,17 +472,18 @@ func (d *Diagnoser) wall(p *point) time.Time {
 // if longer), the fine ones over the recent window.
 func (mr *ModelReport) chart(d *Diagnoser, tr *track) {
 	var seq []*point
+	fine, charted := tr.fine.points(), tr.chart.points()
 	a := tr.fine.atOrBefore(d.lastT - int64(d.opts.Window))
-	if a == nil && len(tr.fine.pts) > 0 {
-		a = &tr.fine.pts[0]
+	if a == nil && len(fine) > 0 {
+		a = &fine[0]
 	}
-	for i := range tr.chart.pts {
-		if p := &tr.chart.pts[i]; a == nil || p.t < a.t {
+	for i := range charted {
+		if p := &charted[i]; a == nil || p.t < a.t {
 			seq = append(seq, p)
 		}
 	}
-	for i := range tr.fine.pts {
-		if p := &tr.fine.pts[i]; a == nil || p.t >= a.t {
+	for i := range fine {
+		if p := &fine[i]; a == nil || p.t >= a.t {
 			seq = append(seq, p)
 		}
 	}
@@ -496,6 +497,25 @@ func (mr *ModelReport) chart(d *Diagnoser, tr *track) {
 		mr.ChartStart = max(mr.ChartStart, unixSeconds(d.wall(seq[0])))
 	}
 	mr.ChartEnd = unixSeconds(d.base.Add(time.Duration(d.lastT)))
+	// Each chart and its values in memory sized once: a model's charts
+	// were a third of what it held, most of it slack and one allocation a value.
+	charts := 0
+	for si := range mr.Steps {
+		for j := range mr.Steps[si].Signals {
+			if s := &mr.Steps[si].Signals[j]; s.index >= 0 && len(seq) > 1 {
+				s.Chart = make([]ChartPoint, 0, len(seq)-1)
+				charts++
+			}
+		}
+	}
+	values := make([]float64, 0, charts*max(len(seq)-1, 0))
+	finite := func(v float64) *float64 {
+		if math.IsNaN(v) || math.IsInf(v, 0) {
+			return nil
+		}
+		values = append(values, v)
+		return &values[len(values)-1]
+	}
 	for k := 1; k < len(seq); k++ {
 		if seq[k].t-seq[k-1].t > 3*d.chartRes+d.slack(d.fineRes) {
 			// an outage: no value, a gap in the line

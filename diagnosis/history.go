@@ -26,6 +26,8 @@ const (
 	cKVFailures
 	cRejections
 	cAborted
+	cTTFTSum
+	cITLSum
 	numCounters
 )
 
@@ -47,71 +49,6 @@ type point struct {
 	// h are the histograms' cumulative bucket counts aligned with the
 	// track's bounds; nil when the histogram was absent.
 	h [numHists][]float64
-}
-
-// ring keeps at most one point per slot of res nanoseconds (the newest
-// observation in the slot), oldest first.
-type ring struct {
-	res int64
-	pts []point
-}
-
-// add records p, replacing the newest point when it falls in the same slot.
-// The replaced point's bucket slices are reused.
-func (r *ring) add(p *point) {
-	if n := len(r.pts); n > 0 && slotOf(p.t, r.res) == slotOf(r.pts[n-1].t, r.res) {
-		last := &r.pts[n-1]
-		old := last.h
-		*last = *p
-		for i := range old {
-			last.h[i] = copyInto(old[i], p.h[i])
-		}
-		return
-	}
-	q := *p
-	for i := range q.h {
-		q.h[i] = slices.Clone(p.h[i])
-	}
-	r.pts = append(r.pts, q)
-}
-
-func copyInto(dst, src []float64) []float64 {
-	if src == nil {
-		return nil
-	}
-	return append(dst[:0], src...)
-}
-
-// prune drops old points but keeps the newest one at or before cut, so that
-// a window starting at cut still has a point to start from.
-func (r *ring) prune(cut int64) {
-	i := 0
-	for i+1 < len(r.pts) && r.pts[i+1].t <= cut {
-		i++
-	}
-	if i > 0 {
-		r.pts = slices.Delete(r.pts, 0, i)
-	}
-}
-
-// atOrBefore returns the newest point with t <= cut, or nil.
-func (r *ring) atOrBefore(cut int64) *point {
-	for i := len(r.pts) - 1; i >= 0; i-- {
-		if r.pts[i].t <= cut {
-			return &r.pts[i]
-		}
-	}
-	return nil
-}
-
-// atOrAfter returns the oldest point at or after cut, nil if none.
-func (r *ring) atOrAfter(cut int64) *point {
-	for i := range r.pts {
-		if r.pts[i].t >= cut {
-			return &r.pts[i]
-		}
-	}
-	return nil
 }
 
 // gap is a stretch without observations: from the last one before it to
@@ -166,7 +103,7 @@ func (tr *track) observe(t int64, o *Observation) {
 	p.c = [numCounters]float64{
 		o.Preemptions, o.PrefixQueries, o.PrefixHits, o.PromptTokens, o.GenerationTokens,
 		o.PromptLenSum, o.PromptLenCount, o.GenLenSum, o.GenLenCount, o.Finished, o.KVTransferFailures,
-		o.Rejections, o.Aborted,
+		o.Rejections, o.Aborted, o.TTFTSum, o.ITLSum,
 	}
 	for i, v := range p.c {
 		if math.IsInf(v, 0) {
@@ -207,9 +144,7 @@ func (tr *track) histogram(which int, h Histogram) []float64 {
 	if b := &tr.bounds[which]; !slices.Equal(*b, h.Bounds) {
 		*b = slices.Clone(h.Bounds)
 		for _, r := range []*ring{&tr.fine, &tr.coarse, &tr.chart} {
-			for i := range r.pts {
-				r.pts[i].h[which] = nil
-			}
+			r.dropHistogram(which)
 		}
 	}
 	return h.Counts

@@ -314,9 +314,15 @@ func formatNumber(v *float64) string {
 }
 
 func formatRatio(s *SignalReport) string {
+	f := func(v float64) string { return strconv.FormatFloat(v, 'f', 2, 64) }
 	switch {
+	case s.Ratio != nil && s.RatioLow != nil && s.RatioHigh != nil:
+		// a quantile: what its buckets allow, beside the interpolated reading
+		return f(*s.Ratio) + "× (buckets: " + f(*s.RatioLow) + "–" + f(*s.RatioHigh) + "×)"
+	case s.Ratio != nil && s.RatioLow != nil:
+		return f(*s.Ratio) + "× (buckets: from " + f(*s.RatioLow) + "×)"
 	case s.Ratio != nil:
-		return strconv.FormatFloat(*s.Ratio, 'f', 2, 64) + "×"
+		return f(*s.Ratio) + "×"
 	case s.Change == ChangeUp:
 		return "up from 0"
 	}

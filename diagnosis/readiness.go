@@ -165,7 +165,13 @@ func (d *Diagnoser) incidentReport(in *incidentState, t int64, mr *ModelReport) 
 }
 
 func ratioWords(s *SignalReport) string {
-	if s.Ratio != nil {
+	// a quantile's reading is interpolated: say what its buckets allow
+	switch {
+	case s.Ratio != nil && s.RatioLow != nil && s.RatioHigh != nil:
+		return fmt.Sprintf("%.2f× (the buckets allow %.2f–%.2f×)", *s.Ratio, *s.RatioLow, *s.RatioHigh)
+	case s.Ratio != nil && s.RatioLow != nil:
+		return fmt.Sprintf("%.2f× (the buckets allow at least %.2f×)", *s.Ratio, *s.RatioLow)
+	case s.Ratio != nil:
 		return fmt.Sprintf("%.2f×", *s.Ratio)
 	}
 	return "up from 0 against"

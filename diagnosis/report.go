@@ -140,8 +140,14 @@ type SignalReport struct {
 	Baseline    *float64 `json:"baseline"`
 	// Ratio is recent/baseline; null when undefined or infinite (a rise
 	// from 0, which Change says).
-	Ratio  *float64 `json:"ratio"`
-	Change Change   `json:"change"` // up and down only when significant
+	Ratio *float64 `json:"ratio"`
+	// RatioLow and RatioHigh, for a quantile, are the lowest and highest
+	// ratio the buckets allow (each window's quantile anywhere in its
+	// bucket), beside Ratio, which interpolates inside them. Absent for
+	// other signals; RatioHigh is absent where unbounded (+Inf).
+	RatioLow  *float64 `json:"ratio_low,omitempty"`
+	RatioHigh *float64 `json:"ratio_high,omitempty"`
+	Change    Change   `json:"change"` // up and down only when significant
 	// PValue is the test's p-value for the change the ratio points to
 	// (null within the minimum change); Bad is a significant change in the
 	// direction that hurts.
@@ -262,6 +268,7 @@ func (mr *ModelReport) fill(ready bool, ev, held *evaluation, sym [numSymptoms]b
 			s.Signals = append(s.Signals, SignalReport{
 				Signal: signalInfo[i].name, Description: signalInfo[i].what, Unit: signalInfo[i].unit,
 				Recent: finite(recent.v[i]), Baseline: finite(base.v[i]), Ratio: finite(r), Change: ch,
+				RatioLow: finite(ev.ratioLow[i]), RatioHigh: finite(ev.ratioHigh[i]),
 				PValue: finite(ev.p[i]), Bad: bad, Chart: []ChartPoint{}, index: i, ratio: r,
 			})
 		}

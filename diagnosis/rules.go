@@ -35,6 +35,9 @@ type evaluation struct {
 	change [numSignals]Change
 	ratio  [numSignals]float64 // recent/baseline; +Inf up from 0; NaN undefined
 	p      [numSignals]float64 // p-value of the change the ratio points to; NaN without
+	// ratioLow and ratioHigh bound a quantile's ratio by what the buckets
+	// allow (quantileRatioRange); NaN for the others.
+	ratioLow, ratioHigh [numSignals]float64
 	// beyond is true where the ratio alone is past the minimum change,
 	// significant or not (the incident's end waits for it to come back).
 	beyond   [numSignals]bool
@@ -71,6 +74,10 @@ type rules struct {
 	alpha                  float64 // per signal, after the Bonferroni division
 	clearAlpha             float64 // for "still changed": the undivided level
 	preemptionShare        float64 // MinPreemptionShare to name, a quarter of it to hold
+	// outsideBursts: a change counts only when the recent window lies
+	// beyond every sub-window of the baseline too (beyondRange), to name;
+	// holding does not ask it.
+	outsideBursts bool
 }
 
 // MinPreemptionShare is the smallest share of the recent window's requests
@@ -84,7 +91,13 @@ func (ru *rules) evaluate(recent, base *stats) evaluation {
 	var e evaluation
 	for i := range numSignals {
 		e.change[i], e.ratio[i] = compare(recent.v[i], base.v[i], ru.minChange)
-		e.p[i] = math.NaN()
+		e.p[i], e.ratioLow[i], e.ratioHigh[i] = math.NaN(), math.NaN(), math.NaN()
+		if w, ok := quantileHist(i); ok {
+			// A quantile interpolated inside a wide bucket may read far from
+			// its truth (1.87x where it was 1.17x): the report shows the
+			// range the buckets allow beside the reading.
+			e.ratioLow[i], e.ratioHigh[i] = quantileRatioRange(recent.bounds[w], recent.h[w], base.bounds[w], base.h[w], signalQuantile)
+		}
 		e.beyond[i] = e.change[i] == ChangeUp || e.change[i] == ChangeDown
 		if e.beyond[i] {
 			dir := 1
@@ -92,7 +105,7 @@ func (ru *rules) evaluate(recent, base *stats) evaluation {
 				dir = -1
 			}
 			e.p[i] = testSignal(i, recent, base, dir)
-			if !(e.p[i] <= ru.alpha) {
+			if !(e.p[i] <= ru.alpha) || ru.outsideBursts && !beyondRange(i, recent, base, dir) {
 				e.change[i] = ChangeFlat
 			}
 		}
@@ -163,8 +176,12 @@ func firstPositive(vs ...float64) float64 {
 }
 
 // testSignal is the p-value of signal i having moved in direction dir, with
-// the test that fits the data behind it (docs/diagnosis.md, "The tests").
+// the test that fits the data behind it (docs/diagnosis.md, "The tests"),
+// widened by the baseline's dispersion factor φ for that signal: the counts
+// behind a Poisson or Fisher test are divided by φ, the standard errors of
+// the Welch and proportion tests multiplied by √φ (their n divided by φ).
 func testSignal(i int, r, b *stats, dir int) float64 {
+	phi := max(1, b.phi[i])
 	switch i {
 	case sTTFT, sITL:
 		w := hTTFT
@@ -180,23 +197,18 @@ func testSignal(i int, r, b *stats, dir int) float64 {
 			f1, f0 := perRequest(n1, r.started), perRequest(n0, b.started)
 			n1, k1, n0, k0 = n1*f1, k1*f1, n0*f0, k0*f0
 		}
-		return fisher(k1, n1, k0, n0, dir)
+		return fisher(k1/phi, n1/phi, k0/phi, n0/phi, dir)
 	case sGenTPS:
 		// Tokens come in bursts of a request's length: a compound Poisson
 		// count, whose variance is the count times E[L²]/E[L].
-		disp := dispersion(b)
+		disp := dispersion(b) * phi
 		return poissonRates(r.c[cGenerationTokens]/disp, r.seconds, b.c[cGenerationTokens]/disp, b.seconds, dir)
 	case sPreempt:
-		return poissonRates(r.c[cPreemptions], r.seconds, b.c[cPreemptions], b.seconds, dir)
+		return poissonRates(r.c[cPreemptions]/phi, r.seconds, b.c[cPreemptions]/phi, b.seconds, dir)
 	case sRunning, sWaiting, sKV:
-		g := map[int]int{sRunning: gRunning, sWaiting: gWaiting, sKV: gKVUsage}[i]
-		// Request counts are integers: a window of identical scrapes still
-		// carries their rounding.
-		floor := 1.0 / 12
-		if g == gKVUsage {
-			floor = 1e-4
-		}
-		return welch(r.gMean[g], r.gVar[g]+floor, r.gN[g], b.gMean[g], b.gVar[g]+floor, b.gN[g], dir)
+		g := gaugeOf(i)
+		floor := gaugeFloor(g)
+		return welch(r.gMean[g], r.gVar[g]+floor, r.gN[g]/phi, b.gMean[g], b.gVar[g]+floor, b.gN[g]/phi, dir)
 	case sPromptMean, sGenMean:
 		w := hPromptLen
 		if i == sGenMean {
@@ -210,18 +222,51 @@ func testSignal(i int, r, b *stats, dir int) float64 {
 		}
 		v1, n1 := lengthVar(r, w, r.v[i]), firstPositive(r.c[c], r.started)
 		v0, n0 := lengthVar(b, w, b.v[i]), firstPositive(b.c[c], b.started)
-		return welch(r.v[i], v1, n1, b.v[i], v0, n0, dir)
+		return welch(r.v[i], v1, n1/phi, b.v[i], v0, n0/phi, dir)
 	case sHitRatio:
 		// A request's tokens hit or miss together: per request, the hit
 		// share varies at most as a proportion does.
 		p1, p0 := r.v[i], b.v[i]
-		n1, n0 := firstPositive(r.started, r.requests), firstPositive(b.started, b.requests)
+		n1, n0 := firstPositive(r.started, r.requests)/phi, firstPositive(b.started, b.requests)/phi
 		if !(n1 > 0 && n0 > 0) {
 			return 1
 		}
 		return zTail(p1-p0, math.Sqrt(p1*(1-p1)/n1+p0*(1-p0)/n0+0.25/(n1*n1)), dir)
 	}
 	return 1
+}
+
+// quantileHist is the histogram behind a quantile signal; ok is false for
+// the others.
+func quantileHist(i int) (int, bool) {
+	switch i {
+	case sTTFT:
+		return hTTFT, true
+	case sITL:
+		return hITL, true
+	}
+	return 0, false
+}
+
+// gaugeOf is the gauge behind signal i.
+func gaugeOf(i int) int {
+	switch i {
+	case sRunning:
+		return gRunning
+	case sWaiting:
+		return gWaiting
+	}
+	return gKVUsage
+}
+
+// gaugeFloor is the variance a gauge's scrapes carry at least: request
+// counts are integers, so a window of identical scrapes still carries
+// their rounding.
+func gaugeFloor(g int) float64 {
+	if g == gKVUsage {
+		return 1e-4
+	}
+	return 1.0 / 12
 }
 
 func total(h []float64) float64 {

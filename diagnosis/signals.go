@@ -68,6 +68,14 @@ type stats struct {
 	bounds [numHists][]float64
 	// the gauges' mean, variance and number of observations
 	gMean, gVar, gN [numGauges]float64
+	// phi is each signal's dispersion factor, for a baseline (dispersion.go):
+	// its tests are widened by it; 0 (a recent window's) counts as 1.
+	// phiWindows is how many sub-windows it was measured on.
+	phi        [numSignals]float64
+	phiWindows int
+	// subLo and subHi are the least and greatest of each signal's
+	// statistic over those sub-windows (beyondRange); NaN when unknown.
+	subLo, subHi [numSignals]float64
 }
 
 // nanStats is a stats with nothing known.
@@ -231,4 +239,84 @@ func histMoments(bounds, h []float64) (mean, variance float64, ok bool) {
 	}
 	mean = s / h[n-1]
 	return mean, math.Max(s2/h[n-1]-mean*mean, 0), true
+}
+
+// quantileBucket is the bucket (lower, upper] that holds the q-quantile of
+// bucket increases h, as histQuantile finds it: the quantile is somewhere
+// in it, wherever the interpolation puts it. The first bucket starts at 0;
+// a quantile past the last finite bound has no upper bound (+Inf).
+func quantileBucket(bounds, h []float64, q float64) (lower, upper float64, ok bool) {
+	n := len(h)
+	if n < 2 || len(bounds) != n || !(h[n-1] > 0) {
+		return 0, 0, false
+	}
+	rank := q * h[n-1]
+	for i := range n - 1 {
+		if h[i] >= rank {
+			if i > 0 {
+				lower = bounds[i-1]
+			}
+			return lower, bounds[i], true
+		}
+	}
+	return bounds[n-2], math.Inf(1), true
+}
+
+// quantileRatioRange is the lowest and the highest recent/baseline ratio
+// of a quantile that the buckets allow: each quantile lies anywhere in its
+// bucket (lower, upper], so from the recent lower bound over the baseline
+// upper one to the recent upper over the baseline lower (0 and +Inf where
+// a bound is 0 or +Inf). NaN, NaN when either window has no observations.
+func quantileRatioRange(rb, rh, bb, bh []float64, q float64) (low, high float64) {
+	rl, ru, ok1 := quantileBucket(rb, rh, q)
+	bl, bu, ok0 := quantileBucket(bb, bh, q)
+	if !ok1 || !ok0 {
+		return math.NaN(), math.NaN()
+	}
+	low, high = 0, math.Inf(1)
+	if rl > 0 && !math.IsInf(bu, 1) {
+		low = rl / bu
+	}
+	if bl > 0 && !math.IsInf(ru, 1) {
+		high = ru / bl
+	}
+	return low, high
+}
+
+// quantileChangeTold is whether the buckets, or failing them the exact
+// mean, tell a change of quantile signal i in direction dir (the ratio
+// already past the minimum change): the buckets when the whole range they
+// allow is past it; when the range straddles it, the histogram's own mean
+// (sum over count, which no bucket blurs) must have moved by the minimum
+// change that way too, significantly (Welch, its n divided by the
+// baseline's φ, the spread from the buckets). True for other signals.
+// Measured, not yet in evaluate: the mean lags a stretching tail, so it
+// missed Poisson long outputs (docs/diagnosis.md, "Quantile ratios").
+func quantileChangeTold(i int, low, high float64, r, b *stats, dir int, minChange, alpha float64) bool {
+	w, ok := quantileHist(i)
+	if !ok || dir > 0 && low >= 1+minChange || dir < 0 && high <= 1-minChange {
+		return true
+	}
+	m1, m0 := latencyMean(i, r), latencyMean(i, b)
+	if ch, _ := compare(m1, m0, minChange); !(dir > 0 && ch == ChangeUp || dir < 0 && ch == ChangeDown) {
+		return false
+	}
+	n1, n0 := total(r.h[w]), total(b.h[w])
+	if i == sITL {
+		// as in testSignal: a slow step slows every request in it
+		n1, n0 = n1*perRequest(n1, r.started), n0*perRequest(n0, b.started)
+	}
+	phi := max(1, b.phi[i])
+	return welch(m1, lengthVar(r, w, m1), n1/phi, m0, lengthVar(b, w, m0), n0/phi, dir) <= alpha
+}
+
+// latencyMean is the exact mean of quantile signal i's histogram over a
+// window, its sum over its count; NaN when either is unknown.
+func latencyMean(i int, s *stats) float64 {
+	w, _ := quantileHist(i)
+	sum := s.c[cTTFTSum]
+	if i == sITL {
+		sum = s.c[cITLSum]
+	}
+	return ratio(sum, total(s.h[w]))
 }

@@ -1,6 +1,7 @@
 package diagnosis
 
 import (
+	"cmp"
 	"fmt"
 	"math"
 	"math/rand/v2"
@@ -9,6 +10,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/fos-study/vllm-normalizer/exposition"
 )
 
 // A seeded, noisy simulation of a continuous-batching engine, in virtual
@@ -37,6 +40,9 @@ type simLoad struct {
 	// skew sends more of the pod's arrivals to engine 0 and fewer to the
 	// others (rate × (1 ± skew)), as a router blind to ranks does.
 	skew float64
+	// burst, when set, makes the arrivals bursty (sim_bursty_test.go)
+	// instead of Poisson, at the same mean rate.
+	burst *simBurst
 }
 
 // Engine timing: a step costs a fixed part, a part per running request
@@ -101,8 +107,13 @@ type simEngine struct {
 	// cumulative counters, as a reset-correcting caller would keep them
 	finished, preempt, promptTok, genTok, hitTok, queryTok float64
 	promptSum, genSum                                      float64   // of the finished requests' lengths
+	ttftSum, itlSum                                        float64   // the latency histograms' sums, seconds
 	ttft, itl, promptLen, genLen                           []float64 // per-bucket (not cumulative) counts
 	nextBackground                                         float64
+	incoming                                               []simArrival // from a bursty source, oldest first
+	// trueTTFT and trueITL count the exact latencies in fine bins
+	// (simTrueBin), for the truth a poll is judged against
+	trueTTFT, trueITL []float64
 }
 
 func newSimEngine(seed uint64, i int) *simEngine {
@@ -111,6 +122,7 @@ func newSimEngine(seed uint64, i int) *simEngine {
 	e.itl = make([]float64, len(simITLBounds))
 	e.promptLen = make([]float64, len(simLenBounds))
 	e.genLen = make([]float64, len(simLenBounds))
+	e.trueTTFT, e.trueITL = make([]float64, simTrueBins), make([]float64, simTrueBins)
 	e.next = e.rng.ExpFloat64() / simSteady.rate
 	e.nextBackground = e.rng.ExpFloat64() / simBackgroundPr
 	return e
@@ -141,13 +153,12 @@ func (e *simEngine) restart() {
 // run advances the engine to until under load l.
 func (e *simEngine) run(until float64, l *simLoad) {
 	for e.t < until {
-		for e.next <= e.t {
+		if l.burst != nil {
+			e.burstArrivals(l)
+		}
+		for l.burst == nil && e.next <= e.t {
 			if len(e.waiting) < simMaxWaiting {
-				r := &simRequest{arrival: e.next, prompt: e.lognormal(l.promptMedian), output: e.lognormal(l.outputMedian)}
-				r.pending = int(float64(r.prompt) * (1 - l.hit))
-				e.hitTok += float64(r.prompt - r.pending)
-				e.queryTok += float64(r.prompt)
-				e.waiting = append(e.waiting, r)
+				e.arrive(e.next, e.lognormal(l.promptMedian), e.lognormal(l.outputMedian), l)
 			}
 			e.next += e.rng.ExpFloat64() / l.rate
 		}
@@ -180,6 +191,8 @@ func (e *simEngine) run(until float64, l *simLoad) {
 		e.t += step
 		if decoding > 0 {
 			e.itl[bucketOf(simITLBounds, step)] += float64(decoding)
+			e.itlSum += step * float64(decoding)
+			e.trueITL[simTrueBin(step)] += float64(decoding)
 		}
 		budget = simBudget
 		kept := e.running[:0]
@@ -191,6 +204,8 @@ func (e *simEngine) run(until float64, l *simLoad) {
 				if r.pending == 0 && !r.started {
 					r.started = true
 					e.ttft[bucketOf(simTTFTBounds, e.t-r.arrival)]++
+					e.ttftSum += e.t - r.arrival
+					e.trueTTFT[simTrueBin(e.t-r.arrival)]++
 					e.promptTok += float64(r.prompt) // vLLM counts the whole prompt, cached or not, at the first token
 					r.generated = 1
 					e.genTok++
@@ -225,6 +240,19 @@ func (e *simEngine) run(until float64, l *simLoad) {
 	}
 }
 
+// arrive queues a request arriving at t, unless the queue is full (the
+// client times out).
+func (e *simEngine) arrive(t float64, prompt, output int, l *simLoad) {
+	if len(e.waiting) >= simMaxWaiting {
+		return
+	}
+	r := &simRequest{arrival: t, prompt: prompt, output: output}
+	r.pending = int(float64(r.prompt) * (1 - l.hit))
+	e.hitTok += float64(r.prompt - r.pending)
+	e.queryTok += float64(r.prompt)
+	e.waiting = append(e.waiting, r)
+}
+
 func (e *simEngine) preemptNewest() {
 	r := e.running[len(e.running)-1]
 	e.running = e.running[:len(e.running)-1]
@@ -236,6 +264,7 @@ func (e *simEngine) preemptNewest() {
 // simPod is the engines of one model, observed as the adapter would.
 type simPod struct {
 	engines []*simEngine
+	burst   simBurstSource
 }
 
 func cumulate(bounds []float64, engines []*simEngine, get func(*simEngine) []float64) Histogram {
@@ -259,6 +288,8 @@ func (p *simPod) observe() Observation {
 		o.Finished += e.finished
 		o.PromptLenSum += e.promptSum
 		o.GenLenSum += e.genSum
+		o.TTFTSum += e.ttftSum
+		o.ITLSum += e.itlSum
 		o.Preemptions += e.preempt
 		o.PromptTokens += e.promptTok
 		o.GenerationTokens += e.genTok
@@ -285,40 +316,87 @@ type simRun struct {
 	shift, back, end          time.Duration // incident from shift to back
 	polls                     []simPoll
 	steadyPolls, steadyClaims int // before the shift (all of steady), once ready
+	// steadySymptoms are the steady polls naming a symptom; steadyFlips
+	// the changes of the named causes from one ready steady poll to the
+	// next.
+	steadySymptoms, steadyFlips int
+	// named is the cause whose first naming is timed, right whether a
+	// poll's causes are the incident's right verdict; by default the
+	// scenario's cause and exactly simExpected.
+	named string
+	right func(causes []string) bool
+	// truth: the incident's polls are judged only where the recent window
+	// truly shows a latency symptom (simPoll.trueSymptom)
+	truth bool
 }
 
 type simPoll struct {
-	at     time.Duration
-	causes []string
+	at       time.Duration
+	causes   []string
+	symptoms []string
+	ready    bool
+	// trueSymptom: with a plan's truth, the recent window's exact TTFT or
+	// ITL p90 is at least 1 + the minimum change times the baseline's
+	// before the shift
+	trueSymptom bool
 	// gapWindow: the poll is not ready within a recent window (and a
 	// scrape) of the end of a gap in the scrapes, which the diagnosis
 	// does not judge (the window is under-observed).
 	gapWindow bool
 }
 
+// simPlan is a run to simulate: the load at each second, when engine 1
+// restarts, and the phases the results are judged by (steady polls are
+// those before shift, or all of a steady scenario's).
+type simPlan struct {
+	scenario         string
+	seed             uint64
+	window, baseline time.Duration
+	shift, back, end time.Duration
+	load             func(at time.Duration) *simLoad
+	restarts         []time.Duration
+	// truth, when set, judges each poll's recent window against the exact
+	// latencies (simTruth)
+	truth bool
+}
+
 // simulate runs a scenario: steady until shift, the scenario's load until
 // back, steady again until end; one scrape a second, failing now and then;
 // engine 1 restarts once during the incident and once before it.
 func simulate(scenario string, seed uint64, window, baseline time.Duration, shift, back, end time.Duration) simRun {
-	d, err := New(Options{Window: window, Baseline: baseline, MinChange: 0.25, Interval: time.Second})
+	before, during := simScenario(scenario)
+	return simulatePlan(simPlan{scenario: scenario, seed: seed, window: window, baseline: baseline, shift: shift, back: back, end: end,
+		restarts: []time.Duration{shift / 2, shift + (back-shift)/2},
+		load: func(at time.Duration) *simLoad {
+			if !strings.HasPrefix(scenario, "steady") && at > shift && at <= back {
+				return &during
+			}
+			return &before
+		}})
+}
+
+func simulatePlan(pl simPlan) simRun {
+	scenario, window := pl.scenario, pl.window
+	d, err := New(Options{Window: window, Baseline: pl.baseline, MinChange: 0.25, Interval: time.Second})
 	if err != nil {
 		panic(err)
 	}
-	before, during := simScenario(scenario)
-	pod := &simPod{engines: []*simEngine{newSimEngine(seed, 0), newSimEngine(seed, 1)}}
-	rng := rand.New(rand.NewPCG(seed, 99))
-	run := simRun{scenario: scenario, window: window, baseline: baseline, shift: shift, back: back, end: end}
-	restarts := []time.Duration{shift / 2, shift + (back-shift)/2}
-	var causes []string
+	pod := &simPod{engines: []*simEngine{newSimEngine(pl.seed, 0), newSimEngine(pl.seed, 1)}}
+	pod.burst.rng = rand.New(rand.NewPCG(pl.seed, 77))
+	rng := rand.New(rand.NewPCG(pl.seed, 99))
+	run := simRun{scenario: scenario, window: window, baseline: pl.baseline, shift: pl.shift, back: pl.back, end: pl.end, truth: pl.truth}
+	var causes, symptoms []string
 	ready := false
 	// a gap is spacing beyond the slack of the recent window's ring
 	res := window / fineSlots
 	gapSlack := res + max(res, 2*time.Second)
 	lastGood, gapEnd := time.Duration(0), time.Duration(-1)
-	for at := time.Second; at <= end; at += time.Second {
-		l := &before
-		if !strings.HasPrefix(scenario, "steady") && at > shift && at <= back {
-			l = &during
+	var lastSteady []string
+	truth := &simTruth{window: window, shift: pl.shift, baseline: pl.baseline}
+	for at := time.Second; at <= pl.end; at += time.Second {
+		l := pl.load(at)
+		if l.burst != nil {
+			pod.burst.generate(at.Seconds(), l, pod.engines)
 		}
 		for i, e := range pod.engines {
 			le := *l
@@ -329,8 +407,9 @@ func simulate(scenario string, seed uint64, window, baseline time.Duration, shif
 			}
 			e.run(at.Seconds(), &le)
 		}
+		trueSymptom := pl.truth && truth.observe(at, pod.engines)
 		down := false
-		for _, r := range restarts {
+		for _, r := range pl.restarts {
 			if at == r {
 				pod.engines[1].restart()
 			}
@@ -347,13 +426,7 @@ func simulate(scenario string, seed uint64, window, baseline time.Duration, shif
 			}
 			lastGood = at
 			fams := d.Observe(now, []Observation{pod.observe()})
-			causes = causes[:0:0]
-			for k, v := range values(fams, FamilyCause, "cause") {
-				if v == 1 {
-					causes = append(causes, k)
-				}
-			}
-			slices.Sort(causes)
+			causes, symptoms = named(fams, FamilyCause, "cause"), named(fams, FamilySymptom, "symptom")
 			ready = values(fams, FamilyReady, "")[""] == 1
 		}
 		if simTrace {
@@ -364,18 +437,37 @@ func simulate(scenario string, seed uint64, window, baseline time.Duration, shif
 					fmt.Fprintf(&b, " %s=%s/%s(%s,%s)", s.Signal, formatNumber(s.Recent), formatNumber(s.Baseline), formatRatio(&s), formatP(s.PValue))
 				}
 			}
-			fmt.Println(at, causes, rep.Models[0].Readiness.State, b.String())
+			fmt.Println(at, causes, symptoms, rep.Models[0].Readiness.State, b.String())
 		}
-		run.polls = append(run.polls, simPoll{at: at, causes: causes,
+		run.polls = append(run.polls, simPoll{at: at, causes: causes, symptoms: symptoms, ready: ready, trueSymptom: trueSymptom,
 			gapWindow: !ready && gapEnd >= 0 && at < gapEnd+window+2*time.Second})
-		if ready && (strings.HasPrefix(scenario, "steady") || at <= shift) {
+		if ready && (strings.HasPrefix(scenario, "steady") || at <= pl.shift) {
 			run.steadyPolls++
 			if len(causes) > 0 {
 				run.steadyClaims++
 			}
+			if len(symptoms) > 0 {
+				run.steadySymptoms++
+			}
+			if lastSteady != nil && !slices.Equal(lastSteady, causes) {
+				run.steadyFlips++
+			}
+			lastSteady = causes
 		}
 	}
 	return run
+}
+
+// named are the label values of a family's series at 1, sorted.
+func named(fams []exposition.Family, family, label string) []string {
+	out := []string{}
+	for k, v := range values(fams, family, label) {
+		if v == 1 {
+			out = append(out, k)
+		}
+	}
+	slices.Sort(out)
+	return out
 }
 
 // simResult is what the docs' table shows for one run.
@@ -386,6 +478,10 @@ type simResult struct {
 	cleared          time.Duration // after the load returned, from when nothing is named to the end; -1 never
 	preemptionBlamed int           // polls naming preemptions where there are only background ones
 	notJudged        int           // incident polls not ready after a gap in the scrapes, not counted in wrongShare
+	// incidentPolls are the incident's polls judged (from window + 15 s);
+	// truePolls those of them with a true latency symptom (all without a
+	// truth), the only ones wrongShare counts
+	incidentPolls, truePolls int
 }
 
 // simExpected is what a scenario's incident is named: its cause, and for
@@ -412,7 +508,7 @@ func (r *simRun) result() simResult {
 		if strings.HasPrefix(r.scenario, "steady") {
 			continue
 		}
-		if p.at > r.shift && p.at <= r.back && res.firstNamed < 0 && slices.Contains(p.causes, r.scenario) {
+		if p.at > r.shift && p.at <= r.back && res.firstNamed < 0 && slices.Contains(p.causes, cmp.Or(r.named, r.scenario)) {
 			res.firstNamed = p.at - r.shift
 		}
 		if p.at > grace && p.at <= r.back {
@@ -420,8 +516,13 @@ func (r *simRun) result() simResult {
 				res.notJudged++
 				continue
 			}
+			res.incidentPolls++
+			if r.truth && !p.trueSymptom {
+				continue // the latency did not truly move: nothing to name
+			}
+			res.truePolls++
 			n++
-			if !slices.Equal(p.causes, simExpected(r.scenario)) {
+			if r.right != nil && !r.right(p.causes) || r.right == nil && !slices.Equal(p.causes, simExpected(r.scenario)) {
 				wrong++
 			}
 		}

@@ -51,8 +51,11 @@ func AppendText(b []byte, fams []Family) []byte {
 
 // AppendOpenMetrics appends fams to b in OpenMetrics 1.0 text, ending with
 // "# EOF". A counter whose samples do not end in _total, which OpenMetrics
-// cannot express, is written as unknown rather than renamed.
+// cannot express, is written as unknown rather than renamed. A counter's or
+// histogram's Created times follow their child's last sample as _created
+// lines, where OpenMetrics parsers (Prometheus's among them) look for them.
 func AppendOpenMetrics(b []byte, fams []Family) []byte {
+	var scratch []labels.Label
 	for i := range fams {
 		f := &fams[i]
 		name, typ := f.Name, "unknown"
@@ -83,11 +86,65 @@ func AppendOpenMetrics(b []byte, fams []Family) []byte {
 			b = append(b, f.Unit...)
 		}
 		b = append(b, '\n')
+		if len(f.Created) == 0 || typ != "counter" && typ != "histogram" {
+			for j := range f.Samples {
+				b = appendSample(b, &f.Samples[j], true)
+			}
+			continue
+		}
+		next := 0 // f.Created before next are written
 		for j := range f.Samples {
-			b = appendSample(b, &f.Samples[j], true)
+			s := &f.Samples[j]
+			b = appendSample(b, s, true)
+			scratch = childLabels(scratch[:0], s.Labels)
+			if j+1 < len(f.Samples) && sameChild(scratch, f.Samples[j+1].Labels) {
+				continue
+			}
+			// The child's last sample: its _created line, if known.
+			for k := next; k < len(f.Created); k++ {
+				if sameChild(scratch, f.Created[k].Labels) {
+					b = appendCreated(b, name, f.Created[k])
+					next = k + 1
+					break
+				}
+			}
 		}
 	}
 	return append(b, "# EOF\n"...)
+}
+
+// childLabels appends l's labels but __name__ and le (its child's) to dst.
+func childLabels(dst []labels.Label, l labels.Labels) []labels.Label {
+	l.Range(func(lb labels.Label) {
+		if lb.Name != model.MetricNameLabel && lb.Name != model.BucketLabel {
+			dst = append(dst, lb)
+		}
+	})
+	return dst
+}
+
+// sameChild reports whether l's labels but __name__ and le are exactly
+// child (sorted), without allocating.
+func sameChild(child []labels.Label, l labels.Labels) bool {
+	i, eq := 0, true
+	l.Range(func(lb labels.Label) {
+		if !eq || lb.Name == model.MetricNameLabel || lb.Name == model.BucketLabel {
+			return
+		}
+		eq = i < len(child) && lb == child[i]
+		i++
+	})
+	return eq && i == len(child)
+}
+
+// appendCreated writes the _created line of family name's child c.
+func appendCreated(b []byte, name string, c Created) []byte {
+	b = append(b, name...)
+	b = append(b, "_created"...)
+	b = appendLabels(b, c.Labels)
+	b = append(b, ' ')
+	b = AppendFloat(b, c.Time)
+	return append(b, '\n')
 }
 
 func allNamed(f *Family, name string) bool {
@@ -101,8 +158,25 @@ func allNamed(f *Family, name string) bool {
 
 func appendSample(b []byte, s *Sample, openMetrics bool) []byte {
 	b = append(b, s.Labels.Get(model.MetricNameLabel)...)
+	b = appendLabels(b, s.Labels)
+	b = append(b, ' ')
+	b = AppendFloat(b, s.Value)
+	if s.HasTimestamp {
+		b = append(b, ' ')
+		if openMetrics {
+			b = AppendFloat(b, float64(s.TimestampMs)/1000)
+		} else {
+			b = strconv.AppendInt(b, s.TimestampMs, 10)
+		}
+	}
+	return append(b, '\n')
+}
+
+// appendLabels writes l's labels but __name__ in braces, nothing when
+// there are none.
+func appendLabels(b []byte, l labels.Labels) []byte {
 	first := true
-	s.Labels.Range(func(l labels.Label) {
+	l.Range(func(l labels.Label) {
 		if l.Name == model.MetricNameLabel {
 			return
 		}
@@ -120,17 +194,7 @@ func appendSample(b []byte, s *Sample, openMetrics bool) []byte {
 	if !first {
 		b = append(b, '}')
 	}
-	b = append(b, ' ')
-	b = AppendFloat(b, s.Value)
-	if s.HasTimestamp {
-		b = append(b, ' ')
-		if openMetrics {
-			b = AppendFloat(b, float64(s.TimestampMs)/1000)
-		} else {
-			b = strconv.AppendInt(b, s.TimestampMs, 10)
-		}
-	}
-	return append(b, '\n')
+	return b
 }
 
 // AppendFloat writes v as the exposition formats spell values.

@@ -23,6 +23,21 @@ type Family struct {
 	// Unit is the OpenMetrics UNIT, empty for text-format upstreams.
 	Unit    string
 	Samples []Sample
+	// Created are the start times of the family's counter or histogram
+	// children that the sidecar knows, in the order of their samples:
+	// OpenMetrics prints each as a _created line after its child's last
+	// sample; text format 0.0.4 has no way to say it and prints none.
+	Created []Created
+}
+
+// Created is when one child of a counter or histogram (a counter series,
+// or a histogram's buckets, _sum and _count together) began counting from
+// zero: every count it holds came after.
+type Created struct {
+	// Labels are the child's labels, without __name__ and le.
+	Labels labels.Labels
+	// Time is in Unix seconds, as OpenMetrics prints it.
+	Time float64
 }
 
 // Sample is one series value. Labels include __name__, the sample name
@@ -80,7 +95,7 @@ func (f *Family) BaseName() string {
 // renamed accordingly (suffixes such as _bucket are kept). Samples share
 // nothing with f's, so the copy may be changed freely.
 func (f *Family) Rename(newName string) Family {
-	out := Family{Name: newName, Type: f.Type, Help: f.Help, Unit: f.Unit, Samples: make([]Sample, len(f.Samples))}
+	out := Family{Name: newName, Type: f.Type, Help: f.Help, Unit: f.Unit, Samples: make([]Sample, len(f.Samples)), Created: f.Created}
 	var b labels.Builder
 	for i, s := range f.Samples {
 		suffix, _ := SampleSuffix(f.Name, f.Type, s.Name())

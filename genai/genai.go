@@ -204,12 +204,9 @@ func (v *Viewer) Render(sums routing.Totals, server string) []exposition.Family 
 			fam.Unit = "seconds"
 		}
 		var lb labels.Builder
-		for _, s := range summed {
-			if !keep(s) {
-				continue
-			}
-			lb.Reset(s.Labels)
-			if mn := s.Labels.Get(mapping.LabelModel); mn != "" {
+		relabel := func(l labels.Labels) labels.Labels {
+			lb.Reset(l)
+			if mn := l.Get(mapping.LabelModel); mn != "" {
 				lb.Set(LabelRequestModel, mn)
 			}
 			lb.Del(mapping.LabelModel)
@@ -219,7 +216,16 @@ func (v *Viewer) Render(sums routing.Totals, server string) []exposition.Family 
 				lb.Set(LabelAddress, v.host)
 				lb.Set(LabelPort, v.port)
 			}
-			fam.Samples = append(fam.Samples, exposition.Sample{Labels: lb.Labels(), Value: s.Value})
+			return lb.Labels()
+		}
+		for _, s := range summed {
+			if !keep(s) {
+				continue
+			}
+			fam.Samples = append(fam.Samples, exposition.Sample{Labels: relabel(s.Labels), Value: s.Value})
+		}
+		for _, c := range tot.Created() {
+			fam.Created = append(fam.Created, exposition.Created{Labels: relabel(c.Labels), Time: c.Time})
 		}
 		if len(fam.Samples) > 0 {
 			out = append(out, fam)

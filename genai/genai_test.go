@@ -15,11 +15,14 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/prometheus/prometheus/model/labels"
+
 	"github.com/fos-study/vllm-normalizer/exposition"
 	"github.com/fos-study/vllm-normalizer/internal/fixtures"
 	"github.com/fos-study/vllm-normalizer/internal/pagetest"
 	"github.com/fos-study/vllm-normalizer/internal/testbin"
 	"github.com/fos-study/vllm-normalizer/mapping"
+	"github.com/fos-study/vllm-normalizer/routing"
 )
 
 // canonical reads a fixture as the collector does up to the canonical
@@ -513,5 +516,40 @@ func TestPromtoolCheckMetrics(t *testing.T) {
 				t.Errorf("%s %s: promtool check metrics: %v\n%s\npage:\n%s", prefix, style, err, out, body)
 			}
 		}
+	}
+}
+
+// TestRenderCreated: the view's histograms carry their sums' created time
+// under the view's own labels, so the OpenMetrics page dates each model's
+// histogram (Prometheus's parser reads it on its buckets), and the text
+// page is unchanged by it.
+func TestRenderCreated(t *testing.T) {
+	v, _ := New(Options{Provider: "my-vllm", Operation: "text_completion", ServerAddress: "vllm.ns.svc:8000"})
+	canon, roles, server := canonicalOf(t, page(t, 5, 6, 3, 4))
+	byName := map[string]*exposition.Family{}
+	for i := range canon {
+		byName[canon[i].Name] = &canon[i]
+	}
+	var sums routing.Sums
+	family := func(r mapping.Role) *exposition.Family { return byName[roles.Family(r)] }
+	dated := v.Render(sums.Sum(family, Roles(), routing.Restarts{StartOf: func(labels.Labels) float64 { return 1764700000 }, Now: 1764700030}), server)
+	var plainSums routing.Sums
+	plain := v.Render(plainSums.Sum(family, Roles(), routing.Restarts{}), server)
+	if !bytes.Equal(exposition.AppendText(nil, dated), exposition.AppendText(nil, plain)) {
+		t.Error("the text page changed with created times")
+	}
+	om := exposition.AppendOpenMetrics(nil, dated)
+	buckets := 0
+	for k, st := range pagetest.Starts(t, om) {
+		if !strings.Contains(k, `_bucket"`) {
+			continue
+		}
+		buckets++
+		if st != 1764700000000 {
+			t.Errorf("%s: start %d, want 1764700000000\n%s", k, st, om)
+		}
+	}
+	if buckets == 0 {
+		t.Fatalf("no bucket on the view:\n%s", om)
 	}
 }

@@ -159,7 +159,7 @@ func consumerFamilies(byName map[string]*exposition.Family, roles *mapping.Roles
 				help = "Legacy name of " + f.Name + " as the server printed it (" + strings.TrimPrefix(rule, " ") + "), for routers that still read it (" + s.legacyReader + ")."
 			}
 			if samples := from.Samples(name); len(samples) > 0 {
-				out = append(out, exposition.Family{Name: name, Type: f.Type, Help: help, Samples: samples})
+				out = append(out, exposition.Family{Name: name, Type: f.Type, Help: help, Samples: samples, Created: from.Created()})
 			}
 		}
 	}

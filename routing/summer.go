@@ -2,6 +2,7 @@ package routing
 
 import (
 	"cmp"
+	"maps"
 	"math"
 	"slices"
 	"strconv"
@@ -41,6 +42,8 @@ type Total struct {
 	Family string
 	layout *sumLayout
 	values []float64 // per layout output
+	// born is the layout's start times by model as this scrape left them.
+	born map[string]float64
 }
 
 // Restarts are the restarts the upstream announced in one scrape, as
@@ -52,6 +55,13 @@ type Restarts struct {
 	// Series are the counter series (canonical labels, with __name__)
 	// whose _created time says they restarted.
 	Series []labels.Labels
+	// StartOf, when not nil, makes the sums keep their created times (see
+	// Total.Created): it returns when the input series of labels l began
+	// counting, in Unix seconds (its _created time, else the upstream's
+	// process start time), 0 when the page does not say. Now is the
+	// scrape's time, in Unix seconds.
+	StartOf func(l labels.Labels) float64
+	Now     float64
 }
 
 // announced returns whether the input of labels l restarted by the
@@ -74,13 +84,14 @@ func (r Restarts) announced() func(l labels.Labels) bool {
 
 // Sum advances the sums of the families of want that family finds (nil:
 // none on the page) by this scrape, whose announced restarts are r, and
-// returns the scrape's totals. Calls must come once per scrape, in scrape
-// order: each carries the last one's totals.
+// returns the scrape's totals (with their created times when r.StartOf is
+// set). Calls must come once per scrape, in scrape order: each carries the
+// last one's totals.
 func (s *Sums) Sum(family func(mapping.Role) *exposition.Family, want []mapping.Role, r Restarts) Totals {
 	announced := r.announced()
 	t := Totals{byRole: make(map[mapping.Role]Total, len(want))}
-	for _, r := range want {
-		f := family(r)
+	for _, role := range want {
+		f := family(role)
 		if f == nil || len(f.Samples) == 0 {
 			continue
 		}
@@ -97,7 +108,11 @@ func (s *Sums) Sum(family func(mapping.Role) *exposition.Family, want []mapping.
 			}
 			s.layouts[f.Name] = l
 		}
-		t.byRole[r] = Total{Type: f.Type, Family: f.Name, layout: l, values: l.apply(f, announced)}
+		values := l.apply(f, announced)
+		if r.StartOf != nil {
+			l.judgeBirths(f, r)
+		}
+		t.byRole[role] = Total{Type: f.Type, Family: f.Name, layout: l, values: values, born: l.born}
 	}
 	return t
 }
@@ -119,6 +134,31 @@ func (t Total) Samples(name string) []exposition.Sample {
 	out := make([]exposition.Sample, len(t.values))
 	for i, v := range t.values {
 		out[i] = exposition.Sample{Labels: lsets[i], Value: v}
+	}
+	return out
+}
+
+// Created returns when each model's sums began counting, one per model
+// with a known time, in the order of Samples: the child labels
+// (model_name) Samples gives that model's samples, without __name__ and le.
+func (t Total) Created() []exposition.Created {
+	if len(t.values) == 0 || len(t.born) == 0 {
+		return nil
+	}
+	var out []exposition.Created
+	for j, k := range t.layout.out {
+		if j > 0 && t.layout.out[j-1].model == k.model {
+			continue
+		}
+		at, ok := t.born[k.model]
+		if !ok || math.IsNaN(at) {
+			continue
+		}
+		l := labels.EmptyLabels()
+		if k.model != "" {
+			l = labels.FromStrings(mapping.LabelModel, k.model)
+		}
+		out = append(out, exposition.Created{Labels: l, Time: at})
 	}
 	return out
 }
@@ -170,6 +210,12 @@ type sumLayout struct {
 	dipped []bool
 	// Inputs gone from the page that still add their total to an output.
 	gone []goneInput
+	// born is when each model's sums began counting, in Unix seconds (NaN:
+	// unknown), judged at the first scrape that summed the model
+	// (judgeBirths) and kept while the model has sums: they never go down,
+	// so an upstream restart folded into them starts no new life. Replaced
+	// whole, never changed, once a Totals holds it.
+	born map[string]float64
 
 	// The output label sets by the name printed, made on first use by a
 	// reader (any goroutine): a layout lasts while the page's label sets
@@ -317,6 +363,14 @@ func (l *sumLayout) carry(old *sumLayout) {
 	if old == nil {
 		return
 	}
+	for _, k := range l.out {
+		if at, ok := old.born[k.model]; ok {
+			if l.born == nil {
+				l.born = map[string]float64{}
+			}
+			l.born[k.model] = at
+		}
+	}
 	outs := make(map[sumKey]int32, len(l.out))
 	for j, o := range l.out {
 		outs[o] = int32(j)
@@ -383,6 +437,44 @@ func (l *sumLayout) carry(old *sumLayout) {
 		}
 		forGood[j] = len(l.gone)
 		l.gone = append(l.gone, goneInput{in: labels.EmptyLabels(), to: j, before: p.before + p.last})
+	}
+}
+
+// judgeBirths dates the sums of the models this scrape sums for the first
+// time: the earliest start of the inputs that had counted something, for
+// every count the sums hold came after it; the scrape's time when none
+// had; unknown (NaN) when one of them does not say when it started, or
+// says a time after the scrape.
+func (l *sumLayout) judgeBirths(f *exposition.Family, r Restarts) {
+	var born map[string]float64
+	for i, s := range f.Samples {
+		j := l.to[i]
+		if j < 0 {
+			continue
+		}
+		m := l.out[j].model
+		if _, ok := l.born[m]; ok {
+			continue
+		}
+		if born == nil {
+			born = make(map[string]float64, len(l.born)+1)
+			maps.Copy(born, l.born)
+		}
+		at, seen := born[m]
+		if !seen {
+			at = r.Now
+		}
+		if !math.IsNaN(at) && l.before[i]+l.last[i] > 0 {
+			if start := r.StartOf(s.Labels); start > 0 && start <= r.Now {
+				at = min(at, start)
+			} else {
+				at = math.NaN()
+			}
+		}
+		born[m] = at
+	}
+	if born != nil {
+		l.born = born
 	}
 }
 

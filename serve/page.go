@@ -155,8 +155,10 @@ var (
 )
 
 // openMetricsAccepted are the formats an Accept header naming OpenMetrics
-// is negotiated against.
-var openMetricsAccepted = expfmt.DefaultOpenMetricsAcceptedFormats()
+// is negotiated against: those the sidecar serves. A client preferring
+// protobuf (Prometheus 3 with created-timestamp ingestion or native
+// histograms) gets its next choice, OpenMetrics, rather than text.
+var openMetricsAccepted = []expfmt.Format{expfmt.FmtOpenMetrics_1_0_0, expfmt.FmtOpenMetrics_0_0_1, expfmt.FmtText}
 
 // Write answers r with p in the format and encoding r accepts.
 func Write(w http.ResponseWriter, r *http.Request, p *Page) {

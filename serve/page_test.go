@@ -69,6 +69,11 @@ func TestWriteNegotiates(t *testing.T) {
 	}{
 		{"plain", nil, exposition.ContentTypeText, false},
 		{"prometheus accept", map[string]string{"Accept": "application/openmetrics-text;version=1.0.0;q=0.5,text/plain;version=0.0.4;q=0.4"}, exposition.ContentTypeOpenMetrics, false},
+		// Prometheus 3 asks for protobuf first with created-timestamp
+		// ingestion or native histograms on: the best the sidecar serves
+		// of what it accepts is OpenMetrics, not text.
+		{"prometheus accept, protobuf first", map[string]string{"Accept": "application/vnd.google.protobuf;proto=io.prometheus.client.MetricFamily;encoding=delimited;q=0.6,application/openmetrics-text;version=1.0.0;escaping=allow-utf-8;q=0.5,application/openmetrics-text;version=0.0.1;q=0.4,text/plain;version=0.0.4;q=0.3,*/*;q=0.2"}, exposition.ContentTypeOpenMetrics, false},
+		{"protobuf only", map[string]string{"Accept": "application/vnd.google.protobuf;proto=io.prometheus.client.MetricFamily;encoding=delimited;q=0.5,*/*;q=0.1"}, exposition.ContentTypeText, false},
 		{"text preferred", map[string]string{"Accept": "text/plain;version=0.0.4;q=1,application/openmetrics-text;version=1.0.0;q=0.5"}, exposition.ContentTypeText, false},
 		{"gzip", map[string]string{"Accept-Encoding": "gzip, deflate"}, exposition.ContentTypeText, true},
 		{"GZIP with q", map[string]string{"Accept-Encoding": "br;q=1.0, GZIP;q=0.5"}, exposition.ContentTypeText, true},

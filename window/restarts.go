@@ -4,6 +4,8 @@ import (
 	"math"
 	"strings"
 
+	"github.com/prometheus/prometheus/model/labels"
+
 	"github.com/fos-study/vllm-normalizer/exposition"
 )
 
@@ -187,4 +189,20 @@ func boundHash(le float64) uint64 {
 	x *= 0xc4ceb9fe1a85ec53
 	x ^= x >> 33
 	return x
+}
+
+// StartOf returns when the upstream series of labels l (a counter, bucket,
+// _sum or _count series of the last observed page, canonical labels) began
+// counting, in Unix seconds: its _created time, else the process start
+// time of a page with a single process; 0 when the page says neither.
+func (h *History) StartOf(l labels.Labels) float64 {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if v, ok := h.created[createdLabels(l).Hash()]; ok && v > 0 && !math.IsInf(v, 0) {
+		return v
+	}
+	if ps := h.procStartNew; ps > 0 && !math.IsInf(ps, 0) {
+		return ps
+	}
+	return 0
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/fos-study/vllm-normalizer/diagnosis"
 	"github.com/fos-study/vllm-normalizer/genai"
 	"github.com/fos-study/vllm-normalizer/internal/setting"
+	"github.com/fos-study/vllm-normalizer/otlp"
 )
 
 // check rejects flag values that would fail later or silently do something
@@ -62,6 +63,9 @@ func (f *flags) check() error {
 	}
 	if err := f.checkGenAI(); err != nil {
 		return err
+	}
+	if f.otlpInterval <= 0 {
+		return badFlag("--otlp.interval", f.otlpInterval, "must be positive", "give e.g. "+model.Duration(otlp.DefaultInterval).String())
 	}
 	return f.checkListeners()
 }
@@ -155,6 +159,8 @@ func (f *flags) collectorConfig() collector.Config {
 		Role:          f.upstreamRole,
 		QueuedReqsCap: f.queuedReqsCap,
 		ModelName:     f.upstreamModel,
+
+		CreatedTimestamps: f.createdTimes,
 	}
 }
 

@@ -23,6 +23,7 @@ import (
 	"github.com/fos-study/vllm-normalizer/exposition"
 	"github.com/fos-study/vllm-normalizer/genai"
 	"github.com/fos-study/vllm-normalizer/mapping"
+	"github.com/fos-study/vllm-normalizer/otlp"
 )
 
 const defaultListen = ":9400"
@@ -74,6 +75,10 @@ type flags struct {
 	diagSignificance float64
 	diagMaxIncident  time.Duration
 	genai            genai.Options
+	otlpEndpoint     string
+	otlpView         string
+	otlpInterval     time.Duration
+	createdTimes     bool
 	web              *web.FlagConfig
 	log              *promslog.Config
 }
@@ -156,6 +161,8 @@ func newApp(f *flags, stdout, stderr io.Writer) *kingpin.Application {
 		Default("false").BoolVar(&f.legacyAliases)
 	app.Flag("output.name-style", "colon keeps names as printed; underscore writes colons as _.").
 		Default("colon").EnumVar(&f.nameStyle, "colon", "underscore")
+	app.Flag("output.created-timestamps", "Serve the start times of counters and histograms (the sums of the compatibility page and "+genaiPath+", the server's series it printed _created for, the sidecar's own) as OpenMetrics _created lines; the OTLP push starts those series at the same times.").
+		Default("false").BoolVar(&f.createdTimes)
 	app.Flag("config.file", "YAML with metric_relabel_configs; reloaded on SIGHUP and POST /-/reload.").
 		Default("").StringVar(&f.configFile)
 	app.Flag("engine.profile-file", "Engine profile (YAML) adding or replacing a server's; repeatable, reloaded with --config.file.").
@@ -222,6 +229,13 @@ func newApp(f *flags, stdout, stderr io.Writer) *kingpin.Application {
 		Default("").StringVar(&f.genai.ServerAddress)
 	app.Flag("genai.name-style", "Names on "+genaiPath+": suffixed with the unit (the OpenTelemetry Prometheus exporter's), or unsuffixed (Envoy AI Gateway's).").
 		Default(string(genai.Suffixed)).EnumVar((*string)(&f.genai.NameStyle), string(genai.Suffixed), string(genai.Unsuffixed))
+	// OTLP push.
+	app.Flag("otlp.endpoint", "Push a page over OTLP/HTTP to this URL, path included (http://otel-collector:4318/v1/metrics); off when empty. OTEL_EXPORTER_OTLP_* set headers, TLS and compression, OTEL_RESOURCE_ATTRIBUTES and OTEL_SERVICE_NAME the resource.").
+		Default("").StringVar(&f.otlpEndpoint)
+	app.Flag("otlp.view", "Page pushed over OTLP: full (/metrics), routing (/metrics/routing) or genai (/metrics/genai).").
+		Default(string(collector.ViewFull)).EnumVar(&f.otlpView, string(collector.ViewFull), string(collector.ViewRouting), string(collector.ViewGenAI))
+	app.Flag("otlp.interval", "Time between OTLP pushes; each export times out at 90% of it.").
+		Default(model.Duration(otlp.DefaultInterval).String()).DurationVar(&f.otlpInterval)
 	f.web = kingpinflag.AddFlags(app, defaultListen)
 	promslogflag.AddFlags(app, f.log)
 	return app

@@ -25,6 +25,7 @@ import (
 	"github.com/fos-study/vllm-normalizer/demo"
 	"github.com/fos-study/vllm-normalizer/diagnosis"
 	"github.com/fos-study/vllm-normalizer/mapping"
+	"github.com/fos-study/vllm-normalizer/otlp"
 )
 
 func main() {
@@ -138,6 +139,23 @@ func run(args []string, stdout, stderr *os.File) int {
 	}()
 
 	go coll.Run(ctx)
+	if f.otlpEndpoint != "" {
+		view := collector.View(f.otlpView)
+		push, err := otlp.New(ctx, otlp.Options{
+			Endpoint: f.otlpEndpoint, Interval: f.otlpInterval, Version: version.Version,
+			Source: func() (otlp.Page, bool) {
+				pub, ok := coll.Families(view)
+				return otlp.Page{Families: pub.Families, At: pub.At, RestartedAt: pub.RestartedAt}, ok
+			},
+			Logger: logger, Registerer: reg,
+		})
+		if err != nil {
+			logger.Error("invalid settings", "err", err)
+			return 2
+		}
+		logger.Info("pushing over OTLP", "view", f.otlpView, "interval", f.otlpInterval)
+		go push.Run(ctx)
+	}
 
 	upstream := ""
 	if f.proxyListen != "" {

@@ -472,20 +472,7 @@ func TestAgreementWithPrometheus(t *testing.T) {
 
 	prom.waitFor(t, `vllm_derived_preemptions_per_second{job="sidecar",window="1m"}`, 20*time.Second)
 	prom.waitFor(t, `vllm_derived_preemptions_per_second{job="routing",window="1m"}`, 20*time.Second)
-	firstSample := time.Now()
-
-	// Prometheus's [1m] range must be covered by its own samples (else
-	// rate() extrapolates only half an interval past its first sample and
-	// reads low): evaluate a little more than a minute after it had one.
-	if d := time.Until(firstSample.Add(62 * time.Second)); d > 0 {
-		t.Logf("waiting %s for the 1m window to fill", d.Round(time.Second))
-		time.Sleep(d)
-	}
-	if n := len(up.resets()); n != 1 {
-		t.Fatalf("the upstream reset %d times, want 1 (the sidecar scraped too slowly?)", n)
-	}
-	at := time.Now().Add(-500 * time.Millisecond).Truncate(time.Second)
-	t.Logf("evaluating at %s; upstream reset at %.1f s after its start", at.Format(time.TimeOnly), up.resets()[0])
+	at := up.evaluationTime(t, time.Now(), 500*time.Millisecond)
 
 	// Both sides saw the reset.
 	res := byKey(t, "resets", prom.mustQuery(t, `resets(vllm:num_preemptions_total{job="sidecar"}[2m])`, at), "engine")
@@ -764,11 +751,7 @@ func checkNowGauges(t *testing.T, prom *promServer, at, launched, ready time.Tim
 	// intervals after the scrape.)
 	one := func(q string) float64 {
 		t.Helper()
-		res := prom.mustQuery(t, q, at)
-		if len(res) != 1 {
-			t.Fatalf("%s: %v, want one series", q, res)
-		}
-		return res[0].Value
+		return prom.one(t, q, at)
 	}
 	idle := one(`vllm_derived_idle_seconds{job="sidecar",model_name="idle-model"}`)
 	sent := one(`vllm_normalizer_last_scrape_success_timestamp_seconds{job="sidecar"}`) - one(`vllm_normalizer_scrape_duration_seconds{job="sidecar"}`)

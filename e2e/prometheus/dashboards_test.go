@@ -252,6 +252,20 @@ func combos(customs map[string][]string) []map[string]string {
 	return out
 }
 
+// readDashboard reads a dashboard file; file is its base name.
+func readDashboard(t *testing.T, path string) (file string, d dashboard) {
+	t.Helper()
+	file = filepath.Base(path)
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(raw, &d); err != nil {
+		t.Fatalf("%s: %v", file, err)
+	}
+	return file, d
+}
+
 func walkPanels(ps []dashPanel, f func(dashPanel)) {
 	for _, p := range ps {
 		f(p)
@@ -305,15 +319,7 @@ func TestDashboardsAndRulesReturnData(t *testing.T) {
 	queried, allowedEmpty := 0, 0
 	usedExceptions := map[string]bool{}
 	for _, path := range files {
-		file := filepath.Base(path)
-		raw, err := os.ReadFile(path)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var d dashboard
-		if err := json.Unmarshal(raw, &d); err != nil {
-			t.Fatalf("%s: %v", file, err)
-		}
+		file, d := readDashboard(t, path)
 		vals, customs := resolveVars(t, prom, d, file)
 		if got := vals["namespace"]; got != nil && strings.Join(got, ",") != demoNamespace {
 			t.Errorf("%s: variable namespace = %v, want [%s]", file, got, demoNamespace)

@@ -81,9 +81,17 @@ type scrapeJob struct {
 // failed.
 func startPrometheus(t *testing.T, bin string, jobs []scrapeJob, ruleFiles []string) *promServer {
 	t.Helper()
+	return startPrometheusWith(t, bin, jobs, ruleFiles, "")
+}
+
+// startPrometheusWith is startPrometheus with more top-level configuration
+// (an otlp: block, say) and more command-line flags.
+func startPrometheusWith(t *testing.T, bin string, jobs []scrapeJob, ruleFiles []string, config string, flags ...string) *promServer {
+	t.Helper()
 	dir := t.TempDir()
 	var cfg strings.Builder
 	cfg.WriteString("global:\n  scrape_interval: 1s\n  scrape_timeout: 1s\n  evaluation_interval: 1s\n")
+	cfg.WriteString(config)
 	if len(ruleFiles) > 0 {
 		cfg.WriteString("rule_files:\n")
 		for _, f := range ruleFiles {
@@ -120,6 +128,7 @@ func startPrometheus(t *testing.T, bin string, jobs []scrapeJob, ruleFiles []str
 		"--web.listen-address="+addr,
 		"--log.level=warn",
 	)
+	cmd.Args = append(cmd.Args, flags...)
 	cmd.Stdout, cmd.Stderr = logs, logs
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -276,6 +285,16 @@ func (p *promServer) mustQuery(t *testing.T, expr string, at time.Time) []promSa
 		t.Fatal(err)
 	}
 	return res
+}
+
+// one is mustQuery of an expression that must give exactly one value.
+func (p *promServer) one(t *testing.T, expr string, at time.Time) float64 {
+	t.Helper()
+	res := p.mustQuery(t, expr, at)
+	if len(res) != 1 {
+		t.Fatalf("%s: %v, want one series", expr, res)
+	}
+	return res[0].Value
 }
 
 // waitFor polls query(expr) until it returns at least one sample or the

@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"testing"
 	"time"
 )
 
@@ -161,6 +162,27 @@ func (u *truthUpstream) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 	w.Header().Set("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
 	_, _ = w.Write([]byte(truthPage(elapsed)))
+}
+
+// evaluationTime waits until a little more than a minute after
+// firstSample, the first sample Prometheus had: its [1m] ranges must be
+// covered by its own samples, else rate() extrapolates only half an
+// interval past the first and reads low. It fails the test unless the
+// upstream reset exactly once meanwhile, and returns the time to evaluate
+// at: lag before now, on a whole second.
+func (u *truthUpstream) evaluationTime(t *testing.T, firstSample time.Time, lag time.Duration) time.Time {
+	t.Helper()
+	if d := time.Until(firstSample.Add(62 * time.Second)); d > 0 {
+		t.Logf("waiting %s for the 1m window to fill", d.Round(time.Second))
+		time.Sleep(d)
+	}
+	resets := u.resets()
+	if len(resets) != 1 {
+		t.Fatalf("the upstream reset %d times, want 1 (the sidecar scraped too slowly?)", len(resets))
+	}
+	at := time.Now().Add(-lag).Truncate(time.Second)
+	t.Logf("evaluating at %s; upstream reset at %.1f s after its start", at.Format(time.TimeOnly), resets[0])
+	return at
 }
 
 // truthPage is the exposition of every series after elapsed seconds of

@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"strings"
 	"testing"
 
 	"github.com/prometheus/prometheus/model/labels"
@@ -69,5 +70,36 @@ func EachSeries(t testing.TB, body []byte, contentType string, fn func(labels.La
 			p.Labels(&l)
 			fn(l, v)
 		}
+	}
+}
+
+// Starts reads an OpenMetrics page as a Prometheus scrape with
+// created-timestamp ingestion does, and returns every series with its start
+// time in Unix ms (0: none), failing the test on any parse error or on a
+// _created line read as a series of its own.
+func Starts(t testing.TB, om []byte) map[string]int64 {
+	t.Helper()
+	p, err := textparse.New(om, "application/openmetrics-text; version=1.0.0", labels.NewSymbolTable(), textparse.ParserOptions{OpenMetricsSkipSTSeries: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]int64{}
+	var l labels.Labels
+	for {
+		e, err := p.Next()
+		if errors.Is(err, io.EOF) {
+			return out
+		}
+		if err != nil {
+			t.Fatalf("Prometheus's parser rejects the page: %v", err)
+		}
+		if e != textparse.EntrySeries {
+			continue
+		}
+		p.Labels(&l)
+		if strings.HasSuffix(l.Get("__name__"), "_created") {
+			t.Fatalf("read %s as a series", l)
+		}
+		out[l.String()] = p.StartTimestamp()
 	}
 }

@@ -1,0 +1,88 @@
+package diagnosis
+
+import (
+	"testing"
+	"time"
+)
+
+// BenchmarkObserve measures the diagnosis's own CPU per scrape: one
+// Observe (windows, tests, rules, incident, report and gauges; charts not
+// drawn) of the simulator's two-engine pod with the default windows, once
+// 32 minutes of scrapes every second have filled both rings. In queueing
+// the shift falls a minute before the timed scrapes, so an incident is
+// open. The simulation runs outside the timer.
+//
+//	go test -run '^$' -bench Observe -cpu 1 -count 6 ./diagnosis
+func BenchmarkObserve(b *testing.B) {
+	for _, sc := range []string{"steady", CauseQueueing} {
+		b.Run(sc, func(b *testing.B) {
+			d, err := New(Options{Window: DefaultWindow, Baseline: DefaultBaseline, MinChange: DefaultMinChange, Interval: time.Second})
+			if err != nil {
+				b.Fatal(err)
+			}
+			before, during := simScenario(sc)
+			pod := &simPod{engines: []*simEngine{newSimEngine(1, 0), newSimEngine(1, 1)}}
+			shift := 31 * time.Minute
+			at := time.Duration(0)
+			observe := func() []Observation {
+				at += time.Second
+				l := &before
+				if sc != "steady" && at > shift {
+					l = &during
+				}
+				for _, e := range pod.engines {
+					e.run(at.Seconds(), l)
+				}
+				return []Observation{pod.observe()}
+			}
+			for range 32 * 60 {
+				d.Observe(t0.Add(at), observe())
+			}
+			b.ResetTimer()
+			for range b.N {
+				b.StopTimer()
+				obs := observe()
+				b.StartTimer()
+				d.Observe(t0.Add(at), obs)
+			}
+		})
+	}
+}
+
+// BenchmarkBaselineStats measures what the dispersion estimate adds to an
+// evaluation: the baseline's stats alone (between) against with each
+// signal's dispersion factor over its 30 sub-windows (baselineStats), on
+// the simulator's steady pod with the default windows after 32 minutes.
+//
+//	go test -run '^$' -bench BaselineStats -cpu 1 -count 10 ./diagnosis
+func BenchmarkBaselineStats(b *testing.B) {
+	d, err := New(Options{Window: DefaultWindow, Baseline: DefaultBaseline, MinChange: DefaultMinChange, Interval: time.Second})
+	if err != nil {
+		b.Fatal(err)
+	}
+	before, _ := simScenario("steady")
+	pod := &simPod{engines: []*simEngine{newSimEngine(1, 0), newSimEngine(1, 1)}}
+	for at := time.Second; at <= 32*time.Minute; at += time.Second {
+		for _, e := range pod.engines {
+			e.run(at.Seconds(), &before)
+		}
+		d.Observe(t0.Add(at), []Observation{pod.observe()})
+	}
+	tr := d.tracks["sim"]
+	from, a, _, ok := d.windows(tr, tr.lastT)
+	if !ok {
+		b.Fatal("no baseline")
+	}
+	b.Run("between", func(b *testing.B) {
+		for range b.N {
+			between(tr, from, a)
+		}
+	})
+	b.Run("with-dispersion", func(b *testing.B) {
+		for range b.N {
+			if s := baselineStats(tr, from, a, int64(DefaultWindow)); s.phiWindows < MinDispersionWindows {
+				b.Fatalf("%d sub-windows", s.phiWindows)
+			}
+		}
+	})
+}

@@ -1,0 +1,315 @@
+package diagnosis
+
+import (
+	"math"
+	"sync"
+)
+
+// subWindowsPool holds the sub-windows' buffers between evaluations.
+var subWindowsPool = sync.Pool{New: func() any { return new([]subWindow) }}
+
+// The tests of signals.go assume independent events: Poisson counts,
+// binomial shares, Welch with n = requests. Real traffic comes in
+// correlated bursts (a client sending dozens of similar requests at once,
+// a rate that switches between levels), so a window's counts, shares and
+// means vary several times more than independence predicts, and a burst
+// the pod shows every few minutes reads as significant (issue 30). So each
+// signal's overdispersion is measured on the baseline itself and every
+// test is widened by it (docs/diagnosis.md, "Bursts: the pod's own
+// variability").
+
+// MinDispersionWindows is how many sub-windows the baseline is split into
+// at least for its overdispersion to be measured: of the recent window's
+// length, or shorter when the baseline holds fewer recent windows. With
+// fewer sub-windows that the scrapes covered, the spread of a signal
+// across them says too little, and the tests take DefaultDispersion.
+const MinDispersionWindows = 4
+
+// DefaultDispersion is the dispersion factor taken when fewer than
+// MinDispersionWindows sub-windows of the baseline were observed (gaps in
+// the scrapes): the pod's burstiness cannot be measured, and independence
+// would read every burst as a change.
+const DefaultDispersion = 4
+
+// baselineStats is between(from, a) with each signal's dispersion factor
+// measured over sub-windows of w.
+func baselineStats(tr *track, from, a *point, w int64) stats {
+	s := between(tr, from, a)
+	s.phiWindows = dispersions(tr, from, a, w, &s)
+	return s
+}
+
+// subWindow is what the dispersion estimates read of one sub-window of the
+// baseline: the counts behind each test.
+type subWindow struct {
+	seconds float64
+	// the share above the baseline's p90: k of n, for TTFT and ITL
+	// (ITL's scaled to requests, as its test does)
+	k, n [2]float64
+	c    [numCounters]float64
+	// gauges' sums and numbers of observations
+	gsum, gn [numGauges]float64
+	started  float64
+}
+
+// dispersions sets base.phi, each signal's dispersion factor φ: the
+// observed variance of its statistic across the baseline's sub-windows of
+// the recent window's length over what independence predicts (Pearson's
+// χ² over its degrees of freedom), floored at 1. It returns the number of
+// sub-windows measured; with fewer than MinDispersionWindows, every φ is
+// DefaultDispersion.
+func dispersions(tr *track, from, a *point, w int64, base *stats) int {
+	for i := range base.phi {
+		base.phi[i], base.subLo[i], base.subHi[i] = DefaultDispersion, math.NaN(), math.NaN()
+	}
+	if from == nil || a == nil || w <= 0 || base.seconds <= 0 {
+		return 0
+	}
+	k := int((a.t - from.t) / w)
+	if k < MinDispersionWindows {
+		// A baseline shorter than MinDispersionWindows recent windows (the
+		// demo's 60 s against 20 s) is split into that many shorter ones:
+		// a shorter sub-window spreads its statistic more, not less.
+		k = MinDispersionWindows
+		w = (a.t - from.t) / int64(k)
+		if w <= 0 {
+			return 0
+		}
+	}
+	// Sub-windows aligned on the baseline's end, from the coarse ring's
+	// points (the nearest at or before each bound); those the scrapes did
+	// not cover are left out.
+	buf := subWindowsPool.Get().(*[]subWindow)
+	defer subWindowsPool.Put(buf)
+	subs := (*buf)[:0]
+	// the newest coarse point at or before each bound, walking forward
+	atOrBefore := tr.coarse.walk().atOrBefore
+	prev := atOrBefore(a.t - int64(k)*w)
+	if prev == nil || prev.t < from.t {
+		prev = from
+	}
+	for j := k - 1; j >= 0; j-- {
+		end := a
+		if j > 0 {
+			end = atOrBefore(a.t - int64(j)*w)
+		}
+		if end == nil || end.t <= prev.t {
+			continue
+		}
+		if float64(tr.unobserved(prev.t, end.t)) <= MaxUnobserved*float64(end.t-prev.t) {
+			if sw, ok := subWindowOf(tr, prev, end, base); ok {
+				subs = append(subs, sw)
+			}
+		}
+		prev = end
+	}
+	*buf = subs
+	if len(subs) < MinDispersionWindows {
+		return len(subs)
+	}
+	for i := range numSignals {
+		phi, lo, hi := pearson(subs, measureOf(i, base))
+		base.phi[i], base.subLo[i], base.subHi[i] = max(1, phi), lo, hi
+	}
+	return len(subs)
+}
+
+// subWindowOf reads the counts of the sub-window from a to b.
+func subWindowOf(tr *track, a, b *point, base *stats) (subWindow, bool) {
+	sw := subWindow{seconds: float64(b.t-a.t) / nanosPerSecond}
+	for c := range sw.c {
+		sw.c[c] = inc(a, b, c)
+	}
+	for g := range sw.gsum {
+		sw.gsum[g], sw.gn[g] = b.gsum[g]-a.gsum[g], b.gn[g]-a.gn[g]
+	}
+	sw.started = math.NaN()
+	for j, h := range [2]int{hTTFT, hITL} {
+		bounds, ha, hb := tr.bounds[h], a.h[h], b.h[h]
+		sw.k[j], sw.n[j] = math.NaN(), math.NaN()
+		if len(ha) != len(bounds) || len(hb) != len(bounds) || len(bounds) == 0 {
+			continue
+		}
+		// countAbove is linear in the counts: the count above q in the
+		// sub-window is the difference of the cumulative counts above it.
+		q := base.v[sTTFT]
+		if j == 1 {
+			q = base.v[sITL]
+		}
+		sw.n[j] = hb[len(hb)-1] - ha[len(ha)-1]
+		sw.k[j] = countAbove(bounds, hb, q) - countAbove(bounds, ha, q)
+		if j == 0 {
+			sw.started = sw.n[0]
+		}
+	}
+	if f := perRequest(sw.n[1], sw.started); f != 1 {
+		sw.n[1], sw.k[1] = sw.n[1]*f, sw.k[1]*f
+	}
+	return sw, sw.seconds > 0
+}
+
+// measure is how signal i's statistic is read from a sub-window (get: x
+// and n, the statistic being x / n: a share, a rate, a mean) and what it
+// adds to Pearson's χ² at the pooled x / n (term); disp and v are what
+// they need of the baseline. A value, not closures: it runs for every
+// signal at every evaluation, and allocates nothing.
+type measure struct {
+	i       int
+	disp, v float64 // the generation tokens' length dispersion; a mean's variance per observation
+}
+
+// measureOf is signal i's measure against the baseline base.
+func measureOf(i int, base *stats) measure {
+	m := measure{i: i, disp: 1}
+	switch i {
+	case sGenTPS:
+		m.disp = dispersion(base)
+	case sRunning, sWaiting, sKV:
+		g := gaugeOf(i)
+		m.v = base.gVar[g] + gaugeFloor(g)
+	case sPromptMean:
+		m.v = lengthVar(base, hPromptLen, base.v[i])
+	case sGenMean:
+		m.v = lengthVar(base, hGenLen, base.v[i])
+	}
+	return m
+}
+
+func (m measure) get(s *subWindow) (x, n float64) {
+	switch m.i {
+	case sTTFT:
+		return s.k[0], s.n[0]
+	case sITL:
+		return s.k[1], s.n[1]
+	case sGenTPS:
+		return s.c[cGenerationTokens] / m.disp, s.seconds
+	case sPreempt:
+		return s.c[cPreemptions], s.seconds
+	case sRunning, sWaiting, sKV:
+		g := gaugeOf(m.i)
+		return s.gsum[g], s.gn[g]
+	case sPromptMean:
+		if math.IsNaN(s.c[cPromptLenCount]) {
+			return s.c[cPromptTokens], s.started // the prompt mean without its histogram
+		}
+		return s.c[cPromptLenSum], s.c[cPromptLenCount]
+	case sGenMean:
+		return s.c[cGenLenSum], s.c[cGenLenCount]
+	}
+	return s.c[cPrefixHits], s.c[cPrefixQueries]
+}
+
+func (m measure) term(x, n, p float64, s *subWindow) float64 {
+	switch m.i {
+	case sTTFT, sITL:
+		return shareTerm(x, n, p)
+	case sGenTPS, sPreempt:
+		return countTerm(x, n, p)
+	case sHitRatio:
+		// weighted by the requests started, as the test counts them
+		r := firstPositive(s.started, s.c[cFinished])
+		if !(r > 0) || !(p > 0 && p < 1) {
+			return math.NaN()
+		}
+		d := x/n - p
+		return r * d * d / (p * (1 - p))
+	}
+	// a mean of n observations, each of variance v
+	if !(m.v > 0) {
+		return math.NaN()
+	}
+	d := x/n - p
+	return n * d * d / m.v
+}
+
+// pearson sums m's term over the sub-windows whose (x, n) are known,
+// n > 0, with the pooled ratio p = Σx / Σn, and divides by the degrees of
+// freedom: the dispersion factor, 1 when fewer than MinDispersionWindows
+// sub-windows carry data. lo and hi are the least and greatest statistic
+// x / n of those sub-windows (NaN with too few).
+func pearson(subs []subWindow, m measure) (phi, lo, hi float64) {
+	sx, sn, k := 0.0, 0.0, 0
+	lo, hi = math.Inf(1), math.Inf(-1)
+	for i := range subs {
+		x, n := m.get(&subs[i])
+		if n > 0 && x >= 0 {
+			sx, sn, k = sx+x, sn+n, k+1
+			lo, hi = math.Min(lo, x/n), math.Max(hi, x/n)
+		}
+	}
+	if k < MinDispersionWindows || !(sn > 0) {
+		return 1, math.NaN(), math.NaN()
+	}
+	p := sx / sn
+	chi2, used := 0.0, 0
+	for i := range subs {
+		x, n := m.get(&subs[i])
+		if !(n > 0 && x >= 0) {
+			continue
+		}
+		if t := m.term(x, n, p, &subs[i]); !math.IsNaN(t) && !math.IsInf(t, 0) {
+			chi2 += t
+			used++
+		}
+	}
+	if used < MinDispersionWindows {
+		return 1, lo, hi
+	}
+	return chi2 / float64(used-1), lo, hi
+}
+
+// beyondRange says whether the recent window's statistic of signal i lies
+// beyond every one of the baseline's sub-windows in direction dir: a burst
+// of a size the baseline itself shows is not a change. True when the
+// baseline's range is unknown (too few sub-windows).
+func beyondRange(i int, r, base *stats, dir int) bool {
+	lo, hi := base.subLo[i], base.subHi[i]
+	if math.IsNaN(lo) || math.IsNaN(hi) || base.phiWindows < MinDispersionWindows {
+		return true
+	}
+	sw := subWindowOfStats(r, base)
+	x, n := measureOf(i, base).get(&sw)
+	if !(n > 0) {
+		return true
+	}
+	if dir > 0 {
+		return x/n > hi
+	}
+	return x/n < lo
+}
+
+// subWindowOfStats is a window's stats read as a sub-window, so that its
+// statistic is the sub-windows' own.
+func subWindowOfStats(r, base *stats) subWindow {
+	sw := subWindow{seconds: r.seconds, c: r.c, started: r.started}
+	for g := range sw.gsum {
+		sw.gsum[g], sw.gn[g] = r.gMean[g]*r.gN[g], r.gN[g]
+	}
+	for j, h := range [2]int{hTTFT, hITL} {
+		q := base.v[sTTFT]
+		if j == 1 {
+			q = base.v[sITL]
+		}
+		sw.n[j], sw.k[j] = total(r.h[h]), countAbove(r.bounds[h], r.h[h], q)
+	}
+	return sw
+}
+
+// shareTerm is a binomial count's: k of n, at the pooled share p.
+func shareTerm(k, n, p float64) float64 {
+	if !(p > 0 && p < 1) {
+		return math.NaN()
+	}
+	d := k - n*p
+	return d * d / (n * p * (1 - p))
+}
+
+// countTerm is a Poisson count's: x events over n seconds, at the pooled
+// rate p.
+func countTerm(x, n, p float64) float64 {
+	if !(p > 0) {
+		return math.NaN()
+	}
+	d := x - n*p
+	return d * d / (n * p)
+}

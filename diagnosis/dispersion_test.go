@@ -1,0 +1,140 @@
+package diagnosis
+
+import (
+	"math"
+	"slices"
+	"testing"
+	"time"
+)
+
+// TestPearsonDispersion checks the estimator on sub-windows worked out by
+// hand: counts, shares and means, independence as the floor, and the
+// minimum of sub-windows.
+func TestPearsonDispersion(t *testing.T) {
+	sub := func(preempt, k, n float64) subWindow {
+		s := subWindow{seconds: 10}
+		s.c[cPreemptions] = preempt
+		s.k[0], s.n[0] = k, n
+		return s
+	}
+	base := nanStats()
+	// 0, 20, 0, 20 events in 10 s each: rate 1/s, 10 expected a window;
+	// χ² = 4 × 10²/10 = 40 over 3 degrees of freedom.
+	bursty := []subWindow{sub(0, 5, 10), sub(20, 0, 10), sub(0, 5, 10), sub(20, 0, 10)}
+	phi, lo, hi := pearson(bursty, measureOf(sPreempt, &base))
+	if math.Abs(phi-40.0/3) > 1e-9 || lo != 0 || hi != 2 {
+		t.Errorf("preemptions 0, 20, 0, 20: φ %v, range %v-%v, want 13.33, 0-2", phi, lo, hi)
+	}
+	// 5, 0, 5, 0 of 10 above the baseline's p90: pooled 0.25, each term
+	// 2.5²/(10 × 0.25 × 0.75) = 3.33, χ² = 13.33 over 3.
+	base.v[sTTFT] = 1
+	phi, lo, hi = pearson(bursty, measureOf(sTTFT, &base))
+	if math.Abs(phi-40.0/9) > 1e-9 || lo != 0 || hi != 0.5 {
+		t.Errorf("shares 5, 0, 5, 0 of 10: φ %v, range %v-%v, want 4.44, 0-0.5", phi, lo, hi)
+	}
+	// Counts exactly as expected: no spread, φ 0 (dispersions floors it at 1).
+	even := []subWindow{sub(10, 1, 10), sub(10, 1, 10), sub(10, 1, 10), sub(10, 1, 10)}
+	if phi, _, _ := pearson(even, measureOf(sPreempt, &base)); phi != 0 {
+		t.Errorf("even counts: φ %v, want 0", phi)
+	}
+	// Three sub-windows are too few to measure anything.
+	if phi, lo, _ := pearson(bursty[:3], measureOf(sPreempt, &base)); phi != 1 || !math.IsNaN(lo) {
+		t.Errorf("3 sub-windows: φ %v, range from %v, want 1 and NaN", phi, lo)
+	}
+}
+
+// TestDispersionOfTheBaseline measures φ on a Diagnoser's own history:
+// independence (1) for an even pod, above it for a pod whose prompts and
+// TTFT come in bursts; a baseline shorter than MinDispersionWindows recent
+// windows is split into that many shorter sub-windows.
+func TestDispersionOfTheBaseline(t *testing.T) {
+	phiAt := func(opts Options, secs []second) stats {
+		d, _, _ := run(t, opts, secs)
+		tr := d.tracks["m"]
+		from, a, _, ok := d.windows(tr, tr.lastT)
+		if !ok {
+			t.Fatal("no baseline")
+		}
+		return baselineStats(tr, from, a, int64(opts.Window))
+	}
+	even := phiAt(testOpts, timeline(700, 0, healthy))
+	if even.phiWindows < 9 {
+		t.Errorf("even pod: φ measured on %d sub-windows, want the baseline's 10 (or 9 aligned)", even.phiWindows)
+	}
+	for i, phi := range even.phi {
+		if phi != 1 {
+			t.Errorf("even pod: %s φ %v, want 1 (independence is the floor)", signalInfo[i].name, phi)
+		}
+	}
+	bursts := phiAt(testOpts, burstyTimeline(720, 0, healthy))
+	for _, i := range []int{sTTFT, sPromptMean} {
+		if !(bursts.phi[i] > 10) {
+			t.Errorf("bursty pod: %s φ %v, want far above 1", signalInfo[i].name, bursts.phi[i])
+		}
+	}
+	short := testOpts
+	short.Baseline = 3 * time.Minute
+	few := phiAt(short, timeline(300, 0, healthy))
+	if few.phiWindows != MinDispersionWindows || few.phi[sTTFT] != 1 {
+		t.Errorf("3-window baseline: %d sub-windows, φ %v, want %d shorter ones and 1", few.phiWindows, few.phi[sTTFT], MinDispersionWindows)
+	}
+	fewBursts := phiAt(short, burstyTimeline(420, 0, healthy))
+	if !(fewBursts.phi[sTTFT] > 1) {
+		t.Errorf("3-window baseline of a bursty pod: φ %v, want above 1", fewBursts.phi[sTTFT])
+	}
+}
+
+// burstySecond is a burst of a batch client: its requests' prompts three
+// times as long, their TTFT twice.
+var burstySecond = second{requests: 4, ttft: 0.3, itl: 0.05, itlPerReq: 100, prompt: 1200, output: 100,
+	running: 8, waiting: 1, kv: 0.4, hitRatio: 0.5}
+
+// burstyTimeline is the pod bursting for 30 s every 5 minutes (the last 30
+// s of each), for before seconds, then shifted for after seconds.
+func burstyTimeline(before, after int, shifted second) []second {
+	out := make([]second, 0, before+after)
+	for i := range before {
+		s := healthy
+		if i%300 >= 270 {
+			s = burstySecond
+		}
+		out = append(out, s)
+	}
+	for range after {
+		out = append(out, shifted)
+	}
+	return out
+}
+
+// TestBurstTheBaselineShowsIsNoChange: a pod that bursts every five
+// minutes (30 s of prompts three times as long and TTFT twice) names
+// nothing when the recent window holds such a burst, since the baseline
+// shows one every five minutes; a sustained shift beyond the bursts is
+// still named within the recent window. Fails on the code before the
+// dispersion factor (ttft_up and long_prompts named at every burst).
+func TestBurstTheBaselineShowsIsNoChange(t *testing.T) {
+	d, err := New(testOpts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := newPod()
+	shifted := second{requests: 4, ttft: 0.7, itl: 0.05, itlPerReq: 100, prompt: 3000, output: 100,
+		running: 8, waiting: 1, kv: 0.4, hitRatio: 0.5}
+	secs := burstyTimeline(1800, 120, shifted)
+	var named [][]string
+	for i, s := range secs {
+		fams := d.Observe(t0.Add(time.Duration(i)*time.Second), []Observation{p.tick(s)})
+		got := append(active(values(fams, FamilySymptom, "symptom")), active(values(fams, FamilyCause, "cause"))...)
+		if i < 1800 && len(got) > 0 {
+			named = append(named, append([]string{time.Duration(i * int(time.Second)).String()}, got...))
+		}
+		if i == 1800+int(testOpts.Window/time.Second) {
+			if !slices.Contains(got, SymptomTTFTUp) || !slices.Contains(got, CauseLongPrompts) {
+				t.Errorf("a window after a shift beyond the bursts: %v, want ttft_up and long_prompts", got)
+			}
+		}
+	}
+	if len(named) > 0 {
+		t.Errorf("bursts the baseline shows every 5 minutes named %d times, first %v", len(named), named[0])
+	}
+}

@@ -1,0 +1,433 @@
+package diagnosis
+
+import (
+	"encoding/binary"
+	"math"
+	"math/bits"
+	"slices"
+)
+
+// A ring stores each point as what changed since the point before it: the
+// bits of every value XORed with the previous point's, leading and
+// trailing zero bytes dropped. A point is 304 bytes and its histograms 8
+// bytes a bucket as a struct; cumulative counts and sums that move a little
+// keep 2 to 4 bytes of each value that moved and a bit of each that did not
+// (an idle model's point is a few bytes). XOR is exact both ways, so a
+// decoded point is bit for bit the point stored (TestRingMatchesReference).
+
+// numScalars are a point's values besides its time and histograms: the
+// gauges' sums, squares and counts, then the counters.
+const numScalars = 3*numGauges + numCounters
+
+// scalarsOf returns p's scalars as bits, in the order numScalars counts them.
+func scalarsOf(p *point) (s [numScalars]uint64) {
+	for i := range numGauges {
+		s[i] = math.Float64bits(p.gsum[i])
+		s[numGauges+i] = math.Float64bits(p.gsq[i])
+		s[2*numGauges+i] = math.Float64bits(p.gn[i])
+	}
+	for i := range numCounters {
+		s[3*numGauges+i] = math.Float64bits(p.c[i])
+	}
+	return s
+}
+
+// setScalars sets p's scalars from their bits.
+func setScalars(p *point, s *[numScalars]uint64) {
+	for i := range numGauges {
+		p.gsum[i] = math.Float64frombits(s[i])
+		p.gsq[i] = math.Float64frombits(s[numGauges+i])
+		p.gn[i] = math.Float64frombits(s[2*numGauges+i])
+	}
+	for i := range numCounters {
+		p.c[i] = math.Float64frombits(s[3*numGauges+i])
+	}
+}
+
+// ring keeps at most one point per slot of res nanoseconds (the newest
+// observation in the slot), oldest first, encoded as above.
+type ring struct {
+	res int64
+	pts []int64  // the stored points' times
+	off []uint32 // where each point's encoding starts in enc
+	enc []byte   // the first point against nothing, each other against the one before
+	// hFrom: the points before hFrom[w] read without histogram w (its
+	// bounds changed after them); their stored counts still decode the
+	// ones after.
+	hFrom [numHists]int
+	// prev is the point before the newest, decoded (zero when the newest
+	// is the first): what the newest is encoded against, and replaced
+	// against when a newer observation falls in its slot.
+	prev point
+	// cursor is point cursorAt decoded (nil: none), the start of
+	// the next read further on: the diagnosis reads the same old points
+	// scrape after scrape, and decoding them from the first each time
+	// made a scrape five times dearer.
+	cursor   *point
+	cursorAt int
+}
+
+// add records p, replacing the newest point when it falls in the same slot.
+func (r *ring) add(p *point) {
+	n := len(r.pts)
+	if n > 0 && slotOf(p.t, r.res) == slotOf(r.pts[n-1], r.res) {
+		if r.cursor != nil && r.cursorAt == n-1 {
+			r.cursor = nil
+		}
+		r.enc = encodePoint(r.enc[:r.off[n-1]], &r.prev, p)
+		r.pts[n-1] = p.t
+		for w := range r.hFrom {
+			r.hFrom[w] = min(r.hFrom[w], n-1) // the replaced point's histograms are new
+		}
+		return
+	}
+	if n > 0 {
+		decodePoint(&r.prev, r.enc[r.off[n-1]:]) // prev becomes the newest
+	}
+	r.off = append(r.off, uint32(len(r.enc)))
+	r.pts = append(r.pts, p.t)
+	r.enc = encodePoint(r.enc, &r.prev, p)
+}
+
+// dropHistogram reads histogram w as absent on every point stored so far.
+func (r *ring) dropHistogram(w int) { r.hFrom[w] = len(r.pts) }
+
+// prune drops old points but keeps the newest one at or before cut, so that
+// a window starting at cut still has a point to start from.
+func (r *ring) prune(cut int64) {
+	i := 0
+	for i+1 < len(r.pts) && r.pts[i+1] <= cut {
+		i++
+	}
+	if i == 0 {
+		return
+	}
+	// The new first point is encoded again, against nothing; the ones
+	// after it keep their bytes.
+	var first point
+	r.decodeTo(&first, i)
+	abs := encodePoint(nil, &point{}, &first)
+	var rest []byte
+	restAt := len(r.enc)
+	if i+1 < len(r.off) {
+		restAt = int(r.off[i+1])
+		rest = r.enc[restAt:]
+	}
+	if len(abs) <= restAt {
+		// in place: the bytes move down, over ones already read
+		copy(r.enc, abs)
+		r.enc = r.enc[:len(abs)+copy(r.enc[len(abs):], rest)]
+	} else {
+		r.enc = append(abs, rest...)
+	}
+	r.off = slices.Delete(r.off, 0, i)
+	r.off[0] = 0
+	for k := 1; k < len(r.off); k++ {
+		r.off[k] = uint32(int(r.off[k]) - restAt + len(abs))
+	}
+	r.pts = slices.Delete(r.pts, 0, i)
+	for w := range r.hFrom {
+		r.hFrom[w] = max(0, r.hFrom[w]-i)
+	}
+	if len(r.pts) == 1 {
+		r.prev = point{}
+	}
+	if r.cursorAt -= i; r.cursorAt < 0 {
+		r.cursor = nil
+	}
+}
+
+// decodeTo sets p to the stored state of point i, decoded from the first
+// (or from prev, for the newest two), without the hFrom mask.
+func (r *ring) decodeTo(p *point, i int) {
+	n := len(r.pts)
+	switch {
+	case n >= 2 && i >= n-2:
+		copyPoint(p, &r.prev)
+		if i == n-1 {
+			decodePoint(p, r.enc[r.off[i]:])
+		}
+	default:
+		k := 0
+		if r.cursor != nil && r.cursorAt <= i {
+			copyPoint(p, r.cursor)
+			k = r.cursorAt + 1
+		} else {
+			*p = point{}
+		}
+		for ; k <= i; k++ {
+			decodePoint(p, r.enc[r.off[k]:])
+		}
+		if i > 2 && (r.cursor == nil || r.cursorAt <= i) {
+			if r.cursor == nil {
+				r.cursor = new(point)
+			}
+			copyPoint(r.cursor, p)
+			r.cursorAt = i
+		}
+	}
+	p.t = r.pts[i]
+}
+
+// copyPoint sets dst to src, with bucket slices of dst's own.
+func copyPoint(dst, src *point) {
+	h := dst.h
+	*dst = *src
+	for w := range h {
+		dst.h[w] = nil
+		if src.h[w] != nil {
+			b := h[w][:0]
+			if b == nil {
+				b = make([]float64, 0, len(src.h[w]))
+			}
+			dst.h[w] = append(b, src.h[w]...)
+		}
+	}
+}
+
+// at returns point i as it was added (histograms whose bounds changed
+// since read as absent), in memory of its own.
+func (r *ring) at(i int) *point {
+	p := new(point)
+	r.decodeTo(p, i)
+	for w := range p.h {
+		if i < r.hFrom[w] {
+			p.h[w] = nil
+		}
+	}
+	return p
+}
+
+// newest returns the newest point, nil if none.
+func (r *ring) newest() *point {
+	if len(r.pts) == 0 {
+		return nil
+	}
+	return r.at(len(r.pts) - 1)
+}
+
+// points returns every point, oldest first.
+func (r *ring) points() []point {
+	out := make([]point, len(r.pts))
+	var p point
+	for i := range out {
+		decodePoint(&p, r.enc[r.off[i]:])
+		out[i] = p
+		for w := range p.h {
+			out[i].h[w] = nil
+			if i >= r.hFrom[w] {
+				out[i].h[w] = slices.Clone(p.h[w])
+			}
+		}
+		out[i].t = r.pts[i]
+	}
+	return out
+}
+
+// atOrBefore returns the newest point with t <= cut, or nil.
+func (r *ring) atOrBefore(cut int64) *point {
+	for i, t := range slices.Backward(r.pts) {
+		if t <= cut {
+			return r.at(i)
+		}
+	}
+	return nil
+}
+
+// atOrAfter returns the oldest point at or after cut, nil if none.
+func (r *ring) atOrAfter(cut int64) *point {
+	for i, t := range r.pts {
+		if t >= cut {
+			return r.at(i)
+		}
+	}
+	return nil
+}
+
+// An encoded point is a header byte (bit w: histogram w present; bit
+// scalarsSame: no scalar changed), then unless scalarsSame the scalars as
+// a vector, then each present histogram as its length (uvarint) and a
+// vector, against the previous point's when that has as many buckets,
+// else against zeros. A vector is a bitmap of the values that changed and,
+// for each, a byte (leading zero bytes << 4 | bytes kept) and the bytes
+// kept of the XOR, least significant first.
+const scalarsSame = 1 << numHists
+
+// encodePoint appends p encoded against ref to dst.
+func encodePoint(dst []byte, ref, p *point) []byte {
+	hdr := len(dst)
+	dst = append(dst, 0)
+	a, b := scalarsOf(ref), scalarsOf(p)
+	if a == b {
+		dst[hdr] |= scalarsSame
+	} else {
+		dst = encodeVector(dst, a[:], b[:])
+	}
+	for w, h := range p.h {
+		if h == nil {
+			continue
+		}
+		dst[hdr] |= 1 << w
+		dst = binary.AppendUvarint(dst, uint64(len(h)))
+		var base []float64 // zeros
+		if ref.h[w] != nil && len(ref.h[w]) == len(h) {
+			base = ref.h[w]
+		}
+		dst = encodeFloats(dst, base, h)
+	}
+	return dst
+}
+
+// decodePoint turns p, the point src was encoded against, into the point
+// src encodes (its time aside), reusing p's bucket slices.
+func decodePoint(p *point, src []byte) {
+	hdr := src[0]
+	src = src[1:]
+	if hdr&scalarsSame == 0 {
+		s := scalarsOf(p)
+		src = decodeVector(s[:], src)
+		setScalars(p, &s)
+	}
+	for w := range p.h {
+		if hdr&(1<<w) == 0 {
+			p.h[w] = nil
+			continue
+		}
+		n, k := binary.Uvarint(src)
+		src = src[k:]
+		h := p.h[w]
+		if h == nil || len(h) != int(n) {
+			h = make([]float64, n) // encoded against zeros
+		}
+		src = decodeFloats(h, src)
+		p.h[w] = h
+	}
+}
+
+// encodeVector appends cur encoded against base (of the same length).
+func encodeVector(dst []byte, base, cur []uint64) []byte {
+	bm := len(dst)
+	dst = append(dst, make([]byte, (len(cur)+7)/8)...)
+	for i := range cur {
+		if x := base[i] ^ cur[i]; x != 0 {
+			dst[bm+i/8] |= 1 << (i % 8)
+			dst = appendXOR(dst, x)
+		}
+	}
+	return dst
+}
+
+// encodeFloats is encodeVector of the values' bits; a nil base is zeros.
+func encodeFloats(dst []byte, base, cur []float64) []byte {
+	bm := len(dst)
+	dst = append(dst, make([]byte, (len(cur)+7)/8)...)
+	for i, v := range cur {
+		x := math.Float64bits(v)
+		if base != nil {
+			x ^= math.Float64bits(base[i])
+		}
+		if x != 0 {
+			dst[bm+i/8] |= 1 << (i % 8)
+			dst = appendXOR(dst, x)
+		}
+	}
+	return dst
+}
+
+// appendXOR appends a non-zero x as a byte (leading zero bytes << 4 |
+// bytes kept) and the bytes between its leading and trailing zero bytes,
+// least significant first.
+func appendXOR(dst []byte, x uint64) []byte {
+	lead, trail := bits.LeadingZeros64(x)/8, bits.TrailingZeros64(x)/8
+	n := 8 - lead - trail
+	dst = append(dst, byte(lead<<4|n))
+	x >>= 8 * trail
+	for range n {
+		dst = append(dst, byte(x))
+		x >>= 8
+	}
+	return dst
+}
+
+// readXOR reads what appendXOR wrote and returns it and the rest of src.
+func readXOR(src []byte) (uint64, []byte) {
+	lead, n := int(src[0]>>4), int(src[0]&0xf)
+	var x uint64
+	for k := range n {
+		x |= uint64(src[1+k]) << (8 * k)
+	}
+	return x << (8 * (8 - lead - n)), src[1+n:]
+}
+
+// decodeVector XORs into v what encodeVector wrote and returns the rest
+// of src.
+func decodeVector(v []uint64, src []byte) []byte {
+	return readChanges(len(v), src, func(i int, x uint64) { v[i] ^= x })
+}
+
+// decodeFloats is decodeVector of the values' bits.
+func decodeFloats(v []float64, src []byte) []byte {
+	return readChanges(len(v), src, func(i int, x uint64) {
+		v[i] = math.Float64frombits(math.Float64bits(v[i]) ^ x)
+	})
+}
+
+// readChanges calls xor with each changed value's index and XOR, for a
+// vector of n values, and returns the rest of src.
+func readChanges(n int, src []byte, xor func(i int, x uint64)) []byte {
+	bm := src[:(n+7)/8]
+	src = src[len(bm):]
+	for i := range n {
+		if bm[i/8]&(1<<(i%8)) != 0 {
+			var x uint64
+			x, src = readXOR(src)
+			xor(i, x)
+		}
+	}
+	return src
+}
+
+// walker reads a ring's points oldest first, decoding each once.
+type walker struct {
+	r    *ring
+	at   int   // the point cur holds; -1 before the first
+	cur  point // as stored, without the hFrom mask
+	out  [2]point
+	flip int
+	last *point // returned last, for point at
+}
+
+// walk returns a walker at the ring's start.
+func (r *ring) walk() *walker { return &walker{r: r, at: -1} }
+
+// atOrBefore returns the newest point at or before cut that is not older
+// than the one it returned last, nil if none. The point is the walker's:
+// it stays as it is until the walker returns two other points.
+func (w *walker) atOrBefore(cut int64) *point {
+	r := w.r
+	i := max(w.at, 0)
+	for i+1 < len(r.pts) && r.pts[i+1] <= cut {
+		i++
+	}
+	if i >= len(r.pts) || r.pts[i] > cut {
+		return nil
+	}
+	if i == w.at && w.last != nil {
+		return w.last
+	}
+	for w.at < i {
+		w.at++
+		decodePoint(&w.cur, r.enc[r.off[w.at]:])
+	}
+	p := &w.out[w.flip]
+	w.flip ^= 1
+	copyPoint(p, &w.cur)
+	p.t = r.pts[i]
+	for h := range p.h {
+		if i < r.hFrom[h] {
+			p.h[h] = nil
+		}
+	}
+	w.last = p
+	return p
+}
