@@ -20,6 +20,7 @@ import (
 	"github.com/prometheus/prometheus/model/textparse"
 
 	"github.com/fos-study/vllm-normalizer/demo"
+	"github.com/fos-study/vllm-normalizer/diagnosis"
 	"github.com/fos-study/vllm-normalizer/exposition"
 	"github.com/fos-study/vllm-normalizer/serve"
 	"github.com/fos-study/vllm-normalizer/window"
@@ -93,14 +94,20 @@ func (m *memTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 }
 
 // benchCollector is a collector as cmd/vllm-normalizer builds it (Go and
-// process collectors included, default windows 1m and 5m, the given scrape
+// process collectors and the diagnosis included, default windows 1m and 5m, the given scrape
 // interval) reading from an in-memory transport, on a fake clock.
 func benchCollector(tb testing.TB, clock *fakeClock, tr http.RoundTripper, interval time.Duration, mods ...func(*Config)) *Collector {
 	reg := prometheus.NewRegistry()
 	exp := prometheus.NewRegistry()
 	exp.MustRegister(collectors.NewGoCollector())
 	exp.MustRegister(collectors.NewProcessCollector(collectors.ProcessCollectorOpts{Namespace: "vllm_normalizer"}))
+	// The diagnosis with the flags' defaults, as the binary runs it.
+	diag, err := diagnosis.New(diagnosis.Options{Window: diagnosis.DefaultWindow, Baseline: diagnosis.DefaultBaseline, MinChange: diagnosis.DefaultMinChange, Interval: interval})
+	if err != nil {
+		tb.Fatal(err)
+	}
 	return newTestCollector(tb, "http://127.0.0.1:8000/metrics", clock, func(c *Config) {
+		c.Diagnosis = diag
 		c.Interval = interval
 		c.Timeout = interval / 2
 		c.Registry = reg
@@ -139,8 +146,8 @@ func cpuTime(tb testing.TB) time.Duration {
 // the process does for a scrape except the socket. That is
 // Collector.ScrapeOnce (fetch from memory, parse, DropCreated, Normalize,
 // History.Observe, every window's derivations for both groupings,
-// Present, status families, the sidecar's own metrics, the routing view
-// and its text) and what readers make the process do on top: a router
+// Present, status families, the sidecar's own metrics, the diagnosis, the
+// routing view and its text) and what readers make the process do on top: a router
 // reading the routing view with gzip after every scrape, and a reader of
 // /metrics with gzip, which makes the page's text, its gzip and the Go and
 // process collectors (at most once per second of the clock) happen for
@@ -424,7 +431,7 @@ func BenchmarkMetricsSelection(b *testing.B) {
 		tr := &memTransport{}
 		c := benchCollector(b, clock, tr, time.Second)
 		warmUp(c, clock, tr, next)
-		full := c.snap.Load().full
+		full := c.snap.Load().full()
 		for _, sel := range []string{"all", "fleet"} {
 			b.Run(p.name+"/select="+sel, func(b *testing.B) {
 				b.ReportAllocs()
@@ -434,7 +441,7 @@ func BenchmarkMetricsSelection(b *testing.B) {
 					if sel == "all" {
 						page = c.pageEnc.Prepare(full, c.withRuntimeFamilies)
 					} else {
-						page = c.selection(&snapshot{full: full}, fleetNames)
+						page = c.selection(&snapshot{parts: [][]exposition.Family{full}}, fleetNames)
 					}
 					gz, _ := page.Gzipped()
 					n = len(gz)

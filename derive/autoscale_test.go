@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"os"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -236,6 +237,11 @@ func TestCapacityGauges(t *testing.T) {
 		if f.Help != testDeriver.help[f.Name] || f.Help == "" {
 			t.Errorf("%s: HELP %q", f.Name, f.Help)
 		}
+	}
+	// Capacities gives both groupings at once, the same families.
+	bothEngine, bothModel := testDeriver.Capacities(norm, idle, at(1))
+	if !reflect.DeepEqual(bothEngine, perEngine) || !reflect.DeepEqual(bothModel, perModel) {
+		t.Errorf("Capacities = %v, %v; Capacity gives %v, %v", bothEngine, bothModel, perEngine, perModel)
 	}
 }
 

@@ -168,8 +168,9 @@ func collapse[T any](perEngine map[groupKey]T, byEngine bool, value func(groupKe
 }
 
 // nowSamples writes values keyed by (model_name, engine) as samples of
-// family name, sorted, labels absent where empty.
-func nowSamples(name string, vals map[groupKey]float64) []exposition.Sample {
+// family name, sorted, labels absent where empty. Their label sets come
+// from the label cache (held by the caller), as the windowed gauges' do.
+func nowSamples(cache *labelCache, name string, vals map[groupKey]float64) []exposition.Sample {
 	keys := make([]groupKey, 0, len(vals))
 	for k := range vals {
 		keys = append(keys, k)
@@ -184,16 +185,21 @@ func nowSamples(name string, vals map[groupKey]float64) []exposition.Sample {
 		if math.IsNaN(v) || math.IsInf(v, 0) {
 			continue
 		}
-		b.Reset()
-		b.Add(model.MetricNameLabel, name)
-		if k.engine != "" {
-			b.Add(mapping.LabelEngine, k.engine)
-		}
-		if k.model != "" {
-			b.Add(mapping.LabelModel, k.model)
-		}
-		b.Sort()
-		out = append(out, exposition.Sample{Labels: b.Labels(), Value: v})
+		// The group key of a windowed gauge names its labels too, which
+		// tells these (no window) apart.
+		ls := cache.get(labelKey{name: name, group: k.model + "\xff" + k.engine, extra: nowLabelsKey}, func() labels.Labels {
+			b.Reset()
+			b.Add(model.MetricNameLabel, name)
+			if k.engine != "" {
+				b.Add(mapping.LabelEngine, k.engine)
+			}
+			if k.model != "" {
+				b.Add(mapping.LabelModel, k.model)
+			}
+			b.Sort()
+			return b.Labels()
+		})
+		out = append(out, exposition.Sample{Labels: ls, Value: v})
 	}
 	return out
 }
@@ -203,19 +209,40 @@ func nowSamples(name string, vals map[groupKey]float64) []exposition.Sample {
 // idle tracker that observed it, per model_name and engine with byEngine,
 // else per model_name. Families are sorted by name.
 func (d *Deriver) Capacity(canon []exposition.Family, idle *IdleTracker, now time.Time, byEngine bool) []exposition.Family {
-	c := currentCalc{d: d, byName: make(map[string]*exposition.Family, len(canon)), idle: idle, now: now, byEngine: byEngine}
+	byName := make(map[string]*exposition.Family, len(canon))
 	for i := range canon {
-		c.byName[canon[i].Name] = &canon[i]
+		byName[canon[i].Name] = &canon[i]
 	}
+	return d.capacity(byName, idle, now, byEngine)
+}
+
+// Capacities is Capacity per model_name and engine, and per model_name,
+// indexing the page once for both.
+func (d *Deriver) Capacities(canon []exposition.Family, idle *IdleTracker, now time.Time) (byEngine, byModel []exposition.Family) {
+	byName := make(map[string]*exposition.Family, len(canon))
+	for i := range canon {
+		byName[canon[i].Name] = &canon[i]
+	}
+	return d.capacity(byName, idle, now, true), d.capacity(byName, idle, now, false)
+}
+
+func (d *Deriver) capacity(byName map[string]*exposition.Family, idle *IdleTracker, now time.Time, byEngine bool) []exposition.Family {
+	c := currentCalc{d: d, byName: byName, idle: idle, now: now, byEngine: byEngine}
+	d.labels.begin()
+	defer d.labels.end()
 	var out []exposition.Family
 	for _, s := range d.specs {
 		if s.current == nil {
 			continue
 		}
-		if smps := nowSamples(s.Name, s.current(&c)); len(smps) > 0 {
+		if smps := nowSamples(d.labels, s.Name, s.current(&c)); len(smps) > 0 {
 			out = append(out, exposition.Family{Name: s.Name, Type: model.MetricTypeGauge, Help: s.Help, Samples: smps})
 		}
 	}
 	slices.SortFunc(out, func(a, b exposition.Family) int { return cmp.Compare(a.Name, b.Name) })
 	return out
 }
+
+// nowLabelsKey marks the label cache's keys of the current scrape's
+// gauges.
+const nowLabelsKey = "\xfenow"

@@ -18,6 +18,7 @@ type windowCalc struct {
 	d      *Deriver
 	b      *labels.ScratchBuilder
 	out    map[string][]exposition.Sample
+	outBy  string // the group-by labels of out's grouping, joined
 	window string
 	g      *group
 	a      *groupAcc
@@ -88,7 +89,11 @@ func (c *windowCalc) emitWith(extra []labels.Label, extraKey string, v float64) 
 		b.Sort()
 		return b.Labels()
 	})
-	c.out[name] = append(c.out[name], exposition.Sample{Labels: ls, Value: v})
+	smps, ok := c.out[name]
+	if !ok {
+		smps = make([]exposition.Sample, 0, c.d.labels.samples[familyOfGrouping{c.outBy, name}])
+	}
+	c.out[name] = append(smps, exposition.Sample{Labels: ls, Value: v})
 }
 
 // Windowed computations, for the specs' table.

@@ -3,6 +3,7 @@ package derive
 import (
 	"slices"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/prometheus/common/model"
@@ -249,6 +250,7 @@ type grouping struct {
 	blocked []bool
 	groupOf []int // series index -> group
 	out     map[string][]exposition.Sample
+	outBy   string // its group-by labels joined, for the label cache's sample counts
 	// perModel says which specs it computes: those marked PerModel
 	// (true) or the others; a grouping by engine has a companion
 	// grouping without engine for the PerModel specs, whose samples go
@@ -292,26 +294,43 @@ func (d *Deriver) derive(r *window.Reader, groupBys [][]string, res [][]expositi
 				by = append(by, g)
 			}
 		}
-		out := map[string][]exposition.Sample{}
+		out, outBy := map[string][]exposition.Sample{}, strings.Join(by, "\xff")
 		if !perModel || !slices.Contains(by, mapping.LabelEngine) {
 			bys = append(bys, by)
-			gs = append(gs, grouping{out: out, all: true})
+			gs = append(gs, grouping{out: out, outBy: outBy, all: true})
 			continue
 		}
 		// The PerModel specs are computed over the model's engines
 		// together, into the same page.
 		bys = append(bys, by, slices.DeleteFunc(slices.Clone(by), func(l string) bool { return l == mapping.LabelEngine }))
-		gs = append(gs, grouping{out: out}, grouping{out: out, perModel: true})
+		gs = append(gs, grouping{out: out, outBy: outBy}, grouping{out: out, outBy: outBy, perModel: true})
 	}
+	d.labels.begin()
+	defer d.labels.end()
 	var (
 		key      []byte
 		fromLbls []labels.Label
 	)
 	for k, by := range bys {
-		// Assign every series to its group.
+		// Assign every series to its group, as the last derivation did
+		// when the history holds the same series.
 		g := &gs[k]
-		g.groupOf = make([]int, len(series))
-		index := map[string]int{}
+		planKey := strings.Join(by, "\xff")
+		if g.perModel {
+			planKey += "\xfeper-model"
+		}
+		plan := d.labels.plans[planKey]
+		switch {
+		case plan != nil && plan.used == d.labels.round:
+			// The same grouping twice in one call: each needs groups of
+			// its own to accumulate into.
+			plan = &groupingPlan{index: map[string]int{}}
+		case plan == nil || !slices.Equal(plan.series, series):
+			plan = &groupingPlan{series: slices.Clone(series), index: map[string]int{}}
+			d.labels.plans[planKey] = plan
+		}
+		plan.used = d.labels.round
+		index := plan.index
 		groupKey := func(l labels.Labels) {
 			key, fromLbls = key[:0], fromLbls[:0]
 			for _, name := range by {
@@ -328,17 +347,21 @@ func (d *Deriver) derive(r *window.Reader, groupBys [][]string, res [][]expositi
 				}
 			}
 		}
-		for i, s := range series {
-			groupKey(s.Labels())
-			gi, ok := index[string(key)]
-			if !ok {
-				gi = len(g.groups)
-				ks := string(key)
-				index[ks] = gi
-				g.groups = append(g.groups, &group{lbls: slices.Clone(fromLbls), key: ks})
+		if plan.groupOf == nil {
+			plan.groupOf = make([]int, len(series))
+			for i, s := range series {
+				groupKey(s.Labels())
+				gi, ok := index[string(key)]
+				if !ok {
+					gi = len(plan.groups)
+					ks := string(key)
+					index[ks] = gi
+					plan.groups = append(plan.groups, &group{lbls: slices.Clone(fromLbls), key: ks})
+				}
+				plan.groupOf[i] = gi
 			}
-			g.groupOf[i] = gi
 		}
+		g.groupOf, g.groups = plan.groupOf, plan.groups
 		g.blocked = make([]bool, len(g.groups))
 		lsets, all := r.Unwindowed()
 		for gi := range g.blocked {
@@ -352,8 +375,6 @@ func (d *Deriver) derive(r *window.Reader, groupBys [][]string, res [][]expositi
 		}
 	}
 
-	d.labels.begin()
-	defer d.labels.end()
 	var b labels.ScratchBuilder
 	c := windowCalc{d: d, b: &b}
 	for _, w := range r.Windows() {
@@ -406,7 +427,7 @@ func (d *Deriver) derive(r *window.Reader, groupBys [][]string, res [][]expositi
 			}
 		}
 		for k := range gs {
-			c.out = gs[k].out
+			c.out, c.outBy = gs[k].out, gs[k].outBy
 			for gi, g := range gs[k].groups {
 				if gs[k].blocked[gi] {
 					continue
@@ -439,6 +460,7 @@ func (d *Deriver) derive(r *window.Reader, groupBys [][]string, res [][]expositi
 		fams := make([]exposition.Family, 0, len(names))
 		for _, name := range names {
 			smps := out[name]
+			d.labels.samples[familyOfGrouping{gs[i].outBy, name}] = len(smps)
 			slices.SortFunc(smps, func(a, b exposition.Sample) int { return labels.Compare(a.Labels, b.Labels) })
 			fams = append(fams, exposition.Family{
 				Name:    name,

@@ -4,6 +4,8 @@ import (
 	"sync"
 
 	"github.com/prometheus/prometheus/model/labels"
+
+	"github.com/fos-study/vllm-normalizer/window"
 )
 
 // labelCache keeps the label sets of derived samples from one derivation
@@ -20,7 +22,34 @@ type labelCache struct {
 	round uint64
 	// emitted counts the label sets the current derivation asked for.
 	emitted int
+	// samples is how many samples each family of a grouping had in the
+	// last derivation, so that the next one allocates its slice once
+	// instead of growing it (BenchmarkScrapeCycle: about 8 KB of a
+	// one-engine scrape's allocations). Samples are published, so their
+	// slices cannot be reused themselves.
+	samples map[familyOfGrouping]int
+	// plans are the groupings of the last derivations, by their group-by
+	// labels: the history holds the same series from one scrape to the
+	// next, and grouping them anew (a key built and looked up per series
+	// and grouping) was a fifth of a derivation's CPU
+	// (BenchmarkScrapeCycle's profile).
+	plans map[string]*groupingPlan
 }
+
+// groupingPlan is how one grouping assigned the history's series, in
+// order, to groups. Its groups' accumulators are reset for every window,
+// so derivations, which hold the cache's lock, share them.
+type groupingPlan struct {
+	series  []*window.Series
+	index   map[string]int // group key -> position in groups
+	groupOf []int          // series position -> group
+	groups  []*group
+	used    uint64 // the last round that used it
+}
+
+// familyOfGrouping is a derived family in the output of one grouping
+// (its group-by labels joined).
+type familyOfGrouping struct{ by, name string }
 
 type labelKey struct {
 	name, group, window, extra string
@@ -40,7 +69,7 @@ const keepRounds = 8
 func (c *labelCache) begin() {
 	c.mu.Lock()
 	if c.m == nil {
-		c.m = map[labelKey]*cachedLabels{}
+		c.m, c.samples, c.plans = map[labelKey]*cachedLabels{}, map[familyOfGrouping]int{}, map[string]*groupingPlan{}
 	}
 	c.round++
 	c.emitted = 0
@@ -63,6 +92,11 @@ func (c *labelCache) get(k labelKey, build func() labels.Labels) labels.Labels {
 // in the last keepRounds derivations are dropped, so that it never grows
 // beyond what a few derivations need.
 func (c *labelCache) end() {
+	for k, p := range c.plans {
+		if c.round-p.used >= keepRounds {
+			delete(c.plans, k) // a grouping no caller asks for any more
+		}
+	}
 	if len(c.m) > 2*c.emitted+256 {
 		for k, e := range c.m {
 			if c.round-e.used >= keepRounds {

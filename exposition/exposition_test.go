@@ -420,3 +420,27 @@ func seriesLines(t *testing.T, page []byte) int {
 	pagetest.EachSeries(t, page, "text/plain", func(labels.Labels, float64) { n++ })
 	return n
 }
+
+// DropCreated drops a _created family only when its counter (named with or
+// without _total), histogram or summary is on the page; constructed
+// families, named after what each case tests.
+func TestDropCreatedOwners(t *testing.T) {
+	fam := func(name string, typ model.MetricType) Family { return Family{Name: name, Type: typ} }
+	fams := []Family{
+		fam("a_total", model.MetricTypeCounter), fam("a_created", model.MetricTypeGauge), // counter with _total
+		fam("b", model.MetricTypeCounter), fam("b_created", model.MetricTypeGauge), // counter without _total
+		fam("h", model.MetricTypeHistogram), fam("h_created", model.MetricTypeGauge),
+		fam("s", model.MetricTypeSummary), fam("s_created", model.MetricTypeUnknown),
+		fam("g", model.MetricTypeGauge), fam("g_created", model.MetricTypeGauge), // a gauge's: kept
+		fam("orphan_created", model.MetricTypeGauge),                                 // nothing of its name: kept
+		fam("c_created", model.MetricTypeCounter), fam("c", model.MetricTypeCounter), // a counter itself: kept
+	}
+	var got []string
+	for _, f := range DropCreated(fams) {
+		got = append(got, f.Name)
+	}
+	want := "a_total b h s g g_created orphan_created c_created c"
+	if strings.Join(got, " ") != want {
+		t.Errorf("DropCreated kept\n%s\nwant\n%s", strings.Join(got, " "), want)
+	}
+}

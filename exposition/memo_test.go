@@ -1,6 +1,7 @@
 package exposition
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -54,8 +55,17 @@ func TestParseMemoMatchesFreshParse(t *testing.T) {
 		{"half the series gone", ContentTypeText, page[:strings.LastIndex(page[:len(page)/2], "\n")+1]},
 		{"invalid and duplicate series", ContentTypeText, page + "vllm:num_requests_running{engine=\"0\",model_name=\"TinyLlama/TinyLlama-1.1B-Chat-v1.0\"} 9\n" +
 			"{\"a.b\"} 1\nx{\"é\"=\"1\"} 2\ny{a=\"1\",a=\"2\"} 3\n"},
+		{"a series twice", ContentTypeText, page + "vllm:num_requests_running{engine=\"0\",model_name=\"TinyLlama\"} 9\n"},
+		{"a series twice again, in place", ContentTypeText, page + "vllm:num_requests_running{engine=\"0\",model_name=\"TinyLlama\"} 9\n"},
+		{"a series twice, spelt otherwise", ContentTypeText, page + "vllm:num_requests_running{model_name=\"TinyLlama\",engine=\"0\"} 9\n"},
+		{"a series twice, spelt otherwise, in place", ContentTypeText, page + "vllm:num_requests_running{model_name=\"TinyLlama\",engine=\"0\"} 9\n"},
 		{"invalid again", ContentTypeText, page + "{\"a.b\"} 1\nx{\"é\"=\"1\"} 2\n"},
 		{"invalid once more", ContentTypeText, page + "{\"a.b\"} 1\nx{\"é\"=\"1\"} 2\n"},
+		// The memo first compares each series with the one printed at its
+		// place on the last page: places shifted, reordered and repeated.
+		{"a series inserted first", ContentTypeText, "a_new_gauge 1\n" + page},
+		{"halves swapped", ContentTypeText, page[strings.Index(page[len(page)/2:], "\n# HELP")+len(page)/2+1:] + page[:strings.Index(page[len(page)/2:], "\n# HELP")+len(page)/2+1]},
+		{"fixture after the swap", ContentTypeText, page},
 		{"openmetrics", ContentTypeOpenMetrics, "# TYPE a counter\na_total{x=\"1\"} 1\n# TYPE b gauge\nb{x=\"1\"} 2\n# EOF\n"},
 		{"fixture after openmetrics", ContentTypeText, page},
 		// textparse decodes le by the TYPE in effect ("1" becomes "1.0"
@@ -64,6 +74,10 @@ func TestParseMemoMatchesFreshParse(t *testing.T) {
 		{"untyped bucket", ContentTypeText, "x_bucket{le=\"1\"} 1\nx_bucket{le=\"+Inf\"} 2\n"},
 		{"typed bucket", ContentTypeText, "# TYPE x histogram\nx_bucket{le=\"1\"} 1\nx_bucket{le=\"+Inf\"} 2\nx_count 2\nx_sum 3\n"},
 		{"untyped again", ContentTypeText, "x_bucket{le=\"1\"} 1\nx_bucket{le=\"+Inf\"} 2\n"},
+		// The same bytes in the same places, made duplicates by a TYPE line.
+		{"two untyped buckets", ContentTypeText, "x_bucket{le=\"1\"} 1\nx_bucket{le=\"1.0\"} 2\nx_bucket{le=\"+Inf\"} 2\n"},
+		{"two untyped buckets again", ContentTypeText, "x_bucket{le=\"1\"} 1\nx_bucket{le=\"1.0\"} 2\nx_bucket{le=\"+Inf\"} 2\n"},
+		{"the same buckets typed", ContentTypeText, "# TYPE x histogram\nx_bucket{le=\"1\"} 1\nx_bucket{le=\"1.0\"} 2\nx_bucket{le=\"+Inf\"} 2\nx_count 2\nx_sum 3\n"},
 		{"summary quantile typed", ContentTypeText, "# TYPE y summary\ny{quantile=\"1\"} 1\ny_count 2\ny_sum 3\n"},
 		{"summary quantile untyped", ContentTypeText, "y{quantile=\"1\"} 1\n"},
 	}
@@ -172,5 +186,19 @@ func TestParseScratchFollowsContentType(t *testing.T) {
 		if got := string(AppendText(nil, fams)); strings.Contains(got, "c_created") || !strings.Contains(got, "c_total 3\n") {
 			t.Errorf("parse %d (%q): text output\n%s", i, step.ct, got)
 		}
+	}
+}
+
+// A remembered series is checked again against label limits that changed
+// since it was met: tightened limits refuse the page as a fresh parse does.
+func TestParseMemoChecksChangedLimits(t *testing.T) {
+	body := []byte("# TYPE x gauge\nx{a=\"12345\"} 1\n")
+	sc := &ParseScratch{}
+	if _, _, err := Parse(body, ContentTypeText, ParseOptions{Scratch: sc, LabelLimits: LabelLimits{ValueLength: 10}}); err != nil {
+		t.Fatal(err)
+	}
+	_, _, err := Parse(body, ContentTypeText, ParseOptions{Scratch: sc, LabelLimits: LabelLimits{ValueLength: 4}})
+	if le, ok := errors.AsType[*LabelLimitError](err); !ok || le.Limit != LimitValueLength {
+		t.Fatalf("a value of 5 bytes under a limit of 4 on a remembered series: err = %v, want a %s LabelLimitError", err, LimitValueLength)
 	}
 }

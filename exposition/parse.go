@@ -55,14 +55,36 @@ type ParseScratch struct {
 	// a map lookup instead of textparse's label decoding, the label-name
 	// checks and the hash. Series not met for a while are forgotten (see
 	// forgetOldSeries); memoType is the content type they were parsed as.
-	memo      map[string]*seriesMemo
-	memoType  string
-	memoBytes int    // the keys' bytes
-	gen       uint64 // counts parses, to tell which series the last one met
+	memo     map[string]*seriesMemo
+	memoType string
+	// order holds the remembered series in the order the last page
+	// printed them, spare the storage of the order before. Pages print
+	// their series in the same order from one scrape to the next, so a
+	// series is first compared with the one at its place on the last
+	// page (its bytes, in order in memory) before the memo is looked up
+	// (a hash of its bytes and a probe scattered in memory): the lookups
+	// were about a tenth of a parse's CPU (BenchmarkScrapeCycle's profile).
+	order, spare []*seriesMemo
+	memoBytes    int    // the keys' bytes
+	gen          uint64 // counts parses, to tell which series the last one met
 	// textType is the last content type textparse.New read as text format
 	// 0.0.4 (textTypeKnown: there was one; "" is a content type too).
 	textType      string
 	textTypeKnown bool
+	// index (family name -> position in the parse's families) and typed
+	// (the families a TYPE line named) live only during one parse; kept
+	// here so that their storage is reused (BenchmarkScrapeCycle: 9 KB of
+	// a one-engine scrape's allocations).
+	index map[string]int
+	typed map[string]bool
+	// samples is how many samples the last parse kept.
+	samples int
+	// noDuplicates: the last parse ended with no series held twice.
+	noDuplicates bool
+	// limits are the label limits of the last parse; limitsEpoch counts
+	// their changes (from 1), see seriesMemo.passed.
+	limits      LabelLimits
+	limitsEpoch uint32
 }
 
 // familyMemo is what a parse found of one family.
@@ -84,6 +106,13 @@ type seriesMemo struct {
 	hash  uint64
 	valid bool
 	gen   uint64 // the last parse that met it
+	key   string // its bytes, the memo's key ("" when not in the memo)
+	pos   int32  // its place in the order of the last parse that met it
+	// passed is the scratch's limitsEpoch when the labels were last found
+	// within the label limits (0: never), so that the check runs again
+	// only when the limits change, not for every series at every scrape
+	// (about 4 % of a parse, BenchmarkScrapeCycle's profile).
+	passed uint32
 }
 
 // forgetOldSeries drops the memo of series the last parse did not meet
@@ -211,14 +240,37 @@ func Parse(body []byte, contentType string, opts ParseOptions) ([]Family, ParseS
 	clear(sc.more)
 	if sc.memo == nil || sc.memoType != contentType {
 		sc.memo = make(map[string]*seriesMemo, len(sc.families))
-		sc.memoType, sc.memoBytes = contentType, 0
+		sc.memoType, sc.memoBytes, sc.order = contentType, 0, nil
 	}
+	// order is this page's remembered series in the order it printed
+	// them; next is where in the last page's the series read now is
+	// expected.
+	order, next := sc.spare[:0], 0
+	// While every series is the one the last page printed at its place,
+	// and that page held no series twice, none is held twice so far: the
+	// check for duplicates starts at the first that differs (seeKept).
+	skipDuplicates := sc.noDuplicates
+	sc.noDuplicates = false
 	sc.gen++
 	memoLive := 0
+	if sc.limitsEpoch == 0 || opts.LabelLimits != sc.limits {
+		sc.limits = opts.LabelLimits
+		sc.limitsEpoch++
+	}
+	if sc.index == nil {
+		sc.index, sc.typed = make(map[string]int, len(sc.families)), map[string]bool{}
+	}
+	clear(sc.index)
+	clear(sc.typed)
+	index, typed := sc.index, sc.typed // family name -> position in fams; families a TYPE line named
 	var (
-		fams  = make([]Family, 0, len(sc.families))
-		index = make(map[string]int, len(sc.families)) // family name -> position in fams
-		lset  labels.Labels
+		fams = make([]Family, 0, len(sc.families))
+		// samples is where the families recent parses found get their
+		// samples: one array for the page instead of one per family
+		// (about 5 % of a parse's CPU was their allocations,
+		// BenchmarkScrapeCycle's profile).
+		samples = make([]Sample, 0, sc.samples)
+		lset    labels.Labels
 		// curType is the type of the last TYPE line read, as textparse
 		// keeps it: it decides how le and quantile values are decoded.
 		curType model.MetricType
@@ -234,7 +286,14 @@ func Parse(body []byte, contentType string, opts ParseOptions) ([]Family, ParseS
 		index[name] = len(fams)
 		f := Family{Name: name, Type: model.MetricTypeUnknown}
 		if m := sc.families[name]; m != nil && m.samples > 0 {
-			f.Samples = make([]Sample, 0, m.samples)
+			if m.samples <= cap(samples)-len(samples) {
+				// Capped: a family growing past it moves to its own array.
+				n := len(samples)
+				samples = samples[:n+m.samples]
+				f.Samples = samples[n:n:len(samples)]
+			} else {
+				f.Samples = make([]Sample, 0, m.samples)
+			}
 		}
 		fams = append(fams, f)
 		return &fams[len(fams)-1]
@@ -250,8 +309,6 @@ func Parse(body []byte, contentType string, opts ParseOptions) ([]Family, ParseS
 		}
 		return family(string(b))
 	}
-	typed := map[string]bool{}
-
 	for {
 		entry, err := p.Next()
 		if errors.Is(err, io.EOF) {
@@ -285,18 +342,33 @@ func Parse(body []byte, contentType string, opts ParseOptions) ([]Family, ParseS
 			familyOf(name).Unit = string(unit)
 		case textparse.EntrySeries:
 			raw, ts, v := p.Series()
-			m := sc.memo[string(raw)]
+			// The series the last page printed here, else the memo's.
+			var m *seriesMemo
+			inPlace := next < len(sc.order) && sc.order[next].key == string(raw)
+			if inPlace {
+				m = sc.order[next]
+			} else if m = sc.memo[string(raw)]; m != nil {
+				next = int(m.pos)
+			}
+			next++
 			if m == nil || m.mtype != curType {
+				inPlace = false // new labels: they may repeat another series'
 				p.Labels(&lset)
-				known := m != nil
+				old := m
 				m = &seriesMemo{mtype: curType, lset: lset, name: lset.Get(model.MetricNameLabel), hash: lset.Hash(), valid: checkLabels(lset)}
 				switch {
-				case known:
-					sc.memo[string(raw)] = m // same key: its bytes are counted
+				case old != nil:
+					m.key = old.key
+					sc.memo[m.key] = m // same key: its bytes are counted
 				case len(sc.memo) < memoMaxSeries && sc.memoBytes+len(raw) <= memoMaxBytes:
-					sc.memo[string(raw)] = m
+					m.key = string(raw)
+					sc.memo[m.key] = m
 					sc.memoBytes += len(raw)
 				}
+			}
+			if m.key != "" {
+				m.pos = int32(len(order))
+				order = append(order, m)
 			}
 			if m.gen != sc.gen {
 				m.gen = sc.gen
@@ -307,8 +379,11 @@ func Parse(body []byte, contentType string, opts ParseOptions) ([]Family, ParseS
 				stats.InvalidNames++
 				continue
 			}
-			if err := opts.LabelLimits.check(lset); err != nil {
-				return nil, stats, err
+			if m.passed != sc.limitsEpoch {
+				if err := opts.LabelLimits.check(lset); err != nil {
+					return nil, stats, err
+				}
+				m.passed = sc.limitsEpoch
 			}
 			stats.Samples++
 			if opts.SampleLimit > 0 && stats.Samples > opts.SampleLimit {
@@ -338,7 +413,11 @@ func Parse(body []byte, contentType string, opts ParseOptions) ([]Family, ParseS
 			}
 			lastName, lastFam = name, fi
 			f := &fams[fi]
-			if sc.duplicate(fams, lset, m.hash, uint64(fi)<<32|uint64(len(f.Samples))) {
+			if skipDuplicates && !inPlace {
+				skipDuplicates = false
+				sc.seeKept(fams)
+			}
+			if !skipDuplicates && sc.duplicate(fams, lset, m.hash, uint64(fi)<<32|uint64(len(f.Samples))) {
 				stats.DuplicateSeries++
 				continue
 			}
@@ -354,6 +433,9 @@ func Parse(body []byte, contentType string, opts ParseOptions) ([]Family, ParseS
 		}
 	}
 	sc.forgetOldSeries(memoLive)
+	sc.noDuplicates = stats.DuplicateSeries == 0
+	clear(sc.order) // what forgetOldSeries dropped must not stay reachable
+	sc.order, sc.spare = order, sc.order
 	if sc.families == nil {
 		sc.families = make(map[string]*familyMemo, len(fams))
 	}
@@ -361,7 +443,10 @@ func Parse(body []byte, contentType string, opts ParseOptions) ([]Family, ParseS
 	kept := fams[:0]
 	for i := range fams {
 		f := &fams[i]
-		if !model.LegacyValidation.IsValidMetricName(f.Name) {
+		// Only valid names are remembered: a remembered one is not checked
+		// again.
+		m := sc.families[f.Name]
+		if m == nil && !model.LegacyValidation.IsValidMetricName(f.Name) {
 			// Only a HELP or TYPE line can name such a family (its samples
 			// were dropped above), and it would print a header that the
 			// routers' parser rejects the whole page for.
@@ -370,7 +455,7 @@ func Parse(body []byte, contentType string, opts ParseOptions) ([]Family, ParseS
 		invalid, dup := sc.checkBounds(f)
 		stats.InvalidBounds += invalid
 		stats.DuplicateSeries += dup
-		if m := sc.families[f.Name]; m != nil {
+		if m != nil {
 			m.help, m.samples, m.gen = f.Help, len(f.Samples), sc.gen
 		} else {
 			sc.families[f.Name] = &familyMemo{name: f.Name, help: f.Help, samples: len(f.Samples), gen: sc.gen}
@@ -379,6 +464,10 @@ func Parse(body []byte, contentType string, opts ParseOptions) ([]Family, ParseS
 		kept = append(kept, *f)
 	}
 	clear(fams[len(kept):])
+	sc.samples = 0
+	for i := range kept {
+		sc.samples += len(kept[i].Samples)
+	}
 	if len(sc.families) > 2*len(kept)+64 {
 		for k, m := range sc.families {
 			if m.gen != sc.gen {
@@ -521,6 +610,16 @@ func dedupe(samples []Sample) ([]Sample, int) {
 // duplicate reports whether lset, whose hash is h, repeats a series
 // already kept in fams, and otherwise records it at position pos
 // (family<<32 | sample).
+// seeKept records the series kept so far in seen, for duplicate to
+// find, once a parse stops skipping the check (see Parse).
+func (sc *ParseScratch) seeKept(fams []Family) {
+	for fi := range fams {
+		for si, smp := range fams[fi].Samples {
+			sc.duplicate(fams, smp.Labels, smp.Labels.Hash(), uint64(fi)<<32|uint64(si))
+		}
+	}
+}
+
 func (sc *ParseScratch) duplicate(fams []Family, lset labels.Labels, h uint64, pos uint64) bool {
 	first, ok := sc.seen[h]
 	if !ok {
@@ -637,17 +736,36 @@ func DropCreated(fams []Family) []Family {
 	}) {
 		return fams
 	}
-	names := make(map[string]model.MetricType, len(fams))
+	// owned: the bases of the _created families, whether a counter,
+	// histogram or summary of theirs is on the page. Indexed by the few
+	// bases rather than every family name (6 KB and a fifth of the
+	// function's time a scrape on the demo page, BenchmarkScrapeCycle).
+	owned := map[string]bool{}
 	for i := range fams {
-		names[fams[i].Name] = fams[i].Type
+		if base, ok := strings.CutSuffix(fams[i].Name, "_created"); ok && fams[i].Type != model.MetricTypeCounter {
+			owned[base] = false
+		}
+	}
+	own := func(base string) {
+		if _, ok := owned[base]; ok {
+			owned[base] = true
+		}
+	}
+	for i := range fams {
+		switch f := &fams[i]; f.Type {
+		case model.MetricTypeCounter:
+			own(f.Name)
+			if base, ok := strings.CutSuffix(f.Name, "_total"); ok {
+				own(base)
+			}
+		case model.MetricTypeHistogram, model.MetricTypeSummary:
+			own(f.Name)
+		}
 	}
 	out := fams[:0]
 	for _, f := range fams {
-		if base, ok := strings.CutSuffix(f.Name, "_created"); ok && f.Type != model.MetricTypeCounter {
-			if names[base+"_total"] == model.MetricTypeCounter || names[base] == model.MetricTypeCounter ||
-				names[base] == model.MetricTypeHistogram || names[base] == model.MetricTypeSummary {
-				continue
-			}
+		if base, ok := strings.CutSuffix(f.Name, "_created"); ok && f.Type != model.MetricTypeCounter && owned[base] {
+			continue
 		}
 		out = append(out, f)
 	}

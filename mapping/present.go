@@ -76,7 +76,9 @@ func (m *Mapper) Present(in []exposition.Family) ([]exposition.Family, PresentSt
 
 	// work is Present's own: the output is compacted into it.
 	out := work[:0]
-	seen := make(map[string]bool, len(work))
+	ni := m.getNameIndexes()
+	defer m.putNameIndexes(ni)
+	seen := ni.seen
 	for _, f := range work {
 		name := m.StyleName(f.Name)
 		if seen[name] {

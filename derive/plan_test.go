@@ -1,0 +1,64 @@
+package derive
+
+import (
+	"reflect"
+	"testing"
+	"time"
+
+	"github.com/fos-study/vllm-normalizer/demo"
+	"github.com/fos-study/vllm-normalizer/mapping"
+)
+
+// A Deriver that keeps its groupings from one derivation to the next
+// derives what a new Deriver derives from the same history, scrape after
+// scrape, while a second engine appears on the page and goes again; the
+// same grouping asked twice in one call gives the same families twice.
+// The pages are the demo upstream's (fixture 13's families, values
+// moving) over one engine, and over two while the second is up.
+func TestGroupingPlansFollowTheHistory(t *testing.T) {
+	now := at(0)
+	clock := func() time.Time { return now }
+	one, err := demo.New(demo.Options{Now: clock, Seed: 1, Engines: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	two, err := demo.New(demo.Options{Now: clock, Seed: 1, Engines: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cat, err := mapping.LoadCatalogue()
+	if err != nil {
+		t.Fatal(err)
+	}
+	kept := New(cat.Roles())
+	h := NewHistory([]time.Duration{time.Minute}, time.Second)
+	for i := range 12 {
+		now = at(float64(10 * i))
+		page := one.Page()
+		if i >= 4 && i < 8 {
+			page = two.Page()
+		}
+		h.Observe(now, normalizedPage(t, string(page)))
+		got := kept.Groupings(h.History, now, byModelEngine, byModel, byModelEngine)
+		want := New(cat.Roles()).Groupings(h.History, now, byModelEngine, byModel)
+		if !reflect.DeepEqual(got[:2], want) {
+			t.Fatalf("scrape %d: the kept groupings derive\n%v\na new Deriver derives\n%v", i, got[:2], want)
+		}
+		if !reflect.DeepEqual(got[2], want[0]) {
+			t.Fatalf("scrape %d: the grouping by engine asked twice derives\n%v\nthe second time, not\n%v", i, got[2], want[0])
+		}
+		second := 0
+		for _, f := range got[0] {
+			for _, smp := range f.Samples {
+				if smp.Labels.Get(mapping.LabelEngine) == "1" {
+					second++
+				}
+			}
+		}
+		// Guards the page: the second engine is derived while it is up
+		// (and its points are in the window a while after).
+		if (i >= 5 && i < 8) != (second > 0) && i < 8 {
+			t.Errorf("scrape %d: %d derived series of engine 1", i, second)
+		}
+	}
+}
