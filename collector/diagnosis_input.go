@@ -46,8 +46,6 @@ var diagnosisCounters = []struct {
 	{mapping.CounterRequestsFinished, func(o *diagnosis.Observation, v float64) { o.Finished = v }},
 	{mapping.CounterKVTransferFailures, func(o *diagnosis.Observation, v float64) { o.KVTransferFailures = v }},
 	{mapping.CounterAdmissionRejections, func(o *diagnosis.Observation, v float64) { o.Rejections = v }},
-	{mapping.CounterTTFTSum, func(o *diagnosis.Observation, v float64) { o.TTFTSum = v }},
-	{mapping.CounterInterTokenLatencySum, func(o *diagnosis.Observation, v float64) { o.ITLSum = v }},
 }
 
 // diagnosisBuckets are the histogram inputs, with the Observation field

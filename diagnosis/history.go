@@ -26,8 +26,6 @@ const (
 	cKVFailures
 	cRejections
 	cAborted
-	cTTFTSum
-	cITLSum
 	numCounters
 )
 
@@ -104,7 +102,7 @@ func (tr *track) observe(t int64, o *Observation) {
 	p.c = [numCounters]float64{
 		o.Preemptions, o.PrefixQueries, o.PrefixHits, o.PromptTokens, o.GenerationTokens,
 		o.PromptLenSum, o.PromptLenCount, o.GenLenSum, o.GenLenCount, o.Finished, o.KVTransferFailures,
-		o.Rejections, o.Aborted, o.TTFTSum, o.ITLSum,
+		o.Rejections, o.Aborted,
 	}
 	for i, v := range p.c {
 		if math.IsInf(v, 0) {

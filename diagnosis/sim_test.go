@@ -107,7 +107,6 @@ type simEngine struct {
 	// cumulative counters, as a reset-correcting caller would keep them
 	finished, preempt, promptTok, genTok, hitTok, queryTok float64
 	promptSum, genSum                                      float64   // of the finished requests' lengths
-	ttftSum, itlSum                                        float64   // the latency histograms' sums, seconds
 	ttft, itl, promptLen, genLen                           []float64 // per-bucket (not cumulative) counts
 	nextBackground                                         float64
 	incoming                                               []simArrival // from a bursty source, oldest first
@@ -191,7 +190,6 @@ func (e *simEngine) run(until float64, l *simLoad) {
 		e.t += step
 		if decoding > 0 {
 			e.itl[bucketOf(simITLBounds, step)] += float64(decoding)
-			e.itlSum += step * float64(decoding)
 			e.trueITL[simTrueBin(step)] += float64(decoding)
 		}
 		budget = simBudget
@@ -204,7 +202,6 @@ func (e *simEngine) run(until float64, l *simLoad) {
 				if r.pending == 0 && !r.started {
 					r.started = true
 					e.ttft[bucketOf(simTTFTBounds, e.t-r.arrival)]++
-					e.ttftSum += e.t - r.arrival
 					e.trueTTFT[simTrueBin(e.t-r.arrival)]++
 					e.promptTok += float64(r.prompt) // vLLM counts the whole prompt, cached or not, at the first token
 					r.generated = 1
@@ -288,8 +285,6 @@ func (p *simPod) observe() Observation {
 		o.Finished += e.finished
 		o.PromptLenSum += e.promptSum
 		o.GenLenSum += e.genSum
-		o.TTFTSum += e.ttftSum
-		o.ITLSum += e.itlSum
 		o.Preemptions += e.preempt
 		o.PromptTokens += e.promptTok
 		o.GenerationTokens += e.genTok

@@ -44,8 +44,6 @@ const (
 	CounterKVOffloadStoreBytes
 	CounterTTFTCount
 	CounterAdmissionRejections
-	CounterTTFTSum
-	CounterInterTokenLatencySum
 	// NumCounters is the number of counter inputs, to size arrays by.
 	NumCounters
 )
@@ -87,8 +85,6 @@ var counterInputs = [NumCounters]struct {
 	CounterKVOffloadStoreBytes:          {RoleKVOffloadStoreBytes, PartValue},
 	CounterTTFTCount:                    {RoleTTFT, PartCount},
 	CounterAdmissionRejections:          {RoleAdmissionRejections, PartValue},
-	CounterTTFTSum:                      {RoleTTFT, PartSum},
-	CounterInterTokenLatencySum:         {RoleInterTokenLatency, PartSum},
 }
 
 // Role is the role whose family the input is read from.
