@@ -9,21 +9,30 @@ import (
 	"github.com/fos-study/vllm-normalizer/window"
 )
 
+// modelSeries is the room a model's own state takes in the history's
+// series bound (--history.max-series), beside its series: the diagnosis'
+// rings and report, idle times and totals hold 29 to 129 KB a model
+// (diagnosis.BenchmarkModelHistoryMemory), 9 to 39 history series of
+// 3.3 KB. Without it a page of many models of a few series each (9,000 of
+// five within every other default limit) kept thousands of models'
+// diagnoses within the series bound, over the container's budget; with it
+// the series bound is one budget for both, and no page within it names
+// more models than DefaultMaxModels (docs/operating.md, "Memory").
+const modelSeries = 16
+
 // DefaultMaxModels is the default bound on the model_name values whose
 // state the sidecar keeps across scrapes (--history.max-models): windows,
-// idle times, the diagnosis. A model of a few series holds about 80 KB once
-// the diagnosis' rings and charts are full (BenchmarkModelMemory), so 1024
-// models hold about 80 MB beside a full history, what 512 held before the
-// rings were encoded: within the shipped container's budget
-// (docs/operating.md, "Memory"). Models with histograms hold more (129 KB,
-// diagnosis.BenchmarkModelHistoryMemory) but print dozens of history
-// series each, so --history.max-series admits a few hundred of them.
-const DefaultMaxModels = 1024
+// idle times, the diagnosis. It is the most models the default series
+// bound admits (a model of no history series still takes modelSeries), so
+// it admits every page the other defaults admit; the container budget is
+// measured at the worst of them (e2e's TestManyModelsFitTheContainer).
+const DefaultMaxModels = DefaultMaxSeries / modelSeries
 
 // modelCap decides which models the sidecar keeps state for: at most max
 // model_name values (series without one, the server's, are always kept),
 // those it admitted before first, then the page's in name order while
-// there is room, in models and in the history's series (maxSeries): a
+// there is room, in models and in the history's series (maxSeries, each
+// model taking modelSeries beside its own series): a
 // page with more series than the history keeps then loses whole models,
 // the last in name order, instead of the last families of every model,
 // which left no model with its derived gauges. A model off the page for forgetAfter
@@ -98,8 +107,9 @@ func (m *modelCap) admit(canon []exposition.Family) (kept []exposition.Family, l
 			gone = append(gone, model)
 		}
 	}
+	total += modelSeries * len(m.admitted) // their state, on the page or not
 	for _, model := range slices.Sorted(maps.Keys(fresh)) {
-		if m.max > 0 && len(m.admitted) >= m.max || m.maxSeries > 0 && total+fresh[model] > m.maxSeries {
+		if m.max > 0 && len(m.admitted) >= m.max || m.maxSeries > 0 && total+fresh[model]+modelSeries > m.maxSeries {
 			if limited == nil {
 				limited = map[string]bool{}
 			}
@@ -107,7 +117,7 @@ func (m *modelCap) admit(canon []exposition.Family) (kept []exposition.Family, l
 			continue
 		}
 		m.admitted[model] = m.scrape
-		total += fresh[model]
+		total += fresh[model] + modelSeries
 	}
 	if len(limited) == 0 {
 		return canon, nil, gone

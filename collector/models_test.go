@@ -116,6 +116,62 @@ func TestModelCapAllOrNothing(t *testing.T) {
 	}
 }
 
+// TestDefaultModelBoundAdmitsEveryAdmittedPage: at the default limits,
+// the model bound (--history.max-models) keeps every model the series
+// bound (--history.max-series) keeps, on the pages that name the most
+// models within the other defaults: 9,000 models of five series, and
+// 50,000 of one gauge and no history series (the sample limit). Before
+// each model's state took its room in the series bound, the series bound
+// alone kept 4,096 and 50,000 of them (a diagnosis each, over the
+// container's budget) and the model bound 1,024: the defaults disagreed
+// on what a page admits.
+func TestDefaultModelBoundAdmitsEveryAdmittedPage(t *testing.T) {
+	if testing.Short() {
+		t.Skip("left out of the fast lane (-short): scrapes pages of 3 MB")
+	}
+	for _, p := range []struct {
+		name   string
+		models int
+		page   func(from, n, v int) []byte
+	}{{"five series", 9000, manymodels.Page}, {"one gauge", 50000, manymodels.Gauge}} {
+		t.Run(p.name, func(t *testing.T) {
+			var step atomic.Int64
+			up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+				_, _ = w.Write(p.page(0, p.models, int(step.Add(1))))
+			}))
+			defer up.Close()
+			kept := func(maxModels int) (kept, leftOut float64) {
+				clock := newFakeClock()
+				c := newTestCollector(t, up.URL, clock, func(cfg *Config) {
+					cfg.MaxBodyBytes, cfg.MaxSeries, cfg.MaxModels = DefaultMaxBodyBytes, DefaultMaxSeries, maxModels
+				})
+				for range 2 {
+					clock.Advance(time.Second)
+					c.ScrapeOnce(context.Background())
+				}
+				pagetest.EachSeries(t, get(t, c.MetricsHandler(), "/metrics", nil).Body.Bytes(), "text/plain", func(l labels.Labels, v float64) {
+					switch l.Get("__name__") {
+					case "vllm_normalizer_history_models":
+						kept = v
+					case "vllm_normalizer_history_models_left_out":
+						leftOut = v
+					}
+				})
+				return kept, leftOut
+			}
+			bySeries, _ := kept(0)
+			atDefaults, leftOut := kept(DefaultMaxModels)
+			t.Logf("%d models: the series bound alone keeps %v, the defaults %v", p.models, bySeries, atDefaults)
+			if atDefaults != bySeries || atDefaults+leftOut != float64(p.models) {
+				t.Errorf("the defaults keep %v models (%v left out), the series bound alone %v: want the same, %d in all", atDefaults, leftOut, bySeries, p.models)
+			}
+			if atDefaults > DefaultMaxModels || atDefaults == 0 {
+				t.Errorf("the defaults keep %v models, want 1 to %d", atDefaults, DefaultMaxModels)
+			}
+		})
+	}
+}
+
 // BenchmarkModelMemory measures what the sidecar keeps per model between
 // scrapes (history, idle times, diagnosis input and diagnosis) on
 // manyModelsPage, once 32 minutes of scrapes every 2 s have filled the
@@ -196,8 +252,8 @@ func TestDensePageKeepsWholeModels(t *testing.T) {
 	if perModel == 0 || int(series)%models != 0 {
 		t.Fatalf("%v history series for %d models", series, models)
 	}
-	// Room for three models and a bit.
-	derived, _, limited := run(3*perModel + 1)
+	// Room for three models (their series and their state) and a bit.
+	derived, _, limited := run(3*(perModel+modelSeries) + 1)
 	for i := range models {
 		m := fmt.Sprintf("org/m-%05d", i)
 		want := 0
