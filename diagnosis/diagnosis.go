@@ -110,9 +110,12 @@ type Diagnoser struct {
 	base    time.Time
 	hasBase bool
 	tracks  map[string]*track
-	report  *Report
-	charted bool  // report's charts are filled in
-	lastT   int64 // of the latest observation
+	report  *Report // without charts
+	// view is the page's and the API's report with its charts (at most
+	// MaxChartedModels), drawn by their first reader after an
+	// observation; nil until then.
+	view  *Report
+	lastT int64 // of the latest observation
 	// inputNames are the inputs' names on the page (SetInputNames).
 	inputNames map[string]string
 }
@@ -175,7 +178,7 @@ func New(opts Options) (*Diagnoser, error) {
 	d.chartRes = d.chartSpan / chartSlots
 	d.lenient = d.rules
 	d.lenient.alpha, d.lenient.preemptionShare, d.lenient.outsideBursts = d.rules.clearAlpha, MinPreemptionShare/4, false
-	d.report, d.charted = d.emptyReport(time.Time{}, StatusNoScrape), true
+	d.report = d.emptyReport(time.Time{}, StatusNoScrape)
 	return d, nil
 }
 
@@ -237,7 +240,7 @@ func (d *Diagnoser) Observe(now time.Time, obs []Observation) []exposition.Famil
 	for _, m := range models {
 		rep.Models = append(rep.Models, d.diagnose(m, d.tracks[m], t))
 	}
-	d.report, d.charted, d.lastT = rep, false, t
+	d.report, d.view, d.lastT = rep, nil, t
 	return families(rep)
 }
 
@@ -259,25 +262,70 @@ func (d *Diagnoser) Fail(now time.Time) {
 	// not end because one scrape failed, but no number is passed as fresh.
 	rep := *d.report
 	rep.Status, rep.Time = StatusScrapeFailed, now
-	d.report = &rep
+	d.report, d.view = &rep, nil
 }
 
-// Report returns the latest diagnosis, charts included. It must not be
-// modified. The charts are drawn on the first call after an observation,
-// so that scrapes nobody looks at do not pay for them.
+// Report returns the latest diagnosis with every model's charts, drawn
+// for this call. It must not be modified.
 func (d *Diagnoser) Report() *Report {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if !d.charted {
-		for i := range d.report.Models {
-			mr := &d.report.Models[i]
-			if tr := d.tracks[mr.Model]; tr != nil {
+	return d.charted(nil, 0)
+}
+
+// MaxChartedModels is the most models the page and the API draw charts
+// for: a model's charts are 40 KB of JSON (150 KB indented) once full, so
+// a pod of a thousand models answered 170 MB a request and kept 38 MB of
+// charts between scrapes. The others are listed with their verdicts and
+// signals, without charts (Report.ChartsLeftOut); ?model= asks for any.
+const MaxChartedModels = 8
+
+// View returns the latest diagnosis of the models named (every model when
+// none), with the charts of the first MaxChartedModels of them. It must
+// not be modified. The view of every model is drawn on its first call
+// after an observation, so that scrapes nobody looks at do not pay for it.
+func (d *Diagnoser) View(models []string) *Report {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if len(models) > 0 {
+		named := make(map[string]bool, len(models))
+		for _, m := range models {
+			named[m] = true
+		}
+		return d.charted(named, MaxChartedModels)
+	}
+	if d.view == nil {
+		d.view = d.charted(nil, MaxChartedModels)
+	}
+	return d.view
+}
+
+// charted returns a copy of the report holding the models named (every
+// one when named is nil), the first limit of them (0: all) with their
+// charts; the report itself keeps none.
+func (d *Diagnoser) charted(named map[string]bool, limit int) *Report {
+	rep := *d.report
+	rep.Models = make([]ModelReport, 0, len(d.report.Models))
+	drawn := 0
+	for _, mr := range d.report.Models {
+		if named != nil && !named[mr.Model] {
+			continue
+		}
+		if tr := d.tracks[mr.Model]; tr != nil {
+			if limit > 0 && drawn >= limit {
+				rep.ChartsLeftOut++
+			} else {
+				mr.Steps = slices.Clone(mr.Steps)
+				for si := range mr.Steps {
+					mr.Steps[si].Signals = slices.Clone(mr.Steps[si].Signals)
+				}
 				mr.chart(d, tr)
+				drawn++
 			}
 		}
-		d.charted = true
+		rep.Models = append(rep.Models, mr)
 	}
-	return d.report
+	return &rep
 }
 
 func (d *Diagnoser) emptyReport(now time.Time, status string) *Report {

@@ -15,13 +15,14 @@ import (
 	"github.com/fos-study/vllm-normalizer/mapping"
 )
 
-// APIHandler serves the latest report as JSON (/api/v1/diagnosis).
+// APIHandler serves the latest report as JSON (/api/v1/diagnosis): every
+// model, or those ?model= names, the charts of MaxChartedModels of them.
 func (d *Diagnoser) APIHandler() http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if !getOrHead(w, r) {
 			return
 		}
-		b, err := json.MarshalIndent(d.Report(), "", "  ")
+		b, err := json.MarshalIndent(d.View(r.URL.Query()["model"]), "", "  ")
 		if err != nil {
 			http.Error(w, "cannot encode the diagnosis: "+err.Error(), http.StatusInternalServerError)
 			return
@@ -37,13 +38,14 @@ func (d *Diagnoser) APIHandler() http.Handler {
 // PageHandler serves the latest report as an HTML page with inline SVG
 // charts (/diagnosis). It loads nothing from elsewhere: clusters are often
 // offline, and the page has no script at all; ?refresh=N (seconds) makes
-// the browser reload it.
+// the browser reload it; ?model= shows only the models it names (with
+// their charts, as APIHandler).
 func (d *Diagnoser) PageHandler() http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if !getOrHead(w, r) {
 			return
 		}
-		pd := pageData(d.Report())
+		pd := pageData(d.View(r.URL.Query()["model"]))
 		if n, err := strconv.Atoi(r.URL.Query().Get("refresh")); err == nil && n >= 1 && n <= 3600 {
 			pd.Refresh = n
 		}
@@ -82,6 +84,7 @@ var pageTemplate = template.Must(template.New("diagnosis").Funcs(template.FuncMa
 	"sub":   func(a, b float64) float64 { return a - b },
 	"pval":  formatP,
 	"clock": func(t time.Time) string { return t.UTC().Format("15:04:05") },
+	"maxCharted": func() int { return MaxChartedModels },
 }).Parse(pageHTML))
 
 // page is what the template renders.
@@ -99,6 +102,8 @@ type modelPage struct {
 	SLO string
 	// BaselineSpan says what the baseline is: rolling or frozen, from when.
 	BaselineSpan string
+	// Uncharted: the model's charts were left out (beyond MaxChartedModels).
+	Uncharted bool
 }
 
 type stepPage struct {
@@ -139,7 +144,7 @@ func pageData(r *Report) page {
 	p := page{Report: r, Title: title(r)}
 	for i := range r.Models {
 		mr := &r.Models[i]
-		mp := modelPage{ModelReport: mr, SLO: sloState(r.SLO, mr)}
+		mp := modelPage{ModelReport: mr, SLO: sloState(r.SLO, mr), Uncharted: mr.ChartEnd == 0}
 		if mr.Baseline.Start != nil {
 			end := mr.Baseline.Start.Add(time.Duration(mr.Baseline.Seconds * float64(time.Second)))
 			kind := "rolling"
@@ -162,7 +167,7 @@ func pageData(r *Report) page {
 			sp := stepPage{Step: st}
 			for k := range st.Signals {
 				s := &st.Signals[k]
-				sp.Signals = append(sp.Signals, signalPage{SignalReport: s, Chart: drawChart(s, mr, incidentStart), NoChart: s.index < 0})
+				sp.Signals = append(sp.Signals, signalPage{SignalReport: s, Chart: drawChart(s, mr, incidentStart), NoChart: s.index < 0 || mp.Uncharted})
 			}
 			mp.Steps = append(mp.Steps, sp)
 		}

@@ -1,10 +1,15 @@
 package diagnosis
 
 import (
+	"encoding/json"
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
 	"runtime"
+	"strings"
 	"testing"
 	"time"
 )
@@ -64,8 +69,8 @@ func (m *busyModel) next() Observation {
 // its rings: the heap retained, after a forced GC, less the same without
 // the Diagnoser, per model. busy models have every input and histogram of
 // vLLM and random traffic every scrape; idle ones print the same values
-// every scrape; charts: with the report's charts drawn (a reader of the
-// diagnosis page or API). Run it once:
+// every scrape; charts: with the view the page and the API serve drawn (a
+// reader of either): the charts of MaxChartedModels of the models. Run it once:
 // go test -run '^$' -bench ModelHistoryMemory -benchtime 1x ./diagnosis
 func BenchmarkModelHistoryMemory(b *testing.B) {
 	const models = 100
@@ -75,7 +80,7 @@ func BenchmarkModelHistoryMemory(b *testing.B) {
 				for range b.N {
 					d, _ := fullRings(b, models, busy)
 					if charts {
-						d.Report()
+						d.View(nil)
 					}
 					var held, released runtime.MemStats
 					runtime.GC()
@@ -134,4 +139,84 @@ func fullRings(b *testing.B, n int, busy bool) (*Diagnoser, func() (time.Time, [
 		d.Observe(observe())
 	}
 	return d, observe
+}
+
+// TestManyModelsChartsBounded: with more models than MaxChartedModels, the
+// API and the page list every model's verdicts but draw the charts of
+// MaxChartedModels of them, say how many were left out, and ?model=
+// answers any one with its charts; the report kept between scrapes holds
+// no chart. Before, every model's charts were drawn, served and kept: 170
+// KB of indented JSON a model once full, 170 MB a request for a thousand.
+func TestManyModelsChartsBounded(t *testing.T) {
+	const models = MaxChartedModels + 5
+	d, err := New(Options{Window: DefaultWindow, Baseline: DefaultBaseline, MinChange: DefaultMinChange, Interval: 2 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ms := make([]*busyModel, models)
+	for i := range ms {
+		ms[i] = newBusyModel(fmt.Sprintf("org/m-%05d", i), uint64(i))
+	}
+	for s := range 60 {
+		obs := make([]Observation, models)
+		for i := range ms {
+			obs[i] = ms[i].next()
+		}
+		d.Observe(t0.Add(time.Duration(s)*2*time.Second), obs)
+	}
+	api := func(query string) (rep Report, size int) {
+		rec := httptest.NewRecorder()
+		d.APIHandler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/api/v1/diagnosis"+query, nil))
+		if err := json.Unmarshal(rec.Body.Bytes(), &rep); err != nil {
+			t.Fatal(err)
+		}
+		return rep, rec.Body.Len()
+	}
+	charted := func(mr *ModelReport) bool {
+		for _, st := range mr.Steps {
+			for _, s := range st.Signals {
+				if len(s.Chart) > 0 {
+					return true
+				}
+			}
+		}
+		return false
+	}
+	rep, size := api("")
+	drawn := 0
+	for i := range rep.Models {
+		if charted(&rep.Models[i]) {
+			drawn++
+		}
+	}
+	if len(rep.Models) != models || drawn != MaxChartedModels || rep.ChartsLeftOut != models-MaxChartedModels {
+		t.Errorf("the API lists %d models, %d with charts, %d left out; want %d, %d, %d", len(rep.Models), drawn, rep.ChartsLeftOut, models, MaxChartedModels, models-MaxChartedModels)
+	}
+	t.Logf("%d models: %d bytes", models, size)
+	last := fmt.Sprintf("org/m-%05d", models-1)
+	one, _ := api("?model=" + url.QueryEscape(last))
+	if len(one.Models) != 1 || one.Models[0].Model != last || !charted(&one.Models[0]) || one.ChartsLeftOut != 0 {
+		t.Errorf("?model=%s answers %d models (charted: %v), %d left out; want that one with its charts", last, len(one.Models), len(one.Models) > 0 && charted(&one.Models[0]), one.ChartsLeftOut)
+	}
+	for i := range d.report.Models {
+		if charted(&d.report.Models[i]) {
+			t.Fatalf("the report kept between scrapes holds %s's charts", d.report.Models[i].Model)
+		}
+	}
+	rec := httptest.NewRecorder()
+	d.PageHandler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/diagnosis", nil))
+	page := rec.Body.String()
+	if got := strings.Count(page, `<section class="model"`); got != models {
+		t.Errorf("the page has %d models, want %d", got, models)
+	}
+	if got := strings.Count(page, `href="?model=`); got != models-MaxChartedModels {
+		t.Errorf("the page links %d models to their charts, want %d", got, models-MaxChartedModels)
+	}
+	if !strings.Contains(page, `id="charts-left-out"`) {
+		t.Error("the page does not say that charts were left out")
+	}
+	// html/template writes the escapes in lower case
+	if want := fmt.Sprintf(`href="?model=%s"`, strings.ToLower(url.QueryEscape(last))); !strings.Contains(page, want) {
+		t.Errorf("the page has no %s", want)
+	}
 }

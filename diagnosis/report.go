@@ -23,6 +23,9 @@ type Report struct {
 	Models   []ModelReport `json:"models"`
 	// SLO holds the latency targets, in seconds, when set.
 	SLO *SLOReport `json:"slo,omitempty"`
+	// ChartsLeftOut is how many models are listed without their charts,
+	// beyond MaxChartedModels.
+	ChartsLeftOut int `json:"charts_left_out,omitempty"`
 }
 
 // SLOReport is the targets the recent percentiles are compared with.
