@@ -9,15 +9,10 @@ import (
 	"github.com/fos-study/vllm-normalizer/window"
 )
 
-// modelSeries is the room a model's own state takes in the history's
-// series bound (--history.max-series), beside its series: the diagnosis'
-// rings and report, idle times and totals hold 29 to 129 KB a model
-// (diagnosis.BenchmarkModelHistoryMemory), 9 to 39 history series of
-// 3.3 KB. Without it a page of many models of a few series each (9,000 of
-// five within every other default limit) kept thousands of models'
-// diagnoses within the series bound, over the container's budget; with it
-// the series bound is one budget for both, and no page within it names
-// more models than DefaultMaxModels (docs/operating.md, "Memory").
+// modelSeries is the room a model's own state (its diagnosis, idle times,
+// totals: 23 to 95 KB, BenchmarkModelMemory) takes in the series bound
+// beside its series, so that the series bound holds the models' state too:
+// without it 9,000 models of five series kept 4,096 diagnoses.
 const modelSeries = 16
 
 // DefaultMaxModels is the default bound on the model_name values whose
