@@ -237,8 +237,8 @@ func TestDefaultsFitTheContainer(t *testing.T) {
 		t.Fatalf("the worst page was not accepted: vllm_up %v, %v samples (want %d)\n%s", s["vllm_up"], s["vllm_normalizer_upstream_samples"], samples, p.Logs())
 	}
 	hwm := procStatus(t, p.Cmd.Process.Pid, "VmHWM")
-	t.Logf("peak RSS %.1f MiB on a %.1f MiB page of %d samples, %d series windowed, 4 readers polling (budget %d MiB of the container's %d MiB); timeouts %v",
-		float64(hwm)/mib, float64(len(bigPage))/mib, samples, maxSeries, memoryBudget/mib, containerLimit/mib, s.failures("timeout")-before)
+	t.Logf("peak RSS %.1f MiB on a %.1f MiB page of %d samples, %v series in the history, history_limited %v, models kept %v, left out %v, 4 readers polling (budget %d MiB of the container's %d MiB); timeouts %v",
+		float64(hwm)/mib, float64(len(bigPage))/mib, samples, s["vllm_normalizer_history_series"], s["vllm_normalizer_history_limited"], s["vllm_normalizer_history_models"], s["vllm_normalizer_history_models_left_out"], memoryBudget/mib, containerLimit/mib, s.failures("timeout")-before)
 	if hwm > memoryBudget {
 		t.Errorf("peak RSS %.1f MiB with the default limits, want <= %d MiB (3/4 of the container's %d MiB)", float64(hwm)/mib, memoryBudget/mib, containerLimit/mib)
 	}
