@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"html/template"
+	"io"
 	"math"
 	"net/http"
 	"strconv"
@@ -22,16 +23,40 @@ func (d *Diagnoser) APIHandler() http.Handler {
 		if !getOrHead(w, r) {
 			return
 		}
-		b, err := json.MarshalIndent(d.View(r.URL.Query()["model"]), "", "  ")
+		rep := d.View(r.URL.Query()["model"])
+		// The report without its models, whose place is cut out to write
+		// them one at a time: a thousand models were 10 MB encoded at once.
+		head := *rep
+		head.Models = []ModelReport{}
+		b, err := json.MarshalIndent(&head, "", "  ")
 		if err != nil {
 			http.Error(w, "cannot encode the diagnosis: "+err.Error(), http.StatusInternalServerError)
 			return
 		}
+		cut := bytes.Index(b, []byte(`"models": []`)) + len(`"models": [`)
 		w.Header().Set("Content-Type", "application/json")
 		w.Header().Set("Cache-Control", "no-store")
-		if r.Method != http.MethodHead {
-			_, _ = w.Write(append(b, '\n'))
+		if r.Method == http.MethodHead {
+			return
 		}
+		_, _ = w.Write(b[:cut])
+		for i := range rep.Models {
+			m, err := json.MarshalIndent(&rep.Models[i], "    ", "  ")
+			if err != nil {
+				return // cannot happen for these types; the response is cut short
+			}
+			sep := ",\n    "
+			if i == 0 {
+				sep = "\n    "
+			}
+			_, _ = io.WriteString(w, sep)
+			_, _ = w.Write(m)
+		}
+		if len(rep.Models) > 0 {
+			_, _ = io.WriteString(w, "\n  ")
+		}
+		_, _ = w.Write(b[cut:])
+		_, _ = io.WriteString(w, "\n")
 	})
 }
 

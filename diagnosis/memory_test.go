@@ -220,3 +220,84 @@ func TestManyModelsChartsBounded(t *testing.T) {
 		t.Errorf("the page has no %s", want)
 	}
 }
+
+// TestAPIWritesModelsOneAtATime: the API's answer, written a model at a
+// time, is byte for byte the report encoded whole (indented), with no
+// model, one, and several with their charts and without.
+func TestAPIWritesModelsOneAtATime(t *testing.T) {
+	d, err := New(Options{Window: DefaultWindow, Baseline: DefaultBaseline, MinChange: DefaultMinChange, Interval: 2 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	check := func(what string) {
+		t.Helper()
+		rec := httptest.NewRecorder()
+		d.APIHandler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/api/v1/diagnosis", nil))
+		want, err := json.MarshalIndent(d.View(nil), "", "  ")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := rec.Body.String(); got != string(want)+"\n" {
+			t.Errorf("%s: the answer is not the report encoded whole:\n%.600s\nwant\n%.600s", what, got, want)
+		}
+	}
+	check("no scrape yet")
+	for _, n := range []int{1, MaxChartedModels + 2} {
+		ms := make([]*busyModel, n)
+		for i := range ms {
+			ms[i] = newBusyModel(fmt.Sprintf("org/m-%05d", i), uint64(i))
+		}
+		for s := range 40 {
+			obs := make([]Observation, n)
+			for i := range ms {
+				obs[i] = ms[i].next()
+			}
+			d.Observe(t0.Add(time.Duration(s)*2*time.Second), obs)
+		}
+		check(fmt.Sprintf("%d models", n))
+	}
+}
+
+// BenchmarkAPIManyModels measures one answer of the API for 1,000 models
+// (charts for MaxChartedModels of them) written a model at a time, beside
+// the report encoded whole as it was before: the bytes allocated a request.
+func BenchmarkAPIManyModels(b *testing.B) {
+	const n = 1000
+	d, err := New(Options{Window: DefaultWindow, Baseline: DefaultBaseline, MinChange: DefaultMinChange, Interval: 2 * time.Second})
+	if err != nil {
+		b.Fatal(err)
+	}
+	ms := make([]*busyModel, n)
+	for i := range ms {
+		ms[i] = newBusyModel(fmt.Sprintf("org/m-%05d", i), uint64(i))
+	}
+	for s := range 40 {
+		obs := make([]Observation, n)
+		for i := range ms {
+			obs[i] = ms[i].next()
+		}
+		d.Observe(t0.Add(time.Duration(s)*2*time.Second), obs)
+	}
+	d.View(nil)
+	req := httptest.NewRequest(http.MethodGet, "/api/v1/diagnosis", nil)
+	b.Run("streamed", func(b *testing.B) {
+		b.ReportAllocs()
+		for range b.N {
+			d.APIHandler().ServeHTTP(discard{}, req)
+		}
+	})
+	b.Run("encoded whole", func(b *testing.B) {
+		b.ReportAllocs()
+		for range b.N {
+			body, _ := json.MarshalIndent(d.View(nil), "", "  ")
+			_, _ = discard{}.Write(append(body, '\n'))
+		}
+	})
+}
+
+// discard is a ResponseWriter that keeps nothing.
+type discard struct{}
+
+func (discard) Header() http.Header         { return http.Header{} }
+func (discard) Write(p []byte) (int, error) { return len(p), nil }
+func (discard) WriteHeader(int)             {}
