@@ -418,7 +418,14 @@ func (d *Diagnoser) diagnose(m string, tr *track, t int64) ModelReport {
 	ready := mr.Readiness.State == ReadyOK
 	if ready {
 		var long *evaluation
-		if p := tr.coarse.atOrBefore(t - HoldWindows*w); p != nil && p.t > refEnd && now != nil {
+		// The windows a named cause is held by: the last HoldWindows, or
+		// all since the reference ended when that is less (an incident
+		// younger than them), if longer than the recent window.
+		p := tr.coarse.atOrBefore(t - HoldWindows*w)
+		if p == nil || p.t <= refEnd {
+			p = tr.coarse.atOrAfter(refEnd + 1)
+		}
+		if p != nil && now != nil && p.t > refEnd && now.t-p.t > w {
 			ls := between(tr, p, now)
 			e := d.lenient.evaluate(&ls, ref)
 			// the queue's growth of the recent window: the longer span
