@@ -100,6 +100,19 @@ func (in *incidentState) step(t, w int64, ev, lenient, long *evaluation, ref *st
 				// A flash: nothing held. The incident-free time runs on
 				// through it (baseline.go).
 				in.open = false
+				return
+			}
+			// Until the incident is named, its causes count their strict
+			// evaluations on the raw symptoms, so that a cause that held
+			// through them is named with the incident rather than
+			// HoldEvaluations later (issue 30: on bursty traffic each
+			// queueing burst went unexplained for its first seconds).
+			var none causeSet
+			strict := causesFor(ev, lenient, ev.symptoms, &none)
+			for k := range causes {
+				if causes[k].rule != nil {
+					in.cause[k].step(strict[k])
+				}
 			}
 			return
 		}
