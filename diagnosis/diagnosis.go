@@ -420,9 +420,11 @@ func (d *Diagnoser) diagnose(m string, tr *track, t int64) ModelReport {
 		var long *evaluation
 		// The windows a named cause is held by: the last HoldWindows, or
 		// all since the reference ended when that is less (an incident
-		// younger than them), if longer than the recent window.
+		// younger than them), if longer than the recent window. Outside an
+		// incident the reference ends where the recent window starts: no
+		// point is decoded for that.
 		p := tr.coarse.atOrBefore(t - HoldWindows*w)
-		if p == nil || p.t <= refEnd {
+		if (p == nil || p.t <= refEnd) && in.open {
 			p = tr.coarse.atOrAfter(refEnd + 1)
 		}
 		if p != nil && now != nil && p.t > refEnd && now.t-p.t > w {
