@@ -403,11 +403,6 @@ const (
 	// long_prompts is named beside queueing; and each queueing burst
 	// waits for the waiting gauge's strict test.
 	simBurstyBeside = "long_prompts named beside queueing (the queue's worst bursts are a client's batch of longer prompts: the prompt mean truly rises 1.3x) and each burst waits for the waiting gauge's strict test"
-	// simBurstyRank: while the starved rank's queue drains, the pod's
-	// running batch is smaller than the baseline's (the other rank idles);
-	// splitQueue reads the lost batch as memory, so the inflow's part of
-	// the queue is not up and queueing is not named beside rank_imbalance.
-	simBurstyRank = "the idle rank's smaller batch is read as memory by the queue's split, so queueing is not named beside rank_imbalance while the starved rank's queue drains"
 	// simBurstyRelapse: the relapse (inflow x 1.8) queues only at the
 	// rate's higher levels; each time it comes back, queueing waits for the
 	// waiting gauge's strict test (a few evaluations).
@@ -423,7 +418,6 @@ func init() {
 		simBurstyGaps[sc] = map[string]string{}
 	}
 	simBurstyGaps[CauseQueueing]["held"] = simBurstyBeside
-	simBurstyGaps[CauseRankImbalance]["held"] = simBurstyRank
 	simBurstyGaps[simRelapse]["held"] = simBurstyRelapse
 	simBurstyGaps[CausePrefixCacheMisses]["held"] = simBurstyLulls
 	simBurstyGaps[CauseBatchGrowth]["held"] = simBurstyBucket
