@@ -414,6 +414,8 @@ func (d *Diagnoser) diagnose(m string, tr *track, t int64) ModelReport {
 	growth := queueGrowth(&tr.fine, a, now)
 	ev.splitQueue(&recent, ref, growth, d.opts.MinChange)
 	lenient.splitQueue(&recent, ref, growth, d.opts.MinChange)
+	naming := lenient.naming(&ev)
+	naming.splitQueue(&recent, ref, growth, d.opts.MinChange)
 	mr.Readiness = d.readiness(tr, t, a != nil && (freeOK || frozen), &recent, ref)
 	ready := mr.Readiness.State == ReadyOK
 	if ready {
@@ -436,7 +438,7 @@ func (d *Diagnoser) diagnose(m string, tr *track, t int64) ModelReport {
 			long = &e
 		}
 		before := in.phase()
-		in.step(t, w, &ev, &lenient, long, ref, refStart, refEnd, int64(d.opts.MaxIncident))
+		in.step(t, w, &ev, &naming, &lenient, long, ref, refStart, refEnd, int64(d.opts.MaxIncident))
 		if in.open && !before.open {
 			in.baseStretches = stretches
 		}

@@ -70,7 +70,7 @@ func anyTrue(bs []bool) bool {
 // evaluation (naming), lenient the same data at the undivided level
 // (holding), long the lenient one over HoldWindows recent windows (nil
 // without the history). t is the evaluation's time, w the recent window.
-func (in *incidentState) step(t, w int64, ev, lenient, long *evaluation, ref *stats, refStart, refEnd int64, maxIncident int64) {
+func (in *incidentState) step(t, w int64, ev, naming, lenient, long *evaluation, ref *stats, refStart, refEnd int64, maxIncident int64) {
 	if !in.open {
 		if !anyTrue(ev.symptoms[:]) {
 			return
@@ -108,7 +108,7 @@ func (in *incidentState) step(t, w int64, ev, lenient, long *evaluation, ref *st
 			// HoldEvaluations later (issue 30: on bursty traffic each
 			// queueing burst went unexplained for its first seconds).
 			var none causeSet
-			strict := causesFor(ev, lenient, ev.symptoms, &none)
+			strict := causesFor(naming, lenient, ev.symptoms, &none)
 			for k := range causes {
 				if causes[k].rule != nil {
 					in.cause[k].step(strict[k])
@@ -123,7 +123,7 @@ func (in *incidentState) step(t, w int64, ev, lenient, long *evaluation, ref *st
 	for k := range causes {
 		prev[k] = in.cause[k].on
 	}
-	strict, hold := causesFor(ev, lenient, sym, &prev), causesFor(lenient, lenient, sym, &prev)
+	strict, hold := causesFor(naming, lenient, sym, &prev), causesFor(lenient, lenient, sym, &prev)
 	if long != nil {
 		// A named cause also holds on the last few windows together: a
 		// rate of a few events per window is significant over several;
