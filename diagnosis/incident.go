@@ -67,8 +67,9 @@ func anyTrue(bs []bool) bool {
 }
 
 // step advances the incident by one evaluation: ev is the strict
-// evaluation (naming), lenient the same data at the undivided level
-// (holding), long the lenient one over HoldWindows recent windows (nil
+// evaluation (naming a symptom), naming the one a cause of a named symptom
+// is named on (evaluation.naming), lenient the same data at the undivided
+// level (holding), long the lenient one over HoldWindows recent windows (nil
 // without the history). t is the evaluation's time, w the recent window.
 func (in *incidentState) step(t, w int64, ev, naming, lenient, long *evaluation, ref *stats, refStart, refEnd int64, maxIncident int64) {
 	if !in.open {
@@ -102,7 +103,7 @@ func (in *incidentState) step(t, w int64, ev, naming, lenient, long *evaluation,
 				in.open = false
 				return
 			}
-			// Until the incident is named, its causes count their strict
+			// Until the incident is named, its causes count their naming
 			// evaluations on the raw symptoms, so that a cause that held
 			// through them is named with the incident rather than
 			// HoldEvaluations later (issue 30: on bursty traffic each

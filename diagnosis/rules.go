@@ -153,10 +153,11 @@ func (ru *rules) abortsRose(recent, base *stats) (up, beyond bool) {
 
 // naming is e (the lenient evaluation) as a cause of a named symptom is
 // named on: each signal at the undivided level and beyond the baseline's
-// bursts, preemptions at the strict evaluation's share.
+// bursts; preemptions at the strict evaluation's share and aborts at its
+// level (their share has no sub-windows' range).
 func (e *evaluation) naming(strict *evaluation) evaluation {
 	out := *e
-	out.preemptionShare = strict.preemptionShare
+	out.preemptionShare, out.abortsUp = strict.preemptionShare, strict.abortsUp
 	for i := range numSignals {
 		if (out.change[i] == ChangeUp || out.change[i] == ChangeDown) && !e.outside[i] {
 			out.change[i] = ChangeFlat
