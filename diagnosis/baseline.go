@@ -175,7 +175,10 @@ func (d *Diagnoser) follow(tr *track, before incidentPhase, a, now *point, t int
 	case in.adopted && (!before.adopted || before.adoptedAt != in.adoptedAt):
 		*f = incidentFree{open: true, startT: math.MinInt64}
 	case !before.open && in.open:
-		f.pending = d.closing(tr, f, a)
+		f.pending = nil
+		if a != nil && !d.onProbation(f, a.t) {
+			f.pending = d.closing(tr, f, a)
+		}
 		if in.named {
 			d.closeStretch(f)
 		}
@@ -188,6 +191,17 @@ func (d *Diagnoser) follow(tr *track, before incidentPhase, a, now *point, t int
 		f.open, f.start, f.startT = true, &p, now.t
 	}
 	d.pruneStretches(f, t)
+}
+
+// onProbation says whether the calm since an incident ended is too young
+// to be incident-free time, at a (the recent window's start): until it
+// holds HoldWindows - 1 recent windows before the recent one. Bursty
+// traffic has lulls that end an incident whose shift goes on; the shift's
+// level would join the reference and the incident would never be named
+// again (issue 30: incidents that vanish). An incident that opens within it
+// is judged against the incident-free time before the one that ended.
+func (d *Diagnoser) onProbation(f *incidentFree, a int64) bool {
+	return f.open && f.startT != math.MinInt64 && a-f.startT < (HoldWindows-1)*int64(d.opts.Window)
 }
 
 func (d *Diagnoser) closeStretch(f *incidentFree) {
@@ -277,7 +291,7 @@ func (d *Diagnoser) reference(tr *track, from, a *point, roll *stats, rollOK boo
 		n++
 	}
 	var parts []burstiness
-	if f.open && f.startT < a.t {
+	if f.open && f.startT < a.t && !d.onProbation(f, a.t) {
 		open := difference(f.start, a)
 		add(&open, 1, &tr.bounds)
 		have, start = a.t-f.startT, f.startT

@@ -462,11 +462,22 @@ func (d *Diagnoser) diagnose(m string, tr *track, t int64) ModelReport {
 	growth := queueGrowth(&tr.fine, a, now)
 	ev.splitQueue(&recent, ref, growth, d.opts.MinChange)
 	lenient.splitQueue(&recent, ref, growth, d.opts.MinChange)
+	naming := lenient.naming(&ev)
+	naming.splitQueue(&recent, ref, growth, d.opts.MinChange)
 	mr.Readiness = d.readiness(tr, t, a != nil && (freeOK || frozen), &recent, ref)
 	ready := mr.Readiness.State == ReadyOK
 	if ready {
 		var long *evaluation
-		if p := tr.coarse.atOrBefore(t - HoldWindows*w); p != nil && p.t > refEnd && now != nil {
+		// The windows a named cause is held by: the last HoldWindows, or
+		// all since the reference ended when that is less (an incident
+		// younger than them), if longer than the recent window. Outside an
+		// incident the reference ends where the recent window starts: no
+		// point is decoded for that.
+		p := tr.coarse.atOrBefore(t - HoldWindows*w)
+		if (p == nil || p.t <= refEnd) && in.open {
+			p = tr.coarse.atOrAfter(refEnd + 1)
+		}
+		if p != nil && now != nil && p.t > refEnd && now.t-p.t > w {
 			ls := between(tr, p, now)
 			e := d.lenient.evaluate(&ls, ref)
 			// the queue's growth of the recent window: the longer span
@@ -475,7 +486,7 @@ func (d *Diagnoser) diagnose(m string, tr *track, t int64) ModelReport {
 			long = &e
 		}
 		before := in.phase()
-		in.step(t, w, &ev, &lenient, long, ref, refStart, refEnd, int64(d.opts.MaxIncident))
+		in.step(t, w, &ev, &naming, &lenient, long, ref, refStart, refEnd, int64(d.opts.MaxIncident))
 		if in.open && !before.open {
 			in.baseStretches = stretches
 		}

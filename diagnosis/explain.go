@@ -144,8 +144,9 @@ func byExplains(ks []int, share *[maxCauses]float64) {
 //
 // Memory accounts for the preemptions above the baseline rate (a preempted
 // request waits again until memory frees; waiting no longer than the
-// window, they account for at most that many at a time) and the requests
-// the running batch lost (a KV cache too small admits fewer). While memory
+// window, they account for at most that many at a time) and, while
+// preemptions rose, the requests the running batch lost (a KV cache too
+// small admits fewer, and preempts). While memory
 // shows (the batch shrank, or preemptions rose enough to be a cause, each
 // significantly), it also accounts for the part of the growth that fewer
 // requests served explains against more arriving: a KV cache cut serves
@@ -161,7 +162,13 @@ func (e *evaluation) splitQueue(recent, base *stats, growth, minChange float64) 
 
 	grown := recent.gMean[gWaiting] - base.gMean[gWaiting]
 	excess := orZero(recent.c[cPreemptions] - base.c[cPreemptions]*recent.seconds/base.seconds)
-	memory := max(excess, 0) + max(orZero(base.gMean[gRunning]-recent.gMean[gRunning]), 0)
+	memory := max(excess, 0)
+	if e.beyond[sPreempt] && e.ratio[sPreempt] > 1 {
+		// a KV cache too small admits fewer, and preempts: the batch it
+		// lost waits; a batch smaller without preemptions is less inflow
+		// at a rank (issue 30: a starved rank's queue read as memory)
+		memory += max(orZero(base.gMean[gRunning]-recent.gMean[gRunning]), 0)
+	}
 	if e.change[sRunning] == ChangeDown || e.change[sPreempt] == ChangeUp && e.excessPreemptions >= e.preemptionShare {
 		loss := max(orZero(baseServed-served), 0)
 		rise := max(orZero(served+orZero(growth)-baseServed), 0)

@@ -121,3 +121,21 @@ func TestMemoryQueueIsNotQueueing(t *testing.T) {
 		t.Errorf("causes %v, want preemptions alone", got)
 	}
 }
+
+// TestStarvedRankIsQueueing: a rank starved by the router leaves the pod's
+// batch smaller (the other rank idles: 2 running against 8) while requests
+// queue at it (6 waiting against 1), without a preemption. The batch it
+// lost is no memory: memory admits fewer only with preemptions, so the
+// queue is the inflow's and queueing is named (issue 30, the bursty
+// simulator's rank_imbalance: queueing went unnamed while the starved
+// rank's queue drained). Fails on the code before.
+func TestStarvedRankIsQueueing(t *testing.T) {
+	f := newFeeder(t, testOpts)
+	starved := healthy
+	starved.running, starved.waiting, starved.ttft = 2, 6, 0.3
+	f.feed(640, healthy, nil)
+	f.feed(180, starved, nil)
+	if got := values(f.fams, FamilyCause, "cause"); got[CauseQueueing] != 1 {
+		t.Errorf("causes %v after three minutes of a starved rank's queue, want queueing", active(got))
+	}
+}

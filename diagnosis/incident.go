@@ -67,10 +67,11 @@ func anyTrue(bs []bool) bool {
 }
 
 // step advances the incident by one evaluation: ev is the strict
-// evaluation (naming), lenient the same data at the undivided level
-// (holding), long the lenient one over HoldWindows recent windows (nil
+// evaluation (naming a symptom), naming the one a cause of a named symptom
+// is named on (evaluation.naming), lenient the same data at the undivided
+// level (holding), long the lenient one over HoldWindows recent windows (nil
 // without the history). t is the evaluation's time, w the recent window.
-func (in *incidentState) step(t, w int64, ev, lenient, long *evaluation, ref *stats, refStart, refEnd int64, maxIncident int64) {
+func (in *incidentState) step(t, w int64, ev, naming, lenient, long *evaluation, ref *stats, refStart, refEnd int64, maxIncident int64) {
 	if !in.open {
 		if !anyTrue(ev.symptoms[:]) {
 			return
@@ -100,6 +101,19 @@ func (in *incidentState) step(t, w int64, ev, lenient, long *evaluation, ref *st
 				// A flash: nothing held. The incident-free time runs on
 				// through it (baseline.go).
 				in.open = false
+				return
+			}
+			// Until the incident is named, its causes count their naming
+			// evaluations on the raw symptoms, so that a cause that held
+			// through them is named with the incident rather than
+			// HoldEvaluations later (issue 30: on bursty traffic each
+			// queueing burst went unexplained for its first seconds).
+			var none causeSet
+			strict := causesFor(naming, lenient, ev.symptoms, &none)
+			for k := range causes {
+				if causes[k].rule != nil {
+					in.cause[k].step(strict[k])
+				}
 			}
 			return
 		}
@@ -110,7 +124,7 @@ func (in *incidentState) step(t, w int64, ev, lenient, long *evaluation, ref *st
 	for k := range causes {
 		prev[k] = in.cause[k].on
 	}
-	strict, hold := causesFor(ev, lenient, sym, &prev), causesFor(lenient, lenient, sym, &prev)
+	strict, hold := causesFor(naming, lenient, sym, &prev), causesFor(lenient, lenient, sym, &prev)
 	if long != nil {
 		// A named cause also holds on the last few windows together: a
 		// rate of a few events per window is significant over several;

@@ -40,7 +40,11 @@ type evaluation struct {
 	ratioLow, ratioHigh [numSignals]float64
 	// beyond is true where the ratio alone is past the minimum change,
 	// significant or not (the incident's end waits for it to come back).
-	beyond   [numSignals]bool
+	beyond [numSignals]bool
+	// outside is true where the recent window also lies beyond every one
+	// of the baseline's sub-windows (beyondRange), for the signals beyond
+	// the minimum change and significant.
+	outside  [numSignals]bool
 	symptoms [numSymptoms]bool
 	// excessPreemptions is the recent preemptions above what the
 	// baseline rate predicts, per request started.
@@ -102,7 +106,10 @@ func (ru *rules) evaluate(recent, base *stats) evaluation {
 				dir = -1
 			}
 			e.p[i] = testSignal(i, recent, base, dir)
-			if !(e.p[i] <= ru.alpha) || ru.outsideBursts && !beyondRange(i, recent, base, dir) {
+			if e.p[i] <= ru.alpha {
+				e.outside[i] = beyondRange(i, recent, base, dir)
+			}
+			if !(e.p[i] <= ru.alpha) || ru.outsideBursts && !e.outside[i] {
 				e.change[i] = ChangeFlat
 			}
 		}
@@ -142,6 +149,21 @@ func (ru *rules) abortsRose(recent, base *stats) (up, beyond bool) {
 		return false, false
 	}
 	return fisher(k1, n1, k0, n0, +1) <= ru.alpha, true
+}
+
+// naming is e (the lenient evaluation) as a cause of a named symptom is
+// named on: each signal at the undivided level and beyond the baseline's
+// bursts; preemptions at the strict evaluation's share and aborts at its
+// level (their share has no sub-windows' range).
+func (e *evaluation) naming(strict *evaluation) evaluation {
+	out := *e
+	out.preemptionShare, out.abortsUp = strict.preemptionShare, strict.abortsUp
+	for i := range numSignals {
+		if (out.change[i] == ChangeUp || out.change[i] == ChangeDown) && !e.outside[i] {
+			out.change[i] = ChangeFlat
+		}
+	}
+	return out
 }
 
 // beyondOnly is e with every signal whose ratio is past the minimum change

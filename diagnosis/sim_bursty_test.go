@@ -243,15 +243,30 @@ func simBurstyPlan(sc string, seed uint64) simPlan {
 	return pl
 }
 
-// simBurstyResult is what the bursty table shows for one run.
+// simTrafficCauses are the causes read from the traffic's exact means.
+var simTrafficCauses = []string{CauseLongPrompts, CausePrefixCacheMisses, CauseLongOutputs}
+
+// simBurstyResult is what the bursty table shows for one run. Steady polls
+// and the clearing are judged against the truth, as issue 30 counts them:
+// a claim is false where no latency truly moved by the minimum change
+// (simTruth.judge); the pod's real bursts may be named.
 type simBurstyResult struct {
 	simResult
-	symptomShare float64 // steady polls naming a symptom
-	flips        float64 // changes of the named causes per 10 minutes, steady
+	// steady polls naming a cause, a symptom, where nothing truly moved
+	// (falseShare is the causes'), and naming one at all
+	symptomShare             float64
+	namedShare, namedSymptom float64
+	// changes of the named causes per 10 minutes of steady polls, where
+	// nothing truly moved for a whole recent window before; and all
+	flips, allFlips float64
 	// for the relapse: when it was first named after it began, and the
-	// share of its polls (from the recent window + 15 s on) naming queueing
+	// share of its polls (from the recent window + 15 s on) with a true
+	// latency symptom naming queueing
 	relapseNamed time.Duration
 	relapseHeld  float64
+	// steadyPolls are the steady polls judged: before the shift, and
+	// after the incident's verdict cleared
+	steadyPolls int
 }
 
 func simBurstyRun(sc string, seed uint64) (simRun, simBurstyResult) {
@@ -267,12 +282,35 @@ func simBurstyRun(sc string, seed uint64) (simRun, simBurstyResult) {
 		run.named = CauseQueueing
 		run.right = func(c []string) bool { return slices.Contains(c, CauseQueueing) }
 		run.back = pl.shift + 3*pl.baseline/2 // the long incident's end
+	default:
+		// The scenario's causes, and beside them only traffic causes: their
+		// signals are exact means (no buckets), named only past the
+		// minimum change and beyond every sub-window of the baseline, so
+		// the window's traffic truly changed (a client's batch of longer
+		// prompts is what makes the pod near its batch limit queue
+		// hardest); issue 30 asks every cause whose own change is
+		// significant to be named.
+		want := simExpected(sc)
+		run.right = func(c []string) bool {
+			for _, w := range want {
+				if !slices.Contains(c, w) {
+					return false
+				}
+			}
+			for _, x := range c {
+				if !slices.Contains(want, x) && !slices.Contains(simTrafficCauses, x) {
+					return false
+				}
+			}
+			return true
+		}
 	}
 	r := simBurstyResult{simResult: run.result(), relapseNamed: -1}
-	if run.steadyPolls > 0 {
-		r.symptomShare = float64(run.steadySymptoms) / float64(run.steadyPolls)
-		r.flips = float64(run.steadyFlips) / (float64(run.steadyPolls) / 600)
+	back := run.back
+	if sc == simRelapse {
+		back = pl.back + 3*time.Minute // the relapse's end
 	}
+	r.judgeSteady(&run, pl, back)
 	if sc == simRelapse {
 		start, end := pl.back, pl.back+3*time.Minute
 		held, n := 0, 0
@@ -283,18 +321,85 @@ func simBurstyRun(sc string, seed uint64) (simRun, simBurstyResult) {
 			if r.relapseNamed < 0 && slices.Contains(p.causes, CauseQueueing) {
 				r.relapseNamed = p.at - start
 			}
-			if p.at > start+pl.window+15*time.Second {
+			if p.at > start+pl.window+15*time.Second && p.trueSymptom && !p.gapWindow {
 				n++
 				if slices.Contains(p.causes, CauseQueueing) {
 					held++
 				}
 			}
 		}
+		r.relapseHeld = math.NaN()
 		if n > 0 {
 			r.relapseHeld = float64(held) / float64(n)
 		}
 	}
 	return run, r
+}
+
+// judgeSteady sets the steady figures and the clearing against the truth.
+// The load returned at back; the incident's verdict cleared at the first
+// poll after it naming no cause, and from then on the pod is steady again.
+// Steady are the ready polls before the shift (all of a steady run) and
+// those after the clearing: the share of them naming a cause or a symptom
+// where no latency truly moved, and the changes of the named causes while
+// nothing truly moved for a whole recent window.
+func (r *simBurstyResult) judgeSteady(run *simRun, pl simPlan, back time.Duration) {
+	clearedAt := time.Duration(-1)
+	if pl.scenario != "steady" {
+		for _, p := range run.polls {
+			if p.at > back && len(p.causes) == 0 {
+				clearedAt = p.at
+				break
+			}
+		}
+		r.cleared = -1
+		if clearedAt >= 0 {
+			r.cleared = clearedAt - back
+		}
+	}
+	steady := func(p *simPoll) bool {
+		return p.ready && (pl.scenario == "steady" || p.at <= pl.shift || clearedAt >= 0 && p.at >= clearedAt)
+	}
+	var n, claims, symptoms, named, namedSym, flips, allFlips int
+	var last []string
+	lastMoved := time.Duration(math.MinInt64)
+	for i := range run.polls {
+		p := &run.polls[i]
+		if p.trueMoved {
+			lastMoved = p.at
+		}
+		if !steady(p) {
+			last = nil
+			continue
+		}
+		n++
+		if len(p.causes) > 0 {
+			named++
+			if !p.trueMoved {
+				claims++
+			}
+		}
+		if len(p.symptoms) > 0 {
+			namedSym++
+			if !p.trueMoved {
+				symptoms++
+			}
+		}
+		if last != nil && !slices.Equal(last, p.causes) {
+			allFlips++
+			if p.at-lastMoved > pl.window {
+				flips++
+			}
+		}
+		last = p.causes
+	}
+	r.steadyPolls = n
+	if n > 0 {
+		perTen := float64(n) / 600
+		r.falseShare, r.symptomShare = float64(claims)/float64(n), float64(symptoms)/float64(n)
+		r.namedShare, r.namedSymptom = float64(named)/float64(n), float64(namedSym)/float64(n)
+		r.flips, r.allFlips = float64(flips)/perTen, float64(allFlips)/perTen
+	}
 }
 
 // simBurstyGaps are the targets of issue 30 the bursty simulator does not
@@ -303,49 +408,56 @@ func simBurstyRun(sc string, seed uint64) (simRun, simBurstyResult) {
 // any other. Remove an entry when its target is met.
 var simBurstyGaps = map[string]map[string]string{}
 
-// simBurstyNeedsBaseline is why most gaps remain: after an incident (most
-// of them false ones, on a bursty steady pod) its frozen baseline stays
-// the reference for a window and a baseline, and the next burst's incident
-// inherits it (issue 30, "Frozen baselines chain"); the incident-free
-// baseline of branch baseline replaces that. Holds without evidence keep
-// the false ones named ("Holds with evidence", same branch).
-const simBurstyNeedsBaseline = "needs the incident-free baseline and holds with evidence (issue 30; branch baseline)"
-
-// simBurstyWeak is why a shift is missed: its latency symptom is, in most
-// windows, within what the pod's own bursts do (the true p90 at 1.25-1.5x
-// the baseline's), so the calibrated tests do not tell it from chance in
-// one recent window.
-const simBurstyWeak = "the shift's latency change is mostly within the pod's own bursts: the calibrated tests do not tell it from chance in one window"
+// Why the gaps remain (docs/diagnosis.md, "Bursty traffic").
+const (
+	// simBurstyBucket: the shift's latency symptom is inter-token latency
+	// up 25-40 % inside one of vLLM's buckets (25-50 ms): the interpolated
+	// p90 reads 1.05-1.15x, below the minimum change, where the exact
+	// latencies the truth reads moved beyond the pod's own bursts.
+	simBurstyBucket = "the symptom is inter-token latency rising inside one of vLLM's buckets (25-50 ms): the interpolated p90 reads it below the minimum change"
+	// simBurstyLulls: the shift is named, then its incident ends in one of
+	// the traffic's lulls and, each time the rate comes back, is named again
+	// only after the strict tests' evaluations; a lull longer than the
+	// probation (onProbation) joins the reference with the cache still at
+	// 0, and after a few the hit ratio's drop is within the reference's
+	// range: ttft_up is named, unexplained.
+	simBurstyLulls = "the shift's incident ends in the traffic's lulls: named again only after the strict tests' evaluations, and once lulls longer than the probation joined the reference (the cache at 0), ttft_up is left unexplained"
+	// simBurstyBursts: the pod near its batch limit queues in bursts, as
+	// the rate's levels and the clients' batches come and go; each burst
+	// is named only after the strict tests' evaluations, and in its first
+	// seconds the batch fills before the queue shows (batch_growth).
+	simBurstyBursts = "the pod near its batch limit queues in bursts: each is named only after the strict tests' evaluations, and batch_growth is named in the first seconds of some, before the queue shows"
+	// simBurstyTruth: the exact latencies of long_outputs move beyond the
+	// pod's own bursts in only half of its polls: the scenario barely
+	// tests its shift on bursty traffic.
+	simBurstyTruth = "the shift's exact latencies move beyond the pod's own bursts in only half of its polls"
+)
 
 func init() {
 	for _, sc := range simBurstyScenarios {
 		simBurstyGaps[sc] = map[string]string{}
-		if sc != "steady" {
-			// the steady pod meets both with the incident-free baseline;
-			// the steady part of the runs with a batch limit of 96
-			// (queueing, rank_imbalance, overload, relapse) does not yet
-			simBurstyGaps[sc]["steady"], simBurstyGaps[sc]["flicker"] = simBurstyNeedsBaseline, simBurstyNeedsBaseline
-		}
 	}
-	for _, sc := range []string{CauseQueueing, CauseRankImbalance, simOverload, simRelapse} {
-		simBurstyGaps[sc]["held"] = simBurstyNeedsBaseline
-		simBurstyGaps[sc]["cleared"] = simBurstyNeedsBaseline
-	}
-	for _, sc := range []string{CausePrefixCacheMisses, CauseBatchGrowth, CauseLongOutputs} {
-		simBurstyGaps[sc]["held"] = simBurstyWeak
-	}
+	simBurstyGaps[CauseQueueing]["held"] = simBurstyBursts
+	simBurstyGaps[CausePrefixCacheMisses]["held"] = simBurstyLulls
+	simBurstyGaps[CauseBatchGrowth]["held"] = simBurstyBucket
+	simBurstyGaps[CauseLongOutputs]["held"] = simBurstyBucket
+	simBurstyGaps[CauseLongOutputs]["truth"] = simBurstyTruth
 }
 
 // TestSimulatorBursty runs every bursty scenario (10 s / 5 m windows, two
 // engines at 20 requests/s each on average) and checks the targets of
-// issue 30: steady, a cause or a symptom named in at most 1 % of the
-// judged polls and the named causes changing at most once per 10 minutes;
-// every shift named within the recent window + 15 s and right in at least
-// 95 % of the incident's polls that truly show a latency symptom, and
-// cleared as on Poisson traffic; queueing named in at least 90 % of an
-// overload's polls, preemptions with it or not; a relapse after a long
-// incident named within the recent window + 15 s and held in at least 95 %
-// of its polls. Targets listed in simBurstyGaps are reported, not failed.
+// issue 30, judged as the issue counts them, against the exact latencies
+// (simTruth): steady, a cause or a symptom named where no latency truly
+// moved by the minimum change in at most 1 % of the judged polls, and the
+// named causes changing at most once per 10 minutes where nothing truly
+// moved; every shift named within the recent window + 15 s and right in
+// at least 95 % of the incident's polls whose latency truly moved beyond
+// the pod's own bursts (within them, a change cannot be told from chance
+// in one window: those polls are not judged), and cleared within the
+// recent window + 20 s; queueing named in at least 90 % of an overload's
+// such polls, preemptions with it or not; a relapse after a long incident
+// named within the recent window + 15 s and held in at least 95 % of its
+// such polls. Targets listed in simBurstyGaps are reported, not failed.
 // DIAGNOSIS_TABLE=1 prints the table of docs/diagnosis.md.
 func TestSimulatorBursty(t *testing.T) {
 	var table strings.Builder
@@ -371,15 +483,15 @@ func TestSimulatorBursty(t *testing.T) {
 				t.Error(msg)
 			}
 			expect("steady", r.falseShare <= 0.01 && r.symptomShare <= 0.01,
-				"steady, a cause named in %.2f %% and a symptom in %.2f %% of the judged polls, want at most 1 %%", 100*r.falseShare, 100*r.symptomShare)
-			expect("flicker", r.flips <= 1, "steady, the named causes changed %.1f times per 10 minutes, want at most 1", r.flips)
-			expect("ready", run.steadyPolls >= int((run.shift-s.window-s.baseline).Seconds())/2, "only %d steady polls were judged (ready)", run.steadyPolls)
+				"steady, a cause named where no latency truly moved in %.2f %% and a symptom in %.2f %% of the judged polls, want at most 1 %%", 100*r.falseShare, 100*r.symptomShare)
+			expect("flicker", r.flips <= 1, "steady, the named causes changed %.1f times per 10 minutes where no latency truly moved for a recent window, want at most 1", r.flips)
+			expect("ready", r.steadyPolls >= int((run.shift-s.window-s.baseline).Seconds())/2, "only %d steady polls were judged (ready)", r.steadyPolls)
 			grace := s.window + 15*time.Second
 			switch sc {
 			case "steady":
 			case simRelapse:
 				expect("named", r.relapseNamed >= 0 && r.relapseNamed <= grace, "queueing first named %s after the relapse began, want within %s", r.relapseNamed, grace)
-				expect("held", r.relapseHeld >= 0.95, "queueing named in %.1f %% of the relapse's polls, want at least 95 %%", 100*r.relapseHeld)
+				expect("held", r.relapseHeld >= 0.95, "queueing named in %.1f %% of the relapse's polls with a true latency symptom, want at least 95 %%", 100*r.relapseHeld)
 			default:
 				want := 0.05
 				if sc == simOverload {
@@ -402,15 +514,15 @@ func TestSimulatorBursty(t *testing.T) {
 			if r.incidentPolls > 0 {
 				truly = fmt.Sprintf("%.0f %%", 100*float64(r.truePolls)/float64(r.incidentPolls))
 			}
-			fmt.Fprintf(&table, "| %s | `%s` | %s | %s | %.2f %% / %.2f %% of %d | %.1f | %s | %s |\n", s.name, sc, truly, right,
-				100*r.falseShare, 100*r.symptomShare, run.steadyPolls, r.flips, first, dur(r.cleared, sc))
+			fmt.Fprintf(&table, "| %s | `%s` | %s | %s | %.2f %% / %.2f %% (%.2f %% / %.2f %%) of %d | %.1f (%.1f) | %s | %s |\n", s.name, sc, truly, right,
+				100*r.falseShare, 100*r.symptomShare, 100*r.namedShare, 100*r.namedSymptom, r.steadyPolls, r.flips, r.allFlips, first, dur(r.cleared, sc))
 			if len(gaps) > 0 {
 				t.Skipf("%s: known gaps:\n%s", sc, strings.Join(gaps, "\n"))
 			}
 		})
 	}
 	if os.Getenv("DIAGNOSIS_TABLE") != "" {
-		fmt.Print("| windows | scenario | incident polls with a true latency symptom | wrong or missing among them | false causes / symptoms, steady | changes of the causes per 10 min, steady | first named after the shift | cleared after the load returned |\n|---|---|---|---|---|---|---|---|\n" + table.String())
+		fmt.Print("| windows | scenario | incident polls with a true latency symptom beyond the pod's bursts | wrong or missing among them | false causes / symptoms, steady (named at all) | changes of the causes per 10 min where nothing truly moved, steady (all) | first named after the shift | cleared after the load returned |\n|---|---|---|---|---|---|---|---|\n" + table.String())
 	}
 }
 
@@ -448,20 +560,39 @@ func simTrueQuantile(a, b []float64, q float64) float64 {
 	return math.NaN()
 }
 
-// simTruth keeps the pod's exact latencies over the last recent window and
-// over the baseline before the shift, and says whether a poll's recent
-// window truly shows a latency symptom: TTFT or ITL p90 at least 1 + the
-// minimum change times the baseline's.
+// simTruth keeps the pod's exact latencies over each poll's recent window,
+// over the time without a claim before it (as the diagnosis' incident-free
+// baseline) and over the baseline before the shift, to judge each poll's
+// recent window against them (judge).
 type simTruth struct {
 	window, shift, baseline time.Duration
-	ring                    [][2][]float64 // per second, the pod's cumulative bins, the last window + 1
+	ring                    [][2][]float64 // per second, the pod's cumulative bins, the last window + 2
 	baseFrom, baseTo        [2][]float64
+	// recent are the polls' recent-window p90s (TTFT, ITL), in order;
+	// moved whether each truly moved (claim)
+	recent [][2]float64
+	moved  []bool
+	at     []time.Duration
+	// claimed are the last window + 1 polls' claims (a symptom named);
+	// free sums the seconds (their bins, oldest first in freeSecs) of the
+	// last baseline of time no claim's recent window covered
+	claimed  []bool
+	free     [2][]float64
+	freeSecs [][2][]float64
 }
 
-func (tr *simTruth) observe(at time.Duration, engines []*simEngine) (symptom bool) {
+func (tr *simTruth) observe(at time.Duration, engines []*simEngine) {
+	w := int(tr.window / time.Second)
 	var snap [2][]float64
+	if len(tr.ring) == w+2 {
+		// reuse the oldest snapshot's bins
+		snap, tr.ring = tr.ring[0], tr.ring[1:]
+		clear(snap[0])
+		clear(snap[1])
+	} else {
+		snap = [2][]float64{make([]float64, simTrueBins), make([]float64, simTrueBins)}
+	}
 	for j := range snap {
-		snap[j] = make([]float64, simTrueBins)
 		for _, e := range engines {
 			src := e.trueTTFT
 			if j == 1 {
@@ -473,24 +604,110 @@ func (tr *simTruth) observe(at time.Duration, engines []*simEngine) (symptom boo
 		}
 	}
 	if at == tr.shift-tr.baseline {
-		tr.baseFrom = snap
+		tr.baseFrom = [2][]float64{slices.Clone(snap[0]), slices.Clone(snap[1])}
 	}
 	if at == tr.shift {
-		tr.baseTo = snap
+		tr.baseTo = [2][]float64{slices.Clone(snap[0]), slices.Clone(snap[1])}
 	}
 	tr.ring = append(tr.ring, snap)
-	if n := int(tr.window/time.Second) + 1; len(tr.ring) > n {
-		tr.ring = tr.ring[len(tr.ring)-n:]
-	}
-	if tr.baseTo[0] == nil || at <= tr.shift || len(tr.ring) < int(tr.window/time.Second)+1 {
-		return false
-	}
-	for j := range snap {
-		r := simTrueQuantile(tr.ring[0][j], snap[j], signalQuantile)
-		b := simTrueQuantile(tr.baseFrom[j], tr.baseTo[j], signalQuantile)
-		if r >= 1.25*b {
-			return true
+	recent := [2]float64{math.NaN(), math.NaN()}
+	if n := len(tr.ring); n > w {
+		for j := range snap {
+			recent[j] = simTrueQuantile(tr.ring[n-1-w][j], snap[j], signalQuantile)
 		}
 	}
-	return false
+	tr.recent, tr.at = append(tr.recent, recent), append(tr.at, at)
 }
+
+// claim records whether the poll just observed named a symptom, and says
+// whether its recent window truly moved: its exact TTFT or ITL p90 is at
+// least 1 + the minimum change times that of the time without a claim
+// before it (the last baseline of seconds that no claiming poll's recent
+// window covered, as the diagnosis' reference skips its incidents and is
+// frozen during one).
+func (tr *simTruth) claim(claimed bool) {
+	w, b := int(tr.window/time.Second), int(tr.baseline/time.Second)
+	if tr.free[0] == nil {
+		tr.free = [2][]float64{make([]float64, simTrueBins), make([]float64, simTrueBins)}
+	}
+	tr.claimed = append(tr.claimed, claimed)
+	if len(tr.claimed) > w+1 {
+		tr.claimed = tr.claimed[1:]
+	}
+	// the second leaving the recent window joins the free time unless a
+	// claiming poll's window covered it
+	if n := len(tr.ring); n == w+2 && !slices.Contains(tr.claimed, true) {
+		var sec [2][]float64
+		if len(tr.freeSecs) == b {
+			sec, tr.freeSecs = tr.freeSecs[0], tr.freeSecs[1:]
+			for j := range sec {
+				for i, v := range sec[j] {
+					tr.free[j][i] -= v
+				}
+			}
+		} else {
+			sec = [2][]float64{make([]float64, simTrueBins), make([]float64, simTrueBins)}
+		}
+		for j := range sec {
+			for i := range sec[j] {
+				sec[j][i] = tr.ring[1][j][i] - tr.ring[0][j][i]
+				tr.free[j][i] += sec[j][i]
+			}
+		}
+		tr.freeSecs = append(tr.freeSecs, sec)
+	}
+	moved := true // too little free time to judge: not counted as false
+	if r := tr.recent[len(tr.recent)-1]; len(tr.freeSecs) >= MinBaselineWindows*w && !math.IsNaN(r[0]) {
+		zero := make([]float64, simTrueBins)
+		moved = false
+		for j := range r {
+			moved = moved || r[j] >= 1.25*simTrueQuantile(zero, tr.free[j], signalQuantile)
+		}
+	}
+	tr.moved = append(tr.moved, moved)
+}
+
+// simBurstQuantile is the size of the pod's own bursts the truth reads: the
+// TTFT or ITL p90 that one recent window in a baseline's worth of them
+// (30) reaches on the steady pod, as the diagnosis' range check reads the
+// largest of the baseline's 30 sub-windows.
+var simBurstQuantile = 1 - 1.0/30
+
+// judge says, once the run is over, which polls' recent windows truly show
+// a latency symptom: (the polls after the shift) an exact TTFT or ITL p90
+// at least 1 + the minimum change times the baseline's before the shift,
+// and beyond the size of the pod's own bursts (the p90 that one steady
+// window in simBurstQuantile reaches: a change within them cannot be told
+// from chance in one window, so the poll is not judged).
+func (tr *simTruth) judge() (symptom []bool) {
+	symptom = make([]bool, len(tr.recent))
+	if tr.baseTo[0] == nil {
+		return symptom
+	}
+	var base, burst [2]float64
+	for j := range base {
+		base[j] = simTrueQuantile(tr.baseFrom[j], tr.baseTo[j], signalQuantile)
+		var ws []float64
+		for i, r := range tr.recent {
+			if tr.at[i] <= tr.shift && !math.IsNaN(r[j]) {
+				ws = append(ws, r[j])
+			}
+		}
+		slices.Sort(ws)
+		burst[j] = math.Inf(1)
+		if len(ws) > 0 {
+			burst[j] = ws[min(int(simBurstQuantile*float64(len(ws))), len(ws)-1)]
+		}
+		if simTruthTrace {
+			fmt.Printf("truth %d: baseline %.4g, bursts %.4g (%.2fx)\n", j, base[j], burst[j], burst[j]/base[j])
+		}
+	}
+	for i, r := range tr.recent {
+		for j := range r {
+			symptom[i] = symptom[i] || tr.at[i] > tr.shift && r[j] >= 1.25*base[j] && r[j] > burst[j]
+		}
+	}
+	return symptom
+}
+
+var simTruthTrace = os.Getenv("DIAGNOSIS_TRACE") != ""

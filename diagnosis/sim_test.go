@@ -332,8 +332,12 @@ type simPoll struct {
 	ready    bool
 	// trueSymptom: with a plan's truth, the recent window's exact TTFT or
 	// ITL p90 is at least 1 + the minimum change times the baseline's
-	// before the shift
+	// before the shift, and beyond the pod's own bursts (simTruth.judge)
 	trueSymptom bool
+	// trueMoved: with a plan's truth, the recent window's exact TTFT or
+	// ITL p90 is at least 1 + the minimum change times that of the time
+	// without a claim before it (simTruth.claim)
+	trueMoved bool
 	// gapWindow: the poll is not ready within a recent window (and a
 	// scrape) of the end of a gap in the scrapes, which the diagnosis
 	// does not judge (the window is under-observed).
@@ -402,7 +406,9 @@ func simulatePlan(pl simPlan) simRun {
 			}
 			e.run(at.Seconds(), &le)
 		}
-		trueSymptom := pl.truth && truth.observe(at, pod.engines)
+		if pl.truth {
+			truth.observe(at, pod.engines)
+		}
 		down := false
 		for _, r := range pl.restarts {
 			if at == r {
@@ -434,7 +440,10 @@ func simulatePlan(pl simPlan) simRun {
 			}
 			fmt.Println(at, causes, symptoms, rep.Models[0].Readiness.State, b.String())
 		}
-		run.polls = append(run.polls, simPoll{at: at, causes: causes, symptoms: symptoms, ready: ready, trueSymptom: trueSymptom,
+		if pl.truth {
+			truth.claim(len(symptoms) > 0)
+		}
+		run.polls = append(run.polls, simPoll{at: at, causes: causes, symptoms: symptoms, ready: ready,
 			gapWindow: !ready && gapEnd >= 0 && at < gapEnd+window+2*time.Second})
 		if ready && (strings.HasPrefix(scenario, "steady") || at <= pl.shift) {
 			run.steadyPolls++
@@ -448,6 +457,11 @@ func simulatePlan(pl simPlan) simRun {
 				run.steadyFlips++
 			}
 			lastSteady = causes
+		}
+	}
+	if pl.truth {
+		for i, s := range truth.judge() {
+			run.polls[i].trueSymptom, run.polls[i].trueMoved = s, truth.moved[i]
 		}
 	}
 	return run
