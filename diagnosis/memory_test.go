@@ -34,6 +34,32 @@ func newBusyModel(name string, seed uint64) *busyModel {
 	return m
 }
 
+// defaultDiagnoser is a Diagnoser at the default windows, scraped every 2 s.
+func defaultDiagnoser(tb testing.TB) *Diagnoser {
+	tb.Helper()
+	d, err := New(Options{Window: DefaultWindow, Baseline: DefaultBaseline, MinChange: DefaultMinChange, Interval: 2 * time.Second})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return d
+}
+
+// observeBusy has d observe n busy models, org/m-00000 on, for scrapes
+// scrapes 2 s apart from t0.
+func observeBusy(d *Diagnoser, n, scrapes int) {
+	ms := make([]*busyModel, n)
+	for i := range ms {
+		ms[i] = newBusyModel(fmt.Sprintf("org/m-%05d", i), uint64(i))
+	}
+	for s := range scrapes {
+		obs := make([]Observation, n)
+		for i := range ms {
+			obs[i] = ms[i].next()
+		}
+		d.Observe(t0.Add(time.Duration(s)*2*time.Second), obs)
+	}
+}
+
 // next is the model's observation after another scrape interval.
 func (m *busyModel) next() Observation {
 	o, r := &m.o, m.rng
@@ -115,10 +141,7 @@ func BenchmarkObserveFullRings(b *testing.B) {
 // the same values), and observe, which returns the next scrape's time and
 // observations.
 func fullRings(b *testing.B, n int, busy bool) (*Diagnoser, func() (time.Time, []Observation)) {
-	d, err := New(Options{Window: DefaultWindow, Baseline: DefaultBaseline, MinChange: DefaultMinChange, Interval: 2 * time.Second})
-	if err != nil {
-		b.Fatal(err)
-	}
+	d := defaultDiagnoser(b)
 	ms := make([]*busyModel, n)
 	obs := make([]Observation, n)
 	for i := range ms {
@@ -149,21 +172,8 @@ func fullRings(b *testing.B, n int, busy bool) (*Diagnoser, func() (time.Time, [
 // KB of indented JSON a model once full, 170 MB a request for a thousand.
 func TestManyModelsChartsBounded(t *testing.T) {
 	const models = MaxChartedModels + 5
-	d, err := New(Options{Window: DefaultWindow, Baseline: DefaultBaseline, MinChange: DefaultMinChange, Interval: 2 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ms := make([]*busyModel, models)
-	for i := range ms {
-		ms[i] = newBusyModel(fmt.Sprintf("org/m-%05d", i), uint64(i))
-	}
-	for s := range 60 {
-		obs := make([]Observation, models)
-		for i := range ms {
-			obs[i] = ms[i].next()
-		}
-		d.Observe(t0.Add(time.Duration(s)*2*time.Second), obs)
-	}
+	d := defaultDiagnoser(t)
+	observeBusy(d, models, 60)
 	api := func(query string) (rep Report, size int) {
 		rec := httptest.NewRecorder()
 		d.APIHandler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/api/v1/diagnosis"+query, nil))
@@ -225,10 +235,7 @@ func TestManyModelsChartsBounded(t *testing.T) {
 // time, is byte for byte the report encoded whole (indented), with no
 // model, one, and several with their charts and without.
 func TestAPIWritesModelsOneAtATime(t *testing.T) {
-	d, err := New(Options{Window: DefaultWindow, Baseline: DefaultBaseline, MinChange: DefaultMinChange, Interval: 2 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
+	d := defaultDiagnoser(t)
 	check := func(what string) {
 		t.Helper()
 		rec := httptest.NewRecorder()
@@ -243,17 +250,7 @@ func TestAPIWritesModelsOneAtATime(t *testing.T) {
 	}
 	check("no scrape yet")
 	for _, n := range []int{1, MaxChartedModels + 2} {
-		ms := make([]*busyModel, n)
-		for i := range ms {
-			ms[i] = newBusyModel(fmt.Sprintf("org/m-%05d", i), uint64(i))
-		}
-		for s := range 40 {
-			obs := make([]Observation, n)
-			for i := range ms {
-				obs[i] = ms[i].next()
-			}
-			d.Observe(t0.Add(time.Duration(s)*2*time.Second), obs)
-		}
+		observeBusy(d, n, 40)
 		check(fmt.Sprintf("%d models", n))
 	}
 }
@@ -263,21 +260,8 @@ func TestAPIWritesModelsOneAtATime(t *testing.T) {
 // the report encoded whole as it was before: the bytes allocated a request.
 func BenchmarkAPIManyModels(b *testing.B) {
 	const n = 1000
-	d, err := New(Options{Window: DefaultWindow, Baseline: DefaultBaseline, MinChange: DefaultMinChange, Interval: 2 * time.Second})
-	if err != nil {
-		b.Fatal(err)
-	}
-	ms := make([]*busyModel, n)
-	for i := range ms {
-		ms[i] = newBusyModel(fmt.Sprintf("org/m-%05d", i), uint64(i))
-	}
-	for s := range 40 {
-		obs := make([]Observation, n)
-		for i := range ms {
-			obs[i] = ms[i].next()
-		}
-		d.Observe(t0.Add(time.Duration(s)*2*time.Second), obs)
-	}
+	d := defaultDiagnoser(b)
+	observeBusy(d, n, 40)
 	d.View(nil)
 	req := httptest.NewRequest(http.MethodGet, "/api/v1/diagnosis", nil)
 	b.Run("streamed", func(b *testing.B) {
