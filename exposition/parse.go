@@ -86,10 +86,11 @@ type ParseScratch struct {
 	limits      LabelLimits
 	limitsEpoch uint32
 	// shape is the last text page parsed in full, for a page that differs
-	// from it only in its values (shape.go); spans and vals are working
-	// memory for it.
+	// from it only in its values (shape.go); spans, keys and vals are
+	// working memory for it.
 	shape *pageShape
 	spans []int32
+	keys  []string
 	vals  []float64
 }
 
@@ -251,7 +252,7 @@ func Parse(body []byte, contentType string, opts ParseOptions) ([]Family, ParseS
 	// Nothing in between reads a value.
 	_, text := p.(*textparse.PromParser)
 	record := text && len(body) > 0 && body[len(body)-1] == '\n' && len(body) <= memoMaxBytes
-	spans, vals := sc.spans[:0], sc.vals[:0]
+	spans, keys, vals := sc.spans[:0], sc.keys[:0], sc.vals[:0]
 
 	if sc.seen == nil {
 		sc.seen = make(map[uint64]uint64, bytes.Count(body, []byte{'\n'}))
@@ -362,14 +363,6 @@ func Parse(body []byte, contentType string, opts ParseOptions) ([]Family, ParseS
 			familyOf(name).Unit = string(unit)
 		case textparse.EntrySeries:
 			raw, ts, v := p.Series()
-			if record {
-				if from, to, ok := valueSpan(body, raw, v); ok {
-					spans, vals = append(spans, int32(from), int32(to)), append(vals, v)
-				} else {
-					record = false
-					slotsToValues(fams, vals)
-				}
-			}
 			// The series the last page printed here, else the memo's.
 			var m *seriesMemo
 			inPlace := next < len(sc.order) && sc.order[next].key == string(raw)
@@ -401,6 +394,18 @@ func Parse(body []byte, contentType string, opts ParseOptions) ([]Family, ParseS
 			if m.gen != sc.gen {
 				m.gen = sc.gen
 				memoLive++
+			}
+			if record {
+				if start, from, to, ok := valueSpan(body, raw, v); ok {
+					key := m.key // the shape shares the memo's copy of the series' bytes
+					if key == "" {
+						key = string(raw)
+					}
+					spans, keys, vals = append(spans, int32(start), int32(from), int32(to)), append(keys, key), append(vals, v)
+				} else {
+					record = false
+					slotsToValues(fams, vals)
+				}
 			}
 			lset = m.lset
 			if !m.valid {
@@ -463,7 +468,7 @@ func Parse(body []byte, contentType string, opts ParseOptions) ([]Family, ParseS
 			return nil, stats, errors.New("parse error: native histogram in a text page; the sidecar reads classic histograms only")
 		}
 	}
-	sc.spans, sc.vals = spans, vals
+	sc.spans, sc.keys, sc.vals = spans, keys, vals
 	sc.forgetOldSeries(memoLive)
 	sc.noDuplicates = stats.DuplicateSeries == 0
 	clear(sc.order) // what forgetOldSeries dropped must not stay reachable
@@ -508,9 +513,11 @@ func Parse(body []byte, contentType string, opts ParseOptions) ([]Family, ParseS
 		}
 	}
 	if record {
-		sc.recordShape(body, contentType, opts, kept, stats, spans, vals)
+		sc.recordShape(body, contentType, opts, kept, stats, spans, keys, vals)
+		sc.spans = nil // 12 bytes a series, until the next full parse: rarely needed
 	} else {
 		sc.shape = nil
+		clear(keys) // the memo may forget them
 	}
 	return kept, stats, nil
 }

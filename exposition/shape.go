@@ -26,10 +26,16 @@ type pageShape struct {
 	contentType string
 	sampleLimit int
 	limits      LabelLimits
-	// segs is the page without its values; ends[k] is where the text
-	// before slot k ends in segs, the rest of segs after the last slot.
-	segs string
-	ends []int32
+	// text is the page's bytes but its series and their values: for each
+	// slot k, text[at[2k-1]:at[2k]] is what comes before its series (from
+	// the end of the value before: a newline, comments, HELP and TYPE
+	// lines), keys[k] the series' bytes (the parse memo's copy, shared),
+	// text[at[2k]:at[2k+1]] what comes between the series and its value;
+	// the rest of text is what follows the last value. Sharing the
+	// series' bytes with the memo keeps a shape to a tenth of its page.
+	text string
+	at   []int32
+	keys []string
 	// fams is what the page parsed to, every sample's value taken from
 	// the slot slots holds at its place (the samples of fams in order).
 	fams  []Family
@@ -50,16 +56,17 @@ var valueStop, valueBad = func() (stop, bad [256]bool) {
 	return stop, bad
 }()
 
-// valueSpan returns where the value of the series raw, which textparse
-// read from body with the value v, lies in body: [from, to). ok is false
+// valueSpan returns where the series raw, which textparse read from body
+// with the value v, starts in body and where its value lies: [from, to).
+// ok is false
 // when raw does not lie in body or the bytes found there do not read as v:
 // the page's shape is then not recorded.
-func valueSpan(body, raw []byte, v float64) (from, to int, ok bool) {
+func valueSpan(body, raw []byte, v float64) (start, from, to int, ok bool) {
 	// raw is a slice of body (textparse keeps the body it was given when
 	// it ends with a newline): its offset is the capacity it lacks.
-	start := cap(body) - cap(raw)
+	start = cap(body) - cap(raw)
 	if len(raw) == 0 || start < 0 || start+len(raw) > len(body) || &body[start] != &raw[0] {
-		return 0, 0, false
+		return 0, 0, 0, false
 	}
 	from = start + len(raw)
 	for from < len(body) && (body[from] == ' ' || body[from] == '\t') {
@@ -69,14 +76,14 @@ func valueSpan(body, raw []byte, v float64) (from, to int, ok bool) {
 	// (whitespace, or the closing brace of the labels): after a name, a
 	// value beginning with a name's character would lengthen the name.
 	if from == start+len(raw) && body[from-1] != '}' {
-		return 0, 0, false
+		return 0, 0, 0, false
 	}
 	to = from
 	for to < len(body) && !valueStop[body[to]] {
 		to++
 	}
 	x, good := parseValue(body[from:to])
-	return from, to, good && math.Float64bits(x) == math.Float64bits(v)
+	return start, from, to, good && math.Float64bits(x) == math.Float64bits(v)
 }
 
 // parseValue reads a value token as textparse does: Go's float syntax
@@ -101,24 +108,30 @@ func parseValue(b []byte) (float64, bool) {
 }
 
 // recordShape keeps the shape of body, parsed in full to fams with stats;
-// spans are its slots' values (from, to pairs, in order), and every
-// sample's Value in fams is still its slot, which this sets to the value
-// read from the slot (vals).
-func (sc *ParseScratch) recordShape(body []byte, contentType string, opts ParseOptions, fams []Family, stats ParseStats, spans []int32, vals []float64) {
+// spans are its slots (where each series starts, where its value starts
+// and ends, in order), keys their series' bytes, and every sample's Value
+// in fams is still its slot, which this sets to the value read from the
+// slot (vals). It takes keys.
+func (sc *ParseScratch) recordShape(body []byte, contentType string, opts ParseOptions, fams []Family, stats ParseStats, spans []int32, keys []string, vals []float64) {
 	sh := sc.shape
 	if sh == nil {
 		sh = &pageShape{}
 	}
 	sh.contentType, sh.sampleLimit, sh.limits, sh.stats = contentType, opts.SampleLimit, opts.LabelLimits, stats
-	segs := make([]byte, 0, len(body))
-	sh.ends = sh.ends[:0]
+	text := make([]byte, 0, len(body)/8)
+	sh.at = sh.at[:0]
 	prev := 0
-	for k := 0; k < len(spans); k += 2 {
-		segs = append(segs, body[prev:spans[k]]...)
-		sh.ends = append(sh.ends, int32(len(segs)))
-		prev = int(spans[k+1])
+	for k := 0; k < len(spans); k += 3 {
+		start, from := int(spans[k]), int(spans[k+1])
+		text = append(text, body[prev:start]...)
+		sh.at = append(sh.at, int32(len(text)))
+		text = append(text, body[start+len(keys[k/3]):from]...)
+		sh.at = append(sh.at, int32(len(text)))
+		prev = int(spans[k+2])
 	}
-	sh.segs = string(append(segs, body[prev:]...))
+	sh.text = string(append(text, body[prev:]...))
+	clear(sh.keys) // the last shape's: they may be the memo's no longer
+	sh.keys, sc.keys = keys, sh.keys[:0]
 	n := 0
 	for i := range fams {
 		n += len(fams[i].Samples)
@@ -148,13 +161,19 @@ func (sc *ParseScratch) recordShape(body []byte, contentType string, opts ParseO
 func (sh *pageShape) reparse(body []byte, vals []float64) (fams []Family, _ []float64, ok bool) {
 	vals = vals[:0]
 	pos, prev := 0, 0
-	for _, end := range sh.ends {
-		seg := sh.segs[prev:end]
-		prev = int(end)
-		if len(body)-pos < len(seg) || string(body[pos:pos+len(seg)]) != seg {
+	// next returns whether body continues at pos with s, and moves past it.
+	next := func(s string) bool {
+		if len(body)-pos < len(s) || string(body[pos:pos+len(s)]) != s {
+			return false
+		}
+		pos += len(s)
+		return true
+	}
+	for k, key := range sh.keys {
+		if !next(sh.text[prev:sh.at[2*k]]) || !next(key) || !next(sh.text[sh.at[2*k]:sh.at[2*k+1]]) {
 			return nil, vals, false
 		}
-		pos += len(seg)
+		prev = int(sh.at[2*k+1])
 		from := pos
 		for pos < len(body) && !valueStop[body[pos]] {
 			pos++
@@ -165,7 +184,7 @@ func (sh *pageShape) reparse(body []byte, vals []float64) (fams []Family, _ []fl
 		}
 		vals = append(vals, v)
 	}
-	if string(body[pos:]) != sh.segs[prev:] {
+	if string(body[pos:]) != sh.text[prev:] {
 		return nil, vals, false
 	}
 	samples := make([]Sample, len(sh.slots))
