@@ -85,6 +85,13 @@ type ParseScratch struct {
 	// their changes (from 1), see seriesMemo.passed.
 	limits      LabelLimits
 	limitsEpoch uint32
+	// shape is the last text page parsed in full, for a page that differs
+	// from it only in its values (shape.go); spans, keys and vals are
+	// working memory for it.
+	shape *pageShape
+	spans []int32
+	keys  []string
+	vals  []float64
 }
 
 // familyMemo is what a parse found of one family.
@@ -205,13 +212,21 @@ func Parse(body []byte, contentType string, opts ParseOptions) ([]Family, ParseS
 	if !utf8.Valid(body) {
 		return nil, stats, errors.New("parse error: the body is not valid UTF-8, as every exposition format requires")
 	}
-	st := opts.SymbolTable
-	if st == nil {
-		st = labels.NewSymbolTable()
-	}
 	sc := opts.Scratch
 	if sc == nil {
 		sc = &ParseScratch{}
+	}
+	// A shape is recorded for text pages only.
+	if sh := sc.shape; sh != nil && sh.contentType == contentType && sh.sampleLimit == opts.SampleLimit && sh.limits == opts.LabelLimits {
+		fams, vals, ok := sh.reparse(body, sc.vals)
+		sc.vals = vals
+		if ok {
+			return fams, sh.stats, nil
+		}
+	}
+	st := opts.SymbolTable
+	if st == nil {
+		st = labels.NewSymbolTable()
 	}
 	var p textparse.Parser
 	if sc.textTypeKnown && contentType == sc.textType {
@@ -232,6 +247,12 @@ func Parse(body []byte, contentType string, opts ParseOptions) ([]Family, ParseS
 		}
 	}
 	_, stats.OpenMetrics = p.(*textparse.OpenMetricsParser)
+	// record: this page's shape is kept (shape.go), and while it is, each
+	// sample's Value is its slot (the value is in vals) until the end.
+	// Nothing in between reads a value.
+	_, text := p.(*textparse.PromParser)
+	record := text && len(body) > 0 && body[len(body)-1] == '\n' && len(body) <= memoMaxBytes
+	spans, keys, vals := sc.spans[:0], sc.keys[:0], sc.vals[:0]
 
 	if sc.seen == nil {
 		sc.seen = make(map[uint64]uint64, bytes.Count(body, []byte{'\n'}))
@@ -374,6 +395,18 @@ func Parse(body []byte, contentType string, opts ParseOptions) ([]Family, ParseS
 				m.gen = sc.gen
 				memoLive++
 			}
+			if record {
+				if start, from, to, ok := valueSpan(body, raw, v); ok {
+					key := m.key // the shape shares the memo's copy of the series' bytes
+					if key == "" {
+						key = string(raw)
+					}
+					spans, keys, vals = append(spans, int32(start), int32(from), int32(to)), append(keys, key), append(vals, v)
+				} else {
+					record = false
+					slotsToValues(fams, vals)
+				}
+			}
 			lset = m.lset
 			if !m.valid {
 				stats.InvalidNames++
@@ -422,6 +455,9 @@ func Parse(body []byte, contentType string, opts ParseOptions) ([]Family, ParseS
 				continue
 			}
 			s := Sample{Labels: lset, Value: v}
+			if record {
+				s.Value = float64(len(vals) - 1)
+			}
 			if ts != nil {
 				s.TimestampMs, s.HasTimestamp = *ts, true
 			}
@@ -432,6 +468,7 @@ func Parse(body []byte, contentType string, opts ParseOptions) ([]Family, ParseS
 			return nil, stats, errors.New("parse error: native histogram in a text page; the sidecar reads classic histograms only")
 		}
 	}
+	sc.spans, sc.keys, sc.vals = spans, keys, vals
 	sc.forgetOldSeries(memoLive)
 	sc.noDuplicates = stats.DuplicateSeries == 0
 	clear(sc.order) // what forgetOldSeries dropped must not stay reachable
@@ -475,7 +512,25 @@ func Parse(body []byte, contentType string, opts ParseOptions) ([]Family, ParseS
 			}
 		}
 	}
+	if record {
+		sc.recordShape(body, contentType, opts, kept, stats, spans, keys, vals)
+		sc.spans = nil // 12 bytes a series, until the next full parse: rarely needed
+	} else {
+		sc.shape = nil
+		clear(keys) // the memo may forget them
+	}
 	return kept, stats, nil
+}
+
+// slotsToValues sets the Value of every sample of fams, its slot while
+// the page's shape was being recorded, to the slot's value.
+func slotsToValues(fams []Family, vals []float64) {
+	for i := range fams {
+		for j := range fams[i].Samples {
+			s := &fams[i].Samples[j]
+			s.Value = vals[int(s.Value)]
+		}
+	}
 }
 
 // checkBounds removes the samples of a histogram whose le label, or of a

@@ -482,8 +482,9 @@ func (m *Mapper) Normalize(in []exposition.Family) ([]exposition.Family, Report)
 // request, is fresh rather than missing it.
 func (m *Mapper) requestFinished(fams []exposition.Family) bool {
 	name := m.cat.Roles().Family(RoleRequestsFinished)
+	base, _ := strings.CutSuffix(name, "_total") // not Name+"_total": an allocation a family
 	for i := range fams {
-		if fams[i].Name != name && fams[i].Name+"_total" != name {
+		if fams[i].Name != name && (fams[i].Name != base || base == name) {
 			continue
 		}
 		for _, s := range fams[i].Samples {

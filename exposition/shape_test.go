@@ -1,0 +1,161 @@
+package exposition
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/fos-study/vllm-normalizer/internal/pagetest"
+)
+
+// withValues returns page with the value of its series line i (counting
+// series lines only) replaced by f(i, value): the fixtures print each
+// series as "series value", no timestamp.
+func withValues(page string, f func(i int, v string) string) string {
+	lines := strings.SplitAfter(page, "\n")
+	i := 0
+	for k, l := range lines {
+		if l == "" || l[0] == '#' || l == "\n" {
+			continue
+		}
+		body := strings.TrimSuffix(l, "\n")
+		cut := strings.LastIndexByte(body, ' ')
+		lines[k] = body[:cut+1] + f(i, body[cut+1:]) + l[len(body):]
+		i++
+	}
+	return strings.Join(lines, "")
+}
+
+// A page that is the last one with only its values changed is read from
+// the last one's shape (shape.go), and gives exactly what a fresh parse
+// gives, errors included: values respelt, special and invalid, and pages
+// that only nearly keep the shape (whitespace, a timestamp, a brace, a
+// missing newline), each checked to take the path it should.
+func TestParseShapeMatchesFreshParse(t *testing.T) {
+	base, err := os.ReadFile(filepath.Join("..", "testdata", "fixtures", "13-vllm-v1-2026-nixl-pd-kserve-llmisvc-context.prom"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	page := string(base)
+	first := func(f func(v string) string) func(int, string) string {
+		return func(i int, v string) string {
+			if i == 0 {
+				return f(v)
+			}
+			return v
+		}
+	}
+	series := 0
+	withValues(page, func(int, string) string { series++; return "" })
+	last := func(f func(v string) string) func(int, string) string {
+		return func(i int, v string) string {
+			if i == series-1 {
+				return f(v)
+			}
+			return v
+		}
+	}
+	pages := []struct {
+		name string
+		body string
+		fast bool // read from the last page's shape
+	}{
+		{"fixture", page, false},
+		{"same again", page, true},
+		{"every value moved", withValues(page, func(i int, v string) string { return v + "1" }), true},
+		{"special values", withValues(page, func(i int, v string) string {
+			return [...]string{"NaN", "+Inf", "-Inf", "-0", "1e-300", "0x1P-2", "nan", "Inf", "12345678901234567890.5", ".5"}[i%10]
+		}), false}, // 0x1P-2 is refused, so the whole page is parsed in full
+		{"special values but one", withValues(page, func(i int, v string) string {
+			return [...]string{"NaN", "+Inf", "-Inf", "-0", "1e-300", "0X1", "nan", "Inf", "12345678901234567890.5", ".5"}[i%10]
+		}), false},
+		{"special values, valid", withValues(page, func(i int, v string) string {
+			return [...]string{"NaN", "+Inf", "-Inf", "-0", "1e-300", "infinity", "nan", "Inf", "12345678901234567890.5", ".5"}[i%10]
+		}), true}, // the last two pages failed: the fixture's shape is kept
+		{"special values, valid, again", withValues(page, func(i int, v string) string {
+			return [...]string{"-Inf", "NaN", "+Inf", "1", "1e300", "INF", "NAN", "-inf", "5.", "7"}[i%10]
+		}), true},
+		{"back to the fixture", page, true},
+		{"a separator", withValues(page, first(func(v string) string { return "1_0" })), false},
+		{"a bad value last", withValues(page, last(func(v string) string { return "x" })), false},
+		{"fixture after errors", page, true},
+		{"an empty value", withValues(page, first(func(v string) string { return "" })), false},
+		{"two spaces", withValues(page, first(func(v string) string { return " " + v })), false},
+		{"a tab", withValues(page, first(func(v string) string { return v + "\t" })), false},
+		{"a timestamp", withValues(page, first(func(v string) string { return v + " 1700000000000" })), false},
+		{"the timestamp moved", withValues(page, first(func(v string) string { return v + " 1700000001000" })), false},
+		{"the timestamp kept, the value moved", withValues(page, first(func(v string) string { return "9 1700000001000" })), true},
+		{"a brace after the value", withValues(page, first(func(v string) string { return v + "{" })), false},
+		{"a brace for a value", withValues(page, first(func(v string) string { return "{}" })), false},
+		{"fixture once more", page, false},
+		{"no newline at the end", strings.TrimSuffix(page, "\n"), false},
+		{"the end moved", strings.TrimSuffix(page, "\n") + "1", false},
+		{"a line more", page + "x 1\n", false},
+		{"a line less", page[:strings.LastIndex(page[:len(page)-1], "\n")+1], false},
+		{"a value that was a name", "a 1\nb{x=\"1\"}2\n", false},
+		{"it, moved", "a 2\nb{x=\"1\"}3\n", true},
+		{"a name then a sign", "a+1\n", false}, // textparse reads a, +1
+		{"a name lengthened", "a1\n", false},   // a parse error, not a = 1
+		{"histogram le respelt by TYPE", "# TYPE x histogram\nx_bucket{le=\"1\"} 1\nx_bucket{le=\"+Inf\"} 2\nx_count 2\nx_sum 3\n", false},
+		{"it, moved", "# TYPE x histogram\nx_bucket{le=\"1\"} 2\nx_bucket{le=\"+Inf\"} 3\nx_count 3\nx_sum 4\n", true},
+		{"invalid and duplicate series", "x{a=\"1\"} 1\nx{a=\"1\"} 2\n{\"a.b\"} 3\ny 4\n", false},
+		{"them, moved", "x{a=\"1\"} 5\nx{a=\"1\"} 6\n{\"a.b\"} 7\ny 8\n", true},
+	}
+	sc := &ParseScratch{}
+	for _, p := range pages {
+		gen := sc.gen
+		got, gs, gerr := Parse([]byte(p.body), ContentTypeText, ParseOptions{Scratch: sc})
+		want, ws, werr := Parse([]byte(p.body), ContentTypeText, ParseOptions{})
+		if fast := sc.gen == gen; fast != p.fast {
+			t.Errorf("%s: read from the last page's shape %v, want %v", p.name, fast, p.fast)
+		}
+		if (gerr == nil) != (werr == nil) || gerr != nil && gerr.Error() != werr.Error() {
+			t.Fatalf("%s: error %v, a fresh parse gives %v", p.name, gerr, werr)
+		}
+		if gerr == nil {
+			sameParse(t, p.name, got, want, gs, ws)
+		}
+	}
+	// Families read from a shape are the caller's to change, as a fresh
+	// parse's are.
+	a, _, _ := Parse([]byte("x 1\ny 2\n"), ContentTypeText, ParseOptions{Scratch: sc})
+	a[0].Samples[0].Value, a[0].Name = 5, "z"
+	b, _, _ := Parse([]byte("x 1\ny 2\n"), ContentTypeText, ParseOptions{Scratch: sc})
+	if b[0].Name != "x" || b[0].Samples[0].Value != 1 {
+		t.Fatalf("a change to one parse's families reached the next: %s %v", b[0].Name, b[0].Samples[0].Value)
+	}
+}
+
+// FuzzParseShape: after any text page, a page with the same lines but the
+// values of its series replaced (by the comma-separated values, in turn)
+// parses as a fresh parse does, errors included, whether or not it is
+// read from the first page's shape.
+func FuzzParseShape(f *testing.F) {
+	pagetest.AddFixtureSeeds(f)
+	f.Add([]byte("a+1\nb{x=\"1\"}2\n# TYPE h histogram\nh_bucket{le=\"1\"} 1 1000\nh_bucket{le=\"+Inf\"}\t2\n"), false)
+	f.Add([]byte("x 1\ny 2 \n{\"a.b\"} 3\nx 4\n"), true)
+	f.Fuzz(func(t *testing.T, body []byte, values bool) {
+		sc := &ParseScratch{}
+		if _, _, err := Parse(body, ContentTypeText, ParseOptions{Scratch: sc}); err != nil {
+			return
+		}
+		// The second argument is the fixtures' content-type flag; the
+		// values come from the page's own bytes, mutated by the fuzzer.
+		parts := strings.Fields(string(body))
+		next := withValues(string(body), func(i int, v string) string {
+			if !values || len(parts) == 0 {
+				return v + "1"
+			}
+			return parts[(i*7)%len(parts)]
+		})
+		got, gs, gerr := Parse([]byte(next), ContentTypeText, ParseOptions{Scratch: sc})
+		want, ws, werr := Parse([]byte(next), ContentTypeText, ParseOptions{})
+		if (gerr == nil) != (werr == nil) || gerr != nil && gerr.Error() != werr.Error() {
+			t.Fatalf("error %v, a fresh parse gives %v\nfirst page:\n%q\nsecond:\n%q", gerr, werr, body, next)
+		}
+		if gerr == nil {
+			sameParse(t, "second page", got, want, gs, ws)
+		}
+	})
+}
