@@ -1,13 +1,13 @@
 package serve
 
 import (
-	"compress/gzip"
 	"net/http"
 	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
 
+	"github.com/klauspost/compress/gzip"
 	"github.com/prometheus/common/expfmt"
 
 	"github.com/fos-study/vllm-normalizer/exposition"
@@ -48,7 +48,7 @@ type Encoder struct {
 	textHint atomic.Int64
 }
 
-// Idle gzip writers (a compressor's state is ~0.5 MB to allocate and set
+// Idle gzip writers (a compressor's state is ~0.8 MB to allocate and set
 // up), shared by every Encoder: pages are compressed one at a time but
 // for bursts, so one writer is nearly always enough. Not a sync.Pool: a
 // pool is emptied by every other GC, which at one compression per scrape
@@ -70,6 +70,8 @@ func getGzip() *gzip.Writer {
 		gzIdle = gzIdle[:n-1]
 		return gz
 	}
+	// klauspost's BestSpeed: the same size as the standard library's
+	// BestSpeed in 2.5x less CPU on these pages (docs/performance.md).
 	gz, _ := gzip.NewWriterLevel(nil, gzip.BestSpeed)
 	return gz
 }
