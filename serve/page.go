@@ -40,9 +40,9 @@ type Page struct {
 	textGz    []byte
 	textGzLen []string
 
-	omOnce sync.Once
-	om     []byte
-	omGz   []byte
+	omOnce         sync.Once
+	om, omGz       []byte
+	omLen, omGzLen []string
 }
 
 // Encoder holds what encoding pages reuses from one to the next: the size
@@ -176,6 +176,7 @@ func (p *Page) OpenMetrics() ([]byte, []byte) {
 	p.omOnce.Do(func() {
 		p.om = exposition.AppendOpenMetrics(nil, p.Families())
 		p.omGz = compress(int64(len(p.om)/6+512), func(c *compressor) { _, _ = c.gz.Write(p.om) })
+		p.omLen, p.omGzLen = []string{strconv.Itoa(len(p.om))}, []string{strconv.Itoa(len(p.omGz))}
 	})
 	return p.om, p.omGz
 }
@@ -222,10 +223,11 @@ func Write(w http.ResponseWriter, r *http.Request, p *Page) {
 	if accept := r.Header.Get("Accept"); containsFold(accept, "openmetrics") &&
 		expfmt.NegotiateAccept(r.Header, openMetricsAccepted...).FormatType() == expfmt.TypeOpenMetrics {
 		body, zipped := p.OpenMetrics()
+		n := p.omLen
 		if gz {
-			body = zipped
+			body, n = zipped, p.omGzLen
 		}
-		write(w, hdrOpenMetrics, body, []string{strconv.Itoa(len(body))}, gz)
+		write(w, hdrOpenMetrics, body, n, gz)
 		return
 	}
 	if gz {
