@@ -37,12 +37,10 @@ type Page struct {
 	textLen  []string // the Content-Length header value of text
 
 	gzOnce    sync.Once
-	gzDone    atomic.Bool // textGz is set
 	textGz    []byte
 	textGzLen []string
 
 	omOnce         sync.Once
-	omDone         atomic.Bool // om and omGz are set
 	om, omGz       []byte
 	omLen, omGzLen []string
 }
@@ -150,7 +148,6 @@ func (p *Page) Gzipped() ([]byte, []string) {
 		})
 		p.enc.gzHint.Store(int64(len(p.textGz) + len(p.textGz)/8 + 512))
 		p.textGzLen = []string{strconv.Itoa(len(p.textGz))}
-		p.gzDone.Store(true)
 	})
 	return p.textGz, p.textGzLen
 }
@@ -180,7 +177,6 @@ func (p *Page) OpenMetrics() ([]byte, []byte) {
 		p.om = exposition.AppendOpenMetrics(nil, p.Families())
 		p.omGz = compress(int64(len(p.om)/6+512), func(c *compressor) { _, _ = c.gz.Write(p.om) })
 		p.omLen, p.omGzLen = []string{strconv.Itoa(len(p.om))}, []string{strconv.Itoa(len(p.omGz))}
-		p.omDone.Store(true)
 	})
 	return p.om, p.omGz
 }
@@ -226,9 +222,6 @@ func Write(w http.ResponseWriter, r *http.Request, p *Page) {
 	gz := acceptsGzip(r.Header.Get("Accept-Encoding"))
 	if accept := r.Header.Get("Accept"); containsFold(accept, "openmetrics") &&
 		expfmt.NegotiateAccept(r.Header, openMetricsAccepted...).FormatType() == expfmt.TypeOpenMetrics {
-		if !p.omDone.Load() {
-			onWorker(func() { p.OpenMetrics() })
-		}
 		body, zipped := p.OpenMetrics()
 		n := p.omLen
 		if gz {
@@ -238,15 +231,9 @@ func Write(w http.ResponseWriter, r *http.Request, p *Page) {
 		return
 	}
 	if gz {
-		if !p.gzDone.Load() {
-			onWorker(func() { p.Gzipped() })
-		}
 		body, n := p.Gzipped()
 		write(w, hdrText, body, n, true)
 		return
-	}
-	if !p.textDone.Load() {
-		onWorker(p.encode)
 	}
 	p.encode()
 	write(w, hdrText, p.text, p.textLen, false)

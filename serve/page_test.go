@@ -265,23 +265,3 @@ func TestGzipFirstIsTheText(t *testing.T) {
 		})
 	}
 }
-
-// TestWritePanicsOnCaller: a page that fails to build while a worker
-// encodes it panics on the request's goroutine, where net/http recovers
-// it for that connection only, and the next page is served.
-func TestWritePanicsOnCaller(t *testing.T) {
-	var enc serve.Encoder
-	bad := enc.Prepare(nil, func([]exposition.Family) []exposition.Family { panic("no families") })
-	func() {
-		defer func() {
-			if r := recover(); r != "no families" {
-				t.Errorf("recovered %v, want the build's panic", r)
-			}
-		}()
-		request(t, bad, map[string]string{"Accept-Encoding": "gzip"})
-	}()
-	good := enc.Prepare(page13(t), nil)
-	if w := request(t, good, map[string]string{"Accept-Encoding": "gzip"}); w.Code != http.StatusOK || w.Body.Len() == 0 {
-		t.Errorf("after a page's panic the next page answers %d with %d bytes", w.Code, w.Body.Len())
-	}
-}
