@@ -152,20 +152,18 @@ func (p *Page) Gzipped() ([]byte, []string) {
 	return p.textGz, p.textGzLen
 }
 
-// gzText encodes the text page into c's chunk, a few families at a time,
-// handing each chunk to the compressor as it fills.
+// gzText encodes the text page into c's chunk, chunkSize bytes at a
+// time however large its families, handing each chunk to the compressor.
 func (p *Page) gzText(c *compressor) {
 	fams, n := p.Families(), 0
-	for i := range fams {
-		c.chunk = exposition.AppendText(c.chunk, fams[i:i+1])
-		if len(c.chunk) >= chunkSize || i == len(fams)-1 {
-			_, _ = c.gz.Write(c.chunk)
-			n += len(c.chunk)
-			c.chunk = c.chunk[:0]
-		}
+	for at := (exposition.TextPos{}); !at.Done(fams); {
+		c.chunk, at = exposition.AppendTextUntil(c.chunk[:0], fams, at, chunkSize)
+		_, _ = c.gz.Write(c.chunk)
+		n += len(c.chunk)
 	}
+	c.chunk = c.chunk[:0]
 	if cap(c.chunk) > 2*chunkSize {
-		c.chunk = make([]byte, 0, chunkSize+4<<10) // one huge family's chunk is not kept
+		c.chunk = make([]byte, 0, chunkSize+4<<10) // a huge line's chunk is not kept
 	}
 	p.enc.textHint.Store(int64(n + n/16 + 512))
 }
