@@ -156,7 +156,9 @@ func cpuTime(tb testing.TB) time.Duration {
 // Two more cases, on every page and interval: read=prometheus, where
 // nobody but Prometheus (every 15 s, /metrics) reads anything, and
 // read=all, where /metrics, the routing view, the compatibility page and
-// the GenAI view are all read with gzip after every scrape.
+// the GenAI view are all read with gzip after every scrape; and
+// read=views, what scripts/sidebyside.sh -v does: the three views after
+// every scrape, /metrics every 15 s.
 //
 // Besides ns/op (wall time of the cycle) it reports cpu-ns/op: the whole
 // process's CPU time per cycle, the GC's workers on the other core
@@ -167,6 +169,7 @@ func BenchmarkScrapeCycle(b *testing.B) {
 			for _, r := range []benchReaders{
 				{"every", 0, true, false}, {"15s", 15 * time.Second, true, false},
 				{"prometheus", 15 * time.Second, false, false}, {"all", 0, true, true},
+				{"views", 15 * time.Second, true, true},
 			} {
 				b.Run(p.name+"/interval="+window.Format(interval)+"/read="+r.name, func(b *testing.B) {
 					benchScrapeCycle(b, p.name, interval, r)

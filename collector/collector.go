@@ -146,6 +146,7 @@ type Collector struct {
 	restarts       *restartLog   // owned by the scrape loop; snapshots share it
 	models         modelCap      // which models state is kept for; owned by the scrape loop
 	roleLabels     roleLabeler   // the pod role on the derived gauges; owned by the scrape loop
+	viewRoles      viewRoles     // the pod role on the reader views, built by their first readers
 	model          upstreamModel // for pages that name no model
 }
 
@@ -550,7 +551,7 @@ func (c *Collector) scrape(ctx context.Context, sent time.Time) (*scrapeResult, 
 	// What the diagnosis reads (the collapsed gauges) and what carries
 	// state from scrape to scrape (the sums) is done now; the pages only
 	// readers need are built from it when first read (readerViews).
-	views := &readerViews{collapsed: c.viewer.Collapse(in), role: c.cfg.Role, genai: c.genai, server: server, nanSkipped: c.countNaN}
+	views := &readerViews{collapsed: c.viewer.Collapse(in), role: c.cfg.Role, roles: &c.viewRoles, genai: c.genai, server: server, nanSkipped: c.countNaN}
 	c.countNaN(c.viewer.TakeNaN())
 	asleep, states := routing.Asleep(canon, c.roles)
 	parts = append(parts, []exposition.Family{asleepFamily(asleep)})

@@ -139,6 +139,7 @@ func (s *snapshot) full() []exposition.Family {
 type readerViews struct {
 	collapsed *routing.Collapsed
 	role      string // the pod role labelling every routing series
+	roles     *viewRoles
 	genai     *genai.Viewer
 	server    string
 	diagnosis []exposition.Family // the diagnosis' gauges, also on the compatibility page
@@ -160,11 +161,28 @@ func (v *readerViews) build() {
 			for i := range compat {
 				compat[i].Samples = slices.Clone(compat[i].Samples)
 			}
-			compat = withRole(compat, v.role)
+			compat = v.roles.label(compat, v.role)
 			epp = compat[:len(epp):len(epp)]
 		}
 		v.eppFams, v.compatFams = epp, compat
 	})
+}
+
+// viewRoles is withRole for the routing views, remembering each label
+// set's labelled form from one build to the next as the scrape's derived
+// gauges do (roleLabeler): the views' series keep their label sets across
+// scrapes, and labelling each anew was two thirds of building the views
+// (BenchmarkScrapeCycle read=all's profile). Builds run on readers'
+// goroutines, two snapshots' at once at worst: hence the lock.
+type viewRoles struct {
+	mu sync.Mutex
+	l  roleLabeler
+}
+
+func (r *viewRoles) label(fams []exposition.Family, role string) []exposition.Family {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.l.label(fams, role)
 }
 
 // epp returns the routing view's families (what endpoint pickers read).

@@ -31,22 +31,51 @@ func textType(t model.MetricType) string {
 // line per family, then its samples in order. Families are written in the
 // order given; callers sort them.
 func AppendText(b []byte, fams []Family) []byte {
-	for i := range fams {
-		f := &fams[i]
-		b = append(b, "# HELP "...)
-		b = append(b, f.Name...)
-		b = append(b, ' ')
-		b = appendEscaped(b, f.Help, false)
-		b = append(b, "\n# TYPE "...)
-		b = append(b, f.Name...)
-		b = append(b, ' ')
-		b = append(b, textType(f.Type)...)
-		b = append(b, '\n')
-		for j := range f.Samples {
-			b = appendSample(b, &f.Samples[j], false)
+	b, _ = AppendTextUntil(b, fams, TextPos{}, math.MaxInt)
+	return b
+}
+
+// TextPos is a place in a page's text: before sample Sample of family
+// Family, after the family's HELP and TYPE lines if Written. The zero
+// TextPos is the page's start.
+type TextPos struct {
+	Family, Sample int
+	Written        bool // the family's HELP and TYPE lines are written
+}
+
+// Done reports whether p is past the last family of fams.
+func (p TextPos) Done(fams []Family) bool { return p.Family >= len(fams) }
+
+// AppendTextUntil appends the text of fams from p, line by line, until b
+// is at least limit bytes long or the page ends, and returns where it
+// stopped: a page is encoded in pieces of about limit bytes however large
+// its families, the same bytes AppendText writes.
+func AppendTextUntil(b []byte, fams []Family, p TextPos, limit int) ([]byte, TextPos) {
+	for ; p.Family < len(fams); p.Family, p.Sample, p.Written = p.Family+1, 0, false {
+		f := &fams[p.Family]
+		if !p.Written {
+			if len(b) >= limit {
+				return b, p
+			}
+			b = append(b, "# HELP "...)
+			b = append(b, f.Name...)
+			b = append(b, ' ')
+			b = appendEscaped(b, f.Help, false)
+			b = append(b, "\n# TYPE "...)
+			b = append(b, f.Name...)
+			b = append(b, ' ')
+			b = append(b, textType(f.Type)...)
+			b = append(b, '\n')
+			p.Written = true
+		}
+		for ; p.Sample < len(f.Samples); p.Sample++ {
+			if len(b) >= limit {
+				return b, p
+			}
+			b = appendSample(b, &f.Samples[p.Sample], false)
 		}
 	}
-	return b
+	return b, p
 }
 
 // AppendOpenMetrics appends fams to b in OpenMetrics 1.0 text, ending with

@@ -444,3 +444,44 @@ func TestDropCreatedOwners(t *testing.T) {
 		t.Errorf("DropCreated kept\n%s\nwant\n%s", strings.Join(got, " "), want)
 	}
 }
+
+// TestAppendTextUntilInPieces: every fixture encoded in pieces of at
+// least limit bytes each, for limits from one byte to more than a page,
+// is byte for byte what AppendText writes, every piece but the last ends
+// a line, and no piece runs more than two lines (a family's HELP and
+// TYPE) past its limit.
+func TestAppendTextUntilInPieces(t *testing.T) {
+	for _, file := range pagetest.FixturePaths(t) {
+		body, err := os.ReadFile(file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		fams, _, err := Parse(body, "text/plain; version=0.0.4", ParseOptions{})
+		if err != nil {
+			continue // the fixtures meant to be refused
+		}
+		whole := AppendText(nil, fams)
+		longest := 0
+		for line := range strings.Lines(string(whole)) {
+			longest = max(longest, len(line))
+		}
+		for _, limit := range []int{1, 100, 4096, 32 << 10, len(whole) + 1} {
+			var got []byte
+			var piece []byte
+			pieces := 0
+			for at := (TextPos{}); !at.Done(fams); pieces++ {
+				piece, at = AppendTextUntil(piece[:0], fams, at, limit)
+				if len(piece) == 0 {
+					t.Fatalf("%s, limit %d: an empty piece at %+v", filepath.Base(file), limit, at)
+				}
+				if !at.Done(fams) && (piece[len(piece)-1] != '\n' || len(piece) < limit || len(piece) >= limit+2*longest) {
+					t.Fatalf("%s, limit %d: a piece of %d bytes ending %q", filepath.Base(file), limit, len(piece), piece[max(0, len(piece)-20):])
+				}
+				got = append(got, piece...)
+			}
+			if !bytes.Equal(got, whole) {
+				t.Fatalf("%s, limit %d: %d pieces make %d bytes that are not AppendText's %d", filepath.Base(file), limit, pieces, len(got), len(whole))
+			}
+		}
+	}
+}

@@ -28,7 +28,12 @@
 #   -v  every view is read after every scrape, with gzip: each sidecar's
 #       /metrics/routing, /metrics/genai and, on a routing listener, the
 #       compatibility page (the views are built by their first reader, so
-#       this is their whole cost); the floor serves no such view
+#       this is their whole cost); the floor serves no such view. A third
+#       process, "floorv", is the floor also serving the working tree's
+#       sidecar's three views as gzip bytes saved once from it at the
+#       start of each run (scripts/floor -views), read alike: what
+#       serving the same bytes costs with nothing to build, encode or
+#       compress
 #   -O  also run the OpenTelemetry Collector doing the same renames
 #       (scripts/otelcol: prometheus receiver, metrics_transform, prometheus
 #       exporter), as "otel". Its build downloads about 2 GB of modules
@@ -95,6 +100,7 @@ echo "building into $work ..." >&2
 	CGO_ENABLED=0 go build -o "$work/floor" ./scripts/floor &&
 	go build -o "$work/staticupstream" ./scripts/staticupstream)
 procs=(floor sidecar)
+[ -z "$views" ] || procs+=(floorv)
 if [ -n "$otel" ]; then
 	(cd "$root/scripts/otelcol" && CGO_ENABLED=0 go build -o "$work/otel" .)
 	procs+=(otel)
@@ -140,7 +146,9 @@ run_one() { # round page interval
 	upstream=$(cat "$work/upstream.addr")
 	bytes=$(curl -s "http://$upstream/metrics" | wc -c)
 	for name in "${procs[@]}"; do
-		if [ "$name" = floor ]; then
+		if [ "$name" = floorv ]; then
+			continue # started below, from the sidecar's views
+		elif [ "$name" = floor ]; then
 			${floor_procs:+env GOMAXPROCS=$floor_procs} "$work/floor" "${floor_args[@]}" -url "http://$upstream/metrics?who=floor" -interval "$interval" -addr-file "$work/floor.addr" 2>/dev/null &
 			pid[$name]=$!
 			wait_file "$work/floor.addr"
@@ -166,6 +174,21 @@ run_one() { # round page interval
 		fi
 		pids+=("${pid[$name]}")
 	done
+	if [ -n "$views" ]; then
+		mkdir -p "$work/views"
+		rm -f "$work/floorv.addr" "$work/floorv.views"
+		for _ in $(seq 100); do curl -sf -o /dev/null "http://${addr[sidecar]}/metrics/routing" && break; sleep 0.1; done
+		curl -sf -H 'Accept-Encoding: gzip' -o "$work/views/routing.gz" "http://${addr[sidecar]}/metrics/routing"
+		curl -sf -H 'Accept-Encoding: gzip' -o "$work/views/genai.gz" "http://${addr[sidecar]}/metrics/genai"
+		curl -sf -H 'Accept-Encoding: gzip' -o "$work/views/compat.gz" "http://${compat[sidecar]}/metrics"
+		${floor_procs:+env GOMAXPROCS=$floor_procs} "$work/floor" "${floor_args[@]}" -url "http://$upstream/metrics?who=floorv" -interval "$interval" \
+			-addr-file "$work/floorv.addr" -views "$work/views" -views-addr-file "$work/floorv.views" 2>/dev/null &
+		pid[floorv]=$!
+		pids+=($!)
+		wait_file "$work/floorv.addr"
+		wait_file "$work/floorv.views"
+		addr[floorv]=$(cat "$work/floorv.addr") compat[floorv]=$(cat "$work/floorv.views")
+	fi
 	if [ "$read_every" != 0 ]; then
 		(while sleep "$read_every"; do
 			for name in "${procs[@]}"; do curl -s --compressed -o /dev/null "http://${addr[$name]}/metrics" || true; done

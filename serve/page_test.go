@@ -231,3 +231,37 @@ func TestServedPageReadByRouterParser(t *testing.T) {
 		t.Error("the page lost vllm:num_requests_running")
 	}
 }
+
+// TestGzipFirstIsTheText: a page read first with gzip is compressed from
+// its text as it is encoded, a chunk at a time; what it holds is exactly
+// the text a plain reader gets later, for pages of no family, of one
+// family larger than a chunk, and of many chunks (fixture 13, ~59 KB).
+func TestGzipFirstIsTheText(t *testing.T) {
+	fams := page13(t)
+	big := exposition.Family{Name: "big", Type: model.MetricTypeGauge, Help: "one family of many series"}
+	for i := range 3000 {
+		big.Samples = append(big.Samples, exposition.Sample{Labels: labels.FromStrings(model.MetricNameLabel, "big", "i", strconv.Itoa(i)), Value: float64(i) / 7})
+	}
+	for _, c := range []struct {
+		name string
+		fams []exposition.Family
+	}{{"empty", nil}, {"one large family", []exposition.Family{big}}, {"fixture 13", fams}, {"fixture 13 and the large family", append(slices.Clip(fams), big)}} {
+		t.Run(c.name, func(t *testing.T) {
+			var enc serve.Encoder
+			for range 2 { // the second page is sized from the first
+				p := enc.Prepare(c.fams, nil)
+				gz, n := p.Gzipped()
+				if n[0] != strconv.Itoa(len(gz)) {
+					t.Errorf("Content-Length %s for %d gzip bytes", n[0], len(gz))
+				}
+				want := exposition.AppendText(nil, c.fams)
+				if got := gunzip(t, gz); !bytes.Equal(got, want) {
+					t.Fatalf("the gzip page holds %d bytes that are not the %d of the text", len(got), len(want))
+				}
+				if !bytes.Equal(p.Text(), want) {
+					t.Fatal("the text read after the gzip differs from the families' text")
+				}
+			}
+		})
+	}
+}

@@ -32,6 +32,8 @@ func main() {
 	addrFile := flag.String("addr-file", "", "write the address actually listened on to this file")
 	maxBody := flag.Int64("max-body-bytes", 64<<20, "largest page read, after decompression")
 	askGzip := flag.Bool("gzip", false, "ask for a gzip page (Go's transport decompresses it), as the sidecar does with --vllm.enable-compression")
+	views := flag.String("views", "", "also serve, gzipped from memory as the sidecar serves its views, DIR/routing.gz and DIR/genai.gz on /metrics/routing and /metrics/genai, and DIR/compat.gz on /metrics of a second listener")
+	viewsAddrFile := flag.String("views-addr-file", "", "with -views, write the second listener's address to this file")
 	flag.Parse()
 	if *url == "" {
 		log.Fatal("-url is required")
@@ -103,6 +105,20 @@ func main() {
 	mux.HandleFunc("/count", func(w http.ResponseWriter, r *http.Request) {
 		fmt.Fprintf(w, "%d %d\n", scrapes.Load(), failures.Load())
 	})
+	if *views != "" {
+		mux.Handle("/metrics/routing", gzipFile(*views+"/routing.gz"))
+		mux.Handle("/metrics/genai", gzipFile(*views+"/genai.gz"))
+		compat := http.NewServeMux()
+		compat.Handle("/metrics", gzipFile(*views+"/compat.gz"))
+		vln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			log.Fatal(err)
+		}
+		if err := os.WriteFile(*viewsAddrFile, []byte(vln.Addr().String()), 0o644); err != nil {
+			log.Fatal(err)
+		}
+		go func() { log.Fatal(http.Serve(vln, compat)) }()
+	}
 	ln, err := net.Listen("tcp", *addr)
 	if err != nil {
 		log.Fatal(err)
@@ -124,4 +140,22 @@ func main() {
 		}
 	}()
 	log.Fatal(http.Serve(ln, mux))
+}
+
+// gzipFile serves the gzip bytes of path, read once, with the headers the
+// sidecar sends with a gzip view.
+func gzipFile(path string) http.Handler {
+	body, err := os.ReadFile(path)
+	if err != nil {
+		log.Fatal(err)
+	}
+	length := strconv.Itoa(len(body))
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		h := w.Header()
+		h.Set("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
+		h.Set("Vary", "Accept-Encoding")
+		h.Set("Content-Encoding", "gzip")
+		h.Set("Content-Length", length)
+		_, _ = w.Write(body)
+	})
 }
