@@ -552,7 +552,7 @@ func TestPromtoolRequiredUnderCI(t *testing.T) {
 // shippedMemory is the sidecar's memory limit in both manifests: three
 // quarters of it covers the peak RSS that e2e's TestDefaultsFitTheContainer
 // measures under the worst the default flags admit (docs/operating.md).
-const shippedMemory = "384Mi"
+const shippedMemory = "448Mi"
 
 func run(t *testing.T, name string, args ...string) string {
 	t.Helper()
