@@ -187,7 +187,12 @@ func pageData(r *Report) page {
 		if mr.Incident != nil {
 			incidentStart = unixSeconds(mr.Incident.Start)
 		}
+		// A model beyond MaxChartedModels shows its verdict only: its steps
+		// were 7 KB of HTML a model, 7.2 MB a page for a thousand.
 		for j := range mr.Steps {
+			if mp.Uncharted {
+				break
+			}
 			st := &mr.Steps[j]
 			sp := stepPage{Step: st}
 			for k := range st.Signals {

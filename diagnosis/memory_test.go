@@ -222,6 +222,15 @@ func TestManyModelsChartsBounded(t *testing.T) {
 	if got := strings.Count(page, `href="?model=`); got != models-MaxChartedModels {
 		t.Errorf("the page links %d models to their charts, want %d", got, models-MaxChartedModels)
 	}
+	steps := 0
+	for i := range rep.Models {
+		if charted(&rep.Models[i]) {
+			steps += len(rep.Models[i].Steps)
+		}
+	}
+	if got := strings.Count(page, `<div class="step"`); got != steps {
+		t.Errorf("the page draws %d steps, want %d: those of the %d charted models only", got, steps, MaxChartedModels)
+	}
 	if !strings.Contains(page, `id="charts-left-out"`) {
 		t.Error("the page does not say that charts were left out")
 	}
