@@ -14,7 +14,6 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"go.opentelemetry.io/otel/attribute"
-	"go.opentelemetry.io/otel/exporters/otlp/otlpmetric/otlpmetrichttp"
 	"go.opentelemetry.io/otel/sdk/instrumentation"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 	"go.opentelemetry.io/otel/sdk/resource"
@@ -46,6 +45,8 @@ type Options struct {
 	Registerer prometheus.Registerer
 	// Getenv reads the environment (nil: os.Getenv); tests set it.
 	Getenv func(string) string
+	// ReadFile reads the files the OTEL_* variables name (nil: os.ReadFile).
+	ReadFile func(string) ([]byte, error)
 }
 
 // Results of one tick (vllm_normalizer_otlp_exports_total's result label).
@@ -65,7 +66,7 @@ type Pusher struct {
 	opts     Options
 	endpoint string // opts.Endpoint without a password, for logs
 	timeout  time.Duration
-	exporter *otlpmetrichttp.Exporter
+	exporter *exporter
 	res      *resource.Resource
 	scope    instrumentation.Scope
 	conv     *Converter // used by the running export only
@@ -90,6 +91,9 @@ const Protocol = "http/protobuf"
 func New(ctx context.Context, opts Options) (*Pusher, error) {
 	if opts.Getenv == nil {
 		opts.Getenv = os.Getenv
+	}
+	if opts.ReadFile == nil {
+		opts.ReadFile = os.ReadFile
 	}
 	u, err := url.Parse(opts.Endpoint)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
@@ -117,9 +121,9 @@ func New(ctx context.Context, opts Options) (*Pusher, error) {
 	// 90 % of the interval, as a scrape's timeout: an export that hangs
 	// ends before the next tick.
 	timeout := opts.Interval * 9 / 10
-	exp, err := otlpmetrichttp.New(ctx, otlpmetrichttp.WithEndpointURL(opts.Endpoint), otlpmetrichttp.WithTimeout(timeout))
+	exp, err := newExporter(opts.Endpoint, opts.Version, timeout, opts.Getenv, opts.ReadFile)
 	if err != nil {
-		return nil, fmt.Errorf("the OTLP exporter: %w", err)
+		return nil, err
 	}
 	p := &Pusher{
 		opts: opts, endpoint: u.Redacted(), timeout: timeout, exporter: exp, res: res, conv: NewConverter(),
@@ -217,9 +221,7 @@ func (p *Pusher) Run(ctx context.Context) {
 		select {
 		case <-ctx.Done():
 			p.wg.Wait()
-			sctx, cancel := context.WithTimeout(context.Background(), time.Second)
-			_ = p.exporter.Shutdown(sctx)
-			cancel()
+			p.exporter.close()
 			return
 		case <-t.C:
 			p.tick(ctx)
