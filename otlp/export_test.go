@@ -126,10 +126,16 @@ func sample(t *testing.T) *metricdata.ResourceMetrics {
 	}}}
 }
 
+// sent is what each exporter's export returned and what the receiver got
+// from each.
+type sent struct {
+	sdkErr, ourErr error
+	sdk, ours      []captured
+}
+
 // sendBoth exports rm once with the SDK's exporter and once with ours,
-// both configured by endpoint and the process environment, and returns
-// what each export returned and what the receiver got from each.
-func sendBoth(t *testing.T, c *capture, endpoint string, rm *metricdata.ResourceMetrics) (sdkErr, ourErr error, sdk, ours []captured) {
+// both configured by endpoint and the process environment.
+func sendBoth(t *testing.T, c *capture, endpoint string, rm *metricdata.ResourceMetrics) sent {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -137,16 +143,18 @@ func sendBoth(t *testing.T, c *capture, endpoint string, rm *metricdata.Resource
 	if err != nil {
 		t.Fatalf("the SDK's exporter: %v", err)
 	}
-	sdkErr = exp.Export(ctx, rm)
+	var s sent
+	s.sdkErr = exp.Export(ctx, rm)
 	_ = exp.Shutdown(ctx)
-	sdk = c.take()
+	s.sdk = c.take()
 	e, err := newExporter(endpoint, "test", 10*time.Second, os.Getenv, os.ReadFile)
 	if err != nil {
 		t.Fatalf("newExporter: %v", err)
 	}
-	ourErr = e.Export(ctx, rm)
+	s.ourErr = e.Export(ctx, rm)
 	e.close()
-	return sdkErr, ourErr, sdk, c.take()
+	s.ours = c.take()
+	return s
 }
 
 // sameRequests fails unless both sides sent one request each, alike in
@@ -213,14 +221,14 @@ func TestExportMatchesSDK(t *testing.T) {
 			for k, v := range tc.env {
 				t.Setenv(k, v)
 			}
-			sdkErr, ourErr, sdk, ours := sendBoth(t, c, srv.URL+"/api/v1/otlp/v1/metrics", rm)
-			if sdkErr != nil || ourErr != nil {
-				t.Fatalf("export: ours %v, the SDK's %v", ourErr, sdkErr)
+			s := sendBoth(t, c, srv.URL+"/api/v1/otlp/v1/metrics", rm)
+			if s.sdkErr != nil || s.ourErr != nil {
+				t.Fatalf("export: ours %v, the SDK's %v", s.ourErr, s.sdkErr)
 			}
-			sameRequests(t, sdk, ours)
-			if len(ours) == 1 {
+			sameRequests(t, s.sdk, s.ours)
+			if len(s.ours) == 1 {
 				for k, v := range tc.want {
-					if got := ours[0].header.Get(k); got != v {
+					if got := s.ours[0].header.Get(k); got != v {
 						t.Errorf("header %s=%q, want %q", k, got, v)
 					}
 				}
@@ -299,12 +307,12 @@ func TestExportTLSMatchesSDK(t *testing.T) {
 			for k, v := range tc.env {
 				t.Setenv(k, v)
 			}
-			sdkErr, ourErr, sdk, ours := sendBoth(t, c, srv.URL+"/v1/metrics", rm)
-			if (sdkErr == nil) != tc.ok || (ourErr == nil) != tc.ok {
-				t.Fatalf("export: ours %v, the SDK's %v; want success %v", ourErr, sdkErr, tc.ok)
+			s := sendBoth(t, c, srv.URL+"/v1/metrics", rm)
+			if (s.sdkErr == nil) != tc.ok || (s.ourErr == nil) != tc.ok {
+				t.Fatalf("export: ours %v, the SDK's %v; want success %v", s.ourErr, s.sdkErr, tc.ok)
 			}
 			if tc.ok {
-				sameRequests(t, sdk, ours)
+				sameRequests(t, s.sdk, s.ours)
 			}
 		})
 	}
@@ -451,15 +459,14 @@ func TestPartialSuccessIsAnError(t *testing.T) {
 	}}
 	srv := httptest.NewServer(c)
 	t.Cleanup(srv.Close)
-	sdkErr, ourErr, _, _ := sendBoth(t, c, srv.URL+"/v1/metrics", rm)
-	if sdkErr == nil {
+	s := sendBoth(t, c, srv.URL+"/v1/metrics", rm)
+	if s.sdkErr == nil {
 		t.Fatal("the SDK's exporter took a partial success as success; the oracle changed")
 	}
-	if ourErr == nil || !strings.Contains(ourErr.Error(), "rejected 3 data points: out of order") {
-		t.Errorf("error %v, want the rejected count and message", ourErr)
+	if s.ourErr == nil || !strings.Contains(s.ourErr.Error(), "rejected 3 data points: out of order") {
+		t.Errorf("error %v, want the rejected count and message", s.ourErr)
 	}
-	var r *retryable
-	if errors.As(ourErr, &r) {
+	if _, ok := errors.AsType[*retryable](s.ourErr); ok {
 		t.Error("a partial success is retried; the points it rejected would be rejected again")
 	}
 }
