@@ -16,12 +16,7 @@ import (
 	"time"
 
 	"github.com/klauspost/compress/gzip"
-	"go.opentelemetry.io/otel/attribute"
-	"go.opentelemetry.io/otel/sdk/metric/metricdata"
-	"go.opentelemetry.io/otel/sdk/resource"
-	commonpb "go.opentelemetry.io/proto/otlp/common/v1"
 	metricpb "go.opentelemetry.io/proto/otlp/metrics/v1"
-	resourcepb "go.opentelemetry.io/proto/otlp/resource/v1"
 	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 )
@@ -189,7 +184,7 @@ func (r *retryable) Unwrap() error { return r.err }
 
 // Export sends rm, retrying a retryable answer with backoff until ctx
 // ends.
-func (e *exporter) Export(ctx context.Context, rm *metricdata.ResourceMetrics) error {
+func (e *exporter) Export(ctx context.Context, rm *metricpb.ResourceMetrics) error {
 	body, err := encodeRequest(rm)
 	if err != nil {
 		return err
@@ -331,156 +326,10 @@ func (e *exporter) close() { e.client.CloseIdleConnections() }
 // encodeRequest writes an ExportMetricsServiceRequest, whose only field
 // (1) is repeated ResourceMetrics: the collector package that defines the
 // message also defines its gRPC service, which this file exists to avoid.
-func encodeRequest(rm *metricdata.ResourceMetrics) ([]byte, error) {
-	msg := resourceMetrics(rm)
+func encodeRequest(msg *metricpb.ResourceMetrics) ([]byte, error) {
 	size := proto.Size(msg)
 	b := make([]byte, 0, size+protowire.SizeTag(1)+protowire.SizeVarint(uint64(size)))
 	b = protowire.AppendTag(b, 1, protowire.BytesType)
 	b = protowire.AppendVarint(b, uint64(size))
 	return proto.MarshalOptions{UseCachedSize: true}.MarshalAppend(b, msg)
-}
-
-// resourceMetrics is rm as the OTLP message, for the data the converter
-// makes (float64 gauges, sums and histograms; summaries).
-func resourceMetrics(rm *metricdata.ResourceMetrics) *metricpb.ResourceMetrics {
-	out := &metricpb.ResourceMetrics{Resource: resourceMessage(rm.Resource)}
-	if rm.Resource != nil {
-		out.SchemaUrl = rm.Resource.SchemaURL()
-	}
-	for _, sm := range rm.ScopeMetrics {
-		s := &metricpb.ScopeMetrics{
-			Scope:     &commonpb.InstrumentationScope{Name: sm.Scope.Name, Version: sm.Scope.Version, Attributes: keyValues(sm.Scope.Attributes.Iter())},
-			SchemaUrl: sm.Scope.SchemaURL,
-			Metrics:   make([]*metricpb.Metric, 0, len(sm.Metrics)),
-		}
-		for i := range sm.Metrics {
-			if m := metric(&sm.Metrics[i]); m != nil {
-				s.Metrics = append(s.Metrics, m)
-			}
-		}
-		out.ScopeMetrics = append(out.ScopeMetrics, s)
-	}
-	return out
-}
-
-func resourceMessage(r *resource.Resource) *resourcepb.Resource {
-	if r == nil {
-		return &resourcepb.Resource{}
-	}
-	return &resourcepb.Resource{Attributes: keyValues(r.Iter())}
-}
-
-func keyValues(it attribute.Iterator) []*commonpb.KeyValue {
-	if it.Len() == 0 {
-		return nil
-	}
-	out := make([]*commonpb.KeyValue, 0, it.Len())
-	for it.Next() {
-		kv := it.Attribute()
-		out = append(out, &commonpb.KeyValue{Key: string(kv.Key), Value: anyValue(kv.Value)})
-	}
-	return out
-}
-
-func anyValue(v attribute.Value) *commonpb.AnyValue {
-	switch v.Type() {
-	case attribute.BOOL:
-		return &commonpb.AnyValue{Value: &commonpb.AnyValue_BoolValue{BoolValue: v.AsBool()}}
-	case attribute.INT64:
-		return &commonpb.AnyValue{Value: &commonpb.AnyValue_IntValue{IntValue: v.AsInt64()}}
-	case attribute.FLOAT64:
-		return &commonpb.AnyValue{Value: &commonpb.AnyValue_DoubleValue{DoubleValue: v.AsFloat64()}}
-	case attribute.STRING:
-		return &commonpb.AnyValue{Value: &commonpb.AnyValue_StringValue{StringValue: v.AsString()}}
-	}
-	// Slices are never made here (OTEL_RESOURCE_ATTRIBUTES gives strings).
-	return &commonpb.AnyValue{Value: &commonpb.AnyValue_StringValue{StringValue: v.String()}}
-}
-
-func unixNano(t time.Time) uint64 {
-	if t.IsZero() {
-		return 0
-	}
-	return uint64(t.UnixNano())
-}
-
-// metric is m as the OTLP message; nil for a kind the converter never
-// makes.
-func metric(m *metricdata.Metrics) *metricpb.Metric {
-	out := &metricpb.Metric{Name: m.Name, Description: m.Description, Unit: m.Unit}
-	switch d := m.Data.(type) {
-	case metricdata.Gauge[float64]:
-		out.Data = &metricpb.Metric_Gauge{Gauge: &metricpb.Gauge{DataPoints: numberPoints(d.DataPoints)}}
-	case metricdata.Sum[float64]:
-		out.Data = &metricpb.Metric_Sum{Sum: &metricpb.Sum{
-			DataPoints:             numberPoints(d.DataPoints),
-			AggregationTemporality: temporality(d.Temporality),
-			IsMonotonic:            d.IsMonotonic,
-		}}
-	case metricdata.Histogram[float64]:
-		h := &metricpb.Histogram{AggregationTemporality: temporality(d.Temporality), DataPoints: make([]*metricpb.HistogramDataPoint, 0, len(d.DataPoints))}
-		for _, p := range d.DataPoints {
-			sum := p.Sum
-			hp := &metricpb.HistogramDataPoint{
-				Attributes:        keyValues(p.Attributes.Iter()),
-				StartTimeUnixNano: unixNano(p.StartTime),
-				TimeUnixNano:      unixNano(p.Time),
-				Count:             p.Count,
-				Sum:               &sum,
-				BucketCounts:      p.BucketCounts,
-				ExplicitBounds:    p.Bounds,
-			}
-			if v, ok := p.Min.Value(); ok {
-				hp.Min = &v
-			}
-			if v, ok := p.Max.Value(); ok {
-				hp.Max = &v
-			}
-			h.DataPoints = append(h.DataPoints, hp)
-		}
-		out.Data = &metricpb.Metric_Histogram{Histogram: h}
-	case metricdata.Summary:
-		s := &metricpb.Summary{DataPoints: make([]*metricpb.SummaryDataPoint, 0, len(d.DataPoints))}
-		for _, p := range d.DataPoints {
-			sp := &metricpb.SummaryDataPoint{
-				Attributes:        keyValues(p.Attributes.Iter()),
-				StartTimeUnixNano: unixNano(p.StartTime),
-				TimeUnixNano:      unixNano(p.Time),
-				Count:             p.Count,
-				Sum:               p.Sum,
-				QuantileValues:    make([]*metricpb.SummaryDataPoint_ValueAtQuantile, 0, len(p.QuantileValues)),
-			}
-			for _, q := range p.QuantileValues {
-				sp.QuantileValues = append(sp.QuantileValues, &metricpb.SummaryDataPoint_ValueAtQuantile{Quantile: q.Quantile, Value: q.Value})
-			}
-			s.DataPoints = append(s.DataPoints, sp)
-		}
-		out.Data = &metricpb.Metric_Summary{Summary: s}
-	default:
-		return nil
-	}
-	return out
-}
-
-func numberPoints(ps []metricdata.DataPoint[float64]) []*metricpb.NumberDataPoint {
-	out := make([]*metricpb.NumberDataPoint, 0, len(ps))
-	for _, p := range ps {
-		out = append(out, &metricpb.NumberDataPoint{
-			Attributes:        keyValues(p.Attributes.Iter()),
-			StartTimeUnixNano: unixNano(p.StartTime),
-			TimeUnixNano:      unixNano(p.Time),
-			Value:             &metricpb.NumberDataPoint_AsDouble{AsDouble: p.Value},
-		})
-	}
-	return out
-}
-
-func temporality(t metricdata.Temporality) metricpb.AggregationTemporality {
-	switch t {
-	case metricdata.CumulativeTemporality:
-		return metricpb.AggregationTemporality_AGGREGATION_TEMPORALITY_CUMULATIVE
-	case metricdata.DeltaTemporality:
-		return metricpb.AggregationTemporality_AGGREGATION_TEMPORALITY_DELTA
-	}
-	return metricpb.AggregationTemporality_AGGREGATION_TEMPORALITY_UNSPECIFIED
 }

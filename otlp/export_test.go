@@ -11,6 +11,7 @@ import (
 	"crypto/x509/pkix"
 	"encoding/pem"
 	"errors"
+	"fmt"
 	"io"
 	"math/big"
 	"net/http"
@@ -27,10 +28,15 @@ import (
 	// The SDK's exporter is the oracle: what the sidecar sent before it
 	// sent the request itself. A test import does not link into the binary
 	// (TestBinaryLinksNoGRPC).
+	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/exporters/otlp/otlpmetric/otlpmetrichttp"
 	"go.opentelemetry.io/otel/sdk/instrumentation"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
+	"go.opentelemetry.io/otel/sdk/resource"
 	colmetricpb "go.opentelemetry.io/proto/otlp/collector/metrics/v1"
+	commonpb "go.opentelemetry.io/proto/otlp/common/v1"
+	metricpb "go.opentelemetry.io/proto/otlp/metrics/v1"
+	resourcepb "go.opentelemetry.io/proto/otlp/resource/v1"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/fos-study/vllm-normalizer/internal/fixtures"
@@ -94,36 +100,94 @@ func (c *capture) take() []captured {
 	return got
 }
 
-// sample is fixture 13 converted, with a resource from the environment:
-// gauges, sums, histograms and summaries.
-func sample(t *testing.T) *metricdata.ResourceMetrics {
+// sample is fixture 13 converted, with a resource from the environment
+// (gauges, sums, histograms and summaries), and the same as the SDK's
+// data, to hand the SDK's exporter.
+func sample(t *testing.T) (*metricpb.ResourceMetrics, *metricdata.ResourceMetrics) {
 	t.Helper()
-	res, err := newResource(context.Background(), "1.2.3", func(k string) string {
+	res, err := newResource("1.2.3", func(k string) string {
 		return map[string]string{"K8S_POD_NAME": "vllm-0", "K8S_NAMESPACE_NAME": "llm"}[k]
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
 	ms := NewConverter().Convert(Page{Families: fixtures.Families(t, "13-"), At: time.Unix(1_790_000_000, 123_000_000)})
+	rm := &metricpb.ResourceMetrics{Resource: &resourcepb.Resource{Attributes: res}, ScopeMetrics: []*metricpb.ScopeMetrics{{
+		Scope: &commonpb.InstrumentationScope{Name: "github.com/fos-study/vllm-normalizer", Version: "1.2.3"}, Metrics: ms,
+	}}}
+	md := asMetricdata(t, rm)
 	kinds := map[string]bool{}
-	for _, m := range ms {
-		switch m.Data.(type) {
-		case metricdata.Gauge[float64]:
-			kinds["gauge"] = true
-		case metricdata.Sum[float64]:
-			kinds["sum"] = true
-		case metricdata.Histogram[float64]:
-			kinds["histogram"] = true
-		case metricdata.Summary:
-			kinds["summary"] = true
-		}
+	for _, m := range md.ScopeMetrics[0].Metrics {
+		kinds[fmt.Sprintf("%T", m.Data)] = true
 	}
 	if len(kinds) != 4 {
 		t.Fatalf("fixture 13 converts to %v, want every kind", kinds)
 	}
-	return &metricdata.ResourceMetrics{Resource: res, ScopeMetrics: []metricdata.ScopeMetrics{{
-		Scope: instrumentation.Scope{Name: "github.com/fos-study/vllm-normalizer", Version: "1.2.3"}, Metrics: ms,
-	}}}
+	return rm, md
+}
+
+// asMetricdata is rm as the SDK's data: what the SDK's exporter, given
+// it, sends is what the sidecar's own export must send.
+func asMetricdata(t *testing.T, rm *metricpb.ResourceMetrics) *metricdata.ResourceMetrics {
+	t.Helper()
+	set := func(kvs []*commonpb.KeyValue) attribute.Set {
+		out := make([]attribute.KeyValue, 0, len(kvs))
+		for _, kv := range kvs {
+			out = append(out, attribute.String(kv.Key, kv.Value.GetStringValue()))
+		}
+		return attribute.NewSet(out...)
+	}
+	at := func(ns uint64) time.Time {
+		if ns == 0 {
+			return time.Time{}
+		}
+		return time.Unix(0, int64(ns))
+	}
+	numbers := func(ps []*metricpb.NumberDataPoint) []metricdata.DataPoint[float64] {
+		var out []metricdata.DataPoint[float64]
+		for _, p := range ps {
+			out = append(out, metricdata.DataPoint[float64]{Attributes: set(p.Attributes), StartTime: at(p.StartTimeUnixNano), Time: at(p.TimeUnixNano), Value: p.GetAsDouble()})
+		}
+		return out
+	}
+	attrs := set(rm.Resource.Attributes)
+	out := &metricdata.ResourceMetrics{Resource: resource.NewSchemaless(attrs.ToSlice()...)}
+	for _, sm := range rm.ScopeMetrics {
+		smd := metricdata.ScopeMetrics{Scope: instrumentation.Scope{Name: sm.Scope.Name, Version: sm.Scope.Version}}
+		for _, m := range sm.Metrics {
+			mm := metricdata.Metrics{Name: m.Name, Description: m.Description, Unit: m.Unit}
+			switch d := m.Data.(type) {
+			case *metricpb.Metric_Gauge:
+				mm.Data = metricdata.Gauge[float64]{DataPoints: numbers(d.Gauge.DataPoints)}
+			case *metricpb.Metric_Sum:
+				mm.Data = metricdata.Sum[float64]{DataPoints: numbers(d.Sum.DataPoints), Temporality: metricdata.CumulativeTemporality, IsMonotonic: d.Sum.IsMonotonic}
+			case *metricpb.Metric_Histogram:
+				h := metricdata.Histogram[float64]{Temporality: metricdata.CumulativeTemporality}
+				for _, p := range d.Histogram.DataPoints {
+					h.DataPoints = append(h.DataPoints, metricdata.HistogramDataPoint[float64]{
+						Attributes: set(p.Attributes), StartTime: at(p.StartTimeUnixNano), Time: at(p.TimeUnixNano),
+						Count: p.Count, Bounds: p.ExplicitBounds, BucketCounts: p.BucketCounts, Sum: p.GetSum(),
+					})
+				}
+				mm.Data = h
+			case *metricpb.Metric_Summary:
+				var s metricdata.Summary
+				for _, p := range d.Summary.DataPoints {
+					dp := metricdata.SummaryDataPoint{Attributes: set(p.Attributes), StartTime: at(p.StartTimeUnixNano), Time: at(p.TimeUnixNano), Count: p.Count, Sum: p.Sum}
+					for _, q := range p.QuantileValues {
+						dp.QuantileValues = append(dp.QuantileValues, metricdata.QuantileValue{Quantile: q.Quantile, Value: q.Value})
+					}
+					s.DataPoints = append(s.DataPoints, dp)
+				}
+				mm.Data = s
+			default:
+				t.Fatalf("%s: %T is never made", m.Name, m.Data)
+			}
+			smd.Metrics = append(smd.Metrics, mm)
+		}
+		out.ScopeMetrics = append(out.ScopeMetrics, smd)
+	}
+	return out
 }
 
 // sent is what each exporter's export returned and what the receiver got
@@ -133,9 +197,10 @@ type sent struct {
 	sdk, ours      []captured
 }
 
-// sendBoth exports rm once with the SDK's exporter and once with ours,
-// both configured by endpoint and the process environment.
-func sendBoth(t *testing.T, c *capture, endpoint string, rm *metricdata.ResourceMetrics) sent {
+// sendBoth exports rm once with the SDK's exporter (given md, the same as
+// its data) and once with ours, both configured by endpoint and the
+// process environment.
+func sendBoth(t *testing.T, c *capture, endpoint string, rm *metricpb.ResourceMetrics, md *metricdata.ResourceMetrics) sent {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -144,7 +209,7 @@ func sendBoth(t *testing.T, c *capture, endpoint string, rm *metricdata.Resource
 		t.Fatalf("the SDK's exporter: %v", err)
 	}
 	var s sent
-	s.sdkErr = exp.Export(ctx, rm)
+	s.sdkErr = exp.Export(ctx, md)
 	_ = exp.Shutdown(ctx)
 	s.sdk = c.take()
 	e, err := newExporter(endpoint, "test", 10*time.Second, os.Getenv, os.ReadFile)
@@ -192,7 +257,7 @@ func sameRequests(t *testing.T, sdk, ours []captured) {
 // variable: with it set, the request equals the SDK exporter's, body
 // included.
 func TestExportMatchesSDK(t *testing.T) {
-	rm := sample(t)
+	rm, md := sample(t)
 	c := &capture{}
 	srv := httptest.NewServer(c)
 	t.Cleanup(srv.Close)
@@ -221,7 +286,7 @@ func TestExportMatchesSDK(t *testing.T) {
 			for k, v := range tc.env {
 				t.Setenv(k, v)
 			}
-			s := sendBoth(t, c, srv.URL+"/api/v1/otlp/v1/metrics", rm)
+			s := sendBoth(t, c, srv.URL+"/api/v1/otlp/v1/metrics", rm, md)
 			if s.sdkErr != nil || s.ourErr != nil {
 				t.Fatalf("export: ours %v, the SDK's %v", s.ourErr, s.sdkErr)
 			}
@@ -275,7 +340,7 @@ func selfSigned(t *testing.T, name string) (certPEM, keyPEM []byte) {
 // receiver that asks for a client certificate: each setting succeeds or
 // fails as the SDK's exporter does, and sends what it sends.
 func TestExportTLSMatchesSDK(t *testing.T) {
-	rm := sample(t)
+	rm, md := sample(t)
 	dir := t.TempDir()
 	clientCert, clientKey := selfSigned(t, "vllm-normalizer")
 	otherCert, otherKey := selfSigned(t, "someone-else")
@@ -307,7 +372,7 @@ func TestExportTLSMatchesSDK(t *testing.T) {
 			for k, v := range tc.env {
 				t.Setenv(k, v)
 			}
-			s := sendBoth(t, c, srv.URL+"/v1/metrics", rm)
+			s := sendBoth(t, c, srv.URL+"/v1/metrics", rm, md)
 			if (s.sdkErr == nil) != tc.ok || (s.ourErr == nil) != tc.ok {
 				t.Fatalf("export: ours %v, the SDK's %v; want success %v", s.ourErr, s.sdkErr, tc.ok)
 			}
@@ -355,7 +420,7 @@ func TestExporterRefusesBadVariables(t *testing.T) {
 // TestExportRetries: 429, 502, 503 and 504 are sent again until the
 // receiver takes the request; other failures are not.
 func TestExportRetries(t *testing.T) {
-	rm := sample(t)
+	rm, _ := sample(t)
 	for _, tc := range []struct {
 		status   int
 		requests int
@@ -410,7 +475,8 @@ func TestExportHonoursRetryAfter(t *testing.T) {
 		t.Fatal(err)
 	}
 	e.firstBackoff = time.Millisecond
-	if err := e.Export(context.Background(), sample(t)); err != nil {
+	rm, _ := sample(t)
+	if err := e.Export(context.Background(), rm); err != nil {
 		t.Fatal(err)
 	}
 	c.mu.Lock()
@@ -451,7 +517,7 @@ func TestRetriesEndAtTheTimeout(t *testing.T) {
 // TestPartialSuccessIsAnError: a receiver that takes the request but
 // rejects points makes the export fail, as with the SDK.
 func TestPartialSuccessIsAnError(t *testing.T) {
-	rm := sample(t)
+	rm, md := sample(t)
 	c := &capture{answer: func(_ int, w http.ResponseWriter) {
 		w.Header().Set("Content-Type", "application/x-protobuf")
 		out, _ := proto.Marshal(&colmetricpb.ExportMetricsServiceResponse{PartialSuccess: &colmetricpb.ExportMetricsPartialSuccess{RejectedDataPoints: 3, ErrorMessage: "out of order"}})
@@ -459,7 +525,7 @@ func TestPartialSuccessIsAnError(t *testing.T) {
 	}}
 	srv := httptest.NewServer(c)
 	t.Cleanup(srv.Close)
-	s := sendBoth(t, c, srv.URL+"/v1/metrics", rm)
+	s := sendBoth(t, c, srv.URL+"/v1/metrics", rm, md)
 	if s.sdkErr == nil {
 		t.Fatal("the SDK's exporter took a partial success as success; the oracle changed")
 	}
@@ -471,8 +537,9 @@ func TestPartialSuccessIsAnError(t *testing.T) {
 	}
 }
 
-// TestBinaryLinksNoGRPC: the sidecar links neither gRPC nor the OTLP
-// collector package (the SDK's exporter used here is a test import).
+// TestBinaryLinksNoGRPC: the sidecar links neither gRPC, the OTLP
+// collector package nor the OTel SDK (the SDK's exporter used here is a
+// test import).
 func TestBinaryLinksNoGRPC(t *testing.T) {
 	if _, err := exec.LookPath("go"); err != nil {
 		t.Skip("no go command")
@@ -483,7 +550,7 @@ func TestBinaryLinksNoGRPC(t *testing.T) {
 	}
 	for pkg := range strings.SplitSeq(string(out), "\n") {
 		if strings.HasPrefix(pkg, "google.golang.org/grpc") || strings.HasPrefix(pkg, "github.com/grpc-ecosystem/") ||
-			strings.HasPrefix(pkg, "go.opentelemetry.io/proto/otlp/collector/") || strings.HasPrefix(pkg, "go.opentelemetry.io/otel/exporters/") {
+			strings.HasPrefix(pkg, "go.opentelemetry.io/proto/otlp/collector/") || strings.HasPrefix(pkg, "go.opentelemetry.io/otel") {
 			t.Errorf("cmd/vllm-normalizer links %s: it costs steady RSS at start (docs/performance.md#memory)", pkg)
 		}
 	}
