@@ -45,8 +45,12 @@ const (
 	metricsPrefix = "OTEL_EXPORTER_OTLP_METRICS_"
 )
 
-// maxResponse bounds what is read of a receiver's answer.
-const maxResponse = 64 << 10
+// maxResponse bounds what is read of a receiver's answer; maxShown what
+// of a refusal's body an error (and so the log) repeats.
+const (
+	maxResponse = 1 << 20
+	maxShown    = 512
+)
 
 // newExporter builds the exporter for endpoint (the flag, which wins over
 // the _ENDPOINT variables) with timeout per export (which wins over the
@@ -242,7 +246,11 @@ func (e *exporter) send(ctx context.Context, body []byte) error {
 		}
 		return partialSuccess(answer)
 	}
-	err = fmt.Errorf("the receiver answered %s: %s", resp.Status, bytes.TrimSpace(answer))
+	answer = bytes.TrimSpace(answer)
+	if len(answer) > maxShown {
+		answer = append(answer[:maxShown:maxShown], "..."...)
+	}
+	err = fmt.Errorf("the receiver answered %s: %s", resp.Status, answer)
 	switch resp.StatusCode {
 	case http.StatusTooManyRequests, http.StatusBadGateway, http.StatusServiceUnavailable, http.StatusGatewayTimeout:
 		return &retryable{err: err, after: retryAfter(resp.Header.Get("Retry-After"))}
