@@ -19,8 +19,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"go.opentelemetry.io/otel/attribute"
-	"go.opentelemetry.io/otel/sdk/metric/metricdata"
+	commonpb "go.opentelemetry.io/proto/otlp/common/v1"
+	metricpb "go.opentelemetry.io/proto/otlp/metrics/v1"
 
 	"github.com/fos-study/vllm-normalizer/demo"
 	"github.com/fos-study/vllm-normalizer/exposition"
@@ -448,14 +448,21 @@ func TestFastRestartDatesPushedSeries(t *testing.T) {
 		}
 		out := map[string]time.Time{}
 		for _, m := range conv.Convert(otlp.Page{Families: pub.Families, At: pub.At, RestartedAt: pub.RestartedAt}) {
-			switch d := m.Data.(type) {
-			case metricdata.Sum[float64]:
-				for _, p := range d.DataPoints {
-					out[m.Name+p.Attributes.Encoded(attribute.DefaultEncoder())] = p.StartTime
+			key := func(attrs []*commonpb.KeyValue) string {
+				k := m.Name
+				for _, kv := range attrs {
+					k += "," + kv.Key + "=" + kv.Value.GetStringValue()
 				}
-			case metricdata.Histogram[float64]:
-				for _, p := range d.DataPoints {
-					out[m.Name+p.Attributes.Encoded(attribute.DefaultEncoder())] = p.StartTime
+				return k
+			}
+			switch d := m.Data.(type) {
+			case *metricpb.Metric_Sum:
+				for _, p := range d.Sum.DataPoints {
+					out[key(p.Attributes)] = time.Unix(0, int64(p.StartTimeUnixNano))
+				}
+			case *metricpb.Metric_Histogram:
+				for _, p := range d.Histogram.DataPoints {
+					out[key(p.Attributes)] = time.Unix(0, int64(p.StartTimeUnixNano))
 				}
 			}
 		}

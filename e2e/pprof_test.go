@@ -1,8 +1,10 @@
 package e2e
 
 import (
+	"bytes"
 	"fmt"
 	"net/http"
+
 	"testing"
 	"time"
 
@@ -55,4 +57,24 @@ func TestPprofBoundAndConcurrency(t *testing.T) {
 		t.Logf("two concurrent %d s profiles were both served: they did not overlap at the sidecar; trying longer ones", seconds)
 	}
 	t.Errorf("two concurrent profiles answered %v in that order, want 429 (at once) then 200", order)
+}
+
+// TestHeapProfileWithPprof: the sidecar samples no heap profile unless
+// --web.enable-pprof (the sampling costs steady RSS); with it, the heap
+// profile shows the scrape loop's allocations.
+func TestHeapProfileWithPprof(t *testing.T) {
+	ln := listen(t, "127.0.0.1:0")
+	serveOn(t, ln, static(v1Page(4, 4)))
+	p := testbin.Start(t, sidecarArgs("http://"+ln.Addr().String()+"/metrics", fastInterval, fastTimeout, "--web.enable-pprof")...)
+	deadline := time.Now().Add(time.Minute)
+	for {
+		r := mustGet(t, p.URL+"/debug/pprof/heap?debug=1")
+		if r.status == http.StatusOK && bytes.Contains(r.body, []byte("vllm-normalizer/collector.")) {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after a minute of scrapes the heap profile (%d) shows no allocation of the collector:\n%.2000s", r.status, r.body)
+		}
+		time.Sleep(time.Second)
+	}
 }

@@ -8,7 +8,8 @@ import (
 	"testing"
 	"time"
 
-	"go.opentelemetry.io/otel/sdk/metric/metricdata"
+	metricpb "go.opentelemetry.io/proto/otlp/metrics/v1"
+	resourcepb "go.opentelemetry.io/proto/otlp/resource/v1"
 
 	"github.com/fos-study/vllm-normalizer/demo"
 	"github.com/fos-study/vllm-normalizer/exposition"
@@ -45,7 +46,7 @@ func BenchmarkConvert(b *testing.B) {
 }
 
 // BenchmarkExport is one push of that page as a whole: the conversion,
-// the SDK's protobuf encoding and the request to a loopback receiver that
+// the protobuf encoding and the request to a loopback receiver that
 // reads and drops it.
 func BenchmarkExport(b *testing.B) {
 	fams := demoFamilies(b)
@@ -60,7 +61,8 @@ func BenchmarkExport(b *testing.B) {
 	for b.Loop() {
 		at = at.Add(15 * time.Second)
 		ms := p.conv.Convert(Page{Families: fams, At: at})
-		if err := p.exporter.Export(context.Background(), &metricdata.ResourceMetrics{Resource: p.res, ScopeMetrics: []metricdata.ScopeMetrics{{Scope: p.scope, Metrics: ms}}}); err != nil {
+		rm := &metricpb.ResourceMetrics{Resource: &resourcepb.Resource{Attributes: p.res}, ScopeMetrics: []*metricpb.ScopeMetrics{{Scope: p.scope, Metrics: ms}}}
+		if err := p.exporter.Export(context.Background(), rm); err != nil {
 			b.Fatal(err)
 		}
 	}

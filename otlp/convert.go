@@ -9,8 +9,8 @@ import (
 
 	"github.com/prometheus/common/model"
 	"github.com/prometheus/prometheus/model/labels"
-	"go.opentelemetry.io/otel/attribute"
-	"go.opentelemetry.io/otel/sdk/metric/metricdata"
+	commonpb "go.opentelemetry.io/proto/otlp/common/v1"
+	metricpb "go.opentelemetry.io/proto/otlp/metrics/v1"
 
 	"github.com/fos-study/vllm-normalizer/exposition"
 )
@@ -79,8 +79,8 @@ func (p *Page) restartedAt(family string, l labels.Labels) time.Time {
 }
 
 // Convert returns the OTLP metrics of a page, in the page's order.
-func (c *Converter) Convert(p Page) []metricdata.Metrics {
-	out := make([]metricdata.Metrics, 0, len(p.Families))
+func (c *Converter) Convert(p Page) []*metricpb.Metric {
+	out := make([]*metricpb.Metric, 0, len(p.Families))
 	for i := range p.Families {
 		f := &p.Families[i]
 		switch f.Type {
@@ -178,36 +178,45 @@ func (c *Converter) forget(at time.Time) {
 }
 
 // attrs returns the labels of l but __name__ and the given ones as
-// attributes.
-func attrs(l labels.Labels, without string) attribute.Set {
-	kvs := make([]attribute.KeyValue, 0, l.Len())
+// attributes, in the labels' order (sorted by name, as OTel sets are).
+func attrs(l labels.Labels, without string) []*commonpb.KeyValue {
+	kvs := make([]*commonpb.KeyValue, 0, l.Len())
 	l.Range(func(lb labels.Label) {
 		if lb.Name == model.MetricNameLabel || lb.Name == without {
 			return
 		}
-		kvs = append(kvs, attribute.String(lb.Name, lb.Value))
+		kvs = append(kvs, stringKV(lb.Name, lb.Value))
 	})
-	return attribute.NewSet(kvs...)
+	return kvs
 }
+
+func stringKV(k, v string) *commonpb.KeyValue {
+	return &commonpb.KeyValue{Key: k, Value: &commonpb.AnyValue{Value: &commonpb.AnyValue_StringValue{StringValue: v}}}
+}
+
+// nanos is t as OTLP's nanoseconds since the epoch.
+func nanos(t time.Time) uint64 { return uint64(t.UnixNano()) }
+
+const cumulativeTemporality = metricpb.AggregationTemporality_AGGREGATION_TEMPORALITY_CUMULATIVE
 
 // counter is a monotonic cumulative sum named without the _total the
 // exposition adds (receivers that write Prometheus names add it back).
-func (c *Converter) counter(f *exposition.Family, p *Page) metricdata.Metrics {
-	sum := metricdata.Sum[float64]{Temporality: metricdata.CumulativeTemporality, IsMonotonic: true}
+func (c *Converter) counter(f *exposition.Family, p *Page) *metricpb.Metric {
+	sum := &metricpb.Sum{AggregationTemporality: cumulativeTemporality, IsMonotonic: true}
 	created := createdTimes(f, "")
 	for _, s := range f.Samples {
 		if suffix, _ := exposition.SampleSuffix(f.Name, f.Type, s.Name()); suffix == "_created" {
 			continue
 		}
 		h, _ := s.Labels.HashWithoutLabels(nil, model.MetricNameLabel)
-		sum.DataPoints = append(sum.DataPoints, metricdata.DataPoint[float64]{
-			Attributes: attrs(s.Labels, ""),
-			StartTime:  c.start(f.Name, h, s.Value, p.At, p.restartedAt(f.Name, s.Labels), created[h]),
-			Time:       p.At,
-			Value:      s.Value,
+		sum.DataPoints = append(sum.DataPoints, &metricpb.NumberDataPoint{
+			Attributes:        attrs(s.Labels, ""),
+			StartTimeUnixNano: nanos(c.start(f.Name, h, s.Value, p.At, p.restartedAt(f.Name, s.Labels), created[h])),
+			TimeUnixNano:      nanos(p.At),
+			Value:             &metricpb.NumberDataPoint_AsDouble{AsDouble: s.Value},
 		})
 	}
-	return metricdata.Metrics{Name: f.BaseName(), Description: f.Help, Unit: f.Unit, Data: sum}
+	return &metricpb.Metric{Name: f.BaseName(), Description: f.Help, Unit: f.Unit, Data: &metricpb.Metric_Sum{Sum: sum}}
 }
 
 // histSeries gathers the samples of one histogram series.
@@ -249,7 +258,7 @@ func group(f *exposition.Family, exclude string, add func(s *histSeries, suffix 
 // histogram is an explicit-bucket cumulative histogram: the finite le
 // bounds, each bucket's own count (the page's are cumulative), and the
 // count and sum. A series OTLP cannot carry is left out and counted.
-func (c *Converter) histogram(f *exposition.Family, p *Page) (metricdata.Metrics, bool) {
+func (c *Converter) histogram(f *exposition.Family, p *Page) (*metricpb.Metric, bool) {
 	series := group(f, model.BucketLabel, func(s *histSeries, suffix string, smp *exposition.Sample) {
 		switch suffix {
 		case "_bucket":
@@ -263,7 +272,7 @@ func (c *Converter) histogram(f *exposition.Family, p *Page) (metricdata.Metrics
 			s.count, s.hasCt, s.countLabels = smp.Value, true, smp.Labels
 		}
 	})
-	hist := metricdata.Histogram[float64]{Temporality: metricdata.CumulativeTemporality}
+	hist := &metricpb.Histogram{AggregationTemporality: cumulativeTemporality}
 	created := createdTimes(f, model.BucketLabel)
 	for _, s := range series {
 		dp, ok := histPoint(s)
@@ -272,21 +281,21 @@ func (c *Converter) histogram(f *exposition.Family, p *Page) (metricdata.Metrics
 			continue
 		}
 		dp.Attributes = attrs(s.labels, model.BucketLabel)
-		dp.StartTime = c.start(f.Name, s.hash, float64(dp.Count), p.At, p.restartedAt(f.Name, s.countLabels), created[s.hash])
-		dp.Time = p.At
+		dp.StartTimeUnixNano = nanos(c.start(f.Name, s.hash, float64(dp.Count), p.At, p.restartedAt(f.Name, s.countLabels), created[s.hash]))
+		dp.TimeUnixNano = nanos(p.At)
 		hist.DataPoints = append(hist.DataPoints, dp)
 	}
 	if len(hist.DataPoints) == 0 && len(series) > 0 {
-		return metricdata.Metrics{}, false
+		return nil, false
 	}
-	return metricdata.Metrics{Name: f.Name, Description: f.Help, Unit: f.Unit, Data: hist}, true
+	return &metricpb.Metric{Name: f.Name, Description: f.Help, Unit: f.Unit, Data: &metricpb.Metric_Histogram{Histogram: hist}}, true
 }
 
 // histPoint returns the OTLP point of one series, and whether it is a
 // histogram at all. Counts are rounded to whole observations (OTLP counts
 // are integers; a real histogram's are).
-func histPoint(s *histSeries) (metricdata.HistogramDataPoint[float64], bool) {
-	var dp metricdata.HistogramDataPoint[float64]
+func histPoint(s *histSeries) (*metricpb.HistogramDataPoint, bool) {
+	dp := &metricpb.HistogramDataPoint{}
 	slices.SortFunc(s.les, func(a, b bucket) int { return cmp.Compare(a.le, b.le) })
 	bounds := make([]float64, 0, len(s.les))
 	counts := make([]uint64, 0, len(s.les)+1)
@@ -315,15 +324,18 @@ func histPoint(s *histSeries) (metricdata.HistogramDataPoint[float64], bool) {
 		return dp, false
 	}
 	counts = append(counts, uint64(total-below))
-	dp.Bounds, dp.BucketCounts, dp.Count = bounds, counts, uint64(total)
+	dp.ExplicitBounds, dp.BucketCounts, dp.Count = bounds, counts, uint64(total)
+	// Always set, 0 without a _sum, as the SDK's exporter sent it.
+	sum := 0.0
 	if s.hasSum {
-		dp.Sum = s.sum
+		sum = s.sum
 	}
+	dp.Sum = &sum
 	return dp, true
 }
 
 // summary is an OTLP summary: the quantiles, count and sum.
-func (c *Converter) summary(f *exposition.Family, p *Page) metricdata.Metrics {
+func (c *Converter) summary(f *exposition.Family, p *Page) *metricpb.Metric {
 	series := group(f, model.QuantileLabel, func(s *histSeries, suffix string, smp *exposition.Sample) {
 		switch suffix {
 		case "":
@@ -337,41 +349,41 @@ func (c *Converter) summary(f *exposition.Family, p *Page) metricdata.Metrics {
 			s.count, s.hasCt, s.countLabels = smp.Value, true, smp.Labels
 		}
 	})
-	sum := metricdata.Summary{}
+	sum := &metricpb.Summary{}
 	created := createdTimes(f, model.QuantileLabel)
 	for _, s := range series {
-		dp := metricdata.SummaryDataPoint{
-			Attributes: attrs(s.labels, model.QuantileLabel),
-			StartTime:  c.start(f.Name, s.hash, s.count, p.At, p.restartedAt(f.Name, s.countLabels), created[s.hash]),
-			Time:       p.At,
-			Count:      uint64(max(0, math.Round(s.count))),
-			Sum:        s.sum,
+		dp := &metricpb.SummaryDataPoint{
+			Attributes:        attrs(s.labels, model.QuantileLabel),
+			StartTimeUnixNano: nanos(c.start(f.Name, s.hash, s.count, p.At, p.restartedAt(f.Name, s.countLabels), created[s.hash])),
+			TimeUnixNano:      nanos(p.At),
+			Count:             uint64(max(0, math.Round(s.count))),
+			Sum:               s.sum,
 		}
 		for _, q := range s.les {
-			dp.QuantileValues = append(dp.QuantileValues, metricdata.QuantileValue{Quantile: q.le, Value: q.cum})
+			dp.QuantileValues = append(dp.QuantileValues, &metricpb.SummaryDataPoint_ValueAtQuantile{Quantile: q.le, Value: q.cum})
 		}
 		sum.DataPoints = append(sum.DataPoints, dp)
 	}
-	return metricdata.Metrics{Name: f.Name, Description: f.Help, Unit: f.Unit, Data: sum}
+	return &metricpb.Metric{Name: f.Name, Description: f.Help, Unit: f.Unit, Data: &metricpb.Metric_Summary{Summary: sum}}
 }
 
 // gauges returns one gauge per sample name of f, in the order the names
 // first appear.
-func gauges(f *exposition.Family, at time.Time) []metricdata.Metrics {
-	var out []metricdata.Metrics
-	idx := map[string]int{}
+func gauges(f *exposition.Family, at time.Time) []*metricpb.Metric {
+	var out []*metricpb.Metric
+	idx := map[string]*metricpb.Gauge{}
 	for i := range f.Samples {
 		s := &f.Samples[i]
 		name := s.Name()
-		j, ok := idx[name]
+		g, ok := idx[name]
 		if !ok {
-			j = len(out)
-			idx[name] = j
-			out = append(out, metricdata.Metrics{Name: name, Description: f.Help, Unit: f.Unit, Data: metricdata.Gauge[float64]{}})
+			g = &metricpb.Gauge{}
+			idx[name] = g
+			out = append(out, &metricpb.Metric{Name: name, Description: f.Help, Unit: f.Unit, Data: &metricpb.Metric_Gauge{Gauge: g}})
 		}
-		g := out[j].Data.(metricdata.Gauge[float64])
-		g.DataPoints = append(g.DataPoints, metricdata.DataPoint[float64]{Attributes: attrs(s.Labels, ""), Time: at, Value: s.Value})
-		out[j].Data = g
+		g.DataPoints = append(g.DataPoints, &metricpb.NumberDataPoint{
+			Attributes: attrs(s.Labels, ""), TimeUnixNano: nanos(at), Value: &metricpb.NumberDataPoint_AsDouble{AsDouble: s.Value},
+		})
 	}
 	return out
 }

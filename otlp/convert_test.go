@@ -12,8 +12,8 @@ import (
 
 	"github.com/prometheus/common/model"
 	"github.com/prometheus/prometheus/model/labels"
-	"go.opentelemetry.io/otel/attribute"
-	"go.opentelemetry.io/otel/sdk/metric/metricdata"
+	commonpb "go.opentelemetry.io/proto/otlp/common/v1"
+	metricpb "go.opentelemetry.io/proto/otlp/metrics/v1"
 
 	"github.com/fos-study/vllm-normalizer/exposition"
 	"github.com/fos-study/vllm-normalizer/internal/fixtures"
@@ -25,14 +25,14 @@ import (
 // receiver stores under translation_strategy NoUTF8EscapingWithSuffixes
 // (names kept, _total added to monotonic sums, a classic histogram's
 // _bucket, _sum and _count series), keyed as pageKey keys a page's.
-func promSamples(t *testing.T, ms []metricdata.Metrics) map[string]float64 {
+func promSamples(t *testing.T, ms []*metricpb.Metric) map[string]float64 {
 	t.Helper()
 	out := map[string]float64{}
-	put := func(name string, set attribute.Set, extra []string, v float64) {
+	put := func(name string, attrs []*commonpb.KeyValue, extra []string, v float64) {
 		var b labels.ScratchBuilder
 		b.Add(model.MetricNameLabel, name)
-		for _, kv := range set.ToSlice() {
-			b.Add(string(kv.Key), kv.Value.AsString())
+		for _, kv := range attrs {
+			b.Add(kv.Key, kv.Value.GetStringValue())
 		}
 		for i := 0; i < len(extra); i += 2 {
 			b.Add(extra[i], extra[i+1])
@@ -46,31 +46,31 @@ func promSamples(t *testing.T, ms []metricdata.Metrics) map[string]float64 {
 	}
 	for _, m := range ms {
 		switch d := m.Data.(type) {
-		case metricdata.Gauge[float64]:
-			for _, p := range d.DataPoints {
-				put(m.Name, p.Attributes, nil, p.Value)
+		case *metricpb.Metric_Gauge:
+			for _, p := range d.Gauge.DataPoints {
+				put(m.Name, p.Attributes, nil, p.GetAsDouble())
 			}
-		case metricdata.Sum[float64]:
-			if !d.IsMonotonic || d.Temporality != metricdata.CumulativeTemporality {
+		case *metricpb.Metric_Sum:
+			if !d.Sum.IsMonotonic || d.Sum.AggregationTemporality != metricpb.AggregationTemporality_AGGREGATION_TEMPORALITY_CUMULATIVE {
 				t.Errorf("%s: a sum that is not monotonic and cumulative", m.Name)
 			}
-			for _, p := range d.DataPoints {
-				put(strings.TrimSuffix(m.Name, "_total")+"_total", p.Attributes, nil, p.Value)
+			for _, p := range d.Sum.DataPoints {
+				put(strings.TrimSuffix(m.Name, "_total")+"_total", p.Attributes, nil, p.GetAsDouble())
 			}
-		case metricdata.Histogram[float64]:
-			if d.Temporality != metricdata.CumulativeTemporality {
+		case *metricpb.Metric_Histogram:
+			if d.Histogram.AggregationTemporality != metricpb.AggregationTemporality_AGGREGATION_TEMPORALITY_CUMULATIVE {
 				t.Errorf("%s: a histogram that is not cumulative", m.Name)
 			}
-			for _, p := range d.DataPoints {
-				if len(p.BucketCounts) != len(p.Bounds)+1 {
-					t.Fatalf("%s: %d buckets for %d bounds", m.Name, len(p.BucketCounts), len(p.Bounds))
+			for _, p := range d.Histogram.DataPoints {
+				if len(p.BucketCounts) != len(p.ExplicitBounds)+1 {
+					t.Fatalf("%s: %d buckets for %d bounds", m.Name, len(p.BucketCounts), len(p.ExplicitBounds))
 				}
 				var cum uint64
 				for i, c := range p.BucketCounts {
 					cum += c
 					le := math.Inf(1)
-					if i < len(p.Bounds) {
-						le = p.Bounds[i]
+					if i < len(p.ExplicitBounds) {
+						le = p.ExplicitBounds[i]
 					}
 					put(m.Name+"_bucket", p.Attributes, []string{"le", strconv.FormatFloat(le, 'g', -1, 64)}, float64(cum))
 				}
@@ -78,10 +78,10 @@ func promSamples(t *testing.T, ms []metricdata.Metrics) map[string]float64 {
 					t.Errorf("%s: buckets hold %d, count %d", m.Name, cum, p.Count)
 				}
 				put(m.Name+"_count", p.Attributes, nil, float64(p.Count))
-				put(m.Name+"_sum", p.Attributes, nil, p.Sum)
+				put(m.Name+"_sum", p.Attributes, nil, p.GetSum())
 			}
-		case metricdata.Summary:
-			for _, p := range d.DataPoints {
+		case *metricpb.Metric_Summary:
+			for _, p := range d.Summary.DataPoints {
 				for _, q := range p.QuantileValues {
 					put(m.Name, p.Attributes, []string{"quantile", strconv.FormatFloat(q.Quantile, 'g', -1, 64)}, q.Value)
 				}
@@ -170,20 +170,24 @@ func TestConvertKeepsEverySample(t *testing.T) {
 
 // starts returns the start time of every cumulative point by metric name
 // and attributes.
-func starts(ms []metricdata.Metrics) map[string]time.Time {
+func starts(ms []*metricpb.Metric) map[string]time.Time {
 	out := map[string]time.Time{}
-	key := func(name string, set attribute.Set) string {
-		return name + "|" + set.Encoded(attribute.DefaultEncoder())
+	key := func(name string, attrs []*commonpb.KeyValue) string {
+		var b strings.Builder
+		for _, kv := range attrs {
+			b.WriteString(kv.Key + "=" + kv.Value.GetStringValue() + ",")
+		}
+		return name + "|" + b.String()
 	}
 	for _, m := range ms {
 		switch d := m.Data.(type) {
-		case metricdata.Sum[float64]:
-			for _, p := range d.DataPoints {
-				out[key(m.Name, p.Attributes)] = p.StartTime
+		case *metricpb.Metric_Sum:
+			for _, p := range d.Sum.DataPoints {
+				out[key(m.Name, p.Attributes)] = time.Unix(0, int64(p.StartTimeUnixNano))
 			}
-		case metricdata.Histogram[float64]:
-			for _, p := range d.DataPoints {
-				out[key(m.Name, p.Attributes)] = p.StartTime
+		case *metricpb.Metric_Histogram:
+			for _, p := range d.Histogram.DataPoints {
+				out[key(m.Name, p.Attributes)] = time.Unix(0, int64(p.StartTimeUnixNano))
 			}
 		}
 	}
@@ -303,7 +307,7 @@ func TestInvalidHistogramDropped(t *testing.T) {
 	if len(ms) != 2 {
 		t.Fatalf("%d metrics, want 2", len(ms))
 	}
-	n := func(m metricdata.Metrics) int { return len(m.Data.(metricdata.Histogram[float64]).DataPoints) }
+	n := func(m *metricpb.Metric) int { return len(m.GetHistogram().DataPoints) }
 	if n(ms[0]) != n(ms[1])-1 {
 		t.Errorf("the broken family has %d series, the whole one %d; want one fewer", n(ms[0]), n(ms[1]))
 	}
@@ -408,11 +412,10 @@ func TestPageStartTimes(t *testing.T) {
 				name = f.BaseName()
 			}
 			for _, cr := range f.Created {
-				var kvs []attribute.KeyValue
-				cr.Labels.Range(func(l labels.Label) { kvs = append(kvs, attribute.String(l.Name, l.Value)) })
-				set := attribute.NewSet(kvs...)
+				var attrs strings.Builder
+				cr.Labels.Range(func(l labels.Label) { attrs.WriteString(l.Name + "=" + l.Value + ",") })
 				sec, frac := math.Modf(cr.Time)
-				out[name+"|"+set.Encoded(attribute.DefaultEncoder())] = time.Unix(int64(sec), int64(frac*1e9))
+				out[name+"|"+attrs.String()] = time.Unix(int64(sec), int64(frac*1e9))
 			}
 		}
 		return out

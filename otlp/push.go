@@ -5,19 +5,19 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net/url"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"go.opentelemetry.io/otel/attribute"
-	"go.opentelemetry.io/otel/exporters/otlp/otlpmetric/otlpmetrichttp"
-	"go.opentelemetry.io/otel/sdk/instrumentation"
-	"go.opentelemetry.io/otel/sdk/metric/metricdata"
-	"go.opentelemetry.io/otel/sdk/resource"
+	commonpb "go.opentelemetry.io/proto/otlp/common/v1"
+	metricpb "go.opentelemetry.io/proto/otlp/metrics/v1"
+	resourcepb "go.opentelemetry.io/proto/otlp/resource/v1"
 )
 
 // DefaultInterval is the default time between pushes (--otlp.interval):
@@ -46,6 +46,8 @@ type Options struct {
 	Registerer prometheus.Registerer
 	// Getenv reads the environment (nil: os.Getenv); tests set it.
 	Getenv func(string) string
+	// ReadFile reads the files the OTEL_* variables name (nil: os.ReadFile).
+	ReadFile func(string) ([]byte, error)
 }
 
 // Results of one tick (vllm_normalizer_otlp_exports_total's result label).
@@ -65,9 +67,9 @@ type Pusher struct {
 	opts     Options
 	endpoint string // opts.Endpoint without a password, for logs
 	timeout  time.Duration
-	exporter *otlpmetrichttp.Exporter
-	res      *resource.Resource
-	scope    instrumentation.Scope
+	exporter *exporter
+	res      []*commonpb.KeyValue
+	scope    *commonpb.InstrumentationScope
 	conv     *Converter // used by the running export only
 
 	busy    atomic.Bool
@@ -91,6 +93,9 @@ func New(ctx context.Context, opts Options) (*Pusher, error) {
 	if opts.Getenv == nil {
 		opts.Getenv = os.Getenv
 	}
+	if opts.ReadFile == nil {
+		opts.ReadFile = os.ReadFile
+	}
 	u, err := url.Parse(opts.Endpoint)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		return nil, fmt.Errorf("--otlp.endpoint=%q is not an http or https URL with a host; give the receiver's full URL, such as http://otel-collector:4318/v1/metrics", opts.Endpoint)
@@ -110,20 +115,20 @@ func New(ctx context.Context, opts Options) (*Pusher, error) {
 	if opts.Interval <= 0 {
 		return nil, fmt.Errorf("--otlp.interval=%s must be positive", opts.Interval)
 	}
-	res, err := newResource(ctx, opts.Version, opts.Getenv)
+	res, err := newResource(opts.Version, opts.Getenv)
 	if err != nil {
 		return nil, err
 	}
 	// 90 % of the interval, as a scrape's timeout: an export that hangs
 	// ends before the next tick.
 	timeout := opts.Interval * 9 / 10
-	exp, err := otlpmetrichttp.New(ctx, otlpmetrichttp.WithEndpointURL(opts.Endpoint), otlpmetrichttp.WithTimeout(timeout))
+	exp, err := newExporter(opts.Endpoint, opts.Version, timeout, opts.Getenv, opts.ReadFile)
 	if err != nil {
-		return nil, fmt.Errorf("the OTLP exporter: %w", err)
+		return nil, err
 	}
 	p := &Pusher{
 		opts: opts, endpoint: u.Redacted(), timeout: timeout, exporter: exp, res: res, conv: NewConverter(),
-		scope: instrumentation.Scope{Name: "github.com/fos-study/vllm-normalizer", Version: opts.Version},
+		scope: &commonpb.InstrumentationScope{Name: "github.com/fos-study/vllm-normalizer", Version: opts.Version},
 		exports: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "vllm_normalizer_otlp_exports_total",
 			Help: "OTLP push ticks by result: success, error, timeout (the export ran out of its time), skipped_busy (the previous export still ran), skipped_unchanged (no new page since the last push).",
@@ -157,43 +162,57 @@ func New(ctx context.Context, opts Options) (*Pusher, error) {
 
 // newResource is the resource of every export: service.name, the pod's
 // attributes from the downward API's variables (PodEnv), then
-// OTEL_RESOURCE_ATTRIBUTES and OTEL_SERVICE_NAME, which win.
-func newResource(ctx context.Context, version string, getenv func(string) string) (*resource.Resource, error) {
-	kvs := []attribute.KeyValue{attribute.String("service.name", DefaultServiceName)}
+// OTEL_RESOURCE_ATTRIBUTES and OTEL_SERVICE_NAME, which win, read as the
+// SDK's resource.WithFromEnv reads them (push_test.go checks it against
+// it); sorted by key, as the SDK sends them.
+func newResource(version string, getenv func(string) string) ([]*commonpb.KeyValue, error) {
+	attrs := map[string]string{"service.name": DefaultServiceName}
 	if version != "" {
-		kvs = append(kvs, attribute.String("service.version", version))
+		attrs["service.version"] = version
 	}
-	k8s := map[string]string{}
 	for _, a := range PodEnv {
 		if v := getenv(a.Env); v != "" {
-			k8s[a.Attribute] = v
-			kvs = append(kvs, attribute.String(a.Attribute, v))
+			attrs[a.Attribute] = v
 		}
 	}
 	// service.instance.id tells pushers of one service.name apart (it is
 	// Prometheus's instance label): the pod and container, as the
 	// semantic conventions advise for Kubernetes, else the host.
-	instance := k8s["k8s.pod.name"]
-	if ns := k8s["k8s.namespace.name"]; instance != "" && ns != "" {
+	instance := attrs["k8s.pod.name"]
+	if ns := attrs["k8s.namespace.name"]; instance != "" && ns != "" {
 		instance = ns + "." + instance
 	}
-	if c := k8s["k8s.container.name"]; instance != "" && c != "" {
+	if c := attrs["k8s.container.name"]; instance != "" && c != "" {
 		instance += "." + c
 	}
 	if instance == "" {
 		instance, _ = os.Hostname()
 	}
 	if instance != "" {
-		kvs = append(kvs, attribute.String("service.instance.id", instance))
+		attrs["service.instance.id"] = instance
 	}
-	base := resource.NewSchemaless(kvs...)
-	// The SDK's own reading of OTEL_RESOURCE_ATTRIBUTES and
-	// OTEL_SERVICE_NAME (it reads the process environment).
-	env, err := resource.New(ctx, resource.WithFromEnv())
-	if err != nil {
-		return nil, fmt.Errorf("OTEL_RESOURCE_ATTRIBUTES=%q: %w; write it as key1=value1,key2=value2 with values percent-encoded", os.Getenv("OTEL_RESOURCE_ATTRIBUTES"), err)
+	if env := strings.TrimSpace(getenv("OTEL_RESOURCE_ATTRIBUTES")); env != "" {
+		for pair := range strings.SplitSeq(env, ",") {
+			k, v, ok := strings.Cut(pair, "=")
+			k = strings.TrimSpace(k)
+			if !ok || k == "" {
+				return nil, fmt.Errorf("OTEL_RESOURCE_ATTRIBUTES=%q: %q is not key=value; write it as key1=value1,key2=value2 with values percent-encoded", env, pair)
+			}
+			dec, err := url.PathUnescape(strings.TrimSpace(v))
+			if err != nil {
+				return nil, fmt.Errorf("OTEL_RESOURCE_ATTRIBUTES=%q: %q: %w; percent-encode the value (a comma as %%2C)", env, pair, err)
+			}
+			attrs[k] = dec
+		}
 	}
-	return resource.Merge(base, env)
+	if name := strings.TrimSpace(getenv("OTEL_SERVICE_NAME")); name != "" {
+		attrs["service.name"] = name
+	}
+	out := make([]*commonpb.KeyValue, 0, len(attrs))
+	for _, k := range slices.Sorted(maps.Keys(attrs)) {
+		out = append(out, stringKV(k, attrs[k]))
+	}
+	return out, nil
 }
 
 // PodEnv are the environment variables read as resource attributes, all
@@ -217,9 +236,7 @@ func (p *Pusher) Run(ctx context.Context) {
 		select {
 		case <-ctx.Done():
 			p.wg.Wait()
-			sctx, cancel := context.WithTimeout(context.Background(), time.Second)
-			_ = p.exporter.Shutdown(sctx)
-			cancel()
+			p.exporter.close()
 			return
 		case <-t.C:
 			p.tick(ctx)
@@ -260,9 +277,9 @@ func (p *Pusher) export(ctx context.Context, page Page) {
 	if n := p.conv.Dropped[DropInvalidHistogram] - before; n > 0 {
 		p.dropped.WithLabelValues(DropInvalidHistogram).Add(float64(n))
 	}
-	err := p.exporter.Export(ctx, &metricdata.ResourceMetrics{
-		Resource:     p.res,
-		ScopeMetrics: []metricdata.ScopeMetrics{{Scope: p.scope, Metrics: ms}},
+	err := p.exporter.Export(ctx, &metricpb.ResourceMetrics{
+		Resource:     &resourcepb.Resource{Attributes: p.res},
+		ScopeMetrics: []*metricpb.ScopeMetrics{{Scope: p.scope, Metrics: ms}},
 	})
 	p.duration.Set(time.Since(start).Seconds())
 	result := ResultSuccess

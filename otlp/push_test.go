@@ -5,6 +5,8 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -12,6 +14,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/sdk/resource"
 	colmetricpb "go.opentelemetry.io/proto/otlp/collector/metrics/v1"
 	"google.golang.org/protobuf/proto"
 
@@ -79,8 +83,7 @@ func TestPushSendsThePageWithItsResource(t *testing.T) {
 	rcv := &receiver{}
 	srv := httptest.NewServer(rcv)
 	t.Cleanup(srv.Close)
-	t.Setenv("OTEL_RESOURCE_ATTRIBUTES", "deployment.environment.name=test,service.name=from-attributes")
-	env := map[string]string{"K8S_POD_NAME": "vllm-0", "K8S_NAMESPACE_NAME": "llm", "K8S_NODE_NAME": "gpu-3", "K8S_CONTAINER_NAME": "vllm-normalizer"}
+	env := map[string]string{"OTEL_RESOURCE_ATTRIBUTES": "deployment.environment.name=test,service.name=from-attributes", "K8S_POD_NAME": "vllm-0", "K8S_NAMESPACE_NAME": "llm", "K8S_NODE_NAME": "gpu-3", "K8S_CONTAINER_NAME": "vllm-normalizer"}
 	pg := &page{fams: fixtures.Families(t, "13-"), at: time.Now()}
 	reg := prometheus.NewRegistry()
 	p, err := New(context.Background(), Options{
@@ -133,22 +136,74 @@ func TestPushSendsThePageWithItsResource(t *testing.T) {
 	}
 }
 
-func TestServiceNameFromEnv(t *testing.T) {
-	t.Setenv("OTEL_SERVICE_NAME", "my-vllm")
-	res, err := newResource(context.Background(), "", func(string) string { return "" })
-	if err != nil {
-		t.Fatal(err)
+// TestResourceMatchesSDK pins OTEL_RESOURCE_ATTRIBUTES and
+// OTEL_SERVICE_NAME against the SDK's own reading of them
+// (resource.WithFromEnv) merged over the sidecar's attributes, as the
+// pusher did with the SDK.
+func TestResourceMatchesSDK(t *testing.T) {
+	k8s := map[string]string{"K8S_POD_NAME": "vllm-0", "K8S_NAMESPACE_NAME": "llm", "K8S_CONTAINER_NAME": "vllm-normalizer"}
+	for _, env := range []map[string]string{
+		{},
+		{"OTEL_SERVICE_NAME": "my-vllm"},
+		{"OTEL_RESOURCE_ATTRIBUTES": "deployment.environment.name=test,service.name=from-attributes"},
+		{"OTEL_RESOURCE_ATTRIBUTES": "service.name=from-attributes", "OTEL_SERVICE_NAME": " my-vllm "},
+		{"OTEL_RESOURCE_ATTRIBUTES": " team = ml%20infra%2Cgpu , k8s.pod.name=other,a=1,a=2,empty="},
+	} {
+		for _, k := range []string{"OTEL_RESOURCE_ATTRIBUTES", "OTEL_SERVICE_NAME"} {
+			t.Setenv(k, env[k])
+		}
+		getenv := func(k string) string {
+			if v, ok := k8s[k]; ok {
+				return v
+			}
+			return os.Getenv(k)
+		}
+		got, err := newResource("1.2.3", getenv)
+		if err != nil {
+			t.Fatalf("%v: %v", env, err)
+		}
+		base, err := newResource("1.2.3", func(k string) string { return k8s[k] })
+		if err != nil {
+			t.Fatal(err)
+		}
+		var kvs []attribute.KeyValue
+		for _, kv := range base {
+			kvs = append(kvs, attribute.String(kv.Key, kv.Value.GetStringValue()))
+		}
+		fromEnv, err := resource.New(context.Background(), resource.WithFromEnv())
+		if err != nil {
+			t.Fatalf("%v: the SDK: %v", env, err)
+		}
+		want, err := resource.Merge(resource.NewSchemaless(kvs...), fromEnv)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var gotS, wantS []string
+		for _, kv := range got {
+			gotS = append(gotS, kv.Key+"="+kv.Value.GetStringValue())
+		}
+		for _, kv := range want.Attributes() {
+			wantS = append(wantS, string(kv.Key)+"="+kv.Value.AsString())
+		}
+		if !slices.Equal(gotS, wantS) {
+			t.Errorf("%v:\n got %q\nwant %q (the SDK's)", env, gotS, wantS)
+		}
 	}
-	if v, _ := res.Set().Value("service.name"); v.AsString() != "my-vllm" {
-		t.Errorf("service.name %q, want OTEL_SERVICE_NAME's my-vllm", v.AsString())
-	}
-	t.Setenv("OTEL_SERVICE_NAME", "")
-	res, err = newResource(context.Background(), "", func(string) string { return "" })
-	if err != nil {
-		t.Fatal(err)
-	}
-	if v, _ := res.Set().Value("service.name"); v.AsString() != DefaultServiceName {
-		t.Errorf("service.name %q, want the default %s", v.AsString(), DefaultServiceName)
+}
+
+// TestResourceRefusesBadAttributes: what the SDK refuses stops the
+// sidecar at start, and so does what it would drop or keep undecoded.
+func TestResourceRefusesBadAttributes(t *testing.T) {
+	for _, tc := range []struct{ attrs, want string }{
+		{"a=b,c", `"c" is not key=value`},
+		{"a=b,", `"" is not key=value`},
+		{"=x", `"=x" is not key=value`},
+		{"a=%zz", `"a=%zz": invalid URL escape`},
+	} {
+		_, err := newResource("", func(k string) string { return map[string]string{"OTEL_RESOURCE_ATTRIBUTES": tc.attrs}[k] })
+		if err == nil || !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), "OTEL_RESOURCE_ATTRIBUTES=") {
+			t.Errorf("%q: error %v, want it to name the variable and contain %q", tc.attrs, err, tc.want)
+		}
 	}
 }
 
