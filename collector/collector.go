@@ -442,8 +442,9 @@ func (c *Collector) scrape(ctx context.Context, sent time.Time) (*scrapeResult, 
 		starts = upstreamStarts(fams)
 	}
 	// A page of the last one's shape (only its values changed) drops the
-	// same families, normalises to the same statuses and is the same
-	// server's: those are kept (shapeKept) rather than found again.
+	// same families, normalises to the same statuses, is the same server's
+	// and is presented in the same order: those are kept (shapeKept)
+	// rather than found again.
 	mapper := c.mapper.Load()
 	shape := c.scratch.Shape()
 	same := shape != 0 && shape == c.shape.id && mapper == c.shape.mapper
@@ -529,7 +530,7 @@ func (c *Collector) scrape(ctx context.Context, sent time.Time) (*scrapeResult, 
 	// Normalize leaves room for a few kept legacy families at the end of
 	// norm: most pages need no new slice.
 	printed := append(norm, report.Kept...) // every family the server printed, current names added
-	page, pstats := mapper.Present(printed)
+	page, pstats := mapper.PresentShape(printed, &c.shape.present, same)
 	if starts != nil {
 		withUpstreamStarts(page, starts) // Present's families are its own
 	}
@@ -592,6 +593,7 @@ type shapeKept struct {
 	dropped   []int
 	normalize mapping.ShapeMemo
 	detection mapping.Detection
+	present   mapping.PresentMemo
 }
 
 // countNaN counts NaN samples the views left out.

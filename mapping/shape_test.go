@@ -97,3 +97,77 @@ func TestNormalizeShapeMatchesNormalize(t *testing.T) {
 		}
 	}
 }
+
+// TestPresentShapeMatchesPresent: on every text fixture, normalised, a
+// page of the same shape with other values is presented with the memo of
+// the first exactly as Present presents it without one, under every kind
+// of configuration (none; the underscore style; legacy aliases; a drop
+// list; relabelling), and a memo another Mapper filled is not taken.
+func TestPresentShapeMatchesPresent(t *testing.T) {
+	paths, err := filepath.Glob(filepath.Join("..", "testdata", "fixtures", "*.prom"))
+	if err != nil || len(paths) < 10 {
+		t.Fatalf("fixtures: %v (%d)", err, len(paths))
+	}
+	cfg, err := LoadConfig([]byte(`
+drop: [vllm:num_preemptions_total, vllm:gpu_cache_usage_perc]
+metric_relabel_configs:
+  - source_labels: [__name__]
+    regex: vllm:num_requests_waiting
+    target_label: __name__
+    replacement: vllm:queued
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	dropOnly, err := LoadConfig([]byte("drop: [vllm:num_preemptions_total, vllm:kv_cache_usage_perc, vllm:gpu_cache_usage_perc]\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	mappers := map[string]*Mapper{
+		"default":    mustMapper(t, Options{}),
+		"underscore": mustMapper(t, Options{NameStyle: NameStyleUnderscore}),
+		"aliases":    mustMapper(t, Options{LegacyAliases: true}),
+		"drop":       mustMapper(t, Options{Config: dropOnly}),
+		"relabel":    mustMapper(t, Options{Config: cfg}),
+	}
+	other := mustMapper(t, Options{})
+	kept := 0
+	for _, path := range paths {
+		b, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		fams, _, err := exposition.Parse(b, exposition.ContentTypeText, exposition.ParseOptions{})
+		if err != nil {
+			continue // a fixture of a broken page: no shape to keep
+		}
+		name := strings.TrimSuffix(filepath.Base(path), ".prom")
+		for mname, m := range mappers {
+			printed := func(fams []exposition.Family) []exposition.Family {
+				norm, rep := m.Normalize(exposition.DropCreated(slices.Clone(fams)))
+				return append(norm, rep.Kept...)
+			}
+			var memo PresentMemo
+			first := printed(fams)
+			got, gst := m.PresentShape(first, &memo, false)
+			if want, wst := m.Present(first); !reflect.DeepEqual(got, want) || gst != wst {
+				t.Fatalf("%s, %s: filling the memo changed what Present returns", name, mname)
+			}
+			if memo.order != nil {
+				kept++
+			}
+			next := printed(withValues(fams, func(i int, v float64) float64 { return v*3 + float64(i) }))
+			got, gst = m.PresentShape(next, &memo, true)
+			want, wst := m.Present(next)
+			if !reflect.DeepEqual(got, want) || gst != wst {
+				t.Errorf("%s, %s: %d families %+v, Present gives %d %+v", name, mname, len(got), gst, len(want), wst)
+			}
+			if got, _ := other.PresentShape(next, &memo, true); !reflect.DeepEqual(got, want) && mname == "default" || memo.m != other {
+				t.Errorf("%s, %s: another Mapper took the memo", name, mname)
+			}
+		}
+	}
+	if kept < len(paths) {
+		t.Fatalf("%d arrangements kept over %d fixtures and %d configurations: the test would not test them", kept, len(paths), len(mappers))
+	}
+}
