@@ -585,7 +585,9 @@ func (c *Collector) scrape(ctx context.Context, sent time.Time) (*scrapeResult, 
 // page's shape only (its families, types, help and series, not their
 // values), kept for the next page of that shape (exposition's
 // ParseScratch.Shape): finding them again was about a tenth of a
-// one-engine scrape's CPU (the binary's profile at 10 ms, 150 s).
+// one-engine scrape's CPU (the binary's profile at 10 ms, 150 s); with
+// the model cap's same page, BenchmarkScrapeCycle's one-engine cpu-ns/op
+// fell a fifth (docs/performance.md, "The scrape path, third pass").
 type shapeKept struct {
 	id     uint64          // the shape; 0: none kept
 	mapper *mapping.Mapper // what normalised it: a reload finds all again
