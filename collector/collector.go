@@ -119,8 +119,9 @@ type Collector struct {
 	metrics *selfMetrics
 	symbols *labels.SymbolTable
 	scratch exposition.ParseScratch // reused by every parse; scrapes are serialised
-	viewer  routing.Viewer          // builds every routing view; scrapes are serialised
-	genai   *genai.Viewer           // builds every GenAI view; scrapes are serialised
+	shape   shapeKept
+	viewer  routing.Viewer // builds every routing view; scrapes are serialised
+	genai   *genai.Viewer  // builds every GenAI view; scrapes are serialised
 
 	// The Gatherer's families beyond the Registry's, and when they were
 	// gathered (collector clock); see runtimeFamilies. Handlers gather
@@ -440,9 +441,18 @@ func (c *Collector) scrape(ctx context.Context, sent time.Time) (*scrapeResult, 
 	if c.cfg.CreatedTimestamps {
 		starts = upstreamStarts(fams)
 	}
-	fams = exposition.DropCreated(fams)
+	// A page of the last one's shape (only its values changed) drops the
+	// same families, normalises to the same statuses, is the same server's
+	// and is presented in the same order: those are kept (shapeKept)
+	// rather than found again.
 	mapper := c.mapper.Load()
-	norm, report := mapper.Normalize(fams)
+	shape := c.scratch.Shape()
+	same := shape != 0 && shape == c.shape.id && mapper == c.shape.mapper
+	if !same {
+		c.shape.dropped = exposition.CreatedDropped(fams)
+	}
+	fams = exposition.DropAt(fams, c.shape.dropped)
+	norm, report := mapper.NormalizeShape(fams, &c.shape.normalize, same)
 	for _, name := range report.Disagreements {
 		c.metrics.add(c.metrics.disagreements, name, 1)
 	}
@@ -450,7 +460,11 @@ func (c *Collector) scrape(ctx context.Context, sent time.Time) (*scrapeResult, 
 
 	// Derivations and the routing view read the canonical page: the
 	// families that play a role, under vLLM V1's names, whatever the server.
-	detection := mapper.Profiles().DetectionOf(norm, stats.OpenMetrics)
+	if !same {
+		c.shape.detection = mapper.Profiles().DetectionOf(norm, stats.OpenMetrics)
+	}
+	c.shape.id, c.shape.mapper = shape, mapper
+	detection := c.shape.detection
 	profile := detection.Profile
 	report.SetServer(detection, stats.OpenMetrics)
 	report.FitServer(profile, c.roles, norm)
@@ -516,7 +530,7 @@ func (c *Collector) scrape(ctx context.Context, sent time.Time) (*scrapeResult, 
 	// Normalize leaves room for a few kept legacy families at the end of
 	// norm: most pages need no new slice.
 	printed := append(norm, report.Kept...) // every family the server printed, current names added
-	page, pstats := mapper.Present(printed)
+	page, pstats := mapper.PresentShape(printed, &c.shape.present, same)
 	if starts != nil {
 		withUpstreamStarts(page, starts) // Present's families are its own
 	}
@@ -565,6 +579,23 @@ func (c *Collector) scrape(ctx context.Context, sent time.Time) (*scrapeResult, 
 		parts = append(parts, views.diagnosis)
 	}
 	return &scrapeResult{page: parts, views: views, asleep: states, routingIn: in}, nil
+}
+
+// shapeKept is what the last scrape found of its page that depends on the
+// page's shape only (its families, types, help and series, not their
+// values), kept for the next page of that shape (exposition's
+// ParseScratch.Shape): finding them again was about a tenth of a
+// one-engine scrape's CPU (the binary's profile at 10 ms, 150 s); with
+// the model cap's same page, BenchmarkScrapeCycle's one-engine cpu-ns/op
+// fell a fifth (docs/performance.md, "The scrape path, third pass").
+type shapeKept struct {
+	id     uint64          // the shape; 0: none kept
+	mapper *mapping.Mapper // what normalised it: a reload finds all again
+	// the indexes of the _created families dropped
+	dropped   []int
+	normalize mapping.ShapeMemo
+	detection mapping.Detection
+	present   mapping.PresentMemo
 }
 
 // countNaN counts NaN samples the views left out.

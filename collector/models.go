@@ -4,6 +4,8 @@ import (
 	"maps"
 	"slices"
 
+	"github.com/prometheus/prometheus/model/labels"
+
 	"github.com/fos-study/vllm-normalizer/exposition"
 	"github.com/fos-study/vllm-normalizer/mapping"
 	"github.com/fos-study/vllm-normalizer/window"
@@ -41,6 +43,15 @@ type modelCap struct {
 	scrape    uint64
 	// admitted: model -> the scrape it was last on the page.
 	admitted map[string]uint64
+	// The last page's series (their label sets, in order) and the models
+	// of their runs: a page of the same series holds the same models, and
+	// when all of them are admitted, admit has nothing to count. One
+	// string comparison a series (the parse shares their storage from one
+	// page to the next) instead of reading the model and the sample's
+	// name of each: BenchmarkModelAdmission on 16 engines, 127 µs a page
+	// counted, 12.5 µs a page of the last one's series.
+	series []labels.Labels
+	models []string
 }
 
 // admit reads the models of canon and returns canon with only the
@@ -52,6 +63,15 @@ func (m *modelCap) admit(canon []exposition.Family) (kept []exposition.Family, l
 	if m.admitted == nil {
 		m.admitted = map[string]uint64{}
 	}
+	if m.samePage(canon) {
+		for _, model := range m.models {
+			if model != "" {
+				m.admitted[model] = m.scrape
+			}
+		}
+		return canon, nil, m.forget(nil)
+	}
+	m.series, m.models = m.series[:0], m.models[:0]
 	// Samples of one model mostly come in runs (a histogram child, a
 	// family of one model): each run is looked up once.
 	var fresh map[string]int // models on the page not admitted before -> their history series
@@ -61,6 +81,7 @@ func (m *modelCap) admit(canon []exposition.Family) (kept []exposition.Family, l
 		if !inRun {
 			return
 		}
+		m.models = append(m.models, cur)
 		if _, admitted := m.admitted[cur]; admitted || cur == "" {
 			// The server's own series (cache configuration) are always kept.
 			if cur != "" {
@@ -79,6 +100,7 @@ func (m *modelCap) admit(canon []exposition.Family) (kept []exposition.Family, l
 		lastName, windowed := "", false // a family's samples have a few names, in runs too
 		for si := range canon[fi].Samples {
 			s := &canon[fi].Samples[si]
+			m.series = append(m.series, s.Labels)
 			if model := s.Labels.Get(mapping.LabelModel); !inRun || model != cur {
 				flush()
 				cur, curSeries, inRun = model, 0, true
@@ -96,12 +118,7 @@ func (m *modelCap) admit(canon []exposition.Family) (kept []exposition.Family, l
 		}
 	}
 	flush()
-	for model, last := range m.admitted {
-		if m.scrape-last > forgetAfter {
-			delete(m.admitted, model)
-			gone = append(gone, model)
-		}
-	}
+	gone = m.forget(gone)
 	total += modelSeries * len(m.admitted) // their state, on the page or not
 	for _, model := range slices.Sorted(maps.Keys(fresh)) {
 		if m.max > 0 && len(m.admitted) >= m.max || m.maxSeries > 0 && total+fresh[model]+modelSeries > m.maxSeries {
@@ -113,6 +130,9 @@ func (m *modelCap) admit(canon []exposition.Family) (kept []exposition.Family, l
 		}
 		m.admitted[model] = m.scrape
 		total += fresh[model] + modelSeries
+	}
+	if len(fresh) > 0 {
+		m.series = m.series[:0] // the next page counts its models again
 	}
 	if len(limited) == 0 {
 		return canon, nil, gone
@@ -131,6 +151,45 @@ func (m *modelCap) admit(canon []exposition.Family) (kept []exposition.Family, l
 		}
 	}
 	return kept, limited, gone
+}
+
+// samePage says whether canon holds the series of the last page admit
+// counted, in the same order, every model of theirs still admitted: then
+// nothing is fresh and nothing is left out.
+func (m *modelCap) samePage(canon []exposition.Family) bool {
+	if len(m.series) == 0 {
+		return false
+	}
+	k := 0
+	for fi := range canon {
+		for si := range canon[fi].Samples {
+			if k == len(m.series) || !labels.Equal(canon[fi].Samples[si].Labels, m.series[k]) {
+				return false
+			}
+			k++
+		}
+	}
+	if k != len(m.series) {
+		return false
+	}
+	for _, model := range m.models {
+		if _, ok := m.admitted[model]; !ok && model != "" {
+			return false
+		}
+	}
+	return true
+}
+
+// forget drops the models off the page for more than forgetAfter scrapes,
+// appending them to gone.
+func (m *modelCap) forget(gone []string) []string {
+	for model, last := range m.admitted {
+		if m.scrape-last > forgetAfter {
+			delete(m.admitted, model)
+			gone = append(gone, model)
+		}
+	}
+	return gone
 }
 
 // Len is the number of models admitted.

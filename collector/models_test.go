@@ -3,14 +3,20 @@ package collector
 import (
 	"context"
 	"fmt"
+	"maps"
+	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
+	"reflect"
 	"runtime"
+	"slices"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/prometheus/common/model"
 	"github.com/prometheus/prometheus/model/labels"
 
 	"github.com/fos-study/vllm-normalizer/demo"
@@ -294,16 +300,99 @@ func BenchmarkModelAdmission(b *testing.B) {
 	}
 	norm, _ := mapper.Normalize(exposition.DropCreated(fams))
 	canon := mapper.Profiles().All()[0].Canonical(norm, mapper.Catalogue().Roles())
-	m := modelCap{max: DefaultMaxModels, maxSeries: DefaultMaxSeries, inputs: derive.New(mapper.Catalogue().Roles()).Inputs()}
 	samples := 0
 	for _, f := range canon {
 		samples += len(f.Samples)
 	}
-	b.ReportAllocs()
-	cpu0 := cpuTime(b)
-	for b.Loop() {
-		m.admit(canon)
+	// page=same: the series of the last page, as nearly every scrape;
+	// page=new: each page counted anew.
+	for _, same := range []bool{true, false} {
+		b.Run(fmt.Sprintf("page=%s", map[bool]string{true: "same", false: "new"}[same]), func(b *testing.B) {
+			m := modelCap{max: DefaultMaxModels, maxSeries: DefaultMaxSeries, inputs: derive.New(mapper.Catalogue().Roles()).Inputs()}
+			b.ReportAllocs()
+			cpu0 := cpuTime(b)
+			for b.Loop() {
+				if !same {
+					m.series = m.series[:0]
+				}
+				m.admit(canon)
+			}
+			b.ReportMetric(float64(cpuTime(b)-cpu0)/float64(b.N), "cpu-ns/op")
+			b.ReportMetric(float64(samples), "samples")
+		})
 	}
-	b.ReportMetric(float64(cpuTime(b)-cpu0)/float64(b.N), "cpu-ns/op")
-	b.ReportMetric(float64(samples), "samples")
+}
+
+// TestModelCapSamePageMatchesCounting: over random pages of a few models
+// (pages repeated with the same label sets, repeated with equal ones built
+// anew, models coming, going and coming back past forgetAfter, a cap of
+// four models and of series), a modelCap that takes a page of the last
+// one's series as holding the same models answers, scrape after scrape,
+// what one that counts every page answers.
+func TestModelCapSamePageMatchesCounting(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	models := []string{"a", "b", "c", "d", "e"}
+	page := func() []exposition.Family {
+		var fams []exposition.Family
+		on := map[string]bool{}
+		for _, mo := range models {
+			on[mo] = rng.IntN(2) == 0
+		}
+		for _, name := range []string{"vllm:num_requests_running", "vllm:prompt_tokens_total", "vllm:cache_config_info"} {
+			f := exposition.Family{Name: name, Type: model.MetricTypeGauge}
+			for _, mo := range models {
+				if !on[mo] {
+					continue
+				}
+				for e := range 1 + rng.IntN(2) {
+					f.Samples = append(f.Samples, exposition.Sample{Labels: labels.FromStrings("__name__", name, "engine", strconv.Itoa(e), "model_name", mo)})
+				}
+			}
+			if name == "vllm:cache_config_info" {
+				f.Samples = append(f.Samples, exposition.Sample{Labels: labels.FromStrings("__name__", name, "block_size", "16")})
+			}
+			fams = append(fams, f)
+		}
+		return fams
+	}
+	inputs := derive.New(testMapper(t, mapping.Options{}).Catalogue().Roles()).Inputs()
+	kept := modelCap{max: 4, maxSeries: 120, inputs: inputs}
+	counting := modelCap{max: 4, maxSeries: 120, inputs: inputs}
+	last, fast := page(), 0
+	for step := range 600 {
+		cur := last
+		switch r := rng.IntN(10); {
+		case r < 6: // the same page, as the parse hands it on
+		case r < 8: // equal label sets, built anew
+			cur = nil
+			for _, f := range last {
+				g := f
+				g.Samples = nil
+				for _, s := range f.Samples {
+					g.Samples = append(g.Samples, exposition.Sample{Labels: labels.FromMap(s.Labels.Map())})
+				}
+				cur = append(cur, g)
+			}
+		case step > 200 && step < 300: // every model off the page for longer than forgetAfter
+			cur = []exposition.Family{{Name: "vllm:num_requests_running", Type: model.MetricTypeGauge}}
+		default:
+			cur = page()
+		}
+		last = cur
+		if kept.samePage(cur) {
+			fast++
+		}
+		counting.series = counting.series[:0]
+		k1, l1, g1 := kept.admit(cur)
+		k2, l2, g2 := counting.admit(cur)
+		slices.Sort(g1)
+		slices.Sort(g2)
+		if !reflect.DeepEqual(k1, k2) || !maps.Equal(l1, l2) || !slices.Equal(g1, g2) || !maps.Equal(kept.admitted, counting.admitted) {
+			t.Fatalf("step %d: kept %d families, left out %v, gone %v, admitted %v; counting every page: %d, %v, %v, %v",
+				step, len(k1), l1, g1, kept.admitted, len(k2), l2, g2, counting.admitted)
+		}
+	}
+	if fast < 100 {
+		t.Fatalf("%d of 600 pages were taken as the last one's: the test would not test it", fast)
+	}
 }

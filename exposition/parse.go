@@ -89,9 +89,12 @@ type ParseScratch struct {
 	// from it only in its values (shape.go); spans, keys and vals are
 	// working memory for it.
 	shape *pageShape
-	spans []int32
-	keys  []string
-	vals  []float64
+	// shapes counts the shapes recorded, to name them; shapeOf is the
+	// one the last parse's families were read as or recorded as (Shape)
+	shapes, shapeOf uint64
+	spans           []int32
+	keys            []string
+	vals            []float64
 }
 
 // familyMemo is what a parse found of one family.
@@ -204,6 +207,9 @@ func (e *TypeConflictError) Error() string {
 // them. The result is in order of first appearance.
 func Parse(body []byte, contentType string, opts ParseOptions) ([]Family, ParseStats, error) {
 	var stats ParseStats
+	if opts.Scratch != nil {
+		opts.Scratch.shapeOf = 0 // until this parse reads or records a shape
+	}
 	// Prometheus's lexer stops quietly at a NUL byte, which would turn a
 	// binary body into an empty but successful page.
 	if i := bytes.IndexByte(body, 0); i >= 0 {
@@ -221,6 +227,7 @@ func Parse(body []byte, contentType string, opts ParseOptions) ([]Family, ParseS
 		fams, vals, ok := sh.reparse(body, sc.vals)
 		sc.vals = vals
 		if ok {
+			sc.shapeOf = sc.shapes
 			return fams, sh.stats, nil
 		}
 	}
@@ -513,6 +520,8 @@ func Parse(body []byte, contentType string, opts ParseOptions) ([]Family, ParseS
 		}
 	}
 	if record {
+		sc.shapes++
+		sc.shapeOf = sc.shapes
 		sc.recordShape(body, contentType, opts, kept, stats, spans, keys, vals)
 		sc.spans = nil // 12 bytes a series, until the next full parse: rarely needed
 	} else {
@@ -783,13 +792,19 @@ var nameChars = func() (t [256]uint8) {
 // Prometheus does for text-format targets. A family is dropped only when the
 // counter or histogram it belongs to is on the same page, so an upstream
 // metric that merely ends in "_created" is kept.
-func DropCreated(fams []Family) []Family {
+func DropCreated(fams []Family) []Family { return DropAt(fams, CreatedDropped(fams)) }
+
+// CreatedDropped returns the indexes of the families of fams that
+// DropCreated drops, ascending; nil when none. It depends on the families'
+// names and types only, so a page of the same shape (ParseStats.Shape)
+// drops the same indexes.
+func CreatedDropped(fams []Family) []int {
 	// Most pages hold no such family (a text page files _created samples
 	// under their counter's family): then nothing is indexed.
 	if !slices.ContainsFunc(fams, func(f Family) bool {
 		return f.Type != model.MetricTypeCounter && strings.HasSuffix(f.Name, "_created")
 	}) {
-		return fams
+		return nil
 	}
 	// owned: the bases of the _created families, whether a counter,
 	// histogram or summary of theirs is on the page. Indexed by the few
@@ -817,12 +832,28 @@ func DropCreated(fams []Family) []Family {
 			own(f.Name)
 		}
 	}
-	out := fams[:0]
-	for _, f := range fams {
-		if base, ok := strings.CutSuffix(f.Name, "_created"); ok && f.Type != model.MetricTypeCounter && owned[base] {
-			continue
+	var drop []int
+	for i := range fams {
+		if base, ok := strings.CutSuffix(fams[i].Name, "_created"); ok && fams[i].Type != model.MetricTypeCounter && owned[base] {
+			drop = append(drop, i)
 		}
-		out = append(out, f)
+	}
+	return drop
+}
+
+// DropAt returns fams without the families at the indexes drop
+// (ascending), compacted in place.
+func DropAt(fams []Family, drop []int) []Family {
+	if len(drop) == 0 {
+		return fams
+	}
+	out := fams[:drop[0]]
+	for k, i := range drop {
+		end := len(fams)
+		if k+1 < len(drop) {
+			end = drop[k+1]
+		}
+		out = append(out, fams[i+1:end]...)
 	}
 	return out
 }

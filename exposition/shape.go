@@ -107,6 +107,15 @@ func parseValue(b []byte) (float64, bool) {
 	return v, true
 }
 
+// Shape names the page's shape (above) that the last Parse with this
+// scratch returned its families from, or recorded them as; 0 when it did
+// neither (an error, an OpenMetrics page, a page too large to remember).
+// Two parses of the same Shape returned the same families (names, types,
+// help, units, series with their labels and timestamps, in the same
+// order) but for their samples' values: what depends only on those may be
+// kept from one to the other.
+func (sc *ParseScratch) Shape() uint64 { return sc.shapeOf }
+
 // recordShape keeps the shape of body, parsed in full to fams with stats;
 // spans are its slots (where each series starts, where its value starts
 // and ends, in order), keys their series' bytes, and every sample's Value

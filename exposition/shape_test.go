@@ -1,10 +1,14 @@
 package exposition
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/prometheus/prometheus/model/labels"
 
 	"github.com/fos-study/vllm-normalizer/internal/pagetest"
 )
@@ -130,16 +134,22 @@ func TestParseShapeMatchesFreshParse(t *testing.T) {
 // FuzzParseShape: after any text page, a page with the same lines but the
 // values of its series replaced (by the comma-separated values, in turn)
 // parses as a fresh parse does, errors included, whether or not it is
-// read from the first page's shape.
+// read from the first page's shape; and when the scratch says both were
+// read as one Shape, the two parses' families differ in values only.
 func FuzzParseShape(f *testing.F) {
 	pagetest.AddFixtureSeeds(f)
 	f.Add([]byte("a+1\nb{x=\"1\"}2\n# TYPE h histogram\nh_bucket{le=\"1\"} 1 1000\nh_bucket{le=\"+Inf\"}\t2\n"), false)
 	f.Add([]byte("x 1\ny 2 \n{\"a.b\"} 3\nx 4\n"), true)
 	f.Fuzz(func(t *testing.T, body []byte, values bool) {
 		sc := &ParseScratch{}
-		if _, _, err := Parse(body, ContentTypeText, ParseOptions{Scratch: sc}); err != nil {
+		first, _, err := Parse(body, ContentTypeText, ParseOptions{Scratch: sc})
+		if err != nil {
+			if sc.Shape() != 0 {
+				t.Fatalf("a page that failed to parse has shape %d", sc.Shape())
+			}
 			return
 		}
+		firstShape := sc.Shape()
 		// The second argument is the fixtures' content-type flag; the
 		// values come from the page's own bytes, mutated by the fuzzer.
 		parts := strings.Fields(string(body))
@@ -157,5 +167,69 @@ func FuzzParseShape(f *testing.F) {
 		if gerr == nil {
 			sameParse(t, "second page", got, want, gs, ws)
 		}
+		switch shape := sc.Shape(); {
+		case gerr != nil && shape != 0:
+			t.Fatalf("a page that failed to parse has shape %d", shape)
+		case shape != 0 && shape == firstShape:
+			if msg := valuesOnly(first, got); msg != "" {
+				t.Fatalf("both pages read as shape %d, but %s\nfirst page:\n%q\nsecond:\n%q", shape, msg, body, next)
+			}
+		}
 	})
+}
+
+// valuesOnly says how a and b differ in anything but their samples'
+// values ("" when they do not).
+func valuesOnly(a, b []Family) string {
+	if len(a) != len(b) {
+		return fmt.Sprintf("%d families against %d", len(a), len(b))
+	}
+	for i := range a {
+		fa, fb := a[i], b[i]
+		if fa.Name != fb.Name || fa.Type != fb.Type || fa.Help != fb.Help || fa.Unit != fb.Unit ||
+			len(fa.Samples) != len(fb.Samples) || !reflect.DeepEqual(fa.Created, fb.Created) {
+			return fmt.Sprintf("family %d is %s %s, then %s %s", i, fa.Name, fa.Type, fb.Name, fb.Type)
+		}
+		for j := range fa.Samples {
+			sa, sb := fa.Samples[j], fb.Samples[j]
+			if !labels.Equal(sa.Labels, sb.Labels) || sa.TimestampMs != sb.TimestampMs || sa.HasTimestamp != sb.HasTimestamp {
+				return fmt.Sprintf("sample %d of %s is %s, then %s", j, fa.Name, sa.Labels, sb.Labels)
+			}
+		}
+	}
+	return ""
+}
+
+// TestParseShapeNamed: a scratch names the shape its last parse read or
+// recorded (ParseScratch.Shape): the same name while pages change only
+// their values, a new one for a page with another line, none for a page
+// that failed or was read as OpenMetrics, and a page's values read anew
+// each time.
+func TestParseShapeNamed(t *testing.T) {
+	sc := &ParseScratch{}
+	parse := func(page, contentType string) ([]Family, uint64) {
+		t.Helper()
+		fams, _, err := Parse([]byte(page), contentType, ParseOptions{Scratch: sc})
+		if err != nil && contentType == ContentTypeText && !strings.Contains(page, "{") {
+			t.Fatal(err)
+		}
+		return fams, sc.Shape()
+	}
+	_, first := parse("# TYPE x counter\nx_total 1\ny{a=\"b\"} 2\n", ContentTypeText)
+	fams, again := parse("# TYPE x counter\nx_total 3\ny{a=\"b\"} 4e0\n", ContentTypeText)
+	if first == 0 || again != first {
+		t.Fatalf("a page with only its values changed has shape %d after %d, want the same, not 0", again, first)
+	}
+	if v := fams[1].Samples[0].Value; v != 4 {
+		t.Fatalf("y reads %v from the shape, want 4", v)
+	}
+	if _, other := parse("# TYPE x counter\nx_total 3\ny{a=\"c\"} 4\n", ContentTypeText); other == 0 || other == first {
+		t.Fatalf("a page with another label value has shape %d, want a new one (the first was %d)", other, first)
+	}
+	if _, none := parse("x{ 1\n", ContentTypeText); none != 0 {
+		t.Fatalf("a page that failed to parse has shape %d, want 0", none)
+	}
+	if _, none := parse("# TYPE x counter\nx_total 1\n# EOF\n", "application/openmetrics-text; version=1.0.0"); none != 0 {
+		t.Fatalf("an OpenMetrics page has shape %d, want 0", none)
+	}
 }

@@ -3,6 +3,7 @@ package mapping
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"slices"
 	"sort"
@@ -319,6 +320,30 @@ func variantOf(name string, t model.MetricType, v nameVariant) string {
 // ones get new samples, so the input is never modified. Every legacy
 // family Normalize renamed or left out is in Report.Kept as printed.
 func (m *Mapper) Normalize(in []exposition.Family) ([]exposition.Family, Report) {
+	return m.NormalizeShape(in, nil, false)
+}
+
+// ShapeMemo keeps what Normalize found of a page that depends only on its
+// families' names, types, help and series, not on their values: the
+// catalogue's statuses, the legacy names in use and what the upstream is.
+// It is the caller's (one per stream of pages); the zero value is empty.
+type ShapeMemo struct {
+	m        *Mapper // the Mapper that filled it; nil: empty
+	statuses []Status
+	legacy   []string
+	upstream UpstreamInfo
+}
+
+// NormalizeShape is Normalize, filling memo (when not nil) with what
+// depends on the page's shape only. With same, in must be a page of the
+// shape memo was last filled from (the same families, types, help, units
+// and series in the same order, only the values changed: as
+// exposition.ParseScratch.Shape tells): what memo holds is taken instead
+// of being found again, if this Mapper filled it. Finding the statuses and
+// the upstream was half of Normalize's CPU on the demo's one-engine page
+// (the sidecar binary's profile), and a page keeps its shape from one
+// scrape to the next.
+func (m *Mapper) NormalizeShape(in []exposition.Family, memo *ShapeMemo, same bool) ([]exposition.Family, Report) {
 	ni := m.getNameIndexes()
 	defer m.putNameIndexes(ni)
 	index, served := ni.index, ni.served
@@ -432,10 +457,35 @@ func (m *Mapper) Normalize(in []exposition.Family) ([]exposition.Family, Report)
 	}
 
 	rep := Report{
-		LegacyInUse:   sortedUnique(legacyInUse),
 		Disagreements: sortedUnique(disagree),
 		Kept:          kept,
 	}
+	if memo != nil && same && memo.m == m {
+		rep.Statuses, rep.LegacyInUse = slices.Clone(memo.statuses), slices.Clone(memo.legacy)
+		rep.Upstream = memo.upstream
+		rep.Upstream.Labels = maps.Clone(memo.upstream.Labels)
+	} else {
+		rep.LegacyInUse = sortedUnique(legacyInUse)
+		m.statuses(&rep, in, index, served)
+		if memo != nil {
+			*memo = ShapeMemo{m: m, statuses: slices.Clone(rep.Statuses), legacy: slices.Clone(rep.LegacyInUse), upstream: rep.Upstream}
+			memo.upstream.Labels = maps.Clone(rep.Upstream.Labels)
+		}
+	}
+	if rep.Upstream.Engine == EngineV1 && !m.requestFinished(out) {
+		for k, i := range m.cat.byNameOrder {
+			if rep.Statuses[k].Status == StatusAbsent && m.cat.Metrics[i].AfterFirstRequest != "" {
+				rep.Statuses[k].Status = StatusUntilFirstRequest
+			}
+		}
+	}
+	return out, rep
+}
+
+// statuses sets rep's catalogue statuses, the legacy names it adds to
+// LegacyInUse and the upstream, from the names of Normalize's input (in,
+// index) and output (served): what depends on the page's shape only.
+func (m *Mapper) statuses(rep *Report, in []exposition.Family, index, served map[string]int) {
 	// In name order: the catalogue's metrics sorted once, when it was
 	// loaded (byNameOrder), rather than the statuses at every scrape.
 	rep.Statuses = make([]Status, 0, len(m.cat.Metrics))
@@ -467,14 +517,6 @@ func (m *Mapper) Normalize(in []exposition.Family) ([]exposition.Family, Report)
 	}
 	rep.LegacyInUse = sortedUnique(rep.LegacyInUse)
 	rep.Upstream = m.detectUpstream(in, index)
-	if rep.Upstream.Engine == EngineV1 && !m.requestFinished(out) {
-		for k, i := range m.cat.byNameOrder {
-			if rep.Statuses[k].Status == StatusAbsent && m.cat.Metrics[i].AfterFirstRequest != "" {
-				rep.Statuses[k].Status = StatusUntilFirstRequest
-			}
-		}
-	}
-	return out, rep
 }
 
 // requestFinished reports whether the page counts a finished request: a
