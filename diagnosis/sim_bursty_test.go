@@ -579,6 +579,8 @@ type simTruth struct {
 	claimed  []bool
 	free     [2][]float64
 	freeSecs [][2][]float64
+	// base is the baseline's p90s before the shift (judge)
+	base [2]float64
 }
 
 func (tr *simTruth) observe(at time.Duration, engines []*simEngine) {
@@ -702,6 +704,7 @@ func (tr *simTruth) judge() (symptom []bool) {
 			fmt.Printf("truth %d: baseline %.4g, bursts %.4g (%.2fx)\n", j, base[j], burst[j], burst[j]/base[j])
 		}
 	}
+	tr.base = base
 	for i, r := range tr.recent {
 		for j := range r {
 			symptom[i] = symptom[i] || tr.at[i] > tr.shift && r[j] >= 1.25*base[j] && r[j] > burst[j]

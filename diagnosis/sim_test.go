@@ -391,6 +391,7 @@ func simulatePlan(pl simPlan) simRun {
 	gapSlack := res + max(res, 2*time.Second)
 	lastGood, gapEnd := time.Duration(0), time.Duration(-1)
 	var lastSteady []string
+	var traces []string // DIAGNOSIS_TRACE=2: each poll's verdict and signals
 	truth := &simTruth{window: window, shift: pl.shift, baseline: pl.baseline}
 	for at := time.Second; at <= pl.end; at += time.Second {
 		l := pl.load(at)
@@ -431,14 +432,17 @@ func simulatePlan(pl simPlan) simRun {
 			ready = values(fams, FamilyReady, "")[""] == 1
 		}
 		if simTrace {
-			rep := d.Report()
-			var b strings.Builder
-			for _, st := range rep.Models[0].Steps {
-				for _, s := range st.Signals {
-					fmt.Fprintf(&b, " %s=%s/%s(%s,%s)", s.Signal, formatNumber(s.Recent), formatNumber(s.Baseline), formatRatio(&s), formatP(s.PValue))
+			line := fmt.Sprint(at, " ", causes, symptoms, " no_scrape_yet")
+			if rep := d.Report(); len(rep.Models) > 0 {
+				var b strings.Builder
+				for _, st := range rep.Models[0].Steps {
+					for _, s := range st.Signals {
+						fmt.Fprintf(&b, " %s=%s/%s(%s,%s)", s.Signal, formatNumber(s.Recent), formatNumber(s.Baseline), formatRatio(&s), formatP(s.PValue))
+					}
 				}
+				line = fmt.Sprint(at, " ", causes, symptoms, " ", rep.Models[0].Readiness.State, b.String())
 			}
-			fmt.Println(at, causes, symptoms, rep.Models[0].Readiness.State, b.String())
+			traces = append(traces, line)
 		}
 		if pl.truth {
 			truth.claim(len(symptoms) > 0)
@@ -463,6 +467,18 @@ func simulatePlan(pl simPlan) simRun {
 		for i, s := range truth.judge() {
 			run.polls[i].trueSymptom, run.polls[i].trueMoved = s, truth.moved[i]
 		}
+	}
+	for i, tr := range traces {
+		// the truth's marks: S a true symptom beyond the bursts, M truly moved
+		mark := [2]byte{'-', '-'}
+		if run.polls[i].trueSymptom {
+			mark[0] = 'S'
+		}
+		if run.polls[i].trueMoved {
+			mark[1] = 'M'
+		}
+		r := truth.recent[i]
+		fmt.Printf("%s true %.2f/%.2f %s\n", mark[:], r[0]/truth.base[0], r[1]/truth.base[1], tr)
 	}
 	return run
 }
