@@ -204,6 +204,44 @@ func (d *Diagnoser) onProbation(f *incidentFree, a int64) bool {
 	return f.open && f.startT != math.MinInt64 && a-f.startT < (HoldWindows-1)*int64(d.opts.Window)
 }
 
+// trafficStep is the operators' step of the causes that describe what the
+// requests are (their lengths, their prefix-cache hits), not how many.
+const trafficStep = 4
+
+// lull keeps the calm after an incident on probation, restarting it at
+// now, while a traffic cause the incident named still shows its own
+// evidence at the undivided level (lenient, against the reference without
+// the calm): the latency came back in a lull of the traffic, but the
+// requests are still not the normal ones, so that time must not become the
+// reference (issue 30: on bursty traffic the prefix cache's misses joined
+// it in the lulls, and the resumed shift was read against itself). Load
+// causes (queueing, a larger batch, preemptions) follow the rate, and the
+// pauses between a bursty pod's incidents are its normal at their own
+// level: they leave no lull. A chain of lulls ends after the longest
+// incident, as an incident is adopted then.
+func (d *Diagnoser) lull(tr *track, lenient *evaluation, now *point, t int64) {
+	in, f := &tr.inc, &tr.free
+	if !in.inLull() {
+		return
+	}
+	holds := false
+	if t-in.chainStart < int64(d.opts.MaxIncident) {
+		var none causeSet
+		still := causesFor(lenient, lenient, in.lullSym, &none)
+		for k := range in.lull {
+			holds = holds || in.lull[k] && still[k]
+		}
+	}
+	if !holds {
+		in.lull = causeSet{}
+		return
+	}
+	if f.open && now != nil {
+		p := snapshot(now)
+		f.start, f.startT = &p, now.t
+	}
+}
+
 func (d *Diagnoser) closeStretch(f *incidentFree) {
 	if f.pending != nil {
 		f.closed = append(f.closed, *f.pending)

@@ -55,7 +55,18 @@ type incidentState struct {
 	// became the baseline at adoptedAt.
 	adopted              bool
 	adoptedAt, adoptedOf int64
+	// lull: the traffic causes (step 4) the incident that ended had named,
+	// on its symptoms; while their own evidence holds, the calm is a lull
+	// of the same shift, not normal (Diagnoser.lull). chainStart is when
+	// the first incident of a chain of lulls began.
+	lull       causeSet
+	lullSym    [numSymptoms]bool
+	chainStart int64
 }
+
+// inLull says whether the incident that ended left a traffic cause whose
+// evidence is still to be checked.
+func (in *incidentState) inLull() bool { return !in.open && anyTrue(in.lull[:]) }
 
 func anyTrue(bs []bool) bool {
 	for _, b := range bs {
@@ -79,12 +90,18 @@ func (in *incidentState) step(t, w int64, ev, naming, lenient, long *evaluation,
 		// The reference is the incident-free time (baseline.go), never
 		// an earlier incident's frozen baseline: incidents do not chain.
 		// The ended one's state stays, so that a flash leaves it said.
+		chain := t
+		if in.inLull() {
+			chain = in.chainStart
+		}
 		*in = incidentState{open: true, start: t, base: ref.clone(), baseStart: refStart, baseEnd: refEnd,
 			uncausedSince: -1, adopted: in.adopted, adoptedAt: in.adoptedAt, adoptedOf: in.adoptedOf,
-			ended: in.ended, endedAt: in.endedAt, endStart: in.endStart}
+			ended: in.ended, endedAt: in.endedAt, endStart: in.endStart,
+			lull: in.lull, lullSym: in.lullSym, chainStart: chain}
 	}
-	var sym [numSymptoms]bool
+	var sym, was [numSymptoms]bool
 	for y := range in.sym {
+		was[y] = in.sym[y].on
 		hold := ev.symptoms[y]
 		if in.sym[y].on {
 			hold = lenient.symptoms[y]
@@ -177,8 +194,15 @@ func (in *incidentState) step(t, w int64, ev, naming, lenient, long *evaluation,
 	case !anyTrue(sym[:]):
 		// Every symptom is back within the minimum change of the frozen
 		// baseline (or no longer significantly beyond it).
+		// The traffic causes it had named leave a lull while their own
+		// evidence holds (Diagnoser.lull).
+		var lull causeSet
+		for k := range causes {
+			lull[k] = prev[k] && causes[k].Step == trafficStep && causes[k].rule != nil
+		}
 		*in = incidentState{ended: true, endedAt: t, endStart: in.start, uncausedSince: -1,
-			adopted: in.adopted, adoptedAt: in.adoptedAt, adoptedOf: in.adoptedOf}
+			adopted: in.adopted, adoptedAt: in.adoptedAt, adoptedOf: in.adoptedOf,
+			lull: lull, lullSym: was, chainStart: in.chainStart}
 	case t-in.start >= maxIncident:
 		// The new level has lasted too long to be an incident: it
 		// becomes the baseline.
