@@ -62,6 +62,7 @@ type incidentState struct {
 	lull       causeSet
 	lullSym    [numSymptoms]bool
 	chainStart int64
+	fromLull   bool // opened in a lull
 }
 
 // inLull says whether the incident that ended left a traffic cause whose
@@ -83,8 +84,17 @@ func anyTrue(bs []bool) bool {
 // level (holding), long the lenient one over HoldWindows recent windows (nil
 // without the history). t is the evaluation's time, w the recent window.
 func (in *incidentState) step(t, w int64, ev, naming, lenient, long *evaluation, ref *stats, refStart, refEnd int64, maxIncident int64) {
+	// raw are the symptoms that name: the strict ones, and in a lull (or
+	// an incident opened in one, until named) the lull's own symptoms at
+	// the undivided level, as a named one is held: the shift never went
+	// away, only its latency did for a while.
+	relapse := in.inLull() || in.open && !in.named && in.fromLull
+	var raw [numSymptoms]bool
+	for y := range raw {
+		raw[y] = ev.symptoms[y] || relapse && in.lullSym[y] && lenient.symptoms[y]
+	}
 	if !in.open {
-		if !anyTrue(ev.symptoms[:]) {
+		if !anyTrue(raw[:]) {
 			return
 		}
 		// The reference is the incident-free time (baseline.go), never
@@ -97,12 +107,12 @@ func (in *incidentState) step(t, w int64, ev, naming, lenient, long *evaluation,
 		*in = incidentState{open: true, start: t, base: ref.clone(), baseStart: refStart, baseEnd: refEnd,
 			uncausedSince: -1, adopted: in.adopted, adoptedAt: in.adoptedAt, adoptedOf: in.adoptedOf,
 			ended: in.ended, endedAt: in.endedAt, endStart: in.endStart,
-			lull: in.lull, lullSym: in.lullSym, chainStart: chain}
+			lull: in.lull, lullSym: in.lullSym, chainStart: chain, fromLull: in.inLull()}
 	}
 	var sym, was [numSymptoms]bool
 	for y := range in.sym {
 		was[y] = in.sym[y].on
-		hold := ev.symptoms[y]
+		hold := raw[y]
 		if in.sym[y].on {
 			hold = lenient.symptoms[y]
 		}
@@ -112,7 +122,7 @@ func (in *incidentState) step(t, w int64, ev, naming, lenient, long *evaluation,
 		if anyTrue(sym[:]) {
 			in.named = true
 		} else {
-			if anyTrue(ev.symptoms[:]) {
+			if anyTrue(raw[:]) {
 				in.calm = 0
 			} else if in.calm++; in.calm >= HoldEvaluations {
 				// A flash: nothing held. The incident-free time runs on
@@ -126,7 +136,7 @@ func (in *incidentState) step(t, w int64, ev, naming, lenient, long *evaluation,
 			// HoldEvaluations later (issue 30: on bursty traffic each
 			// queueing burst went unexplained for its first seconds).
 			var none causeSet
-			strict := causesFor(naming, lenient, ev.symptoms, &none)
+			strict := causesFor(naming, lenient, raw, &none)
 			for k := range causes {
 				if causes[k].rule != nil {
 					in.cause[k].step(strict[k])
