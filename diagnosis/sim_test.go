@@ -477,7 +477,10 @@ func simulatePlan(pl simPlan) simRun {
 		if run.polls[i].trueMoved {
 			mark[1] = 'M'
 		}
-		r := truth.recent[i]
+		r := [2]float64{math.NaN(), math.NaN()}
+		if pl.truth {
+			r = truth.recent[i]
+		}
 		fmt.Printf("%s true %.2f/%.2f %s\n", mark[:], r[0]/truth.base[0], r[1]/truth.base[1], tr)
 	}
 	return run
