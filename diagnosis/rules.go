@@ -226,7 +226,12 @@ func testSignal(i int, r, b *stats, dir int) float64 {
 	case sRunning, sWaiting, sKV:
 		g := gaugeOf(i)
 		floor := gaugeFloor(g)
-		return welch(r.gMean[g], r.gVar[g]+floor, r.gN[g]/phi, b.gMean[g], b.gVar[g]+floor, b.gN[g]/phi, dir)
+		// Under no change the recent window is one more sub-window of the
+		// baseline: its mean varies as φ times the baseline's per-scrape
+		// variance over n. Its own variance times φ counted a queue that
+		// ramps within the window twice (issue 30: 124x the baseline's
+		// waiting read p = 0.03).
+		return welch(r.gMean[g], b.gVar[g]+floor, r.gN[g]/phi, b.gMean[g], b.gVar[g]+floor, b.gN[g]/phi, dir)
 	case sPromptMean, sGenMean:
 		w := hPromptLen
 		if i == sGenMean {
