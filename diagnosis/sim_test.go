@@ -334,6 +334,11 @@ type simPoll struct {
 	// ITL p90 is at least 1 + the minimum change times the baseline's
 	// before the shift, and beyond the pod's own bursts (simTruth.judge)
 	trueSymptom bool
+	// bucketShown: the true symptom is one vLLM's buckets can show at
+	// their conservative end (issue 30: a change counts only there): the
+	// lower bound of the true recent p90's bucket is at least 1 + the
+	// minimum change times the upper bound of the baseline's
+	bucketShown bool
 	// trueMoved: with a plan's truth, the recent window's exact TTFT or
 	// ITL p90 is at least 1 + the minimum change times that of the time
 	// without a claim before it (simTruth.claim)
@@ -464,8 +469,9 @@ func simulatePlan(pl simPlan) simRun {
 		}
 	}
 	if pl.truth {
-		for i, s := range truth.judge() {
-			run.polls[i].trueSymptom, run.polls[i].trueMoved = s, truth.moved[i]
+		symptom, shown := truth.judge()
+		for i, s := range symptom {
+			run.polls[i].trueSymptom, run.polls[i].trueMoved, run.polls[i].bucketShown = s, truth.moved[i], shown[i]
 		}
 	}
 	for i, tr := range traces {
@@ -510,6 +516,9 @@ type simResult struct {
 	// truePolls those of them with a true latency symptom (all without a
 	// truth), the only ones wrongShare counts
 	incidentPolls, truePolls int
+	// shownPolls are the truePolls whose change the buckets show at their
+	// conservative end, shownWrong those of them wrong or missing
+	shownPolls, shownWrong int
 }
 
 // simExpected is what a scenario's incident is named: its cause, and for
@@ -550,8 +559,15 @@ func (r *simRun) result() simResult {
 			}
 			res.truePolls++
 			n++
-			if r.right != nil && !r.right(p.causes) || r.right == nil && !slices.Equal(p.causes, simExpected(r.scenario)) {
+			bad := r.right != nil && !r.right(p.causes) || r.right == nil && !slices.Equal(p.causes, simExpected(r.scenario))
+			if bad {
 				wrong++
+			}
+			if p.bucketShown {
+				res.shownPolls++
+				if bad {
+					res.shownWrong++
+				}
 			}
 		}
 		if p.at > r.back && len(p.causes) > 0 {
