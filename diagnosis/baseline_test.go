@@ -352,3 +352,35 @@ func TestLoadPausesAreTheReference(t *testing.T) {
 		t.Errorf("still in a lull %v after the cache hit again", in.lull)
 	}
 }
+
+// TestLullEndsWhenTheShiftIsGone: prompts three times as long name
+// long_prompts; then TTFT is back and the prompts are 1.5x the baseline's
+// (a mix that drifted, not the shift: the load returned). What is left is
+// below half way, in log, to the incident's 3x: no lull, and the calm
+// joins the reference after its probation, at its own prompt length. Fails
+// on the code before: the lull held while the prompts stayed significantly
+// longer than the stale reference, which then named long_prompts again at
+// every latency burst (the bursty simulator, seed 5: 0.47 % false claims
+// and 14 % of the steady polls naming something, against 0.00 and 1.1 %).
+func TestLullEndsWhenTheShiftIsGone(t *testing.T) {
+	f := newFeeder(t, testOpts)
+	long, drifted := healthy, healthy
+	long.prompt, long.ttft = 1200, 0.3
+	drifted.prompt = 600
+	f.feed(640, healthy, nil)
+	f.feed(180, long, nil)
+	if got := values(f.fams, FamilyCause, "cause")[CauseLongPrompts]; got != 1 {
+		t.Fatalf("long_prompts %v after three minutes of prompts 3x, want named", got)
+	}
+	f.feed(400, drifted, nil)
+	if in := f.d.tracks["m"].inc; in.open || in.inLull() {
+		t.Errorf("incident open %v, lull %v after 400 s of prompts 1.5x at the baseline's TTFT, want neither", in.open, in.lull)
+	}
+	for _, st := range f.d.Report().Models[0].Steps {
+		for _, s := range st.Signals {
+			if s.Signal == SignalPromptTokensMean && (s.Baseline == nil || *s.Baseline < 450) {
+				t.Errorf("%s in the baseline %v, want the calm's 600 in it (above 450)", s.Signal, formatNumber(s.Baseline))
+			}
+		}
+	}
+}

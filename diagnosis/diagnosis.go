@@ -491,7 +491,7 @@ func (d *Diagnoser) diagnose(m string, tr *track, t int64) ModelReport {
 			in.baseStretches = stretches
 		}
 		d.follow(tr, before, a, now, t)
-		d.lull(tr, &lenient, now, t)
+		d.lull(tr, &recent, ref, &lenient, now, t)
 		tr.topo.step(d, t, &recent, ref, refStart, refEnd, in.open)
 	} else {
 		tr.topo.reset()

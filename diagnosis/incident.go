@@ -63,6 +63,10 @@ type incidentState struct {
 	lullSym    [numSymptoms]bool
 	chainStart int64
 	fromLull   bool // opened in a lull
+	// peak is each traffic cause's largest factor (Cause.factor) while
+	// named, over the chain of lulls; lullPeak the ended incident's. A
+	// lull is the same shift only while its cause stays near that.
+	peak, lullPeak [maxCauses]float64
 }
 
 // inLull says whether the incident that ended left a traffic cause whose
@@ -107,7 +111,10 @@ func (in *incidentState) step(t, w int64, ev, naming, lenient, long *evaluation,
 		*in = incidentState{open: true, start: t, base: ref.clone(), baseStart: refStart, baseEnd: refEnd,
 			uncausedSince: -1, adopted: in.adopted, adoptedAt: in.adoptedAt, adoptedOf: in.adoptedOf,
 			ended: in.ended, endedAt: in.endedAt, endStart: in.endStart,
-			lull: in.lull, lullSym: in.lullSym, chainStart: chain, fromLull: in.inLull()}
+			lull: in.lull, lullSym: in.lullSym, chainStart: chain, fromLull: in.inLull(), lullPeak: in.lullPeak}
+		if in.fromLull {
+			in.peak = in.lullPeak
+		}
 	}
 	var sym, was [numSymptoms]bool
 	for y := range in.sym {
@@ -212,7 +219,7 @@ func (in *incidentState) step(t, w int64, ev, naming, lenient, long *evaluation,
 		}
 		*in = incidentState{ended: true, endedAt: t, endStart: in.start, uncausedSince: -1,
 			adopted: in.adopted, adoptedAt: in.adoptedAt, adoptedOf: in.adoptedOf,
-			lull: lull, lullSym: was, chainStart: in.chainStart}
+			lull: lull, lullSym: was, chainStart: in.chainStart, lullPeak: in.peak}
 	case t-in.start >= maxIncident:
 		// The new level has lasted too long to be an incident: it
 		// becomes the baseline.
