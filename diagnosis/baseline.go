@@ -213,8 +213,8 @@ const trafficStep = 4
 // evidence at the undivided level (lenient, against the reference without
 // the calm): the latency came back in a lull of the traffic, but the
 // requests are still not the normal ones, so that time must not become the
-// reference (issue 30: on bursty traffic the prefix cache's misses joined
-// it in the lulls, and the resumed shift was read against itself). Load
+// reference (on the bursty simulator the prefix cache's misses joined it
+// in the lulls, and the resumed shift was read against itself). Load
 // causes (queueing, a larger batch, preemptions) follow the rate, and the
 // pauses between a bursty pod's incidents are its normal at their own
 // level: they leave no lull. Nor does what is left of the shift once its

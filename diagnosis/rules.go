@@ -239,8 +239,8 @@ func testSignal(i int, r, b *stats, dir int) float64 {
 		// Under no change the recent window is one more sub-window of the
 		// baseline: its mean varies as φ times the baseline's per-scrape
 		// variance over n. Its own variance times φ counted a queue that
-		// ramps within the window twice (issue 30: 124x the baseline's
-		// waiting read p = 0.03).
+		// ramps within the window twice (the bursty simulator: waiting at
+		// 124x the baseline's read p = 0.03).
 		return welch(r.gMean[g], b.gVar[g]+floor, r.gN[g]/phi, b.gMean[g], b.gVar[g]+floor, b.gN[g]/phi, dir)
 	case sPromptMean, sGenMean:
 		w := hPromptLen
