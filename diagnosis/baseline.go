@@ -204,6 +204,60 @@ func (d *Diagnoser) onProbation(f *incidentFree, a int64) bool {
 	return f.open && f.startT != math.MinInt64 && a-f.startT < (HoldWindows-1)*int64(d.opts.Window)
 }
 
+// trafficStep is the operators' step of the causes that describe what the
+// requests are (their lengths, their prefix-cache hits), not how many.
+const trafficStep = 4
+
+// lull keeps the calm after an incident on probation, restarting it at
+// now, while a traffic cause the incident named still shows its own
+// evidence at the undivided level (lenient, against the reference without
+// the calm): the latency came back in a lull of the traffic, but the
+// requests are still not the normal ones, so that time must not become the
+// reference (on the bursty simulator the prefix cache's misses joined it
+// in the lulls, and the resumed shift was read against itself). Load
+// causes (queueing, a larger batch, preemptions) follow the rate, and the
+// pauses between a bursty pod's incidents are its normal at their own
+// level: they leave no lull. Nor does what is left of the shift once its
+// cause's factor falls below half way (in log) to the largest the incident
+// showed: after the load returned, a mix that drifted 1.5x from a stale
+// reference kept the lull and named long_prompts again and again. A chain
+// of lulls ends after the longest incident, as an incident is adopted then.
+func (d *Diagnoser) lull(tr *track, recent, ref *stats, lenient *evaluation, now *point, t int64) {
+	in, f := &tr.inc, &tr.free
+	if in.open && in.named {
+		// the traffic causes' largest factor while named
+		x := shareInput{recent: recent, base: ref, e: lenient}
+		for k := range causes {
+			if in.cause[k].on && causes[k].Step == trafficStep && causes[k].factor != nil {
+				in.peak[k] = nanMax(in.peak[k], causes[k].factor(&x))
+			}
+		}
+	}
+	if !in.inLull() {
+		return
+	}
+	holds := false
+	if t-in.chainStart < int64(d.opts.MaxIncident) {
+		var none causeSet
+		still := causesFor(lenient, lenient, in.lullSym, &none)
+		x := shareInput{recent: recent, base: ref, e: lenient, sym: in.lullSym}
+		for k := range in.lull {
+			// the same shift: its own evidence, and a factor at least half
+			// way (in log) to the largest the incident showed; what is left
+			// after the load returned is the pod's mix, not the shift
+			holds = holds || in.lull[k] && still[k] && !(causes[k].factor(&x) < math.Sqrt(in.lullPeak[k]))
+		}
+	}
+	if !holds {
+		in.lull = causeSet{}
+		return
+	}
+	if f.open && now != nil {
+		p := snapshot(now)
+		f.start, f.startT = &p, now.t
+	}
+}
+
 func (d *Diagnoser) closeStretch(f *incidentFree) {
 	if f.pending != nil {
 		f.closed = append(f.closed, *f.pending)

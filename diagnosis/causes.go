@@ -83,7 +83,7 @@ var causes = []Cause{
 		// the queue. Issue 30: 11 preemptions while 751 waited named
 		// preemptions alone, and the pod needed replicas.
 		rule: func(x *causeInput) bool {
-			return x.prefill && x.up(sWaiting) && x.e.inflowQueueUp && x.e.queueTimeUp
+			return x.prefill && x.up(sWaiting) && x.e.inflowQueueUp && x.e.queueTimeUp && x.e.queueP90Share() >= x.e.queueShare
 		},
 		factor: func(x *shareInput) float64 {
 			// the inflow's part of the queue time's rise, against the
@@ -118,7 +118,7 @@ var causes = []Cause{
 		// request started rose, the outputs may be growing, and batch
 		// growth waits.
 		rule: func(x *causeInput) bool {
-			return (x.prefill || x.decode) && x.up(sRunning) && !x.exUp(sWaiting) && !x.exUp(sPromptMean) && !x.exUp(sGenMean) && !x.exDown(sHitRatio) &&
+			return (x.prefill || x.decode) && x.up(sRunning) && !(x.exUp(sWaiting) && x.ex.queueP90Share() >= x.ex.queueShare) && !x.exUp(sPromptMean) && !x.exUp(sGenMean) && !x.exDown(sHitRatio) &&
 				!x.ex.tokensPerStartUp &&
 				!x.named[kQueueing] && !x.named[kLongPrompts] && !x.named[kLongOutputs] && !x.named[kPrefixMisses]
 		},

@@ -173,11 +173,11 @@ func New(opts Options) (*Diagnoser, error) {
 		tracks:    map[string]*track{},
 		chartSpan: int64(max(ChartSpan, opts.Window+opts.Baseline)),
 		rules: rules{minChange: opts.MinChange, minRequests: opts.MinRequests, alpha: opts.Significance / numSignals,
-			clearAlpha: opts.Significance, preemptionShare: MinPreemptionShare, outsideBursts: true},
+			clearAlpha: opts.Significance, preemptionShare: MinPreemptionShare, queueShare: opts.MinChange, outsideBursts: true},
 	}
 	d.chartRes = d.chartSpan / chartSlots
 	d.lenient = d.rules
-	d.lenient.alpha, d.lenient.preemptionShare, d.lenient.outsideBursts = d.rules.clearAlpha, MinPreemptionShare/4, false
+	d.lenient.alpha, d.lenient.preemptionShare, d.lenient.queueShare, d.lenient.outsideBursts = d.rules.clearAlpha, MinPreemptionShare/4, opts.MinChange/4, false
 	d.report = d.emptyReport(time.Time{}, StatusNoScrape)
 	return d, nil
 }
@@ -491,6 +491,7 @@ func (d *Diagnoser) diagnose(m string, tr *track, t int64) ModelReport {
 			in.baseStretches = stretches
 		}
 		d.follow(tr, before, a, now, t)
+		d.lull(tr, &recent, ref, &lenient, now, t)
 		tr.topo.step(d, t, &recent, ref, refStart, refEnd, in.open)
 	} else {
 		tr.topo.reset()

@@ -138,3 +138,29 @@ func TestBurstTheBaselineShowsIsNoChange(t *testing.T) {
 		t.Errorf("bursts the baseline shows every 5 minutes named %d times, first %v", len(named), named[0])
 	}
 }
+
+// TestQueueRampIsSignificant: on a pod whose baseline queues in bursts
+// (waiting 0 at 290 of 300 scrapes, 4.4 on average at the other ten,
+// together in one of its 30 sub-windows: φ 9.2), a recent window where the
+// queue ramps from 0 to 27 (mean 13.5, 90x the baseline's) is a change at
+// α / 10: under no change the recent window is one more sub-window, whose
+// mean varies as φ times the baseline's per-scrape variance. Fails on the
+// code before: the recent window's own variance (82.5, the ramp) times φ
+// read p = 0.06, and the bursty simulator's queueing went unnamed for
+// seconds into each burst.
+func TestQueueRampIsSignificant(t *testing.T) {
+	r, b := nanStats(), nanStats()
+	g := gWaiting
+	b.gMean[g], b.gN[g] = 0.148, 300
+	b.gVar[g] = 10*4.4*4.4/300 - b.gMean[g]*b.gMean[g]
+	b.phi[sWaiting] = 9.2
+	r.gMean[g], r.gVar[g], r.gN[g] = 13.5, 82.5, 10
+	if p := testSignal(sWaiting, &r, &b, +1); !(p <= DefaultSignificance/numSignals) {
+		t.Errorf("a queue ramping to 27 against a baseline of 0.15: p = %v, want at most %v", p, DefaultSignificance/numSignals)
+	}
+	// the baseline's own level is no change
+	r.gMean[g], r.gVar[g] = b.gMean[g], b.gVar[g]
+	if p := testSignal(sWaiting, &r, &b, +1); !(p >= 0.4) {
+		t.Errorf("the baseline's own level: p = %v, want about 0.5", p)
+	}
+}

@@ -136,6 +136,12 @@ func byExplains(ks []int, share *[maxCauses]float64) {
 	})
 }
 
+// queueP90Share is the rise of the time in the queue that the inflow
+// accounts for, read as a 90th percentile, over the baseline's TTFT p90:
+// Little's law gives the mean wait, and an exponential wait's p90 is
+// ln 10 (2.3) times its mean, so that it compares with the p90 it adds to.
+func (e *evaluation) queueP90Share() float64 { return math.Ln10 * e.inflowQueueShare }
+
 // splitQueue divides the growth of the waiting requests, recent against
 // base, between the inflow and memory, and sets the queue times. growth is
 // how fast the queue grew over the recent window (requests per second), so
@@ -177,6 +183,10 @@ func (e *evaluation) splitQueue(recent, base *stats, growth, minChange float64) 
 		}
 	}
 	e.memoryQueue, e.inflowQueue = memory, grown-memory
+	e.inflowQueueShare = 0
+	if rise := e.queueTime - e.baseQueueTime; rise > 0 && grown > 0 && base.v[sTTFT] > 0 {
+		e.inflowQueueShare = rise * math.Min(math.Max(e.inflowQueue/grown, 0), 1) / base.v[sTTFT]
+	}
 	ch, _ = compare(base.gMean[gWaiting]+e.inflowQueue, base.gMean[gWaiting], minChange)
 	e.inflowQueueUp = ch == ChangeUp
 }

@@ -55,7 +55,23 @@ type incidentState struct {
 	// became the baseline at adoptedAt.
 	adopted              bool
 	adoptedAt, adoptedOf int64
+	// lull: the traffic causes (step 4) the incident that ended had named,
+	// on its symptoms; while their own evidence holds, the calm is a lull
+	// of the same shift, not normal (Diagnoser.lull). chainStart is when
+	// the first incident of a chain of lulls began.
+	lull       causeSet
+	lullSym    [numSymptoms]bool
+	chainStart int64
+	fromLull   bool // opened in a lull
+	// peak is each traffic cause's largest factor (Cause.factor) while
+	// named, over the chain of lulls; lullPeak the ended incident's. A
+	// lull is the same shift only while its cause stays near that.
+	peak, lullPeak [maxCauses]float64
 }
+
+// inLull says whether the incident that ended left a traffic cause whose
+// evidence is still to be checked.
+func (in *incidentState) inLull() bool { return !in.open && anyTrue(in.lull[:]) }
 
 func anyTrue(bs []bool) bool {
 	for _, b := range bs {
@@ -72,20 +88,38 @@ func anyTrue(bs []bool) bool {
 // level (holding), long the lenient one over HoldWindows recent windows (nil
 // without the history). t is the evaluation's time, w the recent window.
 func (in *incidentState) step(t, w int64, ev, naming, lenient, long *evaluation, ref *stats, refStart, refEnd int64, maxIncident int64) {
+	// raw are the symptoms that name: the strict ones, and in a lull (or
+	// an incident opened in one, until named) the lull's own symptoms at
+	// the undivided level, as a named one is held: the shift never went
+	// away, only its latency did for a while.
+	relapse := in.inLull() || in.open && !in.named && in.fromLull
+	var raw [numSymptoms]bool
+	for y := range raw {
+		raw[y] = ev.symptoms[y] || relapse && in.lullSym[y] && lenient.symptoms[y]
+	}
 	if !in.open {
-		if !anyTrue(ev.symptoms[:]) {
+		if !anyTrue(raw[:]) {
 			return
 		}
 		// The reference is the incident-free time (baseline.go), never
 		// an earlier incident's frozen baseline: incidents do not chain.
 		// The ended one's state stays, so that a flash leaves it said.
+		chain := t
+		if in.inLull() {
+			chain = in.chainStart
+		}
 		*in = incidentState{open: true, start: t, base: ref.clone(), baseStart: refStart, baseEnd: refEnd,
 			uncausedSince: -1, adopted: in.adopted, adoptedAt: in.adoptedAt, adoptedOf: in.adoptedOf,
-			ended: in.ended, endedAt: in.endedAt, endStart: in.endStart}
+			ended: in.ended, endedAt: in.endedAt, endStart: in.endStart,
+			lull: in.lull, lullSym: in.lullSym, chainStart: chain, fromLull: in.inLull(), lullPeak: in.lullPeak}
+		if in.fromLull {
+			in.peak = in.lullPeak
+		}
 	}
-	var sym [numSymptoms]bool
+	var sym, was [numSymptoms]bool
 	for y := range in.sym {
-		hold := ev.symptoms[y]
+		was[y] = in.sym[y].on
+		hold := raw[y]
 		if in.sym[y].on {
 			hold = lenient.symptoms[y]
 		}
@@ -95,7 +129,7 @@ func (in *incidentState) step(t, w int64, ev, naming, lenient, long *evaluation,
 		if anyTrue(sym[:]) {
 			in.named = true
 		} else {
-			if anyTrue(ev.symptoms[:]) {
+			if anyTrue(raw[:]) {
 				in.calm = 0
 			} else if in.calm++; in.calm >= HoldEvaluations {
 				// A flash: nothing held. The incident-free time runs on
@@ -109,7 +143,7 @@ func (in *incidentState) step(t, w int64, ev, naming, lenient, long *evaluation,
 			// HoldEvaluations later (issue 30: on bursty traffic each
 			// queueing burst went unexplained for its first seconds).
 			var none causeSet
-			strict := causesFor(naming, lenient, ev.symptoms, &none)
+			strict := causesFor(naming, lenient, raw, &none)
 			for k := range causes {
 				if causes[k].rule != nil {
 					in.cause[k].step(strict[k])
@@ -177,8 +211,15 @@ func (in *incidentState) step(t, w int64, ev, naming, lenient, long *evaluation,
 	case !anyTrue(sym[:]):
 		// Every symptom is back within the minimum change of the frozen
 		// baseline (or no longer significantly beyond it).
+		// The traffic causes it had named leave a lull while their own
+		// evidence holds (Diagnoser.lull).
+		var lull causeSet
+		for k := range causes {
+			lull[k] = prev[k] && causes[k].Step == trafficStep && causes[k].rule != nil
+		}
 		*in = incidentState{ended: true, endedAt: t, endStart: in.start, uncausedSince: -1,
-			adopted: in.adopted, adoptedAt: in.adoptedAt, adoptedOf: in.adoptedOf}
+			adopted: in.adopted, adoptedAt: in.adoptedAt, adoptedOf: in.adoptedOf,
+			lull: lull, lullSym: was, chainStart: in.chainStart, lullPeak: in.peak}
 	case t-in.start >= maxIncident:
 		// The new level has lasted too long to be an incident: it
 		// becomes the baseline.

@@ -56,6 +56,10 @@ type evaluation struct {
 	memoryQueue, inflowQueue   float64
 	queueTime, baseQueueTime   float64
 	inflowQueueUp, queueTimeUp bool
+	// inflowQueueShare is the inflow's part of the queue time's rise over
+	// the baseline's TTFT p90; queueShare the least it must reach, read as
+	// a p90 (queueP90Share).
+	inflowQueueShare, queueShare float64
 	// tokensPerStartUp: generated tokens per request started rose past the
 	// minimum change. No cause reads it (it swings with every burst of
 	// starts), but a batch that grew while it did may be longer outputs the
@@ -75,6 +79,12 @@ type rules struct {
 	alpha                  float64 // per signal, after the Bonferroni division
 	clearAlpha             float64 // for "still changed": the undivided level
 	preemptionShare        float64 // MinPreemptionShare to name, a quarter of it to hold
+	// queueShare: queueing names only when the rise of the time in the
+	// queue (the inflow's part, read as a p90: queueP90Share) reaches the
+	// minimum change of the baseline's TTFT p90 (a quarter of it to hold):
+	// a queue of a few milliseconds explains no latency change (a batch
+	// near its limit on Poisson traffic: 2 ms against a p90 of 124 ms).
+	queueShare float64
 	// outsideBursts: a change counts only when the recent window lies
 	// beyond every sub-window of the baseline too (beyondRange), to name;
 	// holding does not ask it.
@@ -118,7 +128,7 @@ func (ru *rules) evaluate(recent, base *stats) evaluation {
 	if r, b := ratio(recent.c[cGenerationTokens], recent.started), ratio(base.c[cGenerationTokens], base.started); r > 0 && b > 0 {
 		e.tokensPerStartUp = r >= b*(1+ru.minChange)
 	}
-	e.preemptionShare = ru.preemptionShare
+	e.preemptionShare, e.queueShare = ru.preemptionShare, ru.queueShare
 	if n := firstPositive(recent.started, recent.requests); n > 0 && recent.seconds > 0 && base.seconds > 0 {
 		excess := recent.c[cPreemptions] - base.c[cPreemptions]*recent.seconds/base.seconds
 		e.excessPreemptions = excess / n
@@ -157,7 +167,7 @@ func (ru *rules) abortsRose(recent, base *stats) (up, beyond bool) {
 // level (their share has no sub-windows' range).
 func (e *evaluation) naming(strict *evaluation) evaluation {
 	out := *e
-	out.preemptionShare, out.abortsUp = strict.preemptionShare, strict.abortsUp
+	out.preemptionShare, out.queueShare, out.abortsUp = strict.preemptionShare, strict.queueShare, strict.abortsUp
 	for i := range numSignals {
 		if (out.change[i] == ChangeUp || out.change[i] == ChangeDown) && !e.outside[i] {
 			out.change[i] = ChangeFlat
@@ -226,7 +236,12 @@ func testSignal(i int, r, b *stats, dir int) float64 {
 	case sRunning, sWaiting, sKV:
 		g := gaugeOf(i)
 		floor := gaugeFloor(g)
-		return welch(r.gMean[g], r.gVar[g]+floor, r.gN[g]/phi, b.gMean[g], b.gVar[g]+floor, b.gN[g]/phi, dir)
+		// Under no change the recent window is one more sub-window of the
+		// baseline: its mean varies as φ times the baseline's per-scrape
+		// variance over n. Its own variance times φ counted a queue that
+		// ramps within the window twice (the bursty simulator: waiting at
+		// 124x the baseline's read p = 0.03).
+		return welch(r.gMean[g], b.gVar[g]+floor, r.gN[g]/phi, b.gMean[g], b.gVar[g]+floor, b.gN[g]/phi, dir)
 	case sPromptMean, sGenMean:
 		w := hPromptLen
 		if i == sGenMean {

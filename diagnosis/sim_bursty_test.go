@@ -410,23 +410,20 @@ var simBurstyGaps = map[string]map[string]string{}
 
 // Why the gaps remain (docs/diagnosis.md, "Bursty traffic").
 const (
-	// simBurstyBucket: the shift's latency symptom is inter-token latency
-	// up 25-40 % inside one of vLLM's buckets (25-50 ms): the interpolated
-	// p90 reads 1.05-1.15x, below the minimum change, where the exact
-	// latencies the truth reads moved beyond the pod's own bursts.
-	simBurstyBucket = "the symptom is inter-token latency rising inside one of vLLM's buckets (25-50 ms): the interpolated p90 reads it below the minimum change"
-	// simBurstyLulls: the shift is named, then its incident ends in one of
-	// the traffic's lulls and, each time the rate comes back, is named again
-	// only after the strict tests' evaluations; a lull longer than the
-	// probation (onProbation) joins the reference with the cache still at
-	// 0, and after a few the hit ratio's drop is within the reference's
-	// range: ttft_up is named, unexplained.
-	simBurstyLulls = "the shift's incident ends in the traffic's lulls: named again only after the strict tests' evaluations, and once lulls longer than the probation joined the reference (the cache at 0), ttft_up is left unexplained"
-	// simBurstyBursts: the pod near its batch limit queues in bursts, as
-	// the rate's levels and the clients' batches come and go; each burst
-	// is named only after the strict tests' evaluations, and in its first
-	// seconds the batch fills before the queue shows (batch_growth).
-	simBurstyBursts = "the pod near its batch limit queues in bursts: each is named only after the strict tests' evaluations, and batch_growth is named in the first seconds of some, before the queue shows"
+	// simBurstyBucket: the shift's latency rises inside one of vLLM's
+	// buckets (inter-token 25-50 ms, TTFT 0.1-0.25 s and just past it):
+	// the interpolated p90 reads it below the minimum change, and at the
+	// conservative end of what the buckets allow (issue 30's own rule) it
+	// is no change at all: of the judged polls, the buckets show the change
+	// in 11 % for batch_growth and in none for long_outputs.
+	simBurstyBucket = "the shift's latency rises inside one of vLLM's buckets: the interpolated p90 reads it below the minimum change, and the buckets' conservative end shows it in few or none of the judged polls"
+	// simBurstyLulls: the shift's incident ends in the traffic's lulls and
+	// each resumption is named only once ttft_up holds again: of the
+	// misses, a third read inside the 0.1-0.25 s bucket (a true 1.3-1.6x
+	// read below the minimum change), a third not significant at the
+	// strict level on the pod's bursts, a third the range check or the 3
+	// evaluations of naming.
+	simBurstyLulls = "the shift's incident ends in the traffic's lulls; each resumption is named only once ttft_up holds again, which the 0.1-0.25 s bucket, the tests widened by the pod's bursts and the 3 evaluations of naming delay"
 	// simBurstyTruth: the exact latencies of long_outputs move beyond the
 	// pod's own bursts in only half of its polls: the scenario barely
 	// tests its shift on bursty traffic.
@@ -437,7 +434,6 @@ func init() {
 	for _, sc := range simBurstyScenarios {
 		simBurstyGaps[sc] = map[string]string{}
 	}
-	simBurstyGaps[CauseQueueing]["held"] = simBurstyBursts
 	simBurstyGaps[CausePrefixCacheMisses]["held"] = simBurstyLulls
 	simBurstyGaps[CauseBatchGrowth]["held"] = simBurstyBucket
 	simBurstyGaps[CauseLongOutputs]["held"] = simBurstyBucket
@@ -514,7 +510,14 @@ func TestSimulatorBursty(t *testing.T) {
 			if r.incidentPolls > 0 {
 				truly = fmt.Sprintf("%.0f %%", 100*float64(r.truePolls)/float64(r.incidentPolls))
 			}
-			fmt.Fprintf(&table, "| %s | `%s` | %s | %s | %.2f %% / %.2f %% (%.2f %% / %.2f %%) of %d | %.1f (%.1f) | %s | %s |\n", s.name, sc, truly, right,
+			shown := "–"
+			if r.truePolls > 0 && sc != simRelapse {
+				shown = fmt.Sprintf("%.0f %%", 100*float64(r.shownPolls)/float64(r.truePolls))
+				if r.shownPolls > 0 {
+					shown += fmt.Sprintf(" (%.1f %%)", 100*float64(r.shownWrong)/float64(r.shownPolls))
+				}
+			}
+			fmt.Fprintf(&table, "| %s | `%s` | %s | %s | %s | %.2f %% / %.2f %% (%.2f %% / %.2f %%) of %d | %.1f (%.1f) | %s | %s |\n", s.name, sc, truly, right, shown,
 				100*r.falseShare, 100*r.symptomShare, 100*r.namedShare, 100*r.namedSymptom, r.steadyPolls, r.flips, r.allFlips, first, dur(r.cleared, sc))
 			if len(gaps) > 0 {
 				t.Skipf("%s: known gaps:\n%s", sc, strings.Join(gaps, "\n"))
@@ -522,7 +525,7 @@ func TestSimulatorBursty(t *testing.T) {
 		})
 	}
 	if os.Getenv("DIAGNOSIS_TABLE") != "" {
-		fmt.Print("| windows | scenario | incident polls with a true latency symptom beyond the pod's bursts | wrong or missing among them | false causes / symptoms, steady (named at all) | changes of the causes per 10 min where nothing truly moved, steady (all) | first named after the shift | cleared after the load returned |\n|---|---|---|---|---|---|---|---|\n" + table.String())
+		fmt.Print("| windows | scenario | incident polls with a true latency symptom beyond the pod's bursts | wrong or missing among them | of them, a change the buckets show at their conservative end (wrong or missing among those) | false causes / symptoms, steady (named at all) | changes of the causes per 10 min where nothing truly moved, steady (all) | first named after the shift | cleared after the load returned |\n|---|---|---|---|---|---|---|---|---|\n" + table.String())
 	}
 }
 
@@ -579,6 +582,8 @@ type simTruth struct {
 	claimed  []bool
 	free     [2][]float64
 	freeSecs [][2][]float64
+	// base is the baseline's p90s before the shift (judge)
+	base [2]float64
 }
 
 func (tr *simTruth) observe(at time.Duration, engines []*simEngine) {
@@ -674,15 +679,16 @@ func (tr *simTruth) claim(claimed bool) {
 var simBurstQuantile = 1 - 1.0/30
 
 // judge says, once the run is over, which polls' recent windows truly show
-// a latency symptom: (the polls after the shift) an exact TTFT or ITL p90
+// a latency symptom (and which of those the buckets show at their
+// conservative end, bucketsShow): (the polls after the shift) an exact TTFT or ITL p90
 // at least 1 + the minimum change times the baseline's before the shift,
 // and beyond the size of the pod's own bursts (the p90 that one steady
 // window in simBurstQuantile reaches: a change within them cannot be told
 // from chance in one window, so the poll is not judged).
-func (tr *simTruth) judge() (symptom []bool) {
-	symptom = make([]bool, len(tr.recent))
+func (tr *simTruth) judge() (symptom, shown []bool) {
+	symptom, shown = make([]bool, len(tr.recent)), make([]bool, len(tr.recent))
 	if tr.baseTo[0] == nil {
-		return symptom
+		return symptom, shown
 	}
 	var base, burst [2]float64
 	for j := range base {
@@ -702,12 +708,29 @@ func (tr *simTruth) judge() (symptom []bool) {
 			fmt.Printf("truth %d: baseline %.4g, bursts %.4g (%.2fx)\n", j, base[j], burst[j], burst[j]/base[j])
 		}
 	}
+	tr.base = base
 	for i, r := range tr.recent {
 		for j := range r {
-			symptom[i] = symptom[i] || tr.at[i] > tr.shift && r[j] >= 1.25*base[j] && r[j] > burst[j]
+			on := tr.at[i] > tr.shift && r[j] >= 1.25*base[j] && r[j] > burst[j]
+			symptom[i] = symptom[i] || on
+			shown[i] = shown[i] || on && bucketsShow(simBounds[j], r[j], base[j])
 		}
 	}
-	return symptom
+	return symptom, shown
+}
+
+// simBounds are the buckets of the TTFT and the inter-token latency.
+var simBounds = [2][]float64{simTTFTBounds, simITLBounds}
+
+// bucketsShow says whether a p90 of recent against one of base is a rise
+// by the minimum change at the conservative end of what the buckets allow:
+// the lower bound of recent's bucket over the upper bound of base's.
+func bucketsShow(bounds []float64, recent, base float64) bool {
+	i, k := bucketOf(bounds, recent), bucketOf(bounds, base)
+	if i == 0 {
+		return false
+	}
+	return bounds[i-1] >= 1.25*bounds[k]
 }
 
 var simTruthTrace = os.Getenv("DIAGNOSIS_TRACE") != ""

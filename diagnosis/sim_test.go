@@ -334,6 +334,11 @@ type simPoll struct {
 	// ITL p90 is at least 1 + the minimum change times the baseline's
 	// before the shift, and beyond the pod's own bursts (simTruth.judge)
 	trueSymptom bool
+	// bucketShown: the true symptom is one vLLM's buckets can show at
+	// their conservative end (issue 30: a change counts only there): the
+	// lower bound of the true recent p90's bucket is at least 1 + the
+	// minimum change times the upper bound of the baseline's
+	bucketShown bool
 	// trueMoved: with a plan's truth, the recent window's exact TTFT or
 	// ITL p90 is at least 1 + the minimum change times that of the time
 	// without a claim before it (simTruth.claim)
@@ -391,6 +396,7 @@ func simulatePlan(pl simPlan) simRun {
 	gapSlack := res + max(res, 2*time.Second)
 	lastGood, gapEnd := time.Duration(0), time.Duration(-1)
 	var lastSteady []string
+	var traces []string // DIAGNOSIS_TRACE=2: each poll's verdict and signals
 	truth := &simTruth{window: window, shift: pl.shift, baseline: pl.baseline}
 	for at := time.Second; at <= pl.end; at += time.Second {
 		l := pl.load(at)
@@ -431,14 +437,17 @@ func simulatePlan(pl simPlan) simRun {
 			ready = values(fams, FamilyReady, "")[""] == 1
 		}
 		if simTrace {
-			rep := d.Report()
-			var b strings.Builder
-			for _, st := range rep.Models[0].Steps {
-				for _, s := range st.Signals {
-					fmt.Fprintf(&b, " %s=%s/%s(%s,%s)", s.Signal, formatNumber(s.Recent), formatNumber(s.Baseline), formatRatio(&s), formatP(s.PValue))
+			line := fmt.Sprint(at, " ", causes, symptoms, " no_scrape_yet")
+			if rep := d.Report(); len(rep.Models) > 0 {
+				var b strings.Builder
+				for _, st := range rep.Models[0].Steps {
+					for _, s := range st.Signals {
+						fmt.Fprintf(&b, " %s=%s/%s(%s,%s)", s.Signal, formatNumber(s.Recent), formatNumber(s.Baseline), formatRatio(&s), formatP(s.PValue))
+					}
 				}
+				line = fmt.Sprint(at, " ", causes, symptoms, " ", rep.Models[0].Readiness.State, b.String())
 			}
-			fmt.Println(at, causes, symptoms, rep.Models[0].Readiness.State, b.String())
+			traces = append(traces, line)
 		}
 		if pl.truth {
 			truth.claim(len(symptoms) > 0)
@@ -460,9 +469,25 @@ func simulatePlan(pl simPlan) simRun {
 		}
 	}
 	if pl.truth {
-		for i, s := range truth.judge() {
-			run.polls[i].trueSymptom, run.polls[i].trueMoved = s, truth.moved[i]
+		symptom, shown := truth.judge()
+		for i, s := range symptom {
+			run.polls[i].trueSymptom, run.polls[i].trueMoved, run.polls[i].bucketShown = s, truth.moved[i], shown[i]
 		}
+	}
+	for i, tr := range traces {
+		// the truth's marks: S a true symptom beyond the bursts, M truly moved
+		mark := [2]byte{'-', '-'}
+		if run.polls[i].trueSymptom {
+			mark[0] = 'S'
+		}
+		if run.polls[i].trueMoved {
+			mark[1] = 'M'
+		}
+		r := [2]float64{math.NaN(), math.NaN()}
+		if pl.truth {
+			r = truth.recent[i]
+		}
+		fmt.Printf("%s true %.2f/%.2f %s\n", mark[:], r[0]/truth.base[0], r[1]/truth.base[1], tr)
 	}
 	return run
 }
@@ -491,6 +516,9 @@ type simResult struct {
 	// truePolls those of them with a true latency symptom (all without a
 	// truth), the only ones wrongShare counts
 	incidentPolls, truePolls int
+	// shownPolls are the truePolls whose change the buckets show at their
+	// conservative end, shownWrong those of them wrong or missing
+	shownPolls, shownWrong int
 }
 
 // simExpected is what a scenario's incident is named: its cause, and for
@@ -531,8 +559,15 @@ func (r *simRun) result() simResult {
 			}
 			res.truePolls++
 			n++
-			if r.right != nil && !r.right(p.causes) || r.right == nil && !slices.Equal(p.causes, simExpected(r.scenario)) {
+			bad := r.right != nil && !r.right(p.causes) || r.right == nil && !slices.Equal(p.causes, simExpected(r.scenario))
+			if bad {
 				wrong++
+			}
+			if p.bucketShown {
+				res.shownPolls++
+				if bad {
+					res.shownWrong++
+				}
 			}
 		}
 		if p.at > r.back && len(p.causes) > 0 {
