@@ -141,15 +141,26 @@ func TestDefaultModelBoundAdmitsEveryAdmittedPage(t *testing.T) {
 		page   func(from, n, v int) []byte
 	}{{"five series", 9000, manymodels.Page}, {"one gauge", 50000, manymodels.Gauge}} {
 		t.Run(p.name, func(t *testing.T) {
+			// The pages are made before the scrapes, whose timeout they
+			// would otherwise share: under -race on a busy machine making
+			// one of 50,000 models took most of a second.
+			var pages [4][]byte
+			for i := range pages {
+				pages[i] = p.page(0, p.models, i+1)
+			}
 			var step atomic.Int64
 			up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
-				_, _ = w.Write(p.page(0, p.models, int(step.Add(1))))
+				_, _ = w.Write(pages[(step.Add(1)-1)%int64(len(pages))])
 			}))
 			defer up.Close()
 			kept := func(maxModels int) (kept, leftOut float64) {
 				clock := newFakeClock()
 				c := newTestCollector(t, up.URL, clock, func(cfg *Config) {
 					cfg.MaxBodyBytes, cfg.MaxSeries, cfg.MaxModels = DefaultMaxBodyBytes, DefaultMaxSeries, maxModels
+					// A 3 MB page parsed under -race on a busy machine
+					// outlasted the 1 s timeout: the scrape failed and
+					// kept no model.
+					cfg.Interval, cfg.Timeout = 20*time.Second, 20*time.Second
 				})
 				for range 2 {
 					clock.Advance(time.Second)
@@ -161,6 +172,10 @@ func TestDefaultModelBoundAdmitsEveryAdmittedPage(t *testing.T) {
 						kept = v
 					case "vllm_normalizer_history_models_left_out":
 						leftOut = v
+					case "vllm_up":
+						if v != 1 {
+							t.Errorf("the scrape of %d models failed", p.models)
+						}
 					}
 				})
 				return kept, leftOut
