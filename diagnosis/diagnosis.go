@@ -449,7 +449,7 @@ func (d *Diagnoser) diagnose(m string, tr *track, t int64) ModelReport {
 	if in.open {
 		// a copy: the incident's end or adoption below resets in.base,
 		// and this evaluation still reports against it
-		frozenBase := in.base
+		frozenBase := *in.base
 		ref, refStart, refEnd, frozen, stretches = &frozenBase, in.baseStart, in.baseEnd, true, in.baseStretches
 	} else {
 		ref, refStart, refEnd, stretches, freeOK = d.reference(tr, from, a, &roll, ok)

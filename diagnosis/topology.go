@@ -81,7 +81,7 @@ type topoState struct {
 	// Outside an incident, a change found by a baseline-based finding
 	// freezes its own baseline until it clears, as an incident does.
 	frozen             bool
-	base               stats
+	base               *stats // while frozen; nil otherwise, as most models never freeze one
 	baseStart, baseEnd int64
 	frozenAt           int64
 	calm               int
@@ -396,7 +396,7 @@ func (ts *topoState) step(d *Diagnoser, t int64, recent, ref *stats, refStart, r
 	w := int64(d.opts.Window)
 	base := ref
 	if ts.frozen && !incident {
-		base = &ts.base
+		base = ts.base
 	}
 	alpha := d.opts.Significance / numTopoSignals
 	e := ts.evaluate(&d.rules, t, w, recent, base, alpha, d.opts.Significance)
@@ -416,7 +416,7 @@ func (ts *topoState) step(d *Diagnoser, t int64, recent, ref *stats, refStart, r
 	case incident:
 		ts.frozen = false // the incident's frozen baseline is the reference
 	case baselined && !ts.frozen:
-		ts.frozen, ts.base, ts.baseStart, ts.baseEnd, ts.frozenAt, ts.calm = true, ref.clone(), refStart, refEnd, t, 0
+		ts.frozen, ts.base, ts.baseStart, ts.baseEnd, ts.frozenAt, ts.calm = true, ref.cloned(), refStart, refEnd, t, 0
 	case ts.frozen && !baselined:
 		if ts.calm++; ts.calm >= HoldEvaluations {
 			ts.frozen = false
