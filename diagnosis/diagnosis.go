@@ -237,6 +237,9 @@ func (d *Diagnoser) Observe(now time.Time, obs []Observation) []exposition.Famil
 		}
 	}
 	slices.Sort(models)
+	if len(models) > 0 {
+		rep.Models = make([]ModelReport, 0, len(models)) // kept until the next scrape: no room to grow
+	}
 	for _, m := range models {
 		rep.Models = append(rep.Models, d.diagnose(m, d.tracks[m], t))
 	}
