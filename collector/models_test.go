@@ -174,8 +174,9 @@ func TestDefaultModelBoundAdmitsEveryAdmittedPage(t *testing.T) {
 
 // BenchmarkModelMemory measures what the sidecar keeps per model between
 // scrapes (history, idle times, diagnosis input and diagnosis) on the
-// constructed pages of many models (five series a model; one gauge), once
-// 32 minutes of scrapes every 2 s have filled the diagnosis' rings, with
+// constructed pages of many models (five series a model, steady or all
+// moving unevenly; one gauge), once 32 minutes of scrapes every 2 s have
+// filled the diagnosis' rings, with
 // the view the page and the API serve drawn: the heap retained after a
 // forced GC, less what the same collector retains with no model, per
 // model (retained-B/model, at 300 models), and what each model beyond 100
@@ -192,7 +193,7 @@ func BenchmarkModelMemory(b *testing.B) {
 	for _, p := range []struct {
 		name string
 		page func(from, n, v int) []byte
-	}{{"five series", manymodels.Page}, {"one gauge", manymodels.Gauge}} {
+	}{{"five series", manymodels.Page}, {"five series busy", manymodels.Busy}, {"one gauge", manymodels.Gauge}} {
 		b.Run(p.name, func(b *testing.B) {
 			for range b.N {
 				few, many := modelMemory(b, p.page, 100, scrapes), modelMemory(b, p.page, 300, scrapes)
@@ -211,18 +212,20 @@ const historySeriesBytes = 3300
 // TestModelStateFitsItsRoom: once the diagnosis' rings are full, what each
 // model adds to the heap (the benchmark's marginal cost, between 100 and
 // 200 models) is within what the series bound charges it: its history
-// series and modelSeries, 3.3 KB each, on both constructed pages of many
-// models. A model costing more than its room would let the defaults admit
+// series and modelSeries, 3.3 KB each, on the constructed pages of many
+// models, and on the page of five series a model with every series moving
+// unevenly, which costs the most (its points are what their predictions
+// miss). A model costing more than its room would let the defaults admit
 // more memory than the container's budget was measured with.
 func TestModelStateFitsItsRoom(t *testing.T) {
 	if testing.Short() || raceEnabled {
-		t.Skip("32 minutes of scrapes of 100 and of 200 models (25 to 35 s)")
+		t.Skip("32 minutes of scrapes of 100 and of 200 models, three pages (about a minute)")
 	}
 	for _, p := range []struct {
 		name   string
 		page   func(from, n, v int) []byte
 		series int // history series a model
-	}{{"five series", manymodels.Page, 4}, {"one gauge", manymodels.Gauge, 0}} {
+	}{{"five series", manymodels.Page, 4}, {"five series busy", manymodels.Busy, 4}, {"one gauge", manymodels.Gauge, 0}} {
 		t.Run(p.name, func(t *testing.T) {
 			few, many := modelMemory(t, p.page, 100, 32*30), modelMemory(t, p.page, 200, 32*30)
 			perModel, room := (many-few)/100, float64((p.series+modelSeries)*historySeriesBytes)
