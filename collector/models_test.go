@@ -195,14 +195,18 @@ func TestDefaultModelBoundAdmitsEveryAdmittedPage(t *testing.T) {
 
 // BenchmarkModelMemory measures what the sidecar keeps per model between
 // scrapes (history, idle times, diagnosis input and diagnosis) on the
-// constructed pages of many models (five series a model; one gauge), once
-// 32 minutes of scrapes every 2 s have filled the diagnosis' rings, with
+// constructed pages of many models (five series a model, steady or all
+// moving unevenly; one gauge), once 32 minutes of scrapes every 2 s have
+// filled the diagnosis' rings, with
 // the view the page and the API serve drawn: the heap retained after a
 // forced GC, less what the same collector retains with no model, per
-// model. Run it once:
+// model (retained-B/model, at 300 models), and what each model beyond 100
+// adds (marginal-B/model: the same at 300 models less at 100, over 200),
+// which leaves out what does not grow with the models (the charts of
+// MaxChartedModels of them, buffers). The room a model takes in the series
+// bound (modelSeries) is the marginal cost in history series. Run it once:
 // go test -run '^$' -bench ModelMemory -benchtime 1x ./collector
 func BenchmarkModelMemory(b *testing.B) {
-	const models = 300
 	scrapes := 32 * 30
 	if testing.Short() {
 		scrapes = 30
@@ -210,38 +214,79 @@ func BenchmarkModelMemory(b *testing.B) {
 	for _, p := range []struct {
 		name string
 		page func(from, n, v int) []byte
-	}{{"five series", manymodels.Page}, {"one gauge", manymodels.Gauge}} {
+	}{{"five series", manymodels.Page}, {"five series busy", manymodels.Busy}, {"one gauge", manymodels.Gauge}} {
 		b.Run(p.name, func(b *testing.B) {
 			for range b.N {
-				var step atomic.Int64
-				up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
-					_, _ = w.Write(p.page(0, models, int(step.Add(1))))
-				}))
-				d, err := diagnosis.New(diagnosis.Options{Window: diagnosis.DefaultWindow, Baseline: diagnosis.DefaultBaseline, MinChange: diagnosis.DefaultMinChange, Interval: 2 * time.Second})
-				if err != nil {
-					b.Fatal(err)
-				}
-				clock := newFakeClock()
-				c := newTestCollector(b, up.URL, clock, func(cfg *Config) { cfg.Diagnosis, cfg.Interval = d, 2*time.Second })
-				for range scrapes {
-					clock.Advance(2 * time.Second)
-					c.ScrapeOnce(context.Background())
-				}
-				up.Close()
-				if got := len(d.View(nil).Models); got != models { // the view a reader of the page or the API draws
-					b.Fatalf("the diagnosis holds %d models, want %d", got, models)
-				}
-				var held, released runtime.MemStats
-				runtime.GC()
-				runtime.ReadMemStats(&held)
-				runtime.KeepAlive(c)
-				runtime.KeepAlive(d)
-				runtime.GC()
-				runtime.ReadMemStats(&released)
-				b.ReportMetric((float64(held.HeapAlloc)-float64(released.HeapAlloc))/models, "retained-B/model")
+				few, many := modelMemory(b, p.page, 100, scrapes), modelMemory(b, p.page, 300, scrapes)
+				b.ReportMetric(many/300, "retained-B/model")
+				b.ReportMetric((many-few)/200, "marginal-B/model")
 			}
 		})
 	}
+}
+
+// historySeriesBytes is what a history series costs at the defaults
+// (docs/operating.md, "Memory": 16 MB live for 5000 series over a full
+// window), the unit of the room a model takes in the series bound.
+const historySeriesBytes = 3300
+
+// TestModelStateFitsItsRoom: once the diagnosis' rings are full, what each
+// model adds to the heap (the benchmark's marginal cost, between 100 and
+// 200 models) is within what the series bound charges it: its history
+// series and modelSeries, 3.3 KB each, on the constructed pages of many
+// models, and on the page of five series a model with every series moving
+// unevenly, which costs the most (its points are what their predictions
+// miss). A model costing more than its room would let the defaults admit
+// more memory than the container's budget was measured with.
+func TestModelStateFitsItsRoom(t *testing.T) {
+	if testing.Short() || raceEnabled {
+		t.Skip("32 minutes of scrapes of 100 and of 200 models, three pages (about a minute)")
+	}
+	for _, p := range []struct {
+		name   string
+		page   func(from, n, v int) []byte
+		series int // history series a model
+	}{{"five series", manymodels.Page, 4}, {"five series busy", manymodels.Busy, 4}, {"one gauge", manymodels.Gauge, 0}} {
+		t.Run(p.name, func(t *testing.T) {
+			few, many := modelMemory(t, p.page, 100, 32*30), modelMemory(t, p.page, 200, 32*30)
+			perModel, room := (many-few)/100, float64((p.series+modelSeries)*historySeriesBytes)
+			t.Logf("a model adds %.0f bytes, its room is %.0f", perModel, room)
+			if perModel > room {
+				t.Errorf("a model adds %.0f bytes to the heap, more than the %.0f its %d history series and modelSeries (%d) of %d bytes charge it: raise modelSeries", perModel, room, p.series, modelSeries, historySeriesBytes)
+			}
+		})
+	}
+}
+
+// modelMemory returns the heap a collector and its diagnosis retain after
+// scrapes of page with models models every 2 s, with the view drawn.
+func modelMemory(b testing.TB, page func(from, n, v int) []byte, models, scrapes int) float64 {
+	var step atomic.Int64
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		_, _ = w.Write(page(0, models, int(step.Add(1))))
+	}))
+	d, err := diagnosis.New(diagnosis.Options{Window: diagnosis.DefaultWindow, Baseline: diagnosis.DefaultBaseline, MinChange: diagnosis.DefaultMinChange, Interval: 2 * time.Second})
+	if err != nil {
+		b.Fatal(err)
+	}
+	clock := newFakeClock()
+	c := newTestCollector(b, up.URL, clock, func(cfg *Config) { cfg.Diagnosis, cfg.Interval = d, 2*time.Second })
+	for range scrapes {
+		clock.Advance(2 * time.Second)
+		c.ScrapeOnce(context.Background())
+	}
+	up.Close()
+	if got := len(d.View(nil).Models); got != models { // the view a reader of the page or the API draws
+		b.Fatalf("the diagnosis holds %d models, want %d", got, models)
+	}
+	var held, released runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&held)
+	runtime.KeepAlive(c)
+	runtime.KeepAlive(d)
+	runtime.GC()
+	runtime.ReadMemStats(&released)
+	return float64(held.HeapAlloc) - float64(released.HeapAlloc)
 }
 
 // TestDensePageKeepsWholeModels: a page of more models' series than

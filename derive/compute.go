@@ -49,7 +49,7 @@ func (c *windowCalc) inWindow(cn mapping.Counter) bool { return c.a.inWindow[cn]
 // buckets returns a copy of the group's bucket increases of a histogram
 // input (nil without any), which the caller may reorder.
 func (c *windowCalc) buckets(cn mapping.Counter) []quantile.Bucket {
-	bs := c.a.buckets[cn]
+	bs := c.a.bucketsOf(cn)
 	if len(bs) == 0 {
 		return nil
 	}
@@ -140,7 +140,7 @@ var derivedQuantiles = []struct {
 // increases.
 func quantilesOf(cn mapping.Counter) func(*windowCalc) {
 	return func(c *windowCalc) {
-		bs := c.a.buckets[cn]
+		bs := c.a.bucketsOf(cn)
 		if len(bs) == 0 {
 			return
 		}

@@ -198,12 +198,25 @@ type groupAcc struct {
 	// inWindow says whether a series of the input had any point in the
 	// window.
 	inWindow [mapping.NumCounters]bool
-	// buckets are the bucket increases of histogram inputs.
-	buckets [mapping.NumCounters][]quantile.Bucket
+	// buckets are the bucket increases of histogram inputs; nil until a
+	// group has a bucket series: most groups of a page of many models have
+	// none, and a group's accumulator is kept from one scrape to the next.
+	buckets *histBuckets
 	// split are the rates of split counters per label value, in the
 	// order first seen.
 	split  []labelRate
 	gauges [numWindowGauges]gaugeAcc
+}
+
+// histBuckets are a group's bucket increases, by histogram input.
+type histBuckets [mapping.NumCounters][]quantile.Bucket
+
+// bucketsOf returns the bucket increases of histogram input cn.
+func (a *groupAcc) bucketsOf(cn mapping.Counter) []quantile.Bucket {
+	if a.buckets == nil {
+		return nil
+	}
+	return a.buckets[cn]
 }
 
 // gaugeAcc accumulates a window gauge's series over one window.
@@ -389,9 +402,11 @@ func (d *Deriver) derive(r *window.Reader, groupBys [][]string, res [][]expositi
 				if split == nil {
 					split = g.splitBuf[:0]
 				}
-				g.acc = groupAcc{split: split[:0]}
-				for k := range buckets {
-					g.acc.buckets[k] = buckets[k][:0]
+				g.acc = groupAcc{split: split[:0], buckets: buckets}
+				if buckets != nil {
+					for k := range buckets {
+						buckets[k] = buckets[k][:0]
+					}
 				}
 			}
 		}
@@ -507,6 +522,9 @@ func accumulateGauge(r *window.Reader, s *window.Series, a *groupAcc, rg window.
 // value's share and to its total.
 func (a *groupAcc) add(s *window.Series, cn mapping.Counter, inc, secs float64) {
 	if s.Kind() == window.Bucket {
+		if a.buckets == nil {
+			a.buckets = new(histBuckets)
+		}
 		a.buckets[cn] = append(a.buckets[cn], quantile.Bucket{UpperBound: s.UpperBound(), Count: inc})
 		return
 	}

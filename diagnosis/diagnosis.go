@@ -237,6 +237,9 @@ func (d *Diagnoser) Observe(now time.Time, obs []Observation) []exposition.Famil
 		}
 	}
 	slices.Sort(models)
+	if len(models) > 0 {
+		rep.Models = make([]ModelReport, 0, len(models)) // kept until the next scrape: no room to grow
+	}
 	for _, m := range models {
 		rep.Models = append(rep.Models, d.diagnose(m, d.tracks[m], t))
 	}
@@ -449,7 +452,7 @@ func (d *Diagnoser) diagnose(m string, tr *track, t int64) ModelReport {
 	if in.open {
 		// a copy: the incident's end or adoption below resets in.base,
 		// and this evaluation still reports against it
-		frozenBase := in.base
+		frozenBase := *in.base
 		ref, refStart, refEnd, frozen, stretches = &frozenBase, in.baseStart, in.baseEnd, true, in.baseStretches
 	} else {
 		ref, refStart, refEnd, stretches, freeOK = d.reference(tr, from, a, &roll, ok)

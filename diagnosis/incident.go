@@ -14,7 +14,7 @@ const HoldWindows = 3
 // consecutive evaluations disagree with it.
 type hysteresis struct {
 	on bool
-	n  int // consecutive evaluations disagreeing with on
+	n  uint8 // consecutive evaluations disagreeing with on, below HoldEvaluations: a byte, as every model keeps 51 of them
 }
 
 func (h *hysteresis) step(raw bool) bool {
@@ -33,10 +33,10 @@ func (h *hysteresis) step(raw bool) bool {
 // baseline it was judged against is frozen, so that the incident does not
 // slide into the baseline and vanish while it lasts.
 type incidentState struct {
-	open  bool  // a symptom showed; the baseline is frozen
-	named bool  // a symptom held long enough: the incident is reported
-	start int64 // when the first symptom showed
-	base  stats // the frozen baseline
+	open  bool   // a symptom showed; the baseline is frozen
+	named bool   // a symptom held long enough: the incident is reported
+	start int64  // when the first symptom showed
+	base  *stats // the frozen baseline, while open: nil otherwise, as most models never hold one
 	// baseStart and baseEnd bound the frozen baseline; baseStretches is
 	// how many stretches of incident-free time it sums (0: the rolling
 	// baseline).
@@ -108,7 +108,7 @@ func (in *incidentState) step(t, w int64, ev, naming, lenient, long *evaluation,
 		if in.inLull() {
 			chain = in.chainStart
 		}
-		*in = incidentState{open: true, start: t, base: ref.clone(), baseStart: refStart, baseEnd: refEnd,
+		*in = incidentState{open: true, start: t, base: ref.cloned(), baseStart: refStart, baseEnd: refEnd,
 			uncausedSince: -1, adopted: in.adopted, adoptedAt: in.adoptedAt, adoptedOf: in.adoptedOf,
 			ended: in.ended, endedAt: in.endedAt, endStart: in.endStart,
 			lull: in.lull, lullSym: in.lullSym, chainStart: chain, fromLull: in.inLull(), lullPeak: in.lullPeak}

@@ -8,12 +8,18 @@ import (
 )
 
 // A ring stores each point as what changed since the point before it: the
-// bits of every value XORed with the previous point's, leading and
-// trailing zero bytes dropped. A point is 304 bytes and its histograms 8
-// bytes a bucket as a struct; cumulative counts and sums that move a little
-// keep 2 to 4 bytes of each value that moved and a bit of each that did not
-// (an idle model's point is a few bytes). XOR is exact both ways, so a
-// decoded point is bit for bit the point stored (TestRingMatchesReference).
+// bits of every value XORed with what the points before predict, leading
+// and trailing zero bytes dropped. A bucket is predicted by its value in the
+// point before, a scalar by the point before moved by the step before it:
+// a running sum that grows at a steady rate (a constant gauge's, every
+// gauge's count of observations, an idle model's or one of steady traffic)
+// is predicted exactly and keeps nothing but its bit. A point is 304 bytes
+// and its histograms 8 bytes a bucket as a struct; cumulative counts and
+// sums that move a little keep 2 to 4 bytes of each value that moved off
+// its prediction and a bit of each that did not (an idle model's point is
+// a byte). XOR is exact both ways and the prediction is computed alike on
+// both, so a decoded point is bit for bit the point stored
+// (TestRingMatchesReference).
 
 // numScalars are a point's values besides its time and histograms: the
 // gauges' sums, squares and counts, then the counters.
@@ -44,6 +50,51 @@ func setScalars(p *point, s *[numScalars]uint64) {
 	}
 }
 
+// moves are each scalar's move from one point to the next, by which the
+// next is predicted: zero before the second point, NaN where not finite.
+type moves [numScalars]float64
+
+// predict returns the bits the scalars after last are encoded against:
+// last moved by step, or last where that is not finite.
+func predict(last *[numScalars]uint64, step *moves) (q [numScalars]uint64) {
+	for i, b := range last {
+		q[i] = b
+		// additions only, which Go never fuses: encoder and decoder round alike
+		if v := math.Float64frombits(b) + step[i]; !math.IsNaN(v) && !math.IsInf(v, 0) {
+			q[i] = math.Float64bits(v)
+		}
+	}
+	return q
+}
+
+// to sets step to the move from the scalars old to those of p, the
+// point at index k of its ring (the first has no step before it).
+func (step *moves) to(old *[numScalars]uint64, p *point, k int) {
+	if k == 0 {
+		*step = moves{}
+		return
+	}
+	cur := scalarsOf(p)
+	for i := range cur {
+		step[i] = math.Float64frombits(cur[i]) - math.Float64frombits(old[i])
+	}
+}
+
+// decodeNext turns p, the point at k-1 of its ring (zero for k = 0) whose
+// step is step, into the point src encodes, at k, and step into its step.
+func decodeNext(p *point, step *moves, k int, src []byte) {
+	old := scalarsOf(p)
+	pred := predict(&old, step)
+	decodePoint(p, &pred, src)
+	step.to(&old, p, k)
+}
+
+// cursorState is a point decoded and its step, the start of a later read.
+type cursorState struct {
+	p    point
+	step moves
+}
+
 // ring keeps at most one point per slot of res nanoseconds (the newest
 // observation in the slot), oldest first, encoded as above.
 type ring struct {
@@ -57,13 +108,15 @@ type ring struct {
 	hFrom [numHists]int
 	// prev is the point before the newest, decoded (zero when the newest
 	// is the first): what the newest is encoded against, and replaced
-	// against when a newer observation falls in its slot.
-	prev point
+	// against when a newer observation falls in its slot; prevStep its
+	// step.
+	prev     point
+	prevStep moves
 	// cursor is point cursorAt decoded (nil: none), the start of
 	// the next read further on: the diagnosis reads the same old points
 	// scrape after scrape, and decoding them from the first each time
 	// made a scrape five times dearer.
-	cursor   *point
+	cursor   *cursorState
 	cursorAt int
 }
 
@@ -74,7 +127,7 @@ func (r *ring) add(p *point) {
 		if r.cursor != nil && r.cursorAt == n-1 {
 			r.cursor = nil
 		}
-		r.enc = encodePoint(r.enc[:r.off[n-1]], &r.prev, p)
+		r.enc = encodePoint(r.enc[:r.off[n-1]], &r.prev, &r.prevStep, p)
 		r.pts[n-1] = p.t
 		for w := range r.hFrom {
 			r.hFrom[w] = min(r.hFrom[w], n-1) // the replaced point's histograms are new
@@ -82,11 +135,11 @@ func (r *ring) add(p *point) {
 		return
 	}
 	if n > 0 {
-		decodePoint(&r.prev, r.enc[r.off[n-1]:]) // prev becomes the newest
+		decodeNext(&r.prev, &r.prevStep, n-1, r.enc[r.off[n-1]:]) // prev becomes the newest
 	}
 	r.off = append(r.off, uint32(len(r.enc)))
 	r.pts = append(r.pts, p.t)
-	r.enc = encodePoint(r.enc, &r.prev, p)
+	r.enc = encodePoint(r.enc, &r.prev, &r.prevStep, p)
 }
 
 // dropHistogram reads histogram w as absent on every point stored so far.
@@ -102,17 +155,23 @@ func (r *ring) prune(cut int64) {
 	if i == 0 {
 		return
 	}
-	// The new first point is encoded again, against nothing; the ones
-	// after it keep their bytes.
-	var first point
-	r.decodeTo(&first, i)
-	abs := encodePoint(nil, &point{}, &first)
-	var rest []byte
-	restAt := len(r.enc)
-	if i+1 < len(r.off) {
-		restAt = int(r.off[i+1])
-		rest = r.enc[restAt:]
+	// The new first point is encoded again, against nothing, and the
+	// second against it alone (the point before it, which predicted it, is
+	// gone); the ones after keep their bytes.
+	var first, second point
+	var step moves
+	r.decodeStep(&first, &step, i)
+	abs := encodePoint(nil, &point{}, &moves{}, &first)
+	secondAt, restAt := uint32(len(abs)), len(r.enc)
+	if i+1 < len(r.pts) {
+		if i+2 < len(r.pts) {
+			restAt = int(r.off[i+2])
+		}
+		copyPoint(&second, &first)
+		decodeNext(&second, &step, i+1, r.enc[r.off[i+1]:])
+		abs = encodePoint(abs, &first, &moves{}, &second)
 	}
+	rest := r.enc[restAt:]
 	if len(abs) <= restAt {
 		// in place: the bytes move down, over ones already read
 		copy(r.enc, abs)
@@ -122,17 +181,24 @@ func (r *ring) prune(cut int64) {
 	}
 	r.off = slices.Delete(r.off, 0, i)
 	r.off[0] = 0
-	for k := 1; k < len(r.off); k++ {
+	if len(r.off) > 1 {
+		r.off[1] = secondAt
+	}
+	for k := 2; k < len(r.off); k++ {
 		r.off[k] = uint32(int(r.off[k]) - restAt + len(abs))
 	}
 	r.pts = slices.Delete(r.pts, 0, i)
 	for w := range r.hFrom {
 		r.hFrom[w] = max(0, r.hFrom[w]-i)
 	}
-	if len(r.pts) == 1 {
-		r.prev = point{}
+	switch len(r.pts) {
+	case 1:
+		r.prev, r.prevStep = point{}, moves{}
+	case 2:
+		r.prevStep = moves{} // prev is the first now
 	}
-	if r.cursorAt -= i; r.cursorAt < 0 {
+	// a cursor at the new first point would carry the step of a point gone
+	if r.cursorAt -= i; r.cursorAt <= 0 {
 		r.cursor = nil
 	}
 }
@@ -140,29 +206,38 @@ func (r *ring) prune(cut int64) {
 // decodeTo sets p to the stored state of point i, decoded from the first
 // (or from prev, for the newest two), without the hFrom mask.
 func (r *ring) decodeTo(p *point, i int) {
+	var step moves
+	r.decodeStep(p, &step, i)
+}
+
+// decodeStep is decodeTo that also sets step to point i's.
+func (r *ring) decodeStep(p *point, step *moves, i int) {
 	n := len(r.pts)
 	switch {
 	case n >= 2 && i >= n-2:
 		copyPoint(p, &r.prev)
+		*step = r.prevStep
 		if i == n-1 {
-			decodePoint(p, r.enc[r.off[i]:])
+			decodeNext(p, step, i, r.enc[r.off[i]:])
 		}
 	default:
 		k := 0
 		if r.cursor != nil && r.cursorAt <= i {
-			copyPoint(p, r.cursor)
+			copyPoint(p, &r.cursor.p)
+			*step = r.cursor.step
 			k = r.cursorAt + 1
 		} else {
-			*p = point{}
+			*p, *step = point{}, moves{}
 		}
 		for ; k <= i; k++ {
-			decodePoint(p, r.enc[r.off[k]:])
+			decodeNext(p, step, k, r.enc[r.off[k]:])
 		}
 		if i > 2 && (r.cursor == nil || r.cursorAt <= i) {
 			if r.cursor == nil {
-				r.cursor = new(point)
+				r.cursor = new(cursorState)
 			}
-			copyPoint(r.cursor, p)
+			copyPoint(&r.cursor.p, p)
+			r.cursor.step = *step
 			r.cursorAt = i
 		}
 	}
@@ -210,8 +285,9 @@ func (r *ring) newest() *point {
 func (r *ring) points() []point {
 	out := make([]point, len(r.pts))
 	var p point
+	var step moves
 	for i := range out {
-		decodePoint(&p, r.enc[r.off[i]:])
+		decodeNext(&p, &step, i, r.enc[r.off[i]:])
 		out[i] = p
 		for w := range p.h {
 			out[i].h[w] = nil
@@ -245,29 +321,61 @@ func (r *ring) atOrAfter(cut int64) *point {
 }
 
 // An encoded point is a header byte (bit w: histogram w present; bit
-// scalarsSame: no scalar changed), then unless scalarsSame the scalars as
-// a vector, then each present histogram as its length (uvarint) and a
-// vector, against the previous point's when that has as many buckets,
-// else against zeros. A vector is a bitmap of the values that changed and,
-// for each, a byte (leading zero bytes << 4 | bytes kept) and the bytes
-// kept of the XOR, least significant first.
-const scalarsSame = 1 << numHists
+// scalarsSame: every scalar as predicted; bit histsSame: every present
+// histogram as in the point before), then unless scalarsSame the scalars
+// as a vector against their prediction, then unless histsSame each present
+// histogram as its length (uvarint) and a vector, against the previous
+// point's when that has as many buckets, else against zeros. A vector is a
+// bitmap of the values that changed and, for each, a byte (leading zero
+// bytes << 4 | bytes kept) and the bytes kept of the XOR, least
+// significant first.
+const (
+	scalarsSame = 1 << numHists
+	histsSame   = 1 << (numHists + 1)
+)
 
-// encodePoint appends p encoded against ref to dst.
-func encodePoint(dst []byte, ref, p *point) []byte {
+// sameHistograms reports whether every histogram of p is ref's, bit for bit.
+func sameHistograms(ref, p *point) bool {
+	for w, h := range p.h {
+		if h == nil {
+			continue
+		}
+		if len(ref.h[w]) != len(h) || ref.h[w] == nil {
+			return false
+		}
+		for i, v := range h {
+			if math.Float64bits(v) != math.Float64bits(ref.h[w][i]) {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// encodePoint appends p encoded against ref, the point before it, whose
+// step is refStep, to dst.
+func encodePoint(dst []byte, ref *point, refStep *moves, p *point) []byte {
 	hdr := len(dst)
 	dst = append(dst, 0)
-	a, b := scalarsOf(ref), scalarsOf(p)
+	last, b := scalarsOf(ref), scalarsOf(p)
+	a := predict(&last, refStep)
 	if a == b {
 		dst[hdr] |= scalarsSame
 	} else {
 		dst = encodeVector(dst, a[:], b[:])
+	}
+	same := sameHistograms(ref, p)
+	if same {
+		dst[hdr] |= histsSame
 	}
 	for w, h := range p.h {
 		if h == nil {
 			continue
 		}
 		dst[hdr] |= 1 << w
+		if same {
+			continue
+		}
 		dst = binary.AppendUvarint(dst, uint64(len(h)))
 		var base []float64 // zeros
 		if ref.h[w] != nil && len(ref.h[w]) == len(h) {
@@ -278,20 +386,24 @@ func encodePoint(dst []byte, ref, p *point) []byte {
 	return dst
 }
 
-// decodePoint turns p, the point src was encoded against, into the point
-// src encodes (its time aside), reusing p's bucket slices.
-func decodePoint(p *point, src []byte) {
+// decodePoint turns p, the point before src's, into the point src encodes
+// (its time aside) against pred, its scalars' prediction, reusing p's
+// bucket slices.
+func decodePoint(p *point, pred *[numScalars]uint64, src []byte) {
 	hdr := src[0]
 	src = src[1:]
+	s := *pred
 	if hdr&scalarsSame == 0 {
-		s := scalarsOf(p)
 		src = decodeVector(s[:], src)
-		setScalars(p, &s)
 	}
+	setScalars(p, &s)
 	for w := range p.h {
 		if hdr&(1<<w) == 0 {
 			p.h[w] = nil
 			continue
+		}
+		if hdr&histsSame != 0 {
+			continue // p's, as before
 		}
 		n, k := binary.Uvarint(src)
 		src = src[k:]
@@ -403,6 +515,7 @@ type walker struct {
 	r    *ring
 	at   int   // the point cur holds; -1 before the first
 	cur  point // as stored, without the hFrom mask
+	step moves // cur's
 	out  [2]point
 	flip int
 	last *point // returned last, for point at
@@ -428,7 +541,7 @@ func (w *walker) atOrBefore(cut int64) *point {
 	}
 	for w.at < i {
 		w.at++
-		decodePoint(&w.cur, r.enc[r.off[w.at]:])
+		decodeNext(&w.cur, &w.step, w.at, r.enc[r.off[w.at]:])
 	}
 	p := &w.out[w.flip]
 	w.flip ^= 1

@@ -109,14 +109,26 @@ func TestRingMatchesReference(t *testing.T) {
 				tm += int64(rng.IntN(50)) // a gap
 			}
 			cur.t = tm
+			// steady: the scalars move as before (a constant gauge's sums,
+			// counters at a steady rate), which the encoding predicts
+			steady := rng.IntN(3) == 0
 			for i := range numGauges {
+				if steady {
+					cur.gsum[i] += 0.25
+					cur.gsq[i] += 0.0625
+					cur.gn[i]++
+					continue
+				}
 				cur.gsum[i] = randomValue(rng, cur.gsum[i])
 				cur.gsq[i] = randomValue(rng, cur.gsq[i])
 				cur.gn[i] = randomValue(rng, cur.gn[i])
 			}
 			idle := rng.IntN(3) == 0
 			for i := range cur.c {
-				if !idle {
+				switch {
+				case steady:
+					cur.c[i] += float64(i)
+				case !idle:
 					cur.c[i] = randomValue(rng, cur.c[i])
 				}
 			}
@@ -210,4 +222,51 @@ func refAtOrAfter(r *refRing, cut int64) *point {
 		}
 	}
 	return nil
+}
+
+// TestSteadyPointIsAByte: a model whose gauges hold and whose counters
+// stand still or move at a steady rate and whose histograms stand still
+// (an idle model; the constructed many-model page's) costs a byte a point once the ring has two points
+// when its gauges are whole numbers or binary fractions, and 2 bytes a
+// point on average for a gauge such as 0.3, whose running sums round; it
+// reads back exactly. Before each scalar was predicted by its move, such a
+// point kept every running sum's XOR and every histogram's length and
+// bitmap: 24 to 80 bytes, and 3 more (these four cases without the
+// histogram: 4,725 to 15,916 bytes for the 198 points).
+func TestSteadyPointIsAByte(t *testing.T) {
+	for _, c := range []struct {
+		gauge, rate float64
+		bytes       int // at most, a point
+	}{{1, 0, 1}, {0.25, 3, 1}, {0.3, 0, 2}, {0.3, 3, 2}} {
+		r := ring{res: 2}
+		var p point
+		var want []point
+		p.h[hTTFT] = []float64{0, 3, 8, 20, 20, 21, 40, 40, 41, 41, 41, 42} // no request finishes
+		for k := range 200 {
+			p.t = int64(2 * k)
+			for i := range numGauges {
+				p.gsum[i] += c.gauge
+				p.gsq[i] += c.gauge * c.gauge
+				p.gn[i]++
+			}
+			for i := range p.c {
+				p.c[i] += c.rate * float64(i)
+			}
+			p.c[cKVFailures] = math.NaN()
+			r.add(&p)
+			want = append(want, p)
+		}
+		// the first point is whole, the second its move from the first
+		rest := len(r.enc) - int(r.off[2])
+		t.Logf("gauge %v, rate %v: %d steady points take %d bytes", c.gauge, c.rate, len(r.pts)-2, rest)
+		if rest > c.bytes*(len(r.pts)-2) {
+			t.Errorf("gauge %v, rate %v: %d steady points take %d bytes, want at most %d each", c.gauge, c.rate, len(r.pts)-2, rest, c.bytes)
+		}
+		got := r.points()
+		for i := range want {
+			if !samePoint(&got[i], &want[i]) {
+				t.Fatalf("gauge %v, rate %v: point %d reads %+v, want %+v", c.gauge, c.rate, i, got[i], want[i])
+			}
+		}
+	}
 }

@@ -100,6 +100,12 @@ func (s *stats) clone() stats {
 	return out
 }
 
+// cloned is clone in memory of its own.
+func (s *stats) cloned() *stats {
+	out := s.clone()
+	return &out
+}
+
 // between computes the signals from point a to the later point b.
 func between(tr *track, a, b *point) stats {
 	sv := nanStats()

@@ -81,7 +81,7 @@ type topoState struct {
 	// Outside an incident, a change found by a baseline-based finding
 	// freezes its own baseline until it clears, as an incident does.
 	frozen             bool
-	base               stats
+	base               *stats // while frozen; nil otherwise, as most models never freeze one
 	baseStart, baseEnd int64
 	frozenAt           int64
 	calm               int
@@ -94,17 +94,29 @@ func (ts *topoState) observe(t int64, o *Observation, res int64) {
 	ts.xferSeen = validHistogram(o.KVTransferTime)
 	ts.failSeen = !math.IsNaN(o.KVTransferFailures) && !math.IsInf(o.KVTransferFailures, 0)
 	ts.rejSeen = !math.IsNaN(o.Rejections) && !math.IsInf(o.Rejections, 0)
-	loads := make([]EngineLoad, 0, len(o.Engines))
+	var loads []EngineLoad
 	for _, e := range o.Engines {
 		if !math.IsNaN(e.Running+e.Waiting) && !math.IsInf(e.Running+e.Waiting, 0) {
+			if loads == nil {
+				loads = make([]EngineLoad, 0, len(o.Engines))
+			}
 			loads = append(loads, e)
 		}
 	}
 	ts.engines = len(loads)
 	s := rankSnap{t: t, loads: loads}
-	if n := len(ts.snaps); n > 0 && slotOf(t, res) == slotOf(ts.snaps[n-1].t, res) {
+	switch n := len(ts.snaps); {
+	case n > 0 && slotOf(t, res) == slotOf(ts.snaps[n-1].t, res):
 		ts.snaps[n-1] = s
-	} else {
+	case len(loads) < 2:
+		// A snapshot of fewer than two ranks leaves no two ranks present
+		// all along any window holding it, so ranks judges nothing while
+		// it is in the window, and once it is older the newest snapshot
+		// at or before the window's start is it or a later one: the ones
+		// before it are never read again, and a model of one rank keeps
+		// one snapshot instead of one a slot.
+		ts.snaps = append(ts.snaps[:0], rankSnap{t: t})
+	default:
 		ts.snaps = append(ts.snaps, s)
 	}
 }
@@ -396,7 +408,7 @@ func (ts *topoState) step(d *Diagnoser, t int64, recent, ref *stats, refStart, r
 	w := int64(d.opts.Window)
 	base := ref
 	if ts.frozen && !incident {
-		base = &ts.base
+		base = ts.base
 	}
 	alpha := d.opts.Significance / numTopoSignals
 	e := ts.evaluate(&d.rules, t, w, recent, base, alpha, d.opts.Significance)
@@ -416,7 +428,7 @@ func (ts *topoState) step(d *Diagnoser, t int64, recent, ref *stats, refStart, r
 	case incident:
 		ts.frozen = false // the incident's frozen baseline is the reference
 	case baselined && !ts.frozen:
-		ts.frozen, ts.base, ts.baseStart, ts.baseEnd, ts.frozenAt, ts.calm = true, ref.clone(), refStart, refEnd, t, 0
+		ts.frozen, ts.base, ts.baseStart, ts.baseEnd, ts.frozenAt, ts.calm = true, ref.cloned(), refStart, refEnd, t, 0
 	case ts.frozen && !baselined:
 		if ts.calm++; ts.calm >= HoldEvaluations {
 			ts.frozen = false

@@ -34,13 +34,22 @@ func Page(from, n, v int) []byte {
 	return page(from, n, v, false, append(append([]family(nil), gauges...), counters...))
 }
 
+// Busy is Page with every series moving every scrape: the gauges change
+// with v and the counters grow by uneven steps, so that no value is what
+// the one before predicts (Page's gauges hold and its counters grow
+// steadily, which the diagnosis' rings store in a byte a point).
+func Busy(from, n, v int) []byte {
+	return page(from, n, v, true, append(append([]family(nil), gauges...), counters...))
+}
+
 // Gauge is a page of n models that print the KV cache usage alone, moving
 // with v, about 66 bytes a model: the most models a page within the
 // default limits names (50,000: the sample limit, 3.3 MB), none with a
 // history series, each with a diagnosis of its gauge.
 func Gauge(from, n, v int) []byte { return page(from, n, v, true, gauges[2:]) }
 
-// page writes fams for n models; move: the gauges change with v (else 1).
+// page writes fams for n models; move: the gauges change with v (else 1)
+// and the counters grow unevenly (else steadily).
 func page(from, n, v int, move bool, fams []family) []byte {
 	var b strings.Builder
 	b.Grow(n * 72 * len(fams))
@@ -49,6 +58,8 @@ func page(from, n, v int, move bool, fams []family) []byte {
 		for i := from; i < from+n; i++ {
 			val := 1.0
 			switch {
+			case f.typ == "counter" && move:
+				val = float64(v*(i%5+1) + v*v/3) // growing steps, uneven by the rounding
 			case f.typ == "counter":
 				val = float64(v * (i%5 + 1))
 			case move && f.name == "vllm:kv_cache_usage_perc":
