@@ -176,7 +176,11 @@ func TestGoldenFixtures(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			clock := newFakeClock()
 			up := serveFile(t, file)
-			c := newTestCollector(t, up.URL+"/metrics", clock, nil)
+			// One scrape, judged on its page alone: a timeout of 10 s, as
+			// the 1 s one failed a fixture once under -race at load 5.
+			c := newTestCollector(t, up.URL+"/metrics", clock, func(cfg *Config) {
+				cfg.Interval, cfg.Timeout = 10*time.Second, 10*time.Second
+			})
 			c.ScrapeOnce(context.Background())
 			body := get(t, c.MetricsHandler(), "/metrics", nil).Body.Bytes()
 			checkValidPage(t, body)
