@@ -2,6 +2,7 @@ package diagnosis
 
 import (
 	"math"
+	"strings"
 	"testing"
 	"time"
 
@@ -257,7 +258,10 @@ func TestLookbackBoundsTheIncidentFreeTime(t *testing.T) {
 }
 
 // TestIncidentEndedInALullIsNamedAgain: bursty traffic has lulls that end
-// an incident whose shift goes on. The prefix cache stops hitting (TTFT
+// an incident whose shift goes on (or, since the incident is held by its
+// traffic cause's evidence, leave it named without a symptom:
+// TestTrafficCauseHeldThroughALull; the lull's reference is what is
+// checked here). The prefix cache stops hitting (TTFT
 // 0.3 s); at a lull the load is lighter and TTFT is back (0.15 s) for 150 s
 // while the cache still misses, and the incident ends; then TTFT rises
 // again. The calm after the end is on probation (onProbation): it must
@@ -275,9 +279,6 @@ func TestIncidentEndedInALullIsNamedAgain(t *testing.T) {
 		t.Fatalf("prefix_cache_misses %v after three minutes of misses, want named", got)
 	}
 	f.feed(150, lull, nil)
-	if age := values(f.fams, FamilyIncident, "")[""]; age != 0 {
-		t.Fatalf("the incident has not ended in the lull (age %v s)", age)
-	}
 	named := -1
 	for k := range 120 {
 		f.feed(1, misses, nil)
@@ -293,7 +294,8 @@ func TestIncidentEndedInALullIsNamedAgain(t *testing.T) {
 // TestTrafficShiftsLullIsNoReference: the prefix cache stops hitting (TTFT
 // 0.3 s), then a lull of five minutes, longer than the probation, brings
 // TTFT back (0.15 s) while the cache still misses, and the incident ends;
-// then TTFT rises again. The lull is the same shift with a lighter load,
+// then TTFT rises again (the incident may instead stay named through it:
+// TestTrafficCauseHeldThroughALull). The lull is the same shift with a lighter load,
 // not normal: it must not join the incident-free baseline (its
 // sub-windows, the cache at 0, would hide the misses), so the resumed
 // shift is named prefix_cache_misses against the hit ratio before it
@@ -311,9 +313,6 @@ func TestTrafficShiftsLullIsNoReference(t *testing.T) {
 		t.Fatalf("prefix_cache_misses %v after three minutes of misses, want named", got)
 	}
 	f.feed(300, lull, nil)
-	if age := values(f.fams, FamilyIncident, "")[""]; age != 0 {
-		t.Fatalf("the incident has not ended in the lull (age %v s)", age)
-	}
 	named := -1
 	for k := range 120 {
 		f.feed(1, misses, nil)
@@ -382,5 +381,106 @@ func TestLullEndsWhenTheShiftIsGone(t *testing.T) {
 				t.Errorf("%s in the baseline %v, want the calm's 600 in it (above 450)", s.Signal, formatNumber(s.Baseline))
 			}
 		}
+	}
+}
+
+// TestTrafficCauseHeldThroughALull: the prefix cache stops hitting (TTFT
+// 0.3 s) and prefix_cache_misses is named; then for 150 s the load is
+// lighter and TTFT is back (0.15 s) while the cache still hits nothing.
+// The cause's own evidence holds throughout: the incident stays named by
+// it, with no symptom, and names ttft_up again as soon as TTFT rises
+// (issue 30: holds with evidence; on the bursty simulator the incident
+// ended in each lull and each resumption went unexplained for the 3
+// evaluations and the range check of naming it again: prefix_cache_misses
+// 13.7 % wrong or missing). Once the cache hits again the incident ends.
+// Fails on the code before: the incident ended at the lull.
+func TestTrafficCauseHeldThroughALull(t *testing.T) {
+	f := newFeeder(t, testOpts)
+	misses, lull := healthy, healthy
+	misses.hitRatio, misses.ttft = 0, 0.3
+	lull.hitRatio = 0
+	f.feed(640, healthy, nil)
+	f.feed(180, misses, nil)
+	if got := values(f.fams, FamilyCause, "cause")[CausePrefixCacheMisses]; got != 1 {
+		t.Fatalf("prefix_cache_misses %v after three minutes of misses, want named", got)
+	}
+	for k := range 150 {
+		f.feed(1, lull, nil)
+		cause, age := values(f.fams, FamilyCause, "cause")[CausePrefixCacheMisses], values(f.fams, FamilyIncident, "")[""]
+		if cause != 1 || age == 0 {
+			t.Fatalf("%d s into the lull: prefix_cache_misses %v, incident age %v s; want named in the incident while the cache still misses", k, cause, age)
+		}
+	}
+	if got := values(f.fams, FamilySymptom, "symptom")[SymptomTTFTUp]; got != 0 {
+		t.Errorf("ttft_up %v after 150 s at the baseline's TTFT, want cleared", got)
+	}
+	if inc := f.d.Report().Models[0].Incident; inc == nil || !strings.Contains(inc.Sentence, "atency is back within the baseline") {
+		t.Errorf("incident %+v in the lull, want its sentence to say the latency is back", inc)
+	}
+	named := -1
+	for k := range 60 {
+		f.feed(1, misses, nil)
+		if named < 0 && values(f.fams, FamilySymptom, "symptom")[SymptomTTFTUp] == 1 {
+			named = k
+		}
+	}
+	t.Logf("ttft_up named again %d s after TTFT rose", named)
+	if named < 0 || named > 15 {
+		t.Errorf("ttft_up named again %d s after TTFT rose (-1: never), want within 15 s", named)
+	}
+	f.feed(120, healthy, nil)
+	if age := values(f.fams, FamilyIncident, "")[""]; age != 0 {
+		t.Errorf("incident age %v s after the cache hit again for 120 s, want ended", age)
+	}
+}
+
+// TestTrafficCauseBesideAQueueIsNotHeld: a client's batch of prompts three
+// times as long queues (6 waiting, TTFT 0.3 s): queueing and long_prompts
+// are named. Then the queue drains and TTFT is back while the prompts stay
+// long: the queue's end explains the latency's return, so the incident is
+// not held by long_prompts without a symptom (it ends, and the lull keeps
+// the calm out of the reference as before). Fails without the rule that a
+// load cause named in the incident forgoes the hold (on the bursty
+// simulator, seed 5, long_prompts named beside preemptions was held after
+// the load returned, on a mix that had drifted to 1.5-2x the reference:
+// steady false claims 0.67 -> 9.57 % in preemptions' run).
+func TestTrafficCauseBesideAQueueIsNotHeld(t *testing.T) {
+	f := newFeeder(t, testOpts)
+	burst, after := healthy, healthy
+	burst.prompt, burst.waiting, burst.ttft = 1200, 6, 0.3
+	after.prompt = 1200
+	f.feed(640, healthy, nil)
+	f.feed(180, burst, nil)
+	c := values(f.fams, FamilyCause, "cause")
+	if c[CauseQueueing] != 1 || c[CauseLongPrompts] != 1 {
+		t.Fatalf("causes %v after three minutes of a queue of long prompts, want queueing and long_prompts", c)
+	}
+	f.feed(120, after, nil)
+	if in := f.d.tracks["m"].inc; in.open {
+		t.Errorf("incident open (quiet %v, causes %v) 120 s after the queue drained and TTFT came back, want ended", in.quiet, values(f.fams, FamilyCause, "cause"))
+	}
+}
+
+// TestYoungIncidentEndsInALull: the prefix cache stops hitting for 100 s,
+// less than HoldWindows recent windows, and prefix_cache_misses is named;
+// then TTFT is back while the cache still misses. An incident that young
+// is not held by its traffic cause without a symptom: it ends, and the
+// lull keeps the calm out of the reference as before. Fails without the
+// age rule (on the bursty simulator, seed 5, short incidents on a prompt
+// mix that had drifted from a stale reference were held: 3.28 % of
+// long_prompts' steady polls named a cause where no latency moved).
+func TestYoungIncidentEndsInALull(t *testing.T) {
+	f := newFeeder(t, testOpts)
+	misses, lull := healthy, healthy
+	misses.hitRatio, misses.ttft = 0, 0.3
+	lull.hitRatio = 0
+	f.feed(640, healthy, nil)
+	f.feed(100, misses, nil)
+	if got := values(f.fams, FamilyCause, "cause")[CausePrefixCacheMisses]; got != 1 {
+		t.Fatalf("prefix_cache_misses %v after 100 s of misses, want named", got)
+	}
+	f.feed(60, lull, nil)
+	if in := f.d.tracks["m"].inc; in.open || !in.inLull() {
+		t.Errorf("incident open %v (quiet %v), lull %v a window into the lull of a 100 s incident, want ended into a lull", in.open, in.quiet, in.lull)
 	}
 }

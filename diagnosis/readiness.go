@@ -160,6 +160,10 @@ func (d *Diagnoser) incidentReport(in *incidentState, t int64, mr *ModelReport) 
 	}
 	inc.Causes = append(inc.Causes, mr.Topology...)
 	what := "latency or throughput changed against the baseline"
+	if in.quiet && len(parts) == 0 {
+		// held by a traffic cause's own evidence (incidentState.keepsQuiet)
+		what = "latency is back within the baseline for now, but the requests that explained its change have not changed back"
+	}
 	if len(parts) > 0 {
 		what = strings.Join(parts, "; ")
 	}
