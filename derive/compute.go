@@ -91,7 +91,11 @@ func (c *windowCalc) emitWith(extra []labels.Label, extraKey string, v float64) 
 	})
 	smps, ok := c.out[name]
 	if !ok {
-		smps = make([]exposition.Sample, 0, c.d.labels.samples[familyOfGrouping{c.outBy, name}])
+		var n int
+		if o := c.d.labels.orders[familyOfGrouping{c.outBy, name}]; o != nil {
+			n = len(o.emitted)
+		}
+		smps = make([]exposition.Sample, 0, n)
 	}
 	c.out[name] = append(smps, exposition.Sample{Labels: ls, Value: v})
 }

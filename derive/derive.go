@@ -460,8 +460,7 @@ func (d *Deriver) derive(r *window.Reader, groupBys [][]string, res [][]expositi
 		fams := make([]exposition.Family, 0, len(names))
 		for _, name := range names {
 			smps := out[name]
-			d.labels.samples[familyOfGrouping{gs[i].outBy, name}] = len(smps)
-			slices.SortFunc(smps, func(a, b exposition.Sample) int { return labels.Compare(a.Labels, b.Labels) })
+			d.labels.sortSamples(familyOfGrouping{gs[i].outBy, name}, smps)
 			fams = append(fams, exposition.Family{
 				Name:    name,
 				Type:    model.MetricTypeGauge,
