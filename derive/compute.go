@@ -17,12 +17,13 @@ import (
 type windowCalc struct {
 	d      *Deriver
 	b      *labels.ScratchBuilder
-	out    map[string][]exposition.Sample
-	outBy  string // the group-by labels of out's grouping, joined
+	out    [][]exposition.Sample // by family (Deriver.families)
+	outBy  string                // the group-by labels of out's grouping, joined
 	window string
 	g      *group
 	a      *groupAcc
 	name   string // the spec's family
+	family int    // its position in out
 	// scratch is bucket storage that quantile estimates may reorder.
 	scratch []quantile.Bucket
 }
@@ -89,15 +90,15 @@ func (c *windowCalc) emitWith(extra []labels.Label, extraKey string, v float64) 
 		b.Sort()
 		return b.Labels()
 	})
-	smps, ok := c.out[name]
-	if !ok {
+	smps := c.out[c.family]
+	if smps == nil {
 		var n int
 		if o := c.d.labels.orders[familyOfGrouping{c.outBy, name}]; o != nil {
 			n = len(o.emitted)
 		}
 		smps = make([]exposition.Sample, 0, n)
 	}
-	c.out[name] = append(smps, exposition.Sample{Labels: ls, Value: v})
+	c.out[c.family] = append(smps, exposition.Sample{Labels: ls, Value: v})
 }
 
 // Windowed computations, for the specs' table.
