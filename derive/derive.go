@@ -78,7 +78,9 @@ type Deriver struct {
 	perModelOnly [mapping.NumCounters]bool
 	// families are the specs' names, sorted, and family each spec's
 	// position in them: a derivation's samples go to a slice per family,
-	// without a map probe and store per sample (emitWith).
+	// without a map probe and store per sample (emitWith), which with the
+	// map's growth took 9.5 µs of a one-engine scrape at 100 ms
+	// (BenchmarkScrapeCycle's profile).
 	families []string
 	family   []int
 	// queuedReqsCap is the server's cap on waiting + running

@@ -65,8 +65,9 @@ type familyOfGrouping struct{ by, name string }
 // same label sets in the same order at every scrape while the history
 // holds the same series and windows (only a value that cannot be computed
 // drops one), and then the sort's order is the same: sorting them anew
-// was a tenth of a derivation's CPU on one engine (BenchmarkScrapeCycle's
-// profile).
+// was 15 % of a derivation's CPU on one engine at 100 ms, 11.5 µs a
+// scrape, putting them in the kept order 3 µs (BenchmarkScrapeCycle's
+// profile, 20,000 cycles).
 type familyOrder struct {
 	emitted []labels.Labels
 	perm    []int32
