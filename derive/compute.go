@@ -136,10 +136,18 @@ func shareOf(part, rest mapping.Counter) func(*windowCalc) {
 
 // derivedQuantiles are the quantiles the latency gauges are computed at,
 // with their label values.
-var derivedQuantiles = []struct {
+var derivedQuantiles = [...]struct {
 	q     float64
 	label string
 }{{0.5, "0.5"}, {0.9, "0.9"}, {0.99, "0.99"}}
+
+// derivedQs are derivedQuantiles' quantiles, for quantile.Estimates.
+var derivedQs = func() (qs [len(derivedQuantiles)]float64) {
+	for i, dq := range derivedQuantiles {
+		qs[i] = dq.q
+	}
+	return qs
+}()
 
 // quantilesOf estimates derivedQuantiles from a histogram input's bucket
 // increases.
@@ -149,10 +157,10 @@ func quantilesOf(cn mapping.Counter) func(*windowCalc) {
 		if len(bs) == 0 {
 			return
 		}
-		scratch := c.buckets(cn)
-		for _, dq := range derivedQuantiles {
-			copy(scratch, bs)
-			c.emitWith([]labels.Label{{Name: c.d.quantileLabel, Value: dq.label}}, dq.label, quantile.Estimate(dq.q, scratch))
+		var est [len(derivedQs)]float64
+		quantile.Estimates(derivedQs[:], c.buckets(cn), est[:])
+		for i, dq := range derivedQuantiles {
+			c.emitWith([]labels.Label{{Name: c.d.quantileLabel, Value: dq.label}}, dq.label, est[i])
 		}
 	}
 }
