@@ -17,12 +17,13 @@ import (
 type windowCalc struct {
 	d      *Deriver
 	b      *labels.ScratchBuilder
-	out    map[string][]exposition.Sample
-	outBy  string // the group-by labels of out's grouping, joined
+	out    [][]exposition.Sample // by family (Deriver.families)
+	outBy  string                // the group-by labels of out's grouping, joined
 	window string
 	g      *group
 	a      *groupAcc
 	name   string // the spec's family
+	family int    // its position in out
 	// scratch is bucket storage that quantile estimates may reorder.
 	scratch []quantile.Bucket
 }
@@ -89,11 +90,15 @@ func (c *windowCalc) emitWith(extra []labels.Label, extraKey string, v float64) 
 		b.Sort()
 		return b.Labels()
 	})
-	smps, ok := c.out[name]
-	if !ok {
-		smps = make([]exposition.Sample, 0, c.d.labels.samples[familyOfGrouping{c.outBy, name}])
+	smps := c.out[c.family]
+	if smps == nil {
+		var n int
+		if o := c.d.labels.orders[familyOfGrouping{c.outBy, name}]; o != nil {
+			n = len(o.emitted)
+		}
+		smps = make([]exposition.Sample, 0, n)
 	}
-	c.out[name] = append(smps, exposition.Sample{Labels: ls, Value: v})
+	c.out[c.family] = append(smps, exposition.Sample{Labels: ls, Value: v})
 }
 
 // Windowed computations, for the specs' table.
@@ -131,10 +136,18 @@ func shareOf(part, rest mapping.Counter) func(*windowCalc) {
 
 // derivedQuantiles are the quantiles the latency gauges are computed at,
 // with their label values.
-var derivedQuantiles = []struct {
+var derivedQuantiles = [...]struct {
 	q     float64
 	label string
 }{{0.5, "0.5"}, {0.9, "0.9"}, {0.99, "0.99"}}
+
+// derivedQs are derivedQuantiles' quantiles, for quantile.Estimates.
+var derivedQs = func() (qs [len(derivedQuantiles)]float64) {
+	for i, dq := range derivedQuantiles {
+		qs[i] = dq.q
+	}
+	return qs
+}()
 
 // quantilesOf estimates derivedQuantiles from a histogram input's bucket
 // increases.
@@ -144,10 +157,10 @@ func quantilesOf(cn mapping.Counter) func(*windowCalc) {
 		if len(bs) == 0 {
 			return
 		}
-		scratch := c.buckets(cn)
-		for _, dq := range derivedQuantiles {
-			copy(scratch, bs)
-			c.emitWith([]labels.Label{{Name: c.d.quantileLabel, Value: dq.label}}, dq.label, quantile.Estimate(dq.q, scratch))
+		var est [len(derivedQs)]float64
+		quantile.Estimates(derivedQs[:], c.buckets(cn), est[:])
+		for i, dq := range derivedQuantiles {
+			c.emitWith([]labels.Label{{Name: c.d.quantileLabel, Value: dq.label}}, dq.label, est[i])
 		}
 	}
 }

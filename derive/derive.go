@@ -2,7 +2,6 @@ package derive
 
 import (
 	"slices"
-	"sort"
 	"strings"
 	"time"
 
@@ -77,6 +76,13 @@ type Deriver struct {
 	perModelGauge   [numWindowGauges]bool
 	// perModelOnly are the counter inputs no other spec reads.
 	perModelOnly [mapping.NumCounters]bool
+	// families are the specs' names, sorted, and family each spec's
+	// position in them: a derivation's samples go to a slice per family,
+	// without a map probe and store per sample (emitWith), which with the
+	// map's growth took 9.5 µs of a one-engine scrape at 100 ms
+	// (BenchmarkScrapeCycle's profile).
+	families []string
+	family   []int
 	// queuedReqsCap is the server's cap on waiting + running
 	// (--upstream.max-num-queued-reqs), 0 when not known.
 	queuedReqsCap float64
@@ -117,6 +123,15 @@ func newDeriver(roles *mapping.Roles, table []Spec) *Deriver {
 		d.perModelOnly[c] = d.perModelCounter[c] && !others[c]
 	}
 	d.inputs = d.buildInputs(nil)
+	for _, s := range d.specs {
+		d.families = append(d.families, s.Name)
+	}
+	slices.Sort(d.families)
+	d.families = slices.Compact(d.families)
+	for _, s := range d.specs {
+		fi, _ := slices.BinarySearch(d.families, s.Name)
+		d.family = append(d.family, fi)
+	}
 	return d
 }
 
@@ -261,9 +276,9 @@ type grouping struct {
 	// window: their derivations would silently miss it, so they are left
 	// out.
 	blocked []bool
-	groupOf []int // series index -> group
-	out     map[string][]exposition.Sample
-	outBy   string // its group-by labels joined, for the label cache's sample counts
+	groupOf []int                 // series index -> group
+	out     [][]exposition.Sample // by family (Deriver.families)
+	outBy   string                // its group-by labels joined, for the label cache's sample counts
 	// perModel says which specs it computes: those marked PerModel
 	// (true) or the others; a grouping by engine has a companion
 	// grouping without engine for the PerModel specs, whose samples go
@@ -307,7 +322,7 @@ func (d *Deriver) derive(r *window.Reader, groupBys [][]string, res [][]expositi
 				by = append(by, g)
 			}
 		}
-		out, outBy := map[string][]exposition.Sample{}, strings.Join(by, "\xff")
+		out, outBy := make([][]exposition.Sample, len(d.families)), strings.Join(by, "\xff")
 		if !perModel || !slices.Contains(by, mapping.LabelEngine) {
 			bys = append(bys, by)
 			gs = append(gs, grouping{out: out, outBy: outBy, all: true})
@@ -453,7 +468,7 @@ func (d *Deriver) derive(r *window.Reader, groupBys [][]string, res [][]expositi
 						continue
 					}
 					if compute := d.specs[si].window; compute != nil {
-						c.name = d.specs[si].Name
+						c.name, c.family = d.specs[si].Name, d.family[si]
 						compute(&c)
 					}
 				}
@@ -467,16 +482,19 @@ func (d *Deriver) derive(r *window.Reader, groupBys [][]string, res [][]expositi
 			continue // its samples are in its grouping by engine's out
 		}
 		out := gs[i].out
-		names := make([]string, 0, len(out))
-		for name := range out {
-			names = append(names, name)
+		n := 0
+		for _, smps := range out {
+			if len(smps) > 0 {
+				n++
+			}
 		}
-		sort.Strings(names)
-		fams := make([]exposition.Family, 0, len(names))
-		for _, name := range names {
-			smps := out[name]
-			d.labels.samples[familyOfGrouping{gs[i].outBy, name}] = len(smps)
-			slices.SortFunc(smps, func(a, b exposition.Sample) int { return labels.Compare(a.Labels, b.Labels) })
+		fams := make([]exposition.Family, 0, n)
+		for fi, name := range d.families {
+			smps := out[fi]
+			if len(smps) == 0 {
+				continue // a family without any value is left out
+			}
+			d.labels.sortSamples(familyOfGrouping{gs[i].outBy, name}, smps)
 			fams = append(fams, exposition.Family{
 				Name:    name,
 				Type:    model.MetricTypeGauge,

@@ -2,6 +2,8 @@ package quantile
 
 import (
 	"math"
+	"math/rand/v2"
+	"slices"
 	"testing"
 )
 
@@ -118,4 +120,44 @@ func sameFloat(a, b float64) bool {
 		return a == b
 	}
 	return math.Abs(a-b) <= 1e-9*math.Max(1, math.Abs(b))
+}
+
+// Estimates, which prepares the buckets once, gives each quantile bit for
+// bit what Estimate gives it on its own copy, over random histograms:
+// shuffled, with repeated and NaN bounds, counts going down or differing
+// by rounding, without +Inf, empty; quantiles outside [0, 1] and NaN.
+func TestEstimatesMatchEstimate(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	bounds := []float64{-1, 0, 0.005, 0.1, 0.1, 1, 2.5, 10, math.Inf(+1), math.NaN()}
+	qs := []float64{0.5, 0.9, 0.99, 0, 1, -0.1, 1.1, math.NaN()}
+	defined := 0
+	for range 5000 {
+		n := rng.IntN(12)
+		bs := make([]Bucket, n)
+		for i := range bs {
+			bs[i] = Bucket{UpperBound: bounds[rng.IntN(len(bounds))], Count: float64(rng.IntN(20))}
+			if rng.IntN(4) == 0 {
+				bs[i].Count *= 1 + 1e-14 // a rounding difference
+			}
+		}
+		if n > 0 && rng.IntN(3) > 0 {
+			bs[n-1].UpperBound = math.Inf(+1)
+			rng.Shuffle(n, func(i, j int) { bs[i], bs[j] = bs[j], bs[i] })
+		}
+		got := make([]float64, len(qs))
+		Estimates(qs, slices.Clone(bs), got)
+		for i, q := range qs {
+			want := Estimate(q, slices.Clone(bs))
+			if math.Float64bits(got[i]) != math.Float64bits(want) && !(math.IsNaN(got[i]) && math.IsNaN(want)) {
+				t.Fatalf("Estimates gives the %v-quantile of %v as %v, Estimate %v", q, bs, got[i], want)
+			}
+			if q == 0.9 && !math.IsNaN(want) {
+				defined++
+			}
+		}
+	}
+	// Guards the test: most histograms have a defined quantile.
+	if defined < 2000 {
+		t.Fatalf("%d of 5000 histograms had a defined 0.9-quantile", defined)
+	}
 }
