@@ -1,6 +1,9 @@
 package serve
 
 import (
+	"bytes"
+	"compress/gzip"
+	"io"
 	"testing"
 	"time"
 
@@ -28,10 +31,51 @@ func idleGzip(t *testing.T, d time.Duration) {
 // the next one (building one allocates ~0.8 MB).
 func TestCompressorReused(t *testing.T) {
 	idleGzip(t, time.Hour)
+	putGzip(getGzip()) // a read: the next one within the hour keeps its compressor
 	c := getGzip()
+	if c.stateless {
+		t.Fatal("a page read right after another was compressed without state")
+	}
 	putGzip(c)
 	if got := getGzip(); got != c {
 		t.Error("the next page built a compressor though one was idle")
+	}
+}
+
+// TestSeldomReadPageCompressedWithoutState: a page read after gzIdleFor
+// without a read (Prometheus every 15 s) is compressed without state, so
+// that no 0.8 MB compressor is built for it, and decompresses to its text;
+// the compressor is not kept.
+func TestSeldomReadPageCompressedWithoutState(t *testing.T) {
+	idleGzip(t, 50*time.Millisecond)
+	gzMu.Lock()
+	gzUsed = time.Now().Add(-time.Second)
+	gzMu.Unlock()
+	c := getGzip()
+	if !c.stateless {
+		t.Fatal("a page read a second after the last one built a BestSpeed compressor")
+	}
+	putGzip(c)
+	gzMu.Lock()
+	idle := len(gzIdle)
+	gzMu.Unlock()
+	if idle != 0 {
+		t.Errorf("%d compressors kept after a stateless one was put back, want 0", idle)
+	}
+	time.Sleep(60 * time.Millisecond)
+	var enc Encoder
+	page := enc.Prepare(fixturepages.Families(t, "13-"), nil)
+	gz, _ := page.Gzipped()
+	zr, err := gzip.NewReader(bytes.NewReader(gz))
+	if err != nil {
+		t.Fatal(err)
+	}
+	text, err := io.ReadAll(zr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := page.Text(); !bytes.Equal(text, want) {
+		t.Errorf("the stateless gzip page decompresses to %d bytes unlike its text's %d", len(text), len(want))
 	}
 }
 

@@ -61,6 +61,9 @@ type Encoder struct {
 type compressor struct {
 	gz    *gzip.Writer
 	chunk []byte
+	// stateless: built for a page read after gzIdleFor without one, and
+	// not kept (below).
+	stateless bool
 }
 
 // Idle compressors, shared by every Encoder: pages are compressed one at
@@ -98,6 +101,15 @@ func getGzip() *compressor {
 		gzIdle = gzIdle[:n-1]
 		return c
 	}
+	if time.Since(gzUsed) > gzIdleFor {
+		// A page read less often than gzIdleFor (Prometheus every 15 s)
+		// is compressed without state: building a BestSpeed writer for
+		// it took 0.35-0.39 ms and 0.8 MB a read, stateless took 78 us
+		// where a kept writer takes 65 us, for 2 % more bytes (58 KB
+		// page, klauspost v1.20.3, load ~1.5).
+		gz, _ := gzip.NewWriterLevel(nil, gzip.StatelessCompression)
+		return &compressor{gz: gz, chunk: make([]byte, 0, chunkSize+4<<10), stateless: true}
+	}
 	// klauspost's BestSpeed: the same size as the standard library's
 	// BestSpeed in 2.5x less CPU on these pages (docs/performance.md).
 	gz, _ := gzip.NewWriterLevel(nil, gzip.BestSpeed)
@@ -107,10 +119,13 @@ func getGzip() *compressor {
 func putGzip(c *compressor) {
 	gzMu.Lock()
 	defer gzMu.Unlock()
+	gzUsed = time.Now()
+	if c.stateless {
+		return // the next read within gzIdleFor builds a BestSpeed one
+	}
 	if len(gzIdle) < maxIdleGzip {
 		gzIdle = append(gzIdle, c)
 	}
-	gzUsed = time.Now()
 	if gzTimer == nil {
 		gzTimer = time.AfterFunc(gzIdleFor, dropIdleGzip)
 	}
