@@ -290,9 +290,10 @@ func (in *incidentState) heldYoung(b int64, was [numSymptoms]bool, long *evaluat
 // each resumption went unexplained for the 3 evaluations and the range
 // check of naming it again). Every other cause clears, and so does each
 // traffic cause that no longer holds. The caller keeps it only for a
-// chain of lulls at least HoldWindows recent windows old (a younger one is
-// a burst, or a mix that drifted from a stale reference: seed 5 named
-// long_prompts without a latency change in 3.3 % of its steady polls) and
+// chain of lulls at least HoldWindows recent windows old, or a younger one
+// that is neither a burst nor a mix drifted from a stale reference
+// (heldYoung: seed 5 named long_prompts without a latency change in 3.3 %
+// of its steady polls on such a mix), and
 // never where a load cause was named (its end explains the latency's
 // return: seed 5's preemptions, 9.6 %).
 func (in *incidentState) keepsQuiet(was [numSymptoms]bool, prev *causeSet, lenient *evaluation, recent, ref *stats) bool {
