@@ -489,7 +489,7 @@ func (d *Diagnoser) diagnose(m string, tr *track, t int64) ModelReport {
 			long = &e
 		}
 		before := in.phase()
-		in.step(t, w, &ev, &naming, &lenient, long, &recent, ref, refStart, refEnd, int64(d.opts.MaxIncident))
+		in.step(t, w, b, &ev, &naming, &lenient, long, &recent, ref, refStart, refEnd, int64(d.opts.MaxIncident))
 		if in.open && !before.open {
 			in.baseStretches = stretches
 		}

@@ -136,7 +136,7 @@ func TestLullRelapseNamedAtTheHoldLevel(t *testing.T) {
 			in.lull[kPrefixMisses], in.lullSym[yTTFT] = true, true
 		}
 		for k := range HoldEvaluations {
-			in.step(int64(k), 10, &strict, &strict, &lenient, nil, nil, &ref, 0, 0, 1<<60)
+			in.step(int64(k), 10, 50, &strict, &strict, &lenient, nil, nil, &ref, 0, 0, 1<<60)
 		}
 		named := in.open && in.named && in.sym[yTTFT].on
 		if named != lull || in.cause[kPrefixMisses].on != lull {

@@ -475,13 +475,17 @@ func simulatePlan(pl simPlan) simRun {
 		}
 	}
 	for i, tr := range traces {
-		// the truth's marks: S a true symptom beyond the bursts, M truly moved
-		mark := [2]byte{'-', '-'}
+		// the truth's marks: S a true symptom beyond the bursts, M truly moved,
+		// B a change the buckets show at their conservative end
+		mark := [3]byte{'-', '-', '-'}
 		if run.polls[i].trueSymptom {
 			mark[0] = 'S'
 		}
 		if run.polls[i].trueMoved {
 			mark[1] = 'M'
+		}
+		if run.polls[i].bucketShown {
+			mark[2] = 'B'
 		}
 		r := [2]float64{math.NaN(), math.NaN()}
 		if pl.truth {
