@@ -269,16 +269,25 @@ func TestLookbackBoundsTheIncidentFreeTime(t *testing.T) {
 // cache at 0) hides the misses, and the resumed shift is never named
 // (issue 30: incidents that vanish). Fails on the code before.
 func TestIncidentEndedInALullIsNamedAgain(t *testing.T) {
+	missesResumedAfterALull(t, 150)
+}
+
+// missesResumedAfterALull feeds ten minutes of a healthy pod, three of
+// prefix cache misses (TTFT 0.3 s, named), lull seconds of the same misses
+// at a lighter load (TTFT back to 0.15 s), then the misses again, and
+// fails unless prefix_cache_misses is named within the window + 15 s.
+func missesResumedAfterALull(t *testing.T, lull int) *feeder {
+	t.Helper()
 	f := newFeeder(t, testOpts)
-	misses, lull := healthy, healthy
+	misses, lulled := healthy, healthy
 	misses.hitRatio, misses.ttft = 0, 0.3
-	lull.hitRatio = 0
+	lulled.hitRatio = 0
 	f.feed(640, healthy, nil)
 	f.feed(180, misses, nil)
 	if got := values(f.fams, FamilyCause, "cause")[CausePrefixCacheMisses]; got != 1 {
 		t.Fatalf("prefix_cache_misses %v after three minutes of misses, want named", got)
 	}
-	f.feed(150, lull, nil)
+	f.feed(lull, lulled, nil)
 	named := -1
 	for k := range 120 {
 		f.feed(1, misses, nil)
@@ -287,8 +296,9 @@ func TestIncidentEndedInALullIsNamedAgain(t *testing.T) {
 		}
 	}
 	if named < 0 || named > 60+15 {
-		t.Errorf("prefix_cache_misses named %d s after the shift resumed (-1: never), want within the window + 15 s", named)
+		t.Errorf("prefix_cache_misses named %d s after the shift resumed (-1: never), want within the window + 15 s (causes %v)", named, values(f.fams, FamilyCause, "cause"))
 	}
+	return f
 }
 
 // TestTrafficShiftsLullIsNoReference: the prefix cache stops hitting (TTFT
@@ -303,26 +313,7 @@ func TestIncidentEndedInALullIsNamedAgain(t *testing.T) {
 // reference, ttft_up was left unexplained). Fails on the code before:
 // the lull joined the reference after its probation.
 func TestTrafficShiftsLullIsNoReference(t *testing.T) {
-	f := newFeeder(t, testOpts)
-	misses, lull := healthy, healthy
-	misses.hitRatio, misses.ttft = 0, 0.3
-	lull.hitRatio = 0
-	f.feed(640, healthy, nil)
-	f.feed(180, misses, nil)
-	if got := values(f.fams, FamilyCause, "cause")[CausePrefixCacheMisses]; got != 1 {
-		t.Fatalf("prefix_cache_misses %v after three minutes of misses, want named", got)
-	}
-	f.feed(300, lull, nil)
-	named := -1
-	for k := range 120 {
-		f.feed(1, misses, nil)
-		if named < 0 && values(f.fams, FamilyCause, "cause")[CausePrefixCacheMisses] == 1 {
-			named = k
-		}
-	}
-	if named < 0 || named > 60+15 {
-		t.Errorf("prefix_cache_misses named %d s after the shift resumed (-1: never), want within the window + 15 s (causes %v)", named, values(f.fams, FamilyCause, "cause"))
-	}
+	f := missesResumedAfterALull(t, 300)
 	for _, st := range f.d.Report().Models[0].Steps {
 		for _, h := range st.Signals {
 			if h.Signal == SignalPrefixCacheHitRatio && (h.Baseline == nil || *h.Baseline < 0.49) {
