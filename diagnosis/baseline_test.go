@@ -257,6 +257,19 @@ func TestLookbackBoundsTheIncidentFreeTime(t *testing.T) {
 	}
 }
 
+// shiftNamed feeds ten minutes of a healthy pod, then seconds of shift,
+// and fails unless cause is named.
+func shiftNamed(t *testing.T, shift second, seconds int, cause string) *feeder {
+	t.Helper()
+	f := newFeeder(t, testOpts)
+	f.feed(640, healthy, nil)
+	f.feed(seconds, shift, nil)
+	if got := values(f.fams, FamilyCause, "cause")[cause]; got != 1 {
+		t.Fatalf("%s %v after %d s of its shift, want named (causes %v)", cause, got, seconds, values(f.fams, FamilyCause, "cause"))
+	}
+	return f
+}
+
 // TestIncidentEndedInALullIsNamedAgain: bursty traffic has lulls that end
 // an incident whose shift goes on (or, since the incident is held by its
 // traffic cause's evidence, leave it named without a symptom:
@@ -278,15 +291,10 @@ func TestIncidentEndedInALullIsNamedAgain(t *testing.T) {
 // fails unless prefix_cache_misses is named within the window + 15 s.
 func missesResumedAfterALull(t *testing.T, lull int) *feeder {
 	t.Helper()
-	f := newFeeder(t, testOpts)
 	misses, lulled := healthy, healthy
 	misses.hitRatio, misses.ttft = 0, 0.3
 	lulled.hitRatio = 0
-	f.feed(640, healthy, nil)
-	f.feed(180, misses, nil)
-	if got := values(f.fams, FamilyCause, "cause")[CausePrefixCacheMisses]; got != 1 {
-		t.Fatalf("prefix_cache_misses %v after three minutes of misses, want named", got)
-	}
+	f := shiftNamed(t, misses, 180, CausePrefixCacheMisses)
 	f.feed(lull, lulled, nil)
 	named := -1
 	for k := range 120 {
@@ -353,15 +361,10 @@ func TestLoadPausesAreTheReference(t *testing.T) {
 // every latency burst (the bursty simulator, seed 5: 0.47 % false claims
 // and 14 % of the steady polls naming something, against 0.00 and 1.1 %).
 func TestLullEndsWhenTheShiftIsGone(t *testing.T) {
-	f := newFeeder(t, testOpts)
 	long, drifted := healthy, healthy
 	long.prompt, long.ttft = 1200, 0.3
 	drifted.prompt = 600
-	f.feed(640, healthy, nil)
-	f.feed(180, long, nil)
-	if got := values(f.fams, FamilyCause, "cause")[CauseLongPrompts]; got != 1 {
-		t.Fatalf("long_prompts %v after three minutes of prompts 3x, want named", got)
-	}
+	f := shiftNamed(t, long, 180, CauseLongPrompts)
 	f.feed(400, drifted, nil)
 	if in := f.d.tracks["m"].inc; in.open || in.inLull() {
 		t.Errorf("incident open %v, lull %v after 400 s of prompts 1.5x at the baseline's TTFT, want neither", in.open, in.lull)
@@ -386,15 +389,10 @@ func TestLullEndsWhenTheShiftIsGone(t *testing.T) {
 // 13.7 % wrong or missing). Once the cache hits again the incident ends.
 // Fails on the code before: the incident ended at the lull.
 func TestTrafficCauseHeldThroughALull(t *testing.T) {
-	f := newFeeder(t, testOpts)
 	misses, lull := healthy, healthy
 	misses.hitRatio, misses.ttft = 0, 0.3
 	lull.hitRatio = 0
-	f.feed(640, healthy, nil)
-	f.feed(180, misses, nil)
-	if got := values(f.fams, FamilyCause, "cause")[CausePrefixCacheMisses]; got != 1 {
-		t.Fatalf("prefix_cache_misses %v after three minutes of misses, want named", got)
-	}
+	f := shiftNamed(t, misses, 180, CausePrefixCacheMisses)
 	for k := range 150 {
 		f.feed(1, lull, nil)
 		cause, age := values(f.fams, FamilyCause, "cause")[CausePrefixCacheMisses], values(f.fams, FamilyIncident, "")[""]
@@ -461,15 +459,10 @@ func TestTrafficCauseBesideAQueueIsNotHeld(t *testing.T) {
 // incident ended 12 s old, its shift unnamed for two minutes: 18.1 % wrong
 // or missing). Fails on the code before: the incident ended into a lull.
 func TestYoungIncidentHeldOnACurrentReference(t *testing.T) {
-	f := newFeeder(t, testOpts)
 	misses, lull := healthy, healthy
 	misses.hitRatio, misses.ttft = 0, 0.3
 	lull.hitRatio = 0
-	f.feed(640, healthy, nil)
-	f.feed(100, misses, nil)
-	if got := values(f.fams, FamilyCause, "cause")[CausePrefixCacheMisses]; got != 1 {
-		t.Fatalf("prefix_cache_misses %v after 100 s of misses, want named", got)
-	}
+	f := shiftNamed(t, misses, 100, CausePrefixCacheMisses)
 	f.feed(60, lull, nil)
 	if in := f.d.tracks["m"].inc; !in.open || !in.quiet {
 		t.Errorf("incident open %v (quiet %v), lull %v a window into the lull of a 100 s incident on a current reference, want held open, quiet", in.open, in.quiet, in.lull)
