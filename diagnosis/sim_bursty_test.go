@@ -577,6 +577,28 @@ type simTruth struct {
 	freeSecs [][2][]float64
 	// base is the baseline's p90s before the shift (judge)
 	base [2]float64
+	// The exact queue times (simEngine.trueQueue) alike: per second the
+	// pod's cumulative bins over the last window + 2, the baseline's
+	// before the shift, and each poll's recent-window p90 and mean.
+	qring              [][]float64
+	qBaseFrom, qBaseTo []float64
+	qRecent            [][2]float64
+	qBase              [2]float64
+}
+
+// simTrueMean is the mean of the exact values counted in cumulative bins b
+// minus a (each at its bin's upper edge); NaN without any.
+func simTrueMean(a, b []float64) float64 {
+	n, sum := 0.0, 0.0
+	for i := range b {
+		c := b[i] - a[i]
+		n += c
+		sum += c * simTrueFirst * math.Pow(simTrueStep, float64(i+1))
+	}
+	if !(n > 0) {
+		return math.NaN()
+	}
+	return sum / n
 }
 
 func (tr *simTruth) observe(at time.Duration, engines []*simEngine) {
@@ -615,6 +637,31 @@ func (tr *simTruth) observe(at time.Duration, engines []*simEngine) {
 		}
 	}
 	tr.recent, tr.at = append(tr.recent, recent), append(tr.at, at)
+
+	var q []float64
+	if len(tr.qring) == w+2 {
+		q, tr.qring = tr.qring[0], tr.qring[1:]
+		clear(q)
+	} else {
+		q = make([]float64, simTrueBins)
+	}
+	for _, e := range engines {
+		for i, v := range e.trueQueue {
+			q[i] += v
+		}
+	}
+	if at == tr.shift-tr.baseline {
+		tr.qBaseFrom = slices.Clone(q)
+	}
+	if at == tr.shift {
+		tr.qBaseTo = slices.Clone(q)
+	}
+	tr.qring = append(tr.qring, q)
+	qr := [2]float64{math.NaN(), math.NaN()}
+	if n := len(tr.qring); n > w {
+		qr = [2]float64{simTrueQuantile(tr.qring[n-1-w], q, signalQuantile), simTrueMean(tr.qring[n-1-w], q)}
+	}
+	tr.qRecent = append(tr.qRecent, qr)
 }
 
 // claim records whether the poll just observed named a symptom, and says
@@ -702,6 +749,10 @@ func (tr *simTruth) judge() (symptom, shown []bool) {
 		}
 	}
 	tr.base = base
+	tr.qBase = [2]float64{simTrueQuantile(tr.qBaseFrom, tr.qBaseTo, signalQuantile), simTrueMean(tr.qBaseFrom, tr.qBaseTo)}
+	if simTruthTrace {
+		fmt.Printf("truth queue: baseline p90 %.4g, mean %.4g\n", tr.qBase[0], tr.qBase[1])
+	}
 	for i, r := range tr.recent {
 		for j := range r {
 			on := tr.at[i] > tr.shift && r[j] >= 1.25*base[j] && r[j] > burst[j]

@@ -96,6 +96,7 @@ type simRequest struct {
 	pending        int // prompt tokens still to compute
 	generated      int
 	started        bool
+	admitted       bool // once admitted to the batch: its wait is counted (trueQueue)
 }
 
 type simEngine struct {
@@ -113,6 +114,10 @@ type simEngine struct {
 	// trueTTFT and trueITL count the exact latencies in fine bins
 	// (simTrueBin), for the truth a poll is judged against
 	trueTTFT, trueITL []float64
+	// trueQueue counts each request's exact time in the queue, from its
+	// arrival to its first admission to the batch (vLLM's queue time; a
+	// preempted request's second wait is not counted again)
+	trueQueue []float64
 }
 
 func newSimEngine(seed uint64, i int) *simEngine {
@@ -121,7 +126,7 @@ func newSimEngine(seed uint64, i int) *simEngine {
 	e.itl = make([]float64, len(simITLBounds))
 	e.promptLen = make([]float64, len(simLenBounds))
 	e.genLen = make([]float64, len(simLenBounds))
-	e.trueTTFT, e.trueITL = make([]float64, simTrueBins), make([]float64, simTrueBins)
+	e.trueTTFT, e.trueITL, e.trueQueue = make([]float64, simTrueBins), make([]float64, simTrueBins), make([]float64, simTrueBins)
 	e.next = e.rng.ExpFloat64() / simSteady.rate
 	e.nextBackground = e.rng.ExpFloat64() / simBackgroundPr
 	return e
@@ -169,6 +174,10 @@ func (e *simEngine) run(until float64, l *simLoad) {
 			}
 			e.waiting = e.waiting[1:]
 			used += float64(r.prompt)
+			if !r.admitted {
+				r.admitted = true
+				e.trueQueue[simTrueBin(e.t-r.arrival)]++
+			}
 			e.running = append(e.running, r)
 		}
 		if len(e.running) == 0 {
@@ -445,7 +454,14 @@ func simulatePlan(pl simPlan) simRun {
 						fmt.Fprintf(&b, " %s=%s/%s(%s,%s)", s.Signal, formatNumber(s.Recent), formatNumber(s.Baseline), formatRatio(&s), formatP(s.PValue))
 					}
 				}
-				line = fmt.Sprint(at, " ", causes, symptoms, " ", rep.Models[0].Readiness.State, b.String())
+				m := &rep.Models[0]
+				for _, c := range m.Causes {
+					if c.Active {
+						// the uncapped share that orders the named causes
+						fmt.Fprintf(&b, " explains:%s=%.3g", c.Name, m.share[causeIndex(c.Name)])
+					}
+				}
+				line = fmt.Sprint(at, " ", causes, symptoms, " ", m.Readiness.State, b.String())
 			}
 			traces = append(traces, line)
 		}
@@ -487,11 +503,11 @@ func simulatePlan(pl simPlan) simRun {
 		if run.polls[i].bucketShown {
 			mark[2] = 'B'
 		}
-		r := [2]float64{math.NaN(), math.NaN()}
+		r, q := [2]float64{math.NaN(), math.NaN()}, [2]float64{math.NaN(), math.NaN()}
 		if pl.truth {
-			r = truth.recent[i]
+			r, q = truth.recent[i], truth.qRecent[i]
 		}
-		fmt.Printf("%s true %.2f/%.2f %s\n", mark[:], r[0]/truth.base[0], r[1]/truth.base[1], tr)
+		fmt.Printf("%s true %.2f/%.2f q %.3g/%.3g %s\n", mark[:], r[0]/truth.base[0], r[1]/truth.base[1], q[0], q[1], tr)
 	}
 	return run
 }
