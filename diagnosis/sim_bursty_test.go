@@ -277,10 +277,10 @@ func simBurstyRun(sc string, seed uint64) (simRun, simBurstyResult) {
 		// Queueing is truly there (waiting and queue time up); the
 		// preemptions that come with it may be named beside it.
 		run.named = CauseQueueing
-		run.right = func(c []string) bool { return slices.Contains(c, CauseQueueing) }
+		run.right = func(p *simPoll) bool { return slices.Contains(p.causes, CauseQueueing) }
 	case simRelapse:
 		run.named = CauseQueueing
-		run.right = func(c []string) bool { return slices.Contains(c, CauseQueueing) }
+		run.right = func(p *simPoll) bool { return slices.Contains(p.causes, CauseQueueing) }
 		run.back = pl.shift + 3*pl.baseline/2 // the long incident's end
 	default:
 		// The scenario's causes, and beside them only traffic causes: their
@@ -290,15 +290,23 @@ func simBurstyRun(sc string, seed uint64) (simRun, simBurstyResult) {
 		// prompts is what makes the pod near its batch limit queue
 		// hardest); issue 30 asks every cause whose own change is
 		// significant to be named.
+		//
+		// A KV cache cut serves fewer at the same inflow, so requests truly
+		// wait: where the exact queue time of the window's requests rose
+		// (simPoll.trueQueueUp), queueing is right beside preemptions, as
+		// preemptions are beside queueing in the overload (issue 30:
+		// preemptions never hide queueing when waiting and queue time
+		// moved). Never in place of them: the cut is the cause.
 		want := simExpected(sc)
-		run.right = func(c []string) bool {
+		run.right = func(p *simPoll) bool {
 			for _, w := range want {
-				if !slices.Contains(c, w) {
+				if !slices.Contains(p.causes, w) {
 					return false
 				}
 			}
-			for _, x := range c {
-				if !slices.Contains(want, x) && !slices.Contains(simTrafficCauses, x) {
+			for _, x := range p.causes {
+				queued := sc == CausePreemptions && x == CauseQueueing && p.trueQueueUp
+				if !slices.Contains(want, x) && !slices.Contains(simTrafficCauses, x) && !queued {
 					return false
 				}
 			}
@@ -710,6 +718,16 @@ func (tr *simTruth) claim(claimed bool) {
 		}
 	}
 	tr.moved = append(tr.moved, moved)
+}
+
+// queueUp says whether poll i's requests truly waited longer than the
+// baseline's before the shift: the mean of their exact queue times (from
+// arrival to first admission) by the minimum change, and their p90 by the
+// minimum change of the baseline's TTFT p90, so that the queue alone can
+// move the TTFT p90 by it. After judge.
+func (tr *simTruth) queueUp(i int) bool {
+	q := tr.qRecent[i]
+	return tr.at[i] > tr.shift && q[1] >= 1.25*tr.qBase[1] && q[0]-tr.qBase[0] >= 0.25*tr.base[0]
 }
 
 // simBurstQuantile is the size of the pod's own bursts the truth reads: the

@@ -328,7 +328,7 @@ type simRun struct {
 	// poll's causes are the incident's right verdict; by default the
 	// scenario's cause and exactly simExpected.
 	named string
-	right func(causes []string) bool
+	right func(p *simPoll) bool
 	// truth: the incident's polls are judged only where the recent window
 	// truly shows a latency symptom (simPoll.trueSymptom)
 	truth bool
@@ -352,6 +352,12 @@ type simPoll struct {
 	// ITL p90 is at least 1 + the minimum change times that of the time
 	// without a claim before it (simTruth.claim)
 	trueMoved bool
+	// trueQueueUp: with a plan's truth, the exact time in the queue of the
+	// requests admitted in the recent window truly rose: their mean by the
+	// minimum change, and their p90 by the minimum change of the
+	// baseline's TTFT p90 (a queue that can move it), both against the
+	// baseline before the shift (simTruth.judge)
+	trueQueueUp bool
 	// gapWindow: the poll is not ready within a recent window (and a
 	// scrape) of the end of a gap in the scrapes, which the diagnosis
 	// does not judge (the window is under-observed).
@@ -488,6 +494,7 @@ func simulatePlan(pl simPlan) simRun {
 		symptom, shown := truth.judge()
 		for i, s := range symptom {
 			run.polls[i].trueSymptom, run.polls[i].trueMoved, run.polls[i].bucketShown = s, truth.moved[i], shown[i]
+			run.polls[i].trueQueueUp = truth.queueUp(i)
 		}
 	}
 	for i, tr := range traces {
@@ -579,7 +586,7 @@ func (r *simRun) result() simResult {
 			}
 			res.truePolls++
 			n++
-			bad := r.right != nil && !r.right(p.causes) || r.right == nil && !slices.Equal(p.causes, simExpected(r.scenario))
+			bad := r.right != nil && !r.right(&p) || r.right == nil && !slices.Equal(p.causes, simExpected(r.scenario))
 			if bad {
 				wrong++
 			}
