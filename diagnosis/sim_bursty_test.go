@@ -267,6 +267,9 @@ type simBurstyResult struct {
 	// steadyPolls are the steady polls judged: before the shift, and
 	// after the incident's verdict cleared
 	steadyPolls int
+	// queueingFirst: the KV cut's judged polls naming queueing beside
+	// preemptions that list queueing first
+	queueingFirst int
 }
 
 func simBurstyRun(sc string, seed uint64) (simRun, simBurstyResult) {
@@ -319,6 +322,15 @@ func simBurstyRun(sc string, seed uint64) (simRun, simBurstyResult) {
 		back = pl.back + 3*time.Minute // the relapse's end
 	}
 	r.judgeSteady(&run, pl, back)
+	if sc == CausePreemptions {
+		// Beside the cut, queueing explains less of the symptom: the
+		// cache holds back the batch at the same inflow.
+		for _, p := range run.polls {
+			if p.at > pl.shift+pl.window+15*time.Second && p.at <= pl.back && p.trueSymptom && !p.gapWindow && p.queueingFirst {
+				r.queueingFirst++
+			}
+		}
+	}
 	if sc == simRelapse {
 		start, end := pl.back, pl.back+3*time.Minute
 		held, n := 0, 0
@@ -497,6 +509,7 @@ func TestSimulatorBursty(t *testing.T) {
 				expect("named", r.firstNamed >= 0 && r.firstNamed <= grace, "first named %s after the shift, want within %s", r.firstNamed, grace)
 				expect("held", r.wrongShare <= want, "a wrong or missing verdict in %.1f %% of the incident's polls with a true latency symptom, want at most %.0f %%", 100*r.wrongShare, 100*want)
 				expect("truth", r.truePolls >= r.incidentPolls/2, "only %d of the incident's %d polls truly show a latency symptom: the scenario does not test its shift", r.truePolls, r.incidentPolls)
+				expect("order", r.queueingFirst == 0, "queueing listed before preemptions in %d of the KV cut's judged polls, want none", r.queueingFirst)
 				if sc != simOverload {
 					expect("blamed", r.preemptionBlamed == 0, "preemptions blamed in %d polls with only background preemptions", r.preemptionBlamed)
 				}

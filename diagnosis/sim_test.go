@@ -358,6 +358,9 @@ type simPoll struct {
 	// baseline's TTFT p90 (a queue that can move it), both against the
 	// baseline before the shift (simTruth.judge)
 	trueQueueUp bool
+	// queueingFirst: queueing and preemptions are both named, and
+	// queueing explains as much of the symptom or more (explain.go)
+	queueingFirst bool
 	// gapWindow: the poll is not ready within a recent window (and a
 	// scrape) of the end of a gap in the scrapes, which the diagnosis
 	// does not judge (the window is under-observed).
@@ -405,7 +408,7 @@ func simulatePlan(pl simPlan) simRun {
 	rng := rand.New(rand.NewPCG(pl.seed, 99))
 	run := simRun{scenario: scenario, window: window, baseline: pl.baseline, shift: pl.shift, back: pl.back, end: pl.end, truth: pl.truth}
 	var causes, symptoms []string
-	ready := false
+	ready, queueingFirst := false, false
 	// a gap is spacing beyond the slack of the recent window's ring
 	res := window / fineSlots
 	gapSlack := res + max(res, 2*time.Second)
@@ -449,6 +452,13 @@ func simulatePlan(pl simPlan) simRun {
 			lastGood = at
 			fams := d.Observe(now, []Observation{pod.observe()})
 			causes, symptoms = named(fams, FamilyCause, "cause"), named(fams, FamilySymptom, "symptom")
+			queueingFirst = false
+			if slices.Contains(causes, CauseQueueing) && slices.Contains(causes, CausePreemptions) {
+				// the order the incident lists them in (only then: a
+				// report costs more than a poll)
+				m := &d.Report().Models[0]
+				queueingFirst = m.share[causeIndex(CauseQueueing)] >= m.share[causeIndex(CausePreemptions)]
+			}
 			ready = values(fams, FamilyReady, "")[""] == 1
 		}
 		if simTrace {
@@ -474,7 +484,7 @@ func simulatePlan(pl simPlan) simRun {
 		if pl.truth {
 			truth.claim(len(symptoms) > 0)
 		}
-		run.polls = append(run.polls, simPoll{at: at, causes: causes, symptoms: symptoms, ready: ready,
+		run.polls = append(run.polls, simPoll{at: at, causes: causes, symptoms: symptoms, ready: ready, queueingFirst: queueingFirst,
 			gapWindow: !ready && gapEnd >= 0 && at < gapEnd+window+2*time.Second})
 		if ready && (strings.HasPrefix(scenario, "steady") || at <= pl.shift) {
 			run.steadyPolls++
