@@ -130,9 +130,13 @@ var causes = []Cause{
 		PromQL:   "(prefill or decode) and up(preemptions_per_second)",
 		// A preemption recomputes a whole prefill (prefill work) and stalls
 		// a running request (decode), so it explains either side, if there
-		// are enough of them to.
+		// are enough of them to; few as they are, they are a cause too
+		// when they come with a batch the cache held back whose queue alone
+		// moves the TTFT p90 by the minimum change (read as queueing's is:
+		// splitQueue).
 		rule: func(x *causeInput) bool {
-			return (x.prefill || x.decode) && x.up(sPreempt) && x.e.excessPreemptions >= x.e.preemptionShare
+			return (x.prefill || x.decode) && x.up(sPreempt) &&
+				(x.e.excessPreemptions >= x.e.preemptionShare || x.prefill && x.e.memoryP90Share() >= x.e.queueShare)
 		},
 		// the recomputed tokens against the batch's, and on the prefill
 		// side the part of the queue time's rise that memory accounts for
@@ -214,14 +218,14 @@ type causeSet [maxCauses]bool
 
 // Indexes of the records a rule names; set by init from the names, so
 // that the records may be reordered.
-var kQueueing, kLongPrompts, kPrefixMisses, kLongOutputs, kUnexplained int
+var kQueueing, kLongPrompts, kPrefixMisses, kLongOutputs, kUnexplained, kPreemptions int
 
 func init() {
 	for _, k := range []struct {
 		at   *int
 		name string
 	}{{&kQueueing, CauseQueueing}, {&kLongPrompts, CauseLongPrompts}, {&kPrefixMisses, CausePrefixCacheMisses},
-		{&kLongOutputs, CauseLongOutputs}, {&kUnexplained, CauseUnexplained}} {
+		{&kLongOutputs, CauseLongOutputs}, {&kUnexplained, CauseUnexplained}, {&kPreemptions, CausePreemptions}} {
 		*k.at = causeIndex(k.name)
 	}
 	if len(causes) > maxCauses {

@@ -6,6 +6,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/fos-study/vllm-normalizer/exposition"
 )
 
 // incidentCauses is the incident's causes as listed, and their shares.
@@ -167,5 +169,54 @@ func TestTinyQueueIsNoQueueing(t *testing.T) {
 	_, fams, _ := run(t, testOpts, secs)
 	if got := active(values(fams, FamilyCause, "cause")); !slices.Equal(got, []string{CauseBatchGrowth}) {
 		t.Errorf("causes %v, want batch_growth alone", got)
+	}
+}
+
+// TestKVCacheCutWithFewPreemptionsIsMemory: the bursty simulator's KV
+// cache cut, seed 4, in small: at the same inflow the batch falls from 8 to
+// 6.5 running (0.81 times, within the minimum change) and serves 3.25
+// requests a second against 4, while 30 wait and a preemption comes every
+// 30 s (1 % of the requests started, half the 2 % share). The cache holds
+// back the batch: memory accounts for the queue, so preemptions are named
+// and explain the rise, and queueing, whose inflow did not change, is not.
+// Fails on the code before: preemptions below their share were no cause
+// and left the queue to the inflow, and queueing alone was named.
+func TestKVCacheCutWithFewPreemptionsIsMemory(t *testing.T) {
+	s := healthy
+	s.requests, s.running, s.waiting, s.preemptions, s.ttft = 3.25, 6.5, 30, 1.0/30, 0.6
+	_, fams, rep := run(t, testOpts, timeline(640, 120, s))
+	if got := active(values(fams, FamilyCause, "cause")); !slices.Equal(got, []string{CausePreemptions}) {
+		t.Fatalf("causes %v, want preemptions alone", got)
+	}
+	if names, shares := incidentCauses(t, rep); shares[0] != 1 {
+		t.Errorf("%v explain %v of the rise, want all of it (1)", names, shares)
+	}
+}
+
+// TestQueueingHeldAsItWasNamed: 30 wait while the batch grows to 10 and
+// serves 3 requests a second against 4 (a rank at its batch limit), with a
+// preemption every 20 s (1.7 % of the requests started: past the quarter
+// of the share that holds preemptions, under the share that names them).
+// Queueing is named on the inflow's queue and stays named: the queue it
+// is held by is split as the one it was named by. Fails on the code
+// before: holding read preemptions at a quarter of their share as memory,
+// handed it the queue, and cleared queueing at the evaluation after each
+// naming, one poll in four (the bursty simulator's rank_imbalance and
+// KV-cut runs, seeds 4 to 6).
+func TestQueueingHeldAsItWasNamed(t *testing.T) {
+	f := newFeeder(t, testOpts)
+	s := healthy
+	s.requests, s.running, s.waiting, s.preemptions, s.ttft = 3, 10, 30, 1.0/20, 0.6
+	f.feed(640, healthy, nil)
+	f.feed(60, s, nil)
+	named, polls := 0, 0
+	f.feed(60, s, func(fams []exposition.Family) {
+		polls++
+		if values(fams, FamilyCause, "cause")[CauseQueueing] == 1 {
+			named++
+		}
+	})
+	if named != polls {
+		t.Errorf("queueing named in %d of the last %d polls, want all", named, polls)
 	}
 }

@@ -60,6 +60,15 @@ type evaluation struct {
 	// the baseline's TTFT p90; queueShare the least it must reach, read as
 	// a p90 (queueP90Share).
 	inflowQueueShare, queueShare float64
+	// memoryQueueShare is memory's part of it while the batch shrank with
+	// preemptions up (a KV cache that admits fewer), 0 otherwise;
+	// memoryQueueShown the same with the signals past the minimum change,
+	// significant or not (beyondOnly).
+	memoryQueueShare, memoryQueueShown float64
+	// memoryShown is the extra requests waiting that memory accounts for
+	// as the recent window shows it (the requests, not their time); -1
+	// when it does not show.
+	memoryShown float64
 	// tokensPerStartUp: generated tokens per request started rose past the
 	// minimum change. No cause reads it (it swings with every burst of
 	// starts), but a batch that grew while it did may be longer outputs the
@@ -180,7 +189,7 @@ func (e *evaluation) naming(strict *evaluation) evaluation {
 // read as changed that way, significant or not.
 func (e *evaluation) beyondOnly() evaluation {
 	out := *e
-	out.abortsUp = e.abortsBeyond
+	out.abortsUp, out.memoryQueueShare = e.abortsBeyond, e.memoryQueueShown
 	for i := range numSignals {
 		switch {
 		case !e.beyond[i]:

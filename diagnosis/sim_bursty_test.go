@@ -267,6 +267,9 @@ type simBurstyResult struct {
 	// steadyPolls are the steady polls judged: before the shift, and
 	// after the incident's verdict cleared
 	steadyPolls int
+	// queueingFirst: the KV cut's judged polls naming queueing beside
+	// preemptions that list queueing first
+	queueingFirst int
 }
 
 func simBurstyRun(sc string, seed uint64) (simRun, simBurstyResult) {
@@ -277,10 +280,10 @@ func simBurstyRun(sc string, seed uint64) (simRun, simBurstyResult) {
 		// Queueing is truly there (waiting and queue time up); the
 		// preemptions that come with it may be named beside it.
 		run.named = CauseQueueing
-		run.right = func(c []string) bool { return slices.Contains(c, CauseQueueing) }
+		run.right = func(p *simPoll) bool { return slices.Contains(p.causes, CauseQueueing) }
 	case simRelapse:
 		run.named = CauseQueueing
-		run.right = func(c []string) bool { return slices.Contains(c, CauseQueueing) }
+		run.right = func(p *simPoll) bool { return slices.Contains(p.causes, CauseQueueing) }
 		run.back = pl.shift + 3*pl.baseline/2 // the long incident's end
 	default:
 		// The scenario's causes, and beside them only traffic causes: their
@@ -290,15 +293,23 @@ func simBurstyRun(sc string, seed uint64) (simRun, simBurstyResult) {
 		// prompts is what makes the pod near its batch limit queue
 		// hardest); issue 30 asks every cause whose own change is
 		// significant to be named.
+		//
+		// A KV cache cut serves fewer at the same inflow, so requests truly
+		// wait: where the exact queue time of the window's requests rose
+		// (simPoll.trueQueueUp), queueing is right beside preemptions, as
+		// preemptions are beside queueing in the overload (issue 30:
+		// preemptions never hide queueing when waiting and queue time
+		// moved). Never in place of them: the cut is the cause.
 		want := simExpected(sc)
-		run.right = func(c []string) bool {
+		run.right = func(p *simPoll) bool {
 			for _, w := range want {
-				if !slices.Contains(c, w) {
+				if !slices.Contains(p.causes, w) {
 					return false
 				}
 			}
-			for _, x := range c {
-				if !slices.Contains(want, x) && !slices.Contains(simTrafficCauses, x) {
+			for _, x := range p.causes {
+				queued := sc == CausePreemptions && x == CauseQueueing && p.trueQueueUp
+				if !slices.Contains(want, x) && !slices.Contains(simTrafficCauses, x) && !queued {
 					return false
 				}
 			}
@@ -311,6 +322,15 @@ func simBurstyRun(sc string, seed uint64) (simRun, simBurstyResult) {
 		back = pl.back + 3*time.Minute // the relapse's end
 	}
 	r.judgeSteady(&run, pl, back)
+	if sc == CausePreemptions {
+		// Beside the cut, queueing explains less of the symptom: the
+		// cache holds back the batch at the same inflow.
+		for _, p := range run.polls {
+			if p.at > pl.shift+pl.window+15*time.Second && p.at <= pl.back && p.trueSymptom && !p.gapWindow && p.queueingFirst {
+				r.queueingFirst++
+			}
+		}
+	}
 	if sc == simRelapse {
 		start, end := pl.back, pl.back+3*time.Minute
 		held, n := 0, 0
@@ -489,6 +509,7 @@ func TestSimulatorBursty(t *testing.T) {
 				expect("named", r.firstNamed >= 0 && r.firstNamed <= grace, "first named %s after the shift, want within %s", r.firstNamed, grace)
 				expect("held", r.wrongShare <= want, "a wrong or missing verdict in %.1f %% of the incident's polls with a true latency symptom, want at most %.0f %%", 100*r.wrongShare, 100*want)
 				expect("truth", r.truePolls >= r.incidentPolls/2, "only %d of the incident's %d polls truly show a latency symptom: the scenario does not test its shift", r.truePolls, r.incidentPolls)
+				expect("order", r.queueingFirst == 0, "queueing listed before preemptions in %d of the KV cut's judged polls, want none", r.queueingFirst)
 				if sc != simOverload {
 					expect("blamed", r.preemptionBlamed == 0, "preemptions blamed in %d polls with only background preemptions", r.preemptionBlamed)
 				}
@@ -577,6 +598,28 @@ type simTruth struct {
 	freeSecs [][2][]float64
 	// base is the baseline's p90s before the shift (judge)
 	base [2]float64
+	// The exact queue times (simEngine.trueQueue) alike: per second the
+	// pod's cumulative bins over the last window + 2, the baseline's
+	// before the shift, and each poll's recent-window p90 and mean.
+	qring              [][]float64
+	qBaseFrom, qBaseTo []float64
+	qRecent            [][2]float64
+	qBase              [2]float64
+}
+
+// simTrueMean is the mean of the exact values counted in cumulative bins b
+// minus a (each at its bin's upper edge); NaN without any.
+func simTrueMean(a, b []float64) float64 {
+	n, sum := 0.0, 0.0
+	for i := range b {
+		c := b[i] - a[i]
+		n += c
+		sum += c * simTrueFirst * math.Pow(simTrueStep, float64(i+1))
+	}
+	if !(n > 0) {
+		return math.NaN()
+	}
+	return sum / n
 }
 
 func (tr *simTruth) observe(at time.Duration, engines []*simEngine) {
@@ -615,6 +658,31 @@ func (tr *simTruth) observe(at time.Duration, engines []*simEngine) {
 		}
 	}
 	tr.recent, tr.at = append(tr.recent, recent), append(tr.at, at)
+
+	var q []float64
+	if len(tr.qring) == w+2 {
+		q, tr.qring = tr.qring[0], tr.qring[1:]
+		clear(q)
+	} else {
+		q = make([]float64, simTrueBins)
+	}
+	for _, e := range engines {
+		for i, v := range e.trueQueue {
+			q[i] += v
+		}
+	}
+	if at == tr.shift-tr.baseline {
+		tr.qBaseFrom = slices.Clone(q)
+	}
+	if at == tr.shift {
+		tr.qBaseTo = slices.Clone(q)
+	}
+	tr.qring = append(tr.qring, q)
+	qr := [2]float64{math.NaN(), math.NaN()}
+	if n := len(tr.qring); n > w {
+		qr = [2]float64{simTrueQuantile(tr.qring[n-1-w], q, signalQuantile), simTrueMean(tr.qring[n-1-w], q)}
+	}
+	tr.qRecent = append(tr.qRecent, qr)
 }
 
 // claim records whether the poll just observed named a symptom, and says
@@ -665,6 +733,16 @@ func (tr *simTruth) claim(claimed bool) {
 	tr.moved = append(tr.moved, moved)
 }
 
+// queueUp says whether poll i's requests truly waited longer than the
+// baseline's before the shift: the mean of their exact queue times (from
+// arrival to first admission) by the minimum change, and their p90 by the
+// minimum change of the baseline's TTFT p90, so that the queue alone can
+// move the TTFT p90 by it. After judge.
+func (tr *simTruth) queueUp(i int) bool {
+	q := tr.qRecent[i]
+	return tr.at[i] > tr.shift && q[1] >= 1.25*tr.qBase[1] && q[0]-tr.qBase[0] >= 0.25*tr.base[0]
+}
+
 // simBurstQuantile is the size of the pod's own bursts the truth reads: the
 // TTFT or ITL p90 that one recent window in a baseline's worth of them
 // (30) reaches on the steady pod, as the diagnosis' range check reads the
@@ -702,6 +780,10 @@ func (tr *simTruth) judge() (symptom, shown []bool) {
 		}
 	}
 	tr.base = base
+	tr.qBase = [2]float64{simTrueQuantile(tr.qBaseFrom, tr.qBaseTo, signalQuantile), simTrueMean(tr.qBaseFrom, tr.qBaseTo)}
+	if simTruthTrace {
+		fmt.Printf("truth queue: baseline p90 %.4g, mean %.4g\n", tr.qBase[0], tr.qBase[1])
+	}
 	for i, r := range tr.recent {
 		for j := range r {
 			on := tr.at[i] > tr.shift && r[j] >= 1.25*base[j] && r[j] > burst[j]

@@ -96,6 +96,7 @@ type simRequest struct {
 	pending        int // prompt tokens still to compute
 	generated      int
 	started        bool
+	admitted       bool // once admitted to the batch: its wait is counted (trueQueue)
 }
 
 type simEngine struct {
@@ -113,6 +114,10 @@ type simEngine struct {
 	// trueTTFT and trueITL count the exact latencies in fine bins
 	// (simTrueBin), for the truth a poll is judged against
 	trueTTFT, trueITL []float64
+	// trueQueue counts each request's exact time in the queue, from its
+	// arrival to its first admission to the batch (vLLM's queue time; a
+	// preempted request's second wait is not counted again)
+	trueQueue []float64
 }
 
 func newSimEngine(seed uint64, i int) *simEngine {
@@ -121,7 +126,7 @@ func newSimEngine(seed uint64, i int) *simEngine {
 	e.itl = make([]float64, len(simITLBounds))
 	e.promptLen = make([]float64, len(simLenBounds))
 	e.genLen = make([]float64, len(simLenBounds))
-	e.trueTTFT, e.trueITL = make([]float64, simTrueBins), make([]float64, simTrueBins)
+	e.trueTTFT, e.trueITL, e.trueQueue = make([]float64, simTrueBins), make([]float64, simTrueBins), make([]float64, simTrueBins)
 	e.next = e.rng.ExpFloat64() / simSteady.rate
 	e.nextBackground = e.rng.ExpFloat64() / simBackgroundPr
 	return e
@@ -169,6 +174,10 @@ func (e *simEngine) run(until float64, l *simLoad) {
 			}
 			e.waiting = e.waiting[1:]
 			used += float64(r.prompt)
+			if !r.admitted {
+				r.admitted = true
+				e.trueQueue[simTrueBin(e.t-r.arrival)]++
+			}
 			e.running = append(e.running, r)
 		}
 		if len(e.running) == 0 {
@@ -319,7 +328,7 @@ type simRun struct {
 	// poll's causes are the incident's right verdict; by default the
 	// scenario's cause and exactly simExpected.
 	named string
-	right func(causes []string) bool
+	right func(p *simPoll) bool
 	// truth: the incident's polls are judged only where the recent window
 	// truly shows a latency symptom (simPoll.trueSymptom)
 	truth bool
@@ -343,6 +352,15 @@ type simPoll struct {
 	// ITL p90 is at least 1 + the minimum change times that of the time
 	// without a claim before it (simTruth.claim)
 	trueMoved bool
+	// trueQueueUp: with a plan's truth, the exact time in the queue of the
+	// requests admitted in the recent window truly rose: their mean by the
+	// minimum change, and their p90 by the minimum change of the
+	// baseline's TTFT p90 (a queue that can move it), both against the
+	// baseline before the shift (simTruth.judge)
+	trueQueueUp bool
+	// queueingFirst: queueing and preemptions are both named, and
+	// queueing explains as much of the symptom or more (explain.go)
+	queueingFirst bool
 	// gapWindow: the poll is not ready within a recent window (and a
 	// scrape) of the end of a gap in the scrapes, which the diagnosis
 	// does not judge (the window is under-observed).
@@ -390,7 +408,7 @@ func simulatePlan(pl simPlan) simRun {
 	rng := rand.New(rand.NewPCG(pl.seed, 99))
 	run := simRun{scenario: scenario, window: window, baseline: pl.baseline, shift: pl.shift, back: pl.back, end: pl.end, truth: pl.truth}
 	var causes, symptoms []string
-	ready := false
+	ready, queueingFirst := false, false
 	// a gap is spacing beyond the slack of the recent window's ring
 	res := window / fineSlots
 	gapSlack := res + max(res, 2*time.Second)
@@ -434,6 +452,13 @@ func simulatePlan(pl simPlan) simRun {
 			lastGood = at
 			fams := d.Observe(now, []Observation{pod.observe()})
 			causes, symptoms = named(fams, FamilyCause, "cause"), named(fams, FamilySymptom, "symptom")
+			queueingFirst = false
+			if slices.Contains(causes, CauseQueueing) && slices.Contains(causes, CausePreemptions) {
+				// the order the incident lists them in (only then: a
+				// report costs more than a poll)
+				m := &d.Report().Models[0]
+				queueingFirst = m.share[causeIndex(CauseQueueing)] >= m.share[causeIndex(CausePreemptions)]
+			}
 			ready = values(fams, FamilyReady, "")[""] == 1
 		}
 		if simTrace {
@@ -445,14 +470,21 @@ func simulatePlan(pl simPlan) simRun {
 						fmt.Fprintf(&b, " %s=%s/%s(%s,%s)", s.Signal, formatNumber(s.Recent), formatNumber(s.Baseline), formatRatio(&s), formatP(s.PValue))
 					}
 				}
-				line = fmt.Sprint(at, " ", causes, symptoms, " ", rep.Models[0].Readiness.State, b.String())
+				m := &rep.Models[0]
+				for _, c := range m.Causes {
+					if c.Active {
+						// the uncapped share that orders the named causes
+						fmt.Fprintf(&b, " explains:%s=%.3g", c.Name, m.share[causeIndex(c.Name)])
+					}
+				}
+				line = fmt.Sprint(at, " ", causes, symptoms, " ", m.Readiness.State, b.String())
 			}
 			traces = append(traces, line)
 		}
 		if pl.truth {
 			truth.claim(len(symptoms) > 0)
 		}
-		run.polls = append(run.polls, simPoll{at: at, causes: causes, symptoms: symptoms, ready: ready,
+		run.polls = append(run.polls, simPoll{at: at, causes: causes, symptoms: symptoms, ready: ready, queueingFirst: queueingFirst,
 			gapWindow: !ready && gapEnd >= 0 && at < gapEnd+window+2*time.Second})
 		if ready && (strings.HasPrefix(scenario, "steady") || at <= pl.shift) {
 			run.steadyPolls++
@@ -472,6 +504,7 @@ func simulatePlan(pl simPlan) simRun {
 		symptom, shown := truth.judge()
 		for i, s := range symptom {
 			run.polls[i].trueSymptom, run.polls[i].trueMoved, run.polls[i].bucketShown = s, truth.moved[i], shown[i]
+			run.polls[i].trueQueueUp = truth.queueUp(i)
 		}
 	}
 	for i, tr := range traces {
@@ -487,11 +520,11 @@ func simulatePlan(pl simPlan) simRun {
 		if run.polls[i].bucketShown {
 			mark[2] = 'B'
 		}
-		r := [2]float64{math.NaN(), math.NaN()}
+		r, q := [2]float64{math.NaN(), math.NaN()}, [2]float64{math.NaN(), math.NaN()}
 		if pl.truth {
-			r = truth.recent[i]
+			r, q = truth.recent[i], truth.qRecent[i]
 		}
-		fmt.Printf("%s true %.2f/%.2f %s\n", mark[:], r[0]/truth.base[0], r[1]/truth.base[1], tr)
+		fmt.Printf("%s true %.2f/%.2f q %.3g/%.3g %s\n", mark[:], r[0]/truth.base[0], r[1]/truth.base[1], q[0], q[1], tr)
 	}
 	return run
 }
@@ -563,7 +596,7 @@ func (r *simRun) result() simResult {
 			}
 			res.truePolls++
 			n++
-			bad := r.right != nil && !r.right(p.causes) || r.right == nil && !slices.Equal(p.causes, simExpected(r.scenario))
+			bad := r.right != nil && !r.right(&p) || r.right == nil && !slices.Equal(p.causes, simExpected(r.scenario))
 			if bad {
 				wrong++
 			}
