@@ -160,7 +160,11 @@ func (d *Diagnoser) incidentReport(in *incidentState, t int64, mr *ModelReport) 
 	}
 	inc.Causes = append(inc.Causes, mr.Topology...)
 	what := "latency or throughput changed against the baseline"
-	if in.quiet && len(parts) == 0 {
+	switch {
+	case in.quiet && len(parts) == 0 && in.cause[kQueueing].on:
+		// held by the queue's own evidence (incidentState.keepsQueued)
+		what = "latency is back within the baseline for now, but requests still queue"
+	case in.quiet && len(parts) == 0:
 		// held by a traffic cause's own evidence (incidentState.keepsQuiet)
 		what = "latency is back within the baseline for now, but the requests that explained its change have not changed back"
 	}
