@@ -280,6 +280,12 @@ func New(cfg Config) (*Collector, error) {
 		podRole: podRole,
 	}
 	c.history.SetMaxSeries(cfg.MaxSeries)
+	// The views are built from the same label sets every scrape and may be
+	// read every scrape: their text is mostly kept lines. /metrics, read
+	// every 15 s or so, is not worth the memory.
+	c.routingEnc.KeepLines()
+	c.compatEnc.KeepLines()
+	c.genaiEnc.KeepLines()
 	c.models.max, c.models.maxSeries, c.models.inputs = cfg.MaxModels, cfg.MaxSeries, deriver.Inputs()
 	c.mapper.Store(cfg.Mapper)
 	m.set(m.reloadOK, 1)
