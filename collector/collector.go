@@ -695,10 +695,13 @@ func roleLabels(b *labels.ScratchBuilder, ls labels.Labels, role string) labels.
 // allocations (BenchmarkScrapeCycle's profile). Owned by the scrape loop.
 type roleLabeler struct {
 	b labels.ScratchBuilder
-	// This scrape's and the last scrape's label sets, by their hash: a
-	// set the last scrape labelled moves to cur; what no scrape labelled
-	// since the last one is dropped with prev.
-	cur, prev map[uint64]roleLabelled
+	// The last call's and this call's label sets, by their place: a
+	// scrape of the same series labels the same sets in the same order,
+	// each then one labels.Equal (a pointer comparison when the set is
+	// the one the last scrape had there). byHash finds a set the last
+	// call labelled elsewhere; it is indexed at a call's first miss.
+	last, next []roleLabelled
+	byHash     map[uint64]roleLabelled
 }
 
 type roleLabelled struct{ from, to labels.Labels }
@@ -707,28 +710,48 @@ func (r *roleLabeler) label(fams []exposition.Family, role string) []exposition.
 	if role == "" {
 		return fams
 	}
-	r.prev, r.cur = r.cur, r.prev
-	if r.cur == nil {
-		r.cur = map[uint64]roleLabelled{}
-	}
-	clear(r.cur)
+	r.next = r.next[:0]
+	indexed := false
 	for i := range fams {
 		for j := range fams[i].Samples {
 			s := &fams[i].Samples[j]
-			h := s.Labels.Hash()
-			e, ok := r.cur[h]
-			if !ok {
-				e, ok = r.prev[h]
+			k := len(r.next)
+			e, ok := roleLabelled{}, false
+			if k < len(r.last) && labels.Equal(r.last[k].from, s.Labels) {
+				e, ok = r.last[k], true
+			} else {
+				if !indexed {
+					r.index()
+					indexed = true
+				}
+				e, ok = r.byHash[s.Labels.Hash()]
+				ok = ok && labels.Equal(e.from, s.Labels)
 			}
-			if !ok || !labels.Equal(e.from, s.Labels) {
+			if !ok {
 				e = roleLabelled{from: s.Labels, to: roleLabels(&r.b, s.Labels, role)}
 			}
-			r.cur[h] = e
+			r.next = append(r.next, e)
 			s.Labels = e.to
 		}
 		createdWithRole(&r.b, &fams[i], role)
 	}
+	if indexed {
+		clear(r.byHash) // holds no set past its call
+	}
+	clear(r.last)
+	r.last, r.next = r.next, r.last
 	return fams
+}
+
+// index fills byHash with the last call's sets.
+func (r *roleLabeler) index() {
+	if r.byHash == nil {
+		r.byHash = make(map[uint64]roleLabelled, len(r.last))
+	}
+	clear(r.byHash)
+	for _, e := range r.last {
+		r.byHash[e.from.Hash()] = e
+	}
 }
 
 func b2f(b bool) float64 {
