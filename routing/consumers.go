@@ -84,7 +84,7 @@ var summedRoles = slices.DeleteFunc(mapping.CounterRoles(), func(r mapping.Role)
 // comes from (mapping's v0, v1 or unknown; empty for other servers).
 func consumerFamilies(byName map[string]*exposition.Family, roles *mapping.Roles, kv []exposition.Sample, sums, legacy Totals, hitRatio derive.Freshest, upstream string, style func(string) string, named *names) []exposition.Family {
 	role := func(r mapping.Role) *exposition.Family { return byName[roles.Family(r)] }
-	var out []exposition.Family
+	out := make([]exposition.Family, 0, 2+2*len(summedRoles))
 	gauge := func(name, help string, samples []exposition.Sample) {
 		if len(samples) == 0 {
 			return
@@ -134,10 +134,6 @@ func consumerFamilies(byName map[string]*exposition.Family, roles *mapping.Roles
 		if !ok || f == nil {
 			continue
 		}
-		rule := " summed over data-parallel engines and API-server processes"
-		if f.Type == model.MetricTypeHistogram {
-			rule += " per model_name and le"
-		}
 		familyNames := []string{f.Name}
 		if s.legacy {
 			familyNames = append(familyNames, roles.Legacy(r)...)
@@ -147,6 +143,10 @@ func consumerFamilies(byName map[string]*exposition.Family, roles *mapping.Roles
 		for i, n := range familyNames {
 			own := i > 0 && n == legacyName
 			help := named.help(helpKey{r, f.Name, f.Type, i > 0, own}, func() string {
+				rule := " summed over data-parallel engines and API-server processes"
+				if f.Type == model.MetricTypeHistogram {
+					rule += " per model_name and le"
+				}
 				switch {
 				case own:
 					return "Legacy name of " + f.Name + " as the server printed it (" + strings.TrimPrefix(rule, " ") + "), for routers that still read it (" + s.legacyReader + ")."
