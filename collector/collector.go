@@ -148,6 +148,8 @@ type Collector struct {
 	models         modelCap      // which models state is kept for; owned by the scrape loop
 	roleLabels     roleLabeler   // the pod role on the derived gauges; owned by the scrape loop
 	viewRoles      viewRoles     // the pod role on the reader views, built by their first readers
+	routingOrder   keptOrder     // the routing view's families' order, merged by its first readers
+	compatOrder    keptOrder     // the compatibility page's
 	model          upstreamModel // for pages that name no model
 }
 

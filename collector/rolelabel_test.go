@@ -58,3 +58,33 @@ func copyFamilies(fams []exposition.Family) []exposition.Family {
 	}
 	return out
 }
+
+// TestKeptOrderMatchesMerge: a keptOrder merging call after call (the same
+// names in the same order, then others, duplicates within and across
+// parts, parts empty) gives what merge gives, the earlier part's family
+// for a name two parts hold.
+func TestKeptOrderMatchesMerge(t *testing.T) {
+	rng := rand.New(rand.NewPCG(5, 6))
+	names := []string{"a", "b", "c", "vllm:x", "vllm_y", "z", "vllm:kv", "m_total"}
+	parts := func() [][]exposition.Family {
+		out := make([][]exposition.Family, 1+rng.IntN(3))
+		for p := range out {
+			for range rng.IntN(6) {
+				out[p] = append(out[p], exposition.Family{Name: names[rng.IntN(len(names))], Help: "part " + strconv.Itoa(p)})
+			}
+		}
+		return out
+	}
+	var k keptOrder
+	last := parts()
+	for call := range 300 {
+		ps := last
+		if call%4 == 0 { // a new set of parts every fourth call; the others repeat the last
+			ps = parts()
+		}
+		last = ps
+		if got, want := k.merge(ps...), merge(ps...); !reflect.DeepEqual(got, want) {
+			t.Fatalf("call %d: kept order\n%v\nwant\n%v", call, got, want)
+		}
+	}
+}

@@ -48,7 +48,8 @@ func scaledValues(t *testing.T, page []byte, k float64) []byte {
 }
 
 // TestShapeKeptMatchesFresh: a collector that keeps what depends only on
-// a page's shape (shapeKept, and the views' encoded lines) serves, after every scrape, byte for byte
+// a page's shape (shapeKept, the views' encoded lines and their families'
+// order) serves, after every scrape, byte for byte
 // the pages of a collector that finds it all again every scrape, on the
 // same pages: the demo's moving values, a V0 page with legacy names, a
 // vLLM V1 page and an SGLang page with their values changed, the demo
@@ -126,6 +127,7 @@ func TestShapeKeptMatchesFresh(t *testing.T) {
 			for _, e := range []*serve.Encoder{&fresh.routingEnc, &fresh.compatEnc, &fresh.genaiEnc} {
 				e.KeepLines() // empty: every line encoded afresh
 			}
+			fresh.routingOrder, fresh.compatOrder = keptOrder{}, keptOrder{} // sorted afresh
 			fresh.ScrapeOnce(context.Background())
 			if last != 0 && last == kept.scratch.Shape() {
 				hits++
