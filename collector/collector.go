@@ -556,6 +556,11 @@ func (c *Collector) scrape(ctx context.Context, sent time.Time) (*scrapeResult, 
 		// The sums restart where the history found the page announcing it.
 		Restarts: routing.Restarts{All: obs.ProcessRestarted, Series: obs.Announced},
 	}
+	if role := c.cfg.Role; role != "" {
+		// On the views' own families, by their first reader: labelling
+		// them in Build spares copying every sample to label it.
+		in.Label = func(fams []exposition.Family) []exposition.Family { return c.viewRoles.label(fams, role) }
+	}
 	if c.cfg.CreatedTimestamps {
 		// The sums are dated by the starts the history read from the page.
 		in.Restarts.StartOf, in.Restarts.Now = c.history.StartOf, float64(now.UnixNano())/1e9
@@ -573,7 +578,7 @@ func (c *Collector) scrape(ctx context.Context, sent time.Time) (*scrapeResult, 
 	// What the diagnosis reads (the collapsed gauges) and what carries
 	// state from scrape to scrape (the sums) is done now; the pages only
 	// readers need are built from it when first read (readerViews).
-	views := &readerViews{collapsed: c.viewer.Collapse(in), role: c.cfg.Role, roles: &c.viewRoles, genai: c.genai, server: server, nanSkipped: c.countNaN}
+	views := &readerViews{collapsed: c.viewer.Collapse(in), genai: c.genai, server: server, nanSkipped: c.countNaN}
 	c.countNaN(c.viewer.TakeNaN())
 	asleep, states := routing.Asleep(canon, c.roles)
 	parts = append(parts, []exposition.Family{asleepFamily(asleep)})

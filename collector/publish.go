@@ -138,8 +138,6 @@ func (s *snapshot) full() []exposition.Family {
 // a failed scrape) has no families.
 type readerViews struct {
 	collapsed *routing.Collapsed
-	role      string // the pod role labelling every routing series
-	roles     *viewRoles
 	genai     *genai.Viewer
 	server    string
 	diagnosis []exposition.Family // the diagnosis' gauges, also on the compatibility page
@@ -152,18 +150,11 @@ type readerViews struct {
 
 func (v *readerViews) build() {
 	v.once.Do(func() {
+		// The pod role is put on by Build (Input.Label), on the families
+		// it makes; the routing derived gauges it shares with the scrape
+		// carry it already.
 		epp, compat, nan := v.collapsed.Build()
 		v.nanSkipped(nan)
-		if v.role != "" {
-			// compat shares its samples with epp (its first families)
-			// and with the scrape's routing derived gauges: labelled on
-			// copies, so that nothing another goroutine reads changes.
-			for i := range compat {
-				compat[i].Samples = slices.Clone(compat[i].Samples)
-			}
-			compat = v.roles.label(compat, v.role)
-			epp = compat[:len(epp):len(epp)]
-		}
 		v.eppFams, v.compatFams = epp, compat
 	})
 }

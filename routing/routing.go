@@ -88,6 +88,11 @@ type Input struct {
 	// Page is the scrape's page as normalised, for the other families the
 	// Readers table lists, which the compatibility page serves as printed.
 	Page []exposition.Family
+	// Label, when not nil, is applied by Build to every family of the
+	// views, in one call, in place (the pod role): on the families Build
+	// makes, whose samples are its own, and on copies of Derived's
+	// samples, which the scrape shares with other readers.
+	Label func([]exposition.Family) []exposition.Family
 }
 
 // Views builds the two router-facing pages of one scrape: Collapse, then
@@ -256,9 +261,19 @@ func (c *Collapsed) Build() (epp, compat []exposition.Family, nan int) {
 	}
 	epp = withoutNaN(out, &nan)
 	// The rest is checked on its own: epp's NaN samples are counted once.
-	rest := withoutNaN(append(append(consumerFamilies(c.byName, roles, kv, c.sums, c.legacy, in.HitRatio, in.Upstream, style, names), in.Derived...), asPrinted(in.Page, natives.Families, style, names)...), &nan)
+	consumers := withoutNaN(consumerFamilies(c.byName, roles, kv, c.sums, c.legacy, in.HitRatio, in.Upstream, style, names), &nan)
+	derived := withoutNaN(slices.Clone(in.Derived), &nan)
+	printed := withoutNaN(asPrinted(in.Page, natives.Families, style, names), &nan)
 	nan += v.nan // the server's own families' NaN samples
-	return epp, append(slices.Clone(epp), rest...), nan
+	compat = slices.Concat(epp, consumers, derived, printed)
+	if in.Label != nil {
+		for i := len(epp) + len(consumers); i < len(epp)+len(consumers)+len(derived); i++ {
+			compat[i].Samples = slices.Clone(compat[i].Samples) // shared with the scrape
+		}
+		// compat's first families share their samples with epp's.
+		compat = in.Label(compat)
+	}
+	return compat[:len(epp):len(epp)], compat, nan
 }
 
 // native is in.Native, nil when there is none.
