@@ -33,7 +33,7 @@ type cachedLine struct {
 
 type span struct{ off, n int }
 
-func (c *TextCache) bytes(s span) []byte { return c.arena[s.off : s.off+s.n] }
+func (c *TextCache) bytes(s span) []byte { return c.arena[s.off : s.off+s.n : s.off+s.n] }
 
 // keep adds b[from:] to the arena and returns where it is.
 func (c *TextCache) keep(b []byte, from int) span {
@@ -110,10 +110,13 @@ func (c *TextCache) done(fams, lines int) {
 	for i := range c.lines {
 		live += c.lines[i].n
 	}
-	if len(c.arena) <= 2*live+4<<10 {
+	// Kept at about its size: grown by appending, the arena's capacity
+	// is up to twice what it holds, and the lines that changed since the
+	// last compaction hold bytes nothing addresses.
+	if cap(c.arena) <= live+live/4+4<<10 {
 		return
 	}
-	arena := make([]byte, 0, live+live/4)
+	arena := make([]byte, 0, live+live/16)
 	for i := range c.heads {
 		h := &c.heads[i]
 		h.off, arena = len(arena), append(arena, c.bytes(h.span)...)
