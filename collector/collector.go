@@ -148,6 +148,8 @@ type Collector struct {
 	models         modelCap      // which models state is kept for; owned by the scrape loop
 	roleLabels     roleLabeler   // the pod role on the derived gauges; owned by the scrape loop
 	viewRoles      viewRoles     // the pod role on the reader views, built by their first readers
+	routingOrder   keptOrder     // the routing view's families' order, merged by its first readers
+	compatOrder    keptOrder     // the compatibility page's
 	model          upstreamModel // for pages that name no model
 }
 
@@ -280,6 +282,12 @@ func New(cfg Config) (*Collector, error) {
 		podRole: podRole,
 	}
 	c.history.SetMaxSeries(cfg.MaxSeries)
+	// The views are built from the same label sets every scrape and may be
+	// read every scrape: their text is mostly kept lines. /metrics, read
+	// every 15 s or so, is not worth the memory.
+	c.routingEnc.KeepLines()
+	c.compatEnc.KeepLines()
+	c.genaiEnc.KeepLines()
 	c.models.max, c.models.maxSeries, c.models.inputs = cfg.MaxModels, cfg.MaxSeries, deriver.Inputs()
 	c.mapper.Store(cfg.Mapper)
 	m.set(m.reloadOK, 1)
@@ -548,6 +556,11 @@ func (c *Collector) scrape(ctx context.Context, sent time.Time) (*scrapeResult, 
 		// The sums restart where the history found the page announcing it.
 		Restarts: routing.Restarts{All: obs.ProcessRestarted, Series: obs.Announced},
 	}
+	if role := c.cfg.Role; role != "" {
+		// On the views' own families, by their first reader: labelling
+		// them in Build spares copying every sample to label it.
+		in.Label = func(fams []exposition.Family) []exposition.Family { return c.viewRoles.label(fams, role) }
+	}
 	if c.cfg.CreatedTimestamps {
 		// The sums are dated by the starts the history read from the page.
 		in.Restarts.StartOf, in.Restarts.Now = c.history.StartOf, float64(now.UnixNano())/1e9
@@ -565,7 +578,7 @@ func (c *Collector) scrape(ctx context.Context, sent time.Time) (*scrapeResult, 
 	// What the diagnosis reads (the collapsed gauges) and what carries
 	// state from scrape to scrape (the sums) is done now; the pages only
 	// readers need are built from it when first read (readerViews).
-	views := &readerViews{collapsed: c.viewer.Collapse(in), role: c.cfg.Role, roles: &c.viewRoles, genai: c.genai, server: server, nanSkipped: c.countNaN}
+	views := &readerViews{collapsed: c.viewer.Collapse(in), genai: c.genai, server: server, nanSkipped: c.countNaN}
 	c.countNaN(c.viewer.TakeNaN())
 	asleep, states := routing.Asleep(canon, c.roles)
 	parts = append(parts, []exposition.Family{asleepFamily(asleep)})
@@ -689,10 +702,13 @@ func roleLabels(b *labels.ScratchBuilder, ls labels.Labels, role string) labels.
 // allocations (BenchmarkScrapeCycle's profile). Owned by the scrape loop.
 type roleLabeler struct {
 	b labels.ScratchBuilder
-	// This scrape's and the last scrape's label sets, by their hash: a
-	// set the last scrape labelled moves to cur; what no scrape labelled
-	// since the last one is dropped with prev.
-	cur, prev map[uint64]roleLabelled
+	// The last call's and this call's label sets, by their place: a
+	// scrape of the same series labels the same sets in the same order,
+	// each then one labels.Equal (a pointer comparison when the set is
+	// the one the last scrape had there). byHash finds a set the last
+	// call labelled elsewhere; it is indexed at a call's first miss.
+	last, next []roleLabelled
+	byHash     map[uint64]roleLabelled
 }
 
 type roleLabelled struct{ from, to labels.Labels }
@@ -701,28 +717,48 @@ func (r *roleLabeler) label(fams []exposition.Family, role string) []exposition.
 	if role == "" {
 		return fams
 	}
-	r.prev, r.cur = r.cur, r.prev
-	if r.cur == nil {
-		r.cur = map[uint64]roleLabelled{}
-	}
-	clear(r.cur)
+	r.next = r.next[:0]
+	indexed := false
 	for i := range fams {
 		for j := range fams[i].Samples {
 			s := &fams[i].Samples[j]
-			h := s.Labels.Hash()
-			e, ok := r.cur[h]
-			if !ok {
-				e, ok = r.prev[h]
+			k := len(r.next)
+			e, ok := roleLabelled{}, false
+			if k < len(r.last) && labels.Equal(r.last[k].from, s.Labels) {
+				e, ok = r.last[k], true
+			} else {
+				if !indexed {
+					r.index()
+					indexed = true
+				}
+				e, ok = r.byHash[s.Labels.Hash()]
+				ok = ok && labels.Equal(e.from, s.Labels)
 			}
-			if !ok || !labels.Equal(e.from, s.Labels) {
+			if !ok {
 				e = roleLabelled{from: s.Labels, to: roleLabels(&r.b, s.Labels, role)}
 			}
-			r.cur[h] = e
+			r.next = append(r.next, e)
 			s.Labels = e.to
 		}
 		createdWithRole(&r.b, &fams[i], role)
 	}
+	if indexed {
+		clear(r.byHash) // holds no set past its call
+	}
+	clear(r.last)
+	r.last, r.next = r.next, r.last
 	return fams
+}
+
+// index fills byHash with the last call's sets.
+func (r *roleLabeler) index() {
+	if r.byHash == nil {
+		r.byHash = make(map[uint64]roleLabelled, len(r.last))
+	}
+	clear(r.byHash)
+	for _, e := range r.last {
+		r.byHash[e.from.Hash()] = e
+	}
 }
 
 func b2f(b bool) float64 {

@@ -96,10 +96,10 @@ func (c *Collector) publish(res *scrapeResult, now time.Time) {
 		// polling many times a second pays one of each per scrape, its
 		// first read after a scrape waiting for them.
 		routing: c.routingEnc.Prepare(ownRouting, func(own []exposition.Family) []exposition.Family {
-			return merge(views.epp(), own)
+			return c.routingOrder.merge(views.epp(), own)
 		}),
 		compat: c.compatEnc.Prepare(ownRouting, func(own []exposition.Family) []exposition.Family {
-			return merge(views.compat(), views.diagnosisFamilies(), own)
+			return c.compatOrder.merge(views.compat(), views.diagnosisFamilies(), own)
 		}),
 		// After a failed scrape the GenAI view is empty: its series are
 		// withdrawn, never served stale.
@@ -138,8 +138,6 @@ func (s *snapshot) full() []exposition.Family {
 // a failed scrape) has no families.
 type readerViews struct {
 	collapsed *routing.Collapsed
-	role      string // the pod role labelling every routing series
-	roles     *viewRoles
 	genai     *genai.Viewer
 	server    string
 	diagnosis []exposition.Family // the diagnosis' gauges, also on the compatibility page
@@ -152,18 +150,11 @@ type readerViews struct {
 
 func (v *readerViews) build() {
 	v.once.Do(func() {
+		// The pod role is put on by Build (Input.Label), on the families
+		// it makes; the routing derived gauges it shares with the scrape
+		// carry it already.
 		epp, compat, nan := v.collapsed.Build()
 		v.nanSkipped(nan)
-		if v.role != "" {
-			// compat shares its samples with epp (its first families)
-			// and with the scrape's routing derived gauges: labelled on
-			// copies, so that nothing another goroutine reads changes.
-			for i := range compat {
-				compat[i].Samples = slices.Clone(compat[i].Samples)
-			}
-			compat = v.roles.label(compat, v.role)
-			epp = compat[:len(epp):len(epp)]
-		}
 		v.eppFams, v.compatFams = epp, compat
 	})
 }
@@ -280,6 +271,50 @@ func merge(parts ...[]exposition.Family) []exposition.Family {
 	// Stable: of families of one name, the earliest part's comes first.
 	slices.SortStableFunc(out, func(a, b exposition.Family) int { return strings.Compare(a.Name, b.Name) })
 	return slices.CompactFunc(out, func(a, b exposition.Family) bool { return a.Name == b.Name })
+}
+
+// keptOrder is merge for a page merged from parts of the same families
+// every scrape (the routing view, the compatibility page): the order the
+// last merge sorted its families into is taken again when the names come
+// in the same order, instead of sorting about sixty families again. Pages
+// of two scrapes may be merged at once, by their readers: hence the lock.
+type keptOrder struct {
+	mu    sync.Mutex
+	names []string // the last merge's names, as they came
+	order []at     // the last merge's result, by part and place
+}
+
+type at struct{ part, i int }
+
+func (k *keptOrder) merge(parts ...[]exposition.Family) []exposition.Family {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	n, same := 0, true
+	for _, p := range parts {
+		for j := 0; same && j < len(p); j++ {
+			same = n+j < len(k.names) && p[j].Name == k.names[n+j]
+		}
+		n += len(p)
+	}
+	if !same || n != len(k.names) {
+		k.names, k.order = k.names[:0], k.order[:0]
+		for pi, p := range parts {
+			for j, f := range p {
+				k.names = append(k.names, f.Name)
+				k.order = append(k.order, at{pi, j})
+			}
+		}
+		// As merge: stable by name, the earliest part's family kept.
+		slices.SortStableFunc(k.order, func(a, b at) int {
+			return strings.Compare(parts[a.part][a.i].Name, parts[b.part][b.i].Name)
+		})
+		k.order = slices.CompactFunc(k.order, func(a, b at) bool { return parts[a.part][a.i].Name == parts[b.part][b.i].Name })
+	}
+	out := make([]exposition.Family, len(k.order))
+	for i, o := range k.order {
+		out[i] = parts[o.part][o.i]
+	}
+	return out
 }
 
 // MetricsHandler serves the full page: vLLM's families under current names,

@@ -16,6 +16,7 @@ import (
 	"github.com/fos-study/vllm-normalizer/demo"
 	"github.com/fos-study/vllm-normalizer/diagnosis"
 	"github.com/fos-study/vllm-normalizer/mapping"
+	"github.com/fos-study/vllm-normalizer/serve"
 )
 
 // scaledValues returns page with every series' value v written as v*k+1:
@@ -47,7 +48,8 @@ func scaledValues(t *testing.T, page []byte, k float64) []byte {
 }
 
 // TestShapeKeptMatchesFresh: a collector that keeps what depends only on
-// a page's shape (shapeKept) serves, after every scrape, byte for byte
+// a page's shape (shapeKept, the views' encoded lines and their families'
+// order) serves, after every scrape, byte for byte
 // the pages of a collector that finds it all again every scrape, on the
 // same pages: the demo's moving values, a V0 page with legacy names, a
 // vLLM V1 page and an SGLang page with their values changed, the demo
@@ -122,6 +124,10 @@ func TestShapeKeptMatchesFresh(t *testing.T) {
 			last := kept.shape.id
 			kept.ScrapeOnce(context.Background())
 			fresh.shape = shapeKept{} // finds everything again
+			for _, e := range []*serve.Encoder{&fresh.routingEnc, &fresh.compatEnc, &fresh.genaiEnc} {
+				e.KeepLines() // empty: every line encoded afresh
+			}
+			fresh.routingOrder, fresh.compatOrder = keptOrder{}, keptOrder{} // sorted afresh
 			fresh.ScrapeOnce(context.Background())
 			if last != 0 && last == kept.scratch.Shape() {
 				hits++

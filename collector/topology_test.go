@@ -123,13 +123,24 @@ func TestUpstreamRoleLabel(t *testing.T) {
 				t.Errorf("%s: the upstream's own series got a role label: %s", role, l)
 			}
 		}
-		for l := range strings.SplitSeq(routing, "\n") {
-			if l == "" || strings.HasPrefix(l, "#") || strings.HasPrefix(l, "vllm_up") || strings.HasPrefix(l, "vllm_normalizer_") {
+		// The compatibility page too, its routing derived gauges and
+		// summed families included; not the sidecar's own series nor the
+		// diagnosis' (which describe the sidecar's reading, not the pod).
+		compat := get(t, c.CompatHandler(), "/metrics", nil).Body.String()
+		derived := 0
+		for l := range strings.SplitSeq(routing+compat, "\n") {
+			if l == "" || strings.HasPrefix(l, "#") || strings.HasPrefix(l, "vllm_up") || strings.HasPrefix(l, "vllm_normalizer_") || strings.HasPrefix(l, "vllm_diagnosis_") {
 				continue
 			}
-			if !strings.Contains(l, label) {
-				t.Errorf("%s: routing series without %s: %s", role, label, l)
+			if strings.HasPrefix(l, "vllm_derived_") {
+				derived++
 			}
+			if !strings.Contains(l, label) {
+				t.Errorf("%s: routing or compatibility series without %s: %s", role, label, l)
+			}
+		}
+		if derived == 0 {
+			t.Errorf("%s: no derived gauge on the compatibility page", role)
 		}
 	}
 	for _, c := range []struct{ role, served string }{{"Prefill", "Prefill"}, {"pre fill", "both"}} {

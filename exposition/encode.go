@@ -41,6 +41,7 @@ func AppendText(b []byte, fams []Family) []byte {
 type TextPos struct {
 	Family, Sample int
 	Written        bool // the family's HELP and TYPE lines are written
+	line           int  // samples written before this one (TextCache's index)
 }
 
 // Done reports whether p is past the last family of fams.
@@ -57,15 +58,7 @@ func AppendTextUntil(b []byte, fams []Family, p TextPos, limit int) ([]byte, Tex
 			if len(b) >= limit {
 				return b, p
 			}
-			b = append(b, "# HELP "...)
-			b = append(b, f.Name...)
-			b = append(b, ' ')
-			b = appendEscaped(b, f.Help, false)
-			b = append(b, "\n# TYPE "...)
-			b = append(b, f.Name...)
-			b = append(b, ' ')
-			b = append(b, textType(f.Type)...)
-			b = append(b, '\n')
+			b = appendHead(b, f)
 			p.Written = true
 		}
 		for ; p.Sample < len(f.Samples); p.Sample++ {
@@ -73,9 +66,23 @@ func AppendTextUntil(b []byte, fams []Family, p TextPos, limit int) ([]byte, Tex
 				return b, p
 			}
 			b = appendSample(b, &f.Samples[p.Sample], false)
+			p.line++
 		}
 	}
 	return b, p
+}
+
+// appendHead writes f's HELP and TYPE lines.
+func appendHead(b []byte, f *Family) []byte {
+	b = append(b, "# HELP "...)
+	b = append(b, f.Name...)
+	b = append(b, ' ')
+	b = appendEscaped(b, f.Help, false)
+	b = append(b, "\n# TYPE "...)
+	b = append(b, f.Name...)
+	b = append(b, ' ')
+	b = append(b, textType(f.Type)...)
+	return append(b, '\n')
 }
 
 // AppendOpenMetrics appends fams to b in OpenMetrics 1.0 text, ending with
@@ -186,9 +193,19 @@ func allNamed(f *Family, name string) bool {
 }
 
 func appendSample(b []byte, s *Sample, openMetrics bool) []byte {
+	return appendValue(appendSeries(b, s), s, openMetrics)
+}
+
+// appendSeries writes what a sample's line holds before its value: its
+// name, its labels and a space.
+func appendSeries(b []byte, s *Sample) []byte {
 	b = append(b, s.Labels.Get(model.MetricNameLabel)...)
 	b = appendLabels(b, s.Labels)
-	b = append(b, ' ')
+	return append(b, ' ')
+}
+
+// appendValue ends a sample's line: its value and timestamp.
+func appendValue(b []byte, s *Sample, openMetrics bool) []byte {
 	b = AppendFloat(b, s.Value)
 	if s.HasTimestamp {
 		b = append(b, ' ')

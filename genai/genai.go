@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/prometheus/common/model"
 	"github.com/prometheus/prometheus/model/labels"
@@ -137,6 +138,105 @@ type Viewer struct {
 	opts       Options
 	host, port string
 	sums       routing.Sums
+
+	// mu guards kept: views of two scrapes may be rendered at once, by
+	// their readers.
+	mu   sync.Mutex
+	kept []shape // by Metrics' index
+}
+
+// shape is what a metric's view takes from the summed series' label sets
+// alone, kept while they stay the same (the sums keep their label sets
+// from scrape to scrape): which buckets stay, the help, and each sample's
+// relabelled set. Relabelling with a labels.Builder and choosing the
+// buckets anew was most of rendering the view.
+type shape struct {
+	// from are the summed series' label sets the shape was made for.
+	from     []labels.Labels
+	provider string
+	help     string
+	// labels are the relabelled sets by summed sample, nil for a sample
+	// left out; store holds them.
+	labels []*labels.Labels
+	store  []labels.Labels
+	// children are the created times' child label sets relabelled, as
+	// pairs (from, to).
+	children []labels.Labels
+	relabel  func(labels.Labels) labels.Labels
+}
+
+// maxChildren bounds the created times' label sets a shape keeps.
+const maxChildren = 64
+
+// created returns the relabelled child labels of a created time.
+func (k *shape) created(l labels.Labels) labels.Labels {
+	for i := 0; i+1 < len(k.children); i += 2 {
+		if labels.Equal(k.children[i], l) {
+			return k.children[i+1]
+		}
+	}
+	to := k.relabel(l)
+	if len(k.children) >= 2*maxChildren {
+		k.children = k.children[:0] // models come and go under one shape
+	}
+	k.children = append(k.children, l, to)
+	return to
+}
+
+// shaped returns metric i's shape for summed, the kept one when summed
+// has the label sets it was made for.
+func (v *Viewer) shaped(i int, summed []exposition.Sample, provider string, m Metric) *shape {
+	if len(v.kept) != len(Metrics) {
+		v.kept = make([]shape, len(Metrics))
+	}
+	k := &v.kept[i]
+	if k.provider == provider && len(k.from) == len(summed) && k.relabel != nil {
+		same := true
+		for j := range summed {
+			if !labels.Equal(k.from[j], summed[j].Labels) {
+				same = false
+				break
+			}
+		}
+		if same {
+			return k
+		}
+	}
+	keep, exact := rebucket(summed, m.Advised)
+	help := fmt.Sprintf("%s, in seconds (OpenTelemetry %s), from the server's %s histogram summed over engines per model. ", m.what, m.Convention, m.Role)
+	if exact {
+		help += "Buckets: the advised bounds, a subset of the engine's, with the engine's exact cumulative counts there."
+	} else {
+		help += "Buckets: the engine's own bounds, kept because the advised bounds are not a subset of them (counts are never interpolated)."
+	}
+	var lb labels.Builder
+	relabel := func(l labels.Labels) labels.Labels {
+		lb.Reset(l)
+		if mn := l.Get(mapping.LabelModel); mn != "" {
+			lb.Set(LabelRequestModel, mn)
+		}
+		lb.Del(mapping.LabelModel)
+		lb.Set(LabelProvider, provider)
+		lb.Set(LabelOperation, v.opts.Operation)
+		if v.host != "" {
+			lb.Set(LabelAddress, v.host)
+			lb.Set(LabelPort, v.port)
+		}
+		return lb.Labels()
+	}
+	*k = shape{from: make([]labels.Labels, len(summed)), provider: provider, help: help, labels: make([]*labels.Labels, len(summed)), relabel: relabel}
+	kept := make([]int, 0, len(summed))
+	for j, s := range summed {
+		k.from[j] = s.Labels
+		if keep(s) {
+			kept = append(kept, j)
+			k.store = append(k.store, relabel(s.Labels))
+		}
+	}
+	for n, j := range kept {
+		k.labels[j] = &k.store[n]
+	}
+	return k
 }
 
 // New returns a Viewer for valid options.
@@ -185,47 +285,27 @@ func (v *Viewer) Render(sums routing.Totals, server string) []exposition.Family 
 	}
 	provider := cmp.Or(v.opts.Provider, server)
 	var out []exposition.Family
-	for _, m := range Metrics {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	for i, m := range Metrics {
 		tot, ok := sums.Of(m.Role)
 		if !ok || tot.Type != model.MetricTypeHistogram {
 			continue
 		}
 		name := m.Name(v.opts.NameStyle)
 		summed := tot.Samples(name)
-		keep, exact := rebucket(summed, m.Advised)
-		help := fmt.Sprintf("%s, in seconds (OpenTelemetry %s), from the server's %s histogram summed over engines per model. ", m.what, m.Convention, m.Role)
-		if exact {
-			help += "Buckets: the advised bounds, a subset of the engine's, with the engine's exact cumulative counts there."
-		} else {
-			help += "Buckets: the engine's own bounds, kept because the advised bounds are not a subset of them (counts are never interpolated)."
-		}
-		fam := exposition.Family{Name: name, Type: model.MetricTypeHistogram, Help: help}
+		k := v.shaped(i, summed, provider, m)
+		fam := exposition.Family{Name: name, Type: model.MetricTypeHistogram, Help: k.help, Samples: make([]exposition.Sample, 0, len(k.store))}
 		if v.opts.NameStyle == Suffixed {
 			fam.Unit = "seconds"
 		}
-		var lb labels.Builder
-		relabel := func(l labels.Labels) labels.Labels {
-			lb.Reset(l)
-			if mn := l.Get(mapping.LabelModel); mn != "" {
-				lb.Set(LabelRequestModel, mn)
+		for j, s := range summed {
+			if l := k.labels[j]; l != nil {
+				fam.Samples = append(fam.Samples, exposition.Sample{Labels: *l, Value: s.Value})
 			}
-			lb.Del(mapping.LabelModel)
-			lb.Set(LabelProvider, provider)
-			lb.Set(LabelOperation, v.opts.Operation)
-			if v.host != "" {
-				lb.Set(LabelAddress, v.host)
-				lb.Set(LabelPort, v.port)
-			}
-			return lb.Labels()
-		}
-		for _, s := range summed {
-			if !keep(s) {
-				continue
-			}
-			fam.Samples = append(fam.Samples, exposition.Sample{Labels: relabel(s.Labels), Value: s.Value})
 		}
 		for _, c := range tot.Created() {
-			fam.Created = append(fam.Created, exposition.Created{Labels: relabel(c.Labels), Time: c.Time})
+			fam.Created = append(fam.Created, exposition.Created{Labels: k.created(c.Labels), Time: c.Time})
 		}
 		if len(fam.Samples) > 0 {
 			out = append(out, fam)

@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"reflect"
 	"regexp"
 	"slices"
 	"strconv"
@@ -551,5 +552,76 @@ func TestRenderCreated(t *testing.T) {
 	}
 	if buckets == 0 {
 		t.Fatalf("no bucket on the view:\n%s", om)
+	}
+}
+
+// TestRenderKeptMatchesFresh: a Viewer rendering scrape after scrape (the
+// same series with moving values, then another model's as many, other
+// servers' pages, created times on and off) keeps each metric's relabelled series while the sums'
+// label sets stay, and renders what a new Viewer renders from the same
+// sums, families and OpenMetrics text alike.
+func TestRenderKeptMatchesFresh(t *testing.T) {
+	opts := Options{Provider: "", Operation: "text_completion", ServerAddress: "vllm.ns.svc:8000"}
+	kept, _ := New(opts)
+	var sums routing.Sums
+	type step struct {
+		canon  []exposition.Family
+		roles  *mapping.Roles
+		server string
+	}
+	var steps []step
+	for n := range 6 {
+		c, r, s := canonicalOf(t, page(t, 5+float64(n), 6+2*float64(n), 3+float64(n), 4))
+		steps = append(steps, step{c, r, s})
+	}
+	// The same series but for another model: as many, other label sets.
+	other := page(t, 9, 12, 7, 8)
+	for i := range other {
+		for j := range other[i].Samples {
+			s := &other[i].Samples[j]
+			s.Labels = labels.NewBuilder(s.Labels).Set("model_name", "other").Labels()
+		}
+	}
+	c, r, s := canonicalOf(t, other)
+	steps = append(steps, step{c, r, s})
+	for _, prefix := range []string{"25-", "26-", "12-", "13-", "13-"} {
+		c, r, s := canonical(t, prefix)
+		steps = append(steps, step{c, r, s})
+	}
+	reused := 0
+	for i, st := range steps {
+		byName := map[string]*exposition.Family{}
+		for j := range st.canon {
+			byName[st.canon[j].Name] = &st.canon[j]
+		}
+		r := routing.Restarts{}
+		if i%2 == 1 {
+			r = routing.Restarts{StartOf: func(labels.Labels) float64 { return 1764700000 + float64(i) }, Now: 1764700030 + float64(i)}
+		}
+		tot := sums.Sum(func(role mapping.Role) *exposition.Family { return byName[st.roles.Family(role)] }, Roles(), r)
+		first := func() *labels.Labels { // the first kept series of any metric
+			for k := range kept.kept {
+				if len(kept.kept[k].store) > 0 {
+					return &kept.kept[k].store[0]
+				}
+			}
+			return nil
+		}
+		before := first()
+		got := kept.Render(tot, st.server)
+		fresh, _ := New(opts)
+		want := fresh.Render(tot, st.server)
+		if !reflect.DeepEqual(got, want) {
+			t.Fatalf("step %d (%s): the kept view differs from a new Viewer's:\n%s\nwant\n%s", i, st.server, exposition.AppendOpenMetrics(nil, got), exposition.AppendOpenMetrics(nil, want))
+		}
+		if !bytes.Equal(exposition.AppendOpenMetrics(nil, got), exposition.AppendOpenMetrics(nil, want)) {
+			t.Fatalf("step %d: the kept view's OpenMetrics text differs", i)
+		}
+		if before != nil && before == first() {
+			reused++
+		}
+	}
+	if reused < 5 {
+		t.Fatalf("%d renders kept the last one's series, want at least the 5 of the moving values", reused)
 	}
 }

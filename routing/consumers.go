@@ -82,16 +82,16 @@ var summedRoles = slices.DeleteFunc(mapping.CounterRoles(), func(r mapping.Role)
 // (byName; role finds a role's family), the collapsed KV usage already
 // computed (kv), the routing derived gauges, and the vLLM engine the page
 // comes from (mapping's v0, v1 or unknown; empty for other servers).
-func consumerFamilies(byName map[string]*exposition.Family, roles *mapping.Roles, kv []exposition.Sample, sums, legacy Totals, hitRatio derive.Freshest, upstream string, style func(string) string) []exposition.Family {
+func consumerFamilies(byName map[string]*exposition.Family, roles *mapping.Roles, kv []exposition.Sample, sums, legacy Totals, hitRatio derive.Freshest, upstream string, style func(string) string, named *names) []exposition.Family {
 	role := func(r mapping.Role) *exposition.Family { return byName[roles.Family(r)] }
-	var out []exposition.Family
+	out := make([]exposition.Family, 0, 2+2*len(summedRoles))
 	gauge := func(name, help string, samples []exposition.Sample) {
 		if len(samples) == 0 {
 			return
 		}
 		name = style(name)
 		for i := range samples {
-			samples[i].Labels = withName(samples[i].Labels, name)
+			samples[i].Labels = named.withName(samples[i].Labels, name)
 		}
 		out = append(out, exposition.Family{Name: name, Type: model.MetricTypeGauge, Help: help, Samples: samples})
 	}
@@ -134,29 +134,34 @@ func consumerFamilies(byName map[string]*exposition.Family, roles *mapping.Roles
 		if !ok || f == nil {
 			continue
 		}
-		rule := " summed over data-parallel engines and API-server processes"
-		if f.Type == model.MetricTypeHistogram {
-			rule += " per model_name and le"
-		}
-		names := []string{f.Name}
+		familyNames := []string{f.Name}
 		if s.legacy {
-			names = append(names, roles.Legacy(r)...)
+			familyNames = append(familyNames, roles.Legacy(r)...)
 		}
 		legacyTot, _ := legacy.Of(r)
 		legacyName := legacyTot.Family // "" without a legacy twin
-		for i, n := range names {
-			help := s.help + "," + rule + ". Read by " + s.reader + "."
-			if i > 0 {
-				help = "Legacy name of " + f.Name + " (same values," + rule + "), for routers that still read it (" + s.legacyReader + ")."
-			}
+		for i, n := range familyNames {
+			own := i > 0 && n == legacyName
+			help := named.help(helpKey{r, f.Name, f.Type, i > 0, own}, func() string {
+				rule := " summed over data-parallel engines and API-server processes"
+				if f.Type == model.MetricTypeHistogram {
+					rule += " per model_name and le"
+				}
+				switch {
+				case own:
+					return "Legacy name of " + f.Name + " as the server printed it (" + strings.TrimPrefix(rule, " ") + "), for routers that still read it (" + s.legacyReader + ")."
+				case i > 0:
+					return "Legacy name of " + f.Name + " (same values," + rule + "), for routers that still read it (" + s.legacyReader + ")."
+				}
+				return s.help + "," + rule + ". Read by " + s.reader + "."
+			})
 			name := style(n)
 			from := tot
-			if i > 0 && n == legacyName {
+			if own {
 				// A legacy name the server printed beside its current
 				// twin (vLLM 0.9.2-0.11) is summed from its own series:
 				// the two may differ.
 				from = legacyTot
-				help = "Legacy name of " + f.Name + " as the server printed it (" + strings.TrimPrefix(rule, " ") + "), for routers that still read it (" + s.legacyReader + ")."
 			}
 			if samples := from.Samples(name); len(samples) > 0 {
 				out = append(out, exposition.Family{Name: name, Type: f.Type, Help: help, Samples: samples, Created: from.Created()})

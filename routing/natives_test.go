@@ -15,6 +15,15 @@ import (
 // families and the page.
 func viewsOfFixture(t *testing.T, prefix string) (server string, epp, compat map[string]float64) {
 	t.Helper()
+	in := inputOfFixture(t, prefix, 0)
+	e, c := new(Viewer).Views(in)
+	return in.Server, routingSamples(t, e), routingSamples(t, c)
+}
+
+// inputOfFixture is a fixture's Input as the collector makes it, every
+// value raised by bump times its place in its family.
+func inputOfFixture(t *testing.T, prefix string, bump float64) Input {
+	t.Helper()
 	paths, _ := filepath.Glob(filepath.Join("..", "testdata", "fixtures", prefix+"*.prom"))
 	if len(paths) != 1 {
 		t.Fatalf("fixture %s*: %v", prefix, paths)
@@ -24,6 +33,11 @@ func viewsOfFixture(t *testing.T, prefix string) (server string, epp, compat map
 		t.Fatal(err)
 	}
 	fams := parsePage(t, string(b))
+	for i := range fams {
+		for j := range fams[i].Samples {
+			fams[i].Samples[j].Value += bump * float64(j+1)
+		}
+	}
 	p := testProfiles.Detect(fams)
 	if p == nil {
 		t.Fatalf("%s: no profile", paths[0])
@@ -40,8 +54,32 @@ func viewsOfFixture(t *testing.T, prefix string) (server string, epp, compat map
 			return nil
 		}}
 	in.BlockSize, _ = p.KVBlockSize(fams)
-	e, c := new(Viewer).Views(in)
-	return p.Server, routingSamples(t, e), routingSamples(t, c)
+	return in
+}
+
+// TestBuildKeptNamesMatchFresh: one Viewer building the views of scrape
+// after scrape (a page with moving values, other servers' pages with
+// their own names, the first page again) builds, from each Collapsed,
+// byte for byte the views a build remembering no named label sets does.
+func TestBuildKeptNamesMatchFresh(t *testing.T) {
+	var v Viewer
+	steps := []struct {
+		prefix string
+		bump   float64
+	}{{"13-", 0}, {"13-", 1}, {"13-", 2}, {"25-", 0}, {"25-", 3}, {"35-", 0}, {"36-", 0}, {"04-", 0}, {"02-", 0}, {"02-", 1}, {"26-", 0}, {"13-", 4}, {"13-", 5}}
+	for i, st := range steps {
+		c := v.Collapse(inputOfFixture(t, st.prefix, st.bump))
+		fresh := *c
+		fresh.names = nil
+		e0, c0, n0 := fresh.Build()
+		e1, c1, n1 := c.Build()
+		if got, want := exposition.AppendText(nil, e1), exposition.AppendText(nil, e0); string(got) != string(want) || n0 != n1 {
+			t.Fatalf("step %d (%s): the routing view differs from a fresh build's:\n%s\nwant\n%s", i, st.prefix, got, want)
+		}
+		if got, want := exposition.AppendText(nil, c1), exposition.AppendText(nil, c0); string(got) != string(want) {
+			t.Fatalf("step %d (%s): the compatibility page differs from a fresh build's:\n%s\nwant\n%s", i, st.prefix, got, want)
+		}
+	}
 }
 
 // ATOM and TokenSpeed pages fill the endpoint pickers' view under vLLM's

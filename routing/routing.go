@@ -39,6 +39,8 @@ type Viewer struct {
 	nan int
 	// gauges are the last view's collapsed gauges (Gauges).
 	gauges map[string]ModelGauges
+	// names are the last build's named label sets, for the next build.
+	names *names
 }
 
 // TakeNaN returns the number of NaN samples the views built since the last
@@ -86,6 +88,11 @@ type Input struct {
 	// Page is the scrape's page as normalised, for the other families the
 	// Readers table lists, which the compatibility page serves as printed.
 	Page []exposition.Family
+	// Label, when not nil, is applied by Build to every family of the
+	// views, in one call, in place (the pod role): on the families Build
+	// makes, whose samples are its own, and on copies of Derived's
+	// samples, which the scrape shares with other readers.
+	Label func([]exposition.Family) []exposition.Family
 }
 
 // Views builds the two router-facing pages of one scrape: Collapse, then
@@ -110,6 +117,9 @@ type Collapsed struct {
 	// legacy are the sums of legacy names the server printed beside their
 	// current twins (vLLM 0.9.2-0.11), from their own series: by role.
 	legacy Totals
+	// names is the Viewer's memo of named label sets, shared by the
+	// builds of its scrapes (nil: none).
+	names *names
 }
 
 // Collapse does the part of one scrape's routing views that must happen
@@ -117,7 +127,10 @@ type Collapsed struct {
 // NaN samples counted, see TakeNaN) and the summed counters and histograms
 // advanced (Sums). Everything else is left to Build.
 func (v *Viewer) Collapse(in Input) *Collapsed {
-	c := &Collapsed{in: in, byName: make(map[string]*exposition.Family, len(in.Canon))}
+	if v.names == nil {
+		v.names = new(names)
+	}
+	c := &Collapsed{in: in, byName: make(map[string]*exposition.Family, len(in.Canon)), names: v.names}
 	for i := range in.Canon {
 		c.byName[in.Canon[i].Name] = &in.Canon[i]
 	}
@@ -175,6 +188,9 @@ func (c *Collapsed) Totals() Totals { return c.sums }
 // gauges', which compat shares with the Input.
 func (c *Collapsed) Build() (epp, compat []exposition.Family, nan int) {
 	in, roles, style, role := c.in, c.in.Roles, c.in.Style, c.role
+	names := c.names
+	names.start()
+	defer names.end()
 	var out []exposition.Family
 	add := func(name, help string, samples []exposition.Sample) {
 		if len(samples) == 0 {
@@ -182,7 +198,7 @@ func (c *Collapsed) Build() (epp, compat []exposition.Family, nan int) {
 		}
 		name = style(name)
 		for i := range samples {
-			samples[i].Labels = withName(samples[i].Labels, name)
+			samples[i].Labels = names.withName(samples[i].Labels, name)
 		}
 		out = append(out, exposition.Family{Name: name, Type: model.MetricTypeGauge, Help: help, Samples: samples})
 	}
@@ -245,9 +261,19 @@ func (c *Collapsed) Build() (epp, compat []exposition.Family, nan int) {
 	}
 	epp = withoutNaN(out, &nan)
 	// The rest is checked on its own: epp's NaN samples are counted once.
-	rest := withoutNaN(append(append(consumerFamilies(c.byName, roles, kv, c.sums, c.legacy, in.HitRatio, in.Upstream, style), in.Derived...), asPrinted(in.Page, natives.Families, style)...), &nan)
+	consumers := withoutNaN(consumerFamilies(c.byName, roles, kv, c.sums, c.legacy, in.HitRatio, in.Upstream, style, names), &nan)
+	derived := withoutNaN(slices.Clone(in.Derived), &nan)
+	printed := withoutNaN(asPrinted(in.Page, natives.Families, style, names), &nan)
 	nan += v.nan // the server's own families' NaN samples
-	return epp, append(slices.Clone(epp), rest...), nan
+	compat = slices.Concat(epp, consumers, derived, printed)
+	if in.Label != nil {
+		for i := len(epp) + len(consumers); i < len(epp)+len(consumers)+len(derived); i++ {
+			compat[i].Samples = slices.Clone(compat[i].Samples) // shared with the scrape
+		}
+		// compat's first families share their samples with epp's.
+		compat = in.Label(compat)
+	}
+	return compat[:len(epp):len(epp)], compat, nan
 }
 
 // native is in.Native, nil when there is none.
@@ -261,7 +287,7 @@ func (in *Input) native(name string) *exposition.Family {
 // asPrinted returns the page's families of the given names as the server
 // printed them (names in the view's style): what a consumer reading them
 // from the server itself would read.
-func asPrinted(page []exposition.Family, names []string, style func(string) string) []exposition.Family {
+func asPrinted(page []exposition.Family, names []string, style func(string) string, named *names) []exposition.Family {
 	var out []exposition.Family
 	for _, name := range names {
 		i := slices.IndexFunc(page, func(f exposition.Family) bool { return f.Name == name })
@@ -272,7 +298,7 @@ func asPrinted(page []exposition.Family, names []string, style func(string) stri
 		f.Name = style(f.Name)
 		f.Samples = slices.Clone(f.Samples)
 		for j := range f.Samples {
-			f.Samples[j].Labels = withName(f.Samples[j].Labels, style(f.Samples[j].Name()))
+			f.Samples[j].Labels = named.withName(f.Samples[j].Labels, style(f.Samples[j].Name()))
 		}
 		out = append(out, f)
 	}

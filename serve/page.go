@@ -1,6 +1,7 @@
 package serve
 
 import (
+	"math"
 	"net/http"
 	"strconv"
 	"strings"
@@ -54,6 +55,36 @@ type Page struct {
 // encoded concurrently.
 type Encoder struct {
 	textHint, gzHint atomic.Int64
+	// lines, after KeepLines, is the text of the last page's HELP, TYPE
+	// and series, taken by one encoding at a time (nil while taken: a
+	// page encoded beside it encodes in full).
+	lines atomic.Pointer[exposition.TextCache]
+}
+
+// KeepLines makes e keep its pages' lines but their values from one page
+// to the next, for pages built from the same label sets every scrape (the
+// views): their text is then mostly copied. It costs about the text of a
+// page of memory; a page read seldom gains nothing from it.
+func (e *Encoder) KeepLines() {
+	e.lines.Store(new(exposition.TextCache))
+}
+
+// appendText is exposition.AppendTextUntil, through c when not nil.
+func appendText(c *exposition.TextCache, b []byte, fams []exposition.Family, at exposition.TextPos, limit int) ([]byte, exposition.TextPos) {
+	if c == nil {
+		return exposition.AppendTextUntil(b, fams, at, limit)
+	}
+	return c.AppendTextUntil(b, fams, at, limit)
+}
+
+// takeLines takes e's kept lines, nil when it has none or another
+// encoding holds them; putLines gives them back.
+func (e *Encoder) takeLines() *exposition.TextCache { return e.lines.Swap(nil) }
+
+func (e *Encoder) putLines(c *exposition.TextCache) {
+	if c != nil {
+		e.lines.Store(c)
+	}
 }
 
 // compressor is an idle gzip writer (its state is ~0.8 MB to allocate
@@ -166,7 +197,9 @@ func (p *Page) Families() []exposition.Family {
 // encode encodes the text page now, if it is not yet.
 func (p *Page) encode() {
 	p.textOnce.Do(func() {
-		p.text = exposition.AppendText(make([]byte, 0, p.enc.textHint.Load()), p.Families())
+		c := p.enc.takeLines()
+		defer p.enc.putLines(c)
+		p.text, _ = appendText(c, make([]byte, 0, p.enc.textHint.Load()), p.Families(), exposition.TextPos{}, math.MaxInt)
 		p.enc.textHint.Store(int64(len(p.text) + len(p.text)/16 + 512))
 		p.textLen = []string{strconv.Itoa(len(p.text))}
 		p.textDone.Store(true)
@@ -199,8 +232,10 @@ func (p *Page) Gzipped() ([]byte, []string) {
 // time however large its families, handing each chunk to the compressor.
 func (p *Page) gzText(c *compressor) {
 	fams, n := p.Families(), 0
+	lines := p.enc.takeLines()
+	defer p.enc.putLines(lines)
 	for at := (exposition.TextPos{}); !at.Done(fams); {
-		c.chunk, at = exposition.AppendTextUntil(c.chunk[:0], fams, at, chunkSize)
+		c.chunk, at = appendText(lines, c.chunk[:0], fams, at, chunkSize)
 		_, _ = c.gz.Write(c.chunk)
 		n += len(c.chunk)
 	}

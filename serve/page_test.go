@@ -265,3 +265,39 @@ func TestGzipFirstIsTheText(t *testing.T) {
 		})
 	}
 }
+
+// TestKeptLinesServeWhatAFreshEncoderServes: an Encoder keeping its lines
+// serves, page after page (values moved, a family gone, one back, a
+// series relabelled), text and gzip whose text are byte for byte what an
+// Encoder keeping nothing serves.
+func TestKeptLinesServeWhatAFreshEncoderServes(t *testing.T) {
+	base := page13(t)
+	var kept serve.Encoder
+	kept.KeepLines()
+	for n := range 12 {
+		fams := slices.Clone(base)
+		for i := range fams {
+			fams[i].Samples = slices.Clone(fams[i].Samples)
+			for j := range fams[i].Samples {
+				fams[i].Samples[j].Value += float64(n * (i + j))
+			}
+		}
+		switch n % 4 {
+		case 1:
+			fams = slices.Delete(fams, 3, 4)
+		case 2:
+			s := &fams[len(fams)/2].Samples[0]
+			s.Labels = labels.NewBuilder(s.Labels).Set("scrape", strconv.Itoa(n)).Labels()
+		}
+		var fresh serve.Encoder
+		want := fresh.Prepare(fams, nil).Text()
+		p := kept.Prepare(fams, nil)
+		gz, _ := p.Gzipped() // the text in chunks, through the kept lines
+		if got := gunzip(t, gz); !bytes.Equal(got, want) {
+			t.Fatalf("page %d: the gzipped text differs from a fresh encoder's", n)
+		}
+		if got := kept.Prepare(fams, nil).Text(); !bytes.Equal(got, want) {
+			t.Fatalf("page %d: the text differs from a fresh encoder's", n)
+		}
+	}
+}
