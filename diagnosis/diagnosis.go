@@ -172,7 +172,7 @@ func New(opts Options) (*Diagnoser, error) {
 		coarseRes: max(int64(opts.Baseline/coarseSlots), 1),
 		tracks:    map[string]*track{},
 		chartSpan: int64(max(ChartSpan, opts.Window+opts.Baseline)),
-		rules: rules{minChange: opts.MinChange, minRequests: opts.MinRequests, alpha: opts.Significance / numSignals,
+		rules: rules{minChange: opts.MinChange, minRequests: opts.MinRequests, alpha: opts.Significance / testedSignals,
 			clearAlpha: opts.Significance, preemptionShare: MinPreemptionShare, queueShare: opts.MinChange, outsideBursts: true},
 	}
 	d.chartRes = d.chartSpan / chartSlots
