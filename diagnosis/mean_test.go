@@ -80,7 +80,7 @@ func TestShiftInsideABucketNamedByItsMean(t *testing.T) {
 // random latencies spread over vLLM's buckets.
 func TestHistVarBound(t *testing.T) {
 	// 100 observations at 28 ms, all in (25, 50] ms: a mean of 28 ms allows
-	// at most 12 % of them at 50 ms and the rest at 25: variance 72 µs².
+	// at most 12 % of them at 50 ms and the rest at 25: variance 66 ms².
 	h := cumulativeAt(simITLBounds, map[float64]float64{0.025: 0, 0.05: 100}, 100)
 	if v := histVarBound(simITLBounds, h, 100*0.028); math.Abs(v-0.12*0.88*0.025*0.025) > 1e-12 {
 		t.Errorf("bound %v, want %v", v, 0.12*0.88*0.025*0.025)
