@@ -123,8 +123,8 @@ func diagnosisNames(roles *mapping.Roles) *window.Inputs {
 		add(d.c)
 	}
 	for i, d := range diagnosisSums {
-		if roles.Family(d.role) != "" {
-			by[roles.Sample(d.role, mapping.PartSum)] = window.Input{Key: sumKey(i)}
+		if name := roles.Sample(d.role, mapping.PartSum); roles.Family(d.role) != "" && name != "" {
+			by[name] = window.Input{Key: sumKey(i)}
 		}
 	}
 	return window.NewInputs(by)
