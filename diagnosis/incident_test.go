@@ -246,3 +246,26 @@ func TestQueueingResumedAtTheHoldLevel(t *testing.T) {
 		}
 	}
 }
+
+// TestNoQuietHoldOnAStaleReference: after a long shift of prompts 3x ends,
+// the mix stays 1.45x the reference of before the shift (a drift); a new
+// incident on it (TTFT 2x) names long_prompts, rightly, against that
+// reference, which ended more than a baseline before the incident began.
+// Once the latency is back, the incident is not held with no symptom by
+// long_prompts' evidence: against a stale reference that evidence is the
+// drift, not a shift (the bursty simulator's seed 5: 100 polls held where
+// no latency moved). Fails without the reference's age in the hold.
+func TestNoQuietHoldOnAStaleReference(t *testing.T) {
+	shifted, drifted, slow := healthy, healthy, healthy
+	shifted.prompt, shifted.ttft = 1200, 0.6
+	drifted.prompt = 580
+	slow.prompt, slow.ttft = 580, 0.3
+	f := fed(t, testOpts, phase{640, healthy}, phase{660, shifted}, phase{90, drifted}, phase{240, slow})
+	if got := values(f.fams, FamilyCause, "cause"); got[CauseLongPrompts] != 1 {
+		t.Fatalf("the incident on the drifted mix: causes %v, want long_prompts", active(got))
+	}
+	f.feed(150, drifted, nil)
+	if got := values(f.fams, FamilyCause, "cause"); got[CauseLongPrompts] != 0 || f.d.Report().Models[0].Incident != nil {
+		t.Errorf("latency back for 150 s on the drifted mix: causes %v, incident %+v; want none (the reference is stale)", active(got), f.d.Report().Models[0].Incident)
+	}
+}
