@@ -65,6 +65,7 @@ func dispersions(tr *track, from, a *point, w int64, base *stats) int {
 	for i := range base.phi {
 		base.phi[i], base.subLo[i], base.subHi[i] = DefaultDispersion, math.NaN(), math.NaN()
 	}
+	base.phiSplit = false
 	if from == nil || a == nil || w <= 0 || base.seconds <= 0 {
 		return 0
 	}
@@ -78,6 +79,7 @@ func dispersions(tr *track, from, a *point, w int64, base *stats) int {
 		if w <= 0 {
 			return 0
 		}
+		base.phiSplit = true
 	}
 	// Sub-windows aligned on the baseline's end, from the coarse ring's
 	// points (the nearest at or before each bound); those the scrapes did

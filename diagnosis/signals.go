@@ -86,6 +86,9 @@ type stats struct {
 	// phiWindows is how many sub-windows it was measured on.
 	phi        [numSignals]float64
 	phiWindows int
+	// phiSplit: phi was measured on sub-windows shorter than the recent
+	// window (a baseline shorter than MinDispersionWindows of them)
+	phiSplit bool
 	// subLo and subHi are the least and greatest of each signal's
 	// statistic over those sub-windows (beyondRange); NaN when unknown.
 	subLo, subHi [numSignals]float64
