@@ -48,6 +48,21 @@ var diagnosisCounters = []struct {
 	{mapping.CounterAdmissionRejections, func(o *diagnosis.Observation, v float64) { o.Rejections = v }},
 }
 
+// diagnosisSums are the latency histograms' sums, with the Observation
+// field each fills: over the buckets' count, the exact mean latency. Only
+// the diagnosis reads them, so they are not in the table of counter inputs
+// (every windowed reader of a role would keep them); their keys follow it.
+var diagnosisSums = [...]struct {
+	role mapping.Role
+	set  func(o *diagnosis.Observation, v float64)
+}{
+	{mapping.RoleTTFT, func(o *diagnosis.Observation, v float64) { o.TTFTSum = v }},
+	{mapping.RoleInterTokenLatency, func(o *diagnosis.Observation, v float64) { o.ITLSum = v }},
+}
+
+// sumKey is the window key of diagnosisSums[i].
+func sumKey(i int) window.Key { return window.Key(mapping.NumCounters) + window.Key(i) }
+
 // diagnosisBuckets are the histogram inputs, with the Observation field
 // each fills.
 var diagnosisBuckets = []struct {
@@ -107,6 +122,11 @@ func diagnosisNames(roles *mapping.Roles) *window.Inputs {
 	for _, d := range diagnosisBuckets {
 		add(d.c)
 	}
+	for i, d := range diagnosisSums {
+		if name := roles.Sample(d.role, mapping.PartSum); roles.Family(d.role) != "" && name != "" {
+			by[name] = window.Input{Key: sumKey(i)}
+		}
+	}
 	return window.NewInputs(by)
 }
 
@@ -121,8 +141,9 @@ type diagnosisInput struct {
 // modelTotals are a model's reset-corrected running totals, by counter
 // input (buckets per bound).
 type modelTotals struct {
-	c [mapping.NumCounters]float64
-	h map[mapping.Counter]map[float64]float64
+	c    [mapping.NumCounters]float64
+	sums [len(diagnosisSums)]float64
+	h    map[mapping.Counter]map[float64]float64
 	// aborted is the finished requests with the abort reason, a part
 	// of c[mapping.CounterRequestsFinished].
 	aborted float64
@@ -147,8 +168,9 @@ func (in *diagnosisInput) observations(canon []exposition.Family, gauges map[str
 	}
 	in.series.Next()
 	type present struct {
-		c [mapping.NumCounters]bool
-		h map[mapping.Counter][]float64 // bounds seen this round
+		c    [mapping.NumCounters]bool
+		sums [len(diagnosisSums)]bool
+		h    map[mapping.Counter][]float64 // bounds seen this round
 		// reasons: the finished requests came with a finished reason,
 		// so those without the abort one are known not aborted.
 		reasons bool
@@ -170,11 +192,18 @@ func (in *diagnosisInput) observations(canon []exposition.Family, gauges map[str
 		for si := range f.Samples {
 			s := &f.Samples[si]
 			input, ok := in.names.Sample(s.Name())
-			c := mapping.Counter(input.Key)
 			v := s.Value
 			if !ok || math.IsNaN(v) || math.IsInf(v, 0) {
 				continue
 			}
+			if input.Key >= sumKey(0) {
+				d, _ := in.series.Observe(s.Labels, v)
+				i := int(input.Key - sumKey(0))
+				get(s.Labels.Get(mapping.LabelModel)).sums[i] = true
+				in.totals(s.Labels.Get(mapping.LabelModel)).sums[i] += d
+				continue
+			}
+			c := mapping.Counter(input.Key)
 			le := 0.0
 			if c.Part() == mapping.PartBucket {
 				b, err := strconv.ParseFloat(s.Labels.Get(model.BucketLabel), 64)
@@ -185,11 +214,7 @@ func (in *diagnosisInput) observations(canon []exposition.Family, gauges map[str
 			}
 			d, _ := in.series.Observe(s.Labels, v)
 			m := s.Labels.Get(mapping.LabelModel)
-			tot := in.models[m]
-			if tot == nil {
-				tot = &modelTotals{h: map[mapping.Counter]map[float64]float64{}}
-				in.models[m] = tot
-			}
+			tot := in.totals(m)
 			p := get(m)
 			if c.Part() == mapping.PartBucket {
 				if tot.h[c] == nil {
@@ -231,6 +256,13 @@ func (in *diagnosisInput) observations(canon []exposition.Family, gauges map[str
 			}
 			dc.set(&o, v)
 		}
+		for i, ds := range diagnosisSums {
+			v := math.NaN()
+			if tot != nil && p.sums[i] {
+				v = tot.sums[i]
+			}
+			ds.set(&o, v)
+		}
 		o.Aborted = math.NaN()
 		if tot != nil && p.reasons {
 			o.Aborted = tot.aborted
@@ -244,6 +276,16 @@ func (in *diagnosisInput) observations(canon []exposition.Family, gauges map[str
 	}
 	slices.SortFunc(out, func(a, b diagnosis.Observation) int { return strings.Compare(a.Model, b.Model) })
 	return out
+}
+
+// totals are model's running totals, made on first use.
+func (in *diagnosisInput) totals(model string) *modelTotals {
+	tot := in.models[model]
+	if tot == nil {
+		tot = &modelTotals{h: map[mapping.Counter]map[float64]float64{}}
+		in.models[model] = tot
+	}
+	return tot
 }
 
 // engineLoads are each model's data-parallel engines (engine label values)

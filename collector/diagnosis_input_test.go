@@ -97,7 +97,8 @@ func TestDiagnosisInputResetPerSeries(t *testing.T) {
 	// Second page: engine 0 doubled its counters, engine 1 restarted at a
 	// quarter of its old values.
 	p2 := clone(p1)
-	for _, n := range []string{"vllm:generation_tokens_total", "vllm:request_success_total", "vllm:time_to_first_token_seconds_bucket"} {
+	for _, n := range []string{"vllm:generation_tokens_total", "vllm:request_success_total", "vllm:time_to_first_token_seconds_bucket",
+		"vllm:time_to_first_token_seconds_sum", "vllm:inter_token_latency_seconds_sum"} {
 		scale(p2, n, "0", 2)
 		scale(p2, n, "1", 0.25)
 	}
@@ -108,6 +109,9 @@ func TestDiagnosisInputResetPerSeries(t *testing.T) {
 	}{
 		{"vllm:generation_tokens_total", obs[0].GenerationTokens},
 		{"vllm:request_success_total", obs[0].Finished},
+		// the latency histograms' sums: their exact means' numerators
+		{"vllm:time_to_first_token_seconds_sum", obs[0].TTFTSum},
+		{"vllm:inter_token_latency_seconds_sum", obs[0].ITLSum},
 	} {
 		// engine 0: 2v - v; engine 1: restarted, counts 0.25v from zero.
 		v := sampleSum(p1, c.name, "0")
@@ -140,6 +144,15 @@ func TestDiagnosisInputResetPerSeries(t *testing.T) {
 	obs = in.observations(p3, viewGauges(p3, roles, ident), roles, "vllm", "")
 	if !math.IsNaN(obs[0].Preemptions) {
 		t.Errorf("preemptions without the family: %v, want NaN", obs[0].Preemptions)
+	}
+	for i := range p3 {
+		if p3[i].Name == "vllm:inter_token_latency_seconds" {
+			p3[i].Samples = nil
+		}
+	}
+	obs = in.observations(p3, viewGauges(p3, roles, ident), roles, "vllm", "")
+	if !math.IsNaN(obs[0].ITLSum) || math.IsNaN(obs[0].TTFTSum) {
+		t.Errorf("without the ITL histogram: ITL sum %v (want NaN), TTFT sum %v (want known)", obs[0].ITLSum, obs[0].TTFTSum)
 	}
 }
 

@@ -313,7 +313,7 @@ func TestRulesParse(t *testing.T) {
 		}
 	}
 	// Every signal of the diagnosis, and its request count, in both windows.
-	for _, sig := range []string{"ttft_p90", "itl_p90", "generation_tokens_per_second", "waiting", "running", "kv_cache_usage",
+	for _, sig := range []string{"ttft_p90", "itl_p90", "ttft_mean", "itl_mean", "generation_tokens_per_second", "waiting", "running", "kv_cache_usage",
 		"preemptions_per_second", "prompt_tokens_mean", "generation_tokens_mean", "prefix_cache_hit_ratio", "requests"} {
 		if diag[sig] != 2 {
 			t.Errorf("diagnosis signal %s: %d recording rules, want recent1m and baseline30m", sig, diag[sig])

@@ -172,7 +172,7 @@ func New(opts Options) (*Diagnoser, error) {
 		coarseRes: max(int64(opts.Baseline/coarseSlots), 1),
 		tracks:    map[string]*track{},
 		chartSpan: int64(max(ChartSpan, opts.Window+opts.Baseline)),
-		rules: rules{minChange: opts.MinChange, minRequests: opts.MinRequests, alpha: opts.Significance / numSignals,
+		rules: rules{minChange: opts.MinChange, minRequests: opts.MinRequests, alpha: opts.Significance / testedSignals,
 			clearAlpha: opts.Significance, preemptionShare: MinPreemptionShare, queueShare: opts.MinChange, outsideBursts: true},
 	}
 	d.chartRes = d.chartSpan / chartSlots
@@ -648,7 +648,7 @@ func families(rep *Report) []exposition.Family {
 	ratio := exposition.Family{Name: FamilyChangeRatio, Type: model.MetricTypeGauge,
 		Help: "Diagnosis: a signal over the recent window divided by the same signal over the baseline (frozen during an incident), per model with engines collapsed. +Inf: up from 0. Absent when not ready or without a ratio (both 0)."}
 	symptom := exposition.Family{Name: FamilySymptom, Type: model.MetricTypeGauge,
-		Help: "Diagnosis: 1 while the incident's symptom holds (ttft_up, itl_up: the 90th percentile rose significantly by the minimum change; throughput_down: fewer tokens per second without fewer requests running), else 0. Absent when not ready."}
+		Help: "Diagnosis: 1 while the incident's symptom holds (ttft_up, itl_up: the 90th percentile or the exact mean, sum over count, rose significantly by the minimum change; throughput_down: fewer tokens per second without fewer requests running), else 0. Absent when not ready."}
 	cause := exposition.Family{Name: FamilyCause, Type: model.MetricTypeGauge,
 		Help: "Diagnosis: 1 while the incident's cause holds, else 0; the topology causes (rank_imbalance, kv_transfer_slow, kv_transfer_failures, prefill_saturated, admission) also without an incident; unexplained = a symptom with none of the others (look at parallelism and hardware). Absent when not ready. See docs/diagnosis.md for each rule."}
 	ready := exposition.Family{Name: FamilyReady, Type: model.MetricTypeGauge,

@@ -81,6 +81,8 @@ func (p *pod) tick(s second) Observation {
 	}
 	observeInto(&o.TTFT, s.ttft, starts)
 	observeInto(&o.ITL, s.itl, s.requests*s.itlPerReq)
+	o.TTFTSum += s.ttft * starts
+	o.ITLSum += s.itl * s.requests * s.itlPerReq
 	out := *o
 	out.TTFT.Counts = append([]float64(nil), o.TTFT.Counts...)
 	out.ITL.Counts = append([]float64(nil), o.ITL.Counts...)

@@ -46,7 +46,10 @@ type subWindow struct {
 	// the share above the baseline's p90: k of n, for TTFT and ITL
 	// (ITL's scaled to requests, as its test does)
 	k, n [2]float64
-	c    [numCounters]float64
+	// obs are the TTFT and ITL observations, unscaled: the exact means'
+	// counts
+	obs [2]float64
+	c   [numCounters]float64
 	// gauges' sums and numbers of observations
 	gsum, gn [numGauges]float64
 	started  float64
@@ -62,6 +65,7 @@ func dispersions(tr *track, from, a *point, w int64, base *stats) int {
 	for i := range base.phi {
 		base.phi[i], base.subLo[i], base.subHi[i] = DefaultDispersion, math.NaN(), math.NaN()
 	}
+	base.phiSplit = false
 	if from == nil || a == nil || w <= 0 || base.seconds <= 0 {
 		return 0
 	}
@@ -75,6 +79,7 @@ func dispersions(tr *track, from, a *point, w int64, base *stats) int {
 		if w <= 0 {
 			return 0
 		}
+		base.phiSplit = true
 	}
 	// Sub-windows aligned on the baseline's end, from the coarse ring's
 	// points (the nearest at or before each bound); those the scrapes did
@@ -126,7 +131,7 @@ func subWindowOf(tr *track, a, b *point, base *stats) (subWindow, bool) {
 	sw.started = math.NaN()
 	for j, h := range [2]int{hTTFT, hITL} {
 		bounds, ha, hb := tr.bounds[h], a.h[h], b.h[h]
-		sw.k[j], sw.n[j] = math.NaN(), math.NaN()
+		sw.k[j], sw.n[j], sw.obs[j] = math.NaN(), math.NaN(), math.NaN()
 		if len(ha) != len(bounds) || len(hb) != len(bounds) || len(bounds) == 0 {
 			continue
 		}
@@ -137,6 +142,7 @@ func subWindowOf(tr *track, a, b *point, base *stats) (subWindow, bool) {
 			q = base.v[sITL]
 		}
 		sw.n[j] = hb[len(hb)-1] - ha[len(ha)-1]
+		sw.obs[j] = sw.n[j]
 		sw.k[j] = countAbove(bounds, hb, q) - countAbove(bounds, ha, q)
 		if j == 0 {
 			sw.started = sw.n[0]
@@ -171,6 +177,10 @@ func measureOf(i int, base *stats) measure {
 		m.v = lengthVar(base, hPromptLen, base.v[i])
 	case sGenMean:
 		m.v = lengthVar(base, hGenLen, base.v[i])
+	case sTTFTMean:
+		m.v = histVarBound(base.bounds[hTTFT], base.h[hTTFT], base.c[cTTFTSum])
+	case sITLMean:
+		m.v = histVarBound(base.bounds[hITL], base.h[hITL], base.c[cITLSum])
 	}
 	return m
 }
@@ -195,6 +205,10 @@ func (m measure) get(s *subWindow) (x, n float64) {
 		return s.c[cPromptLenSum], s.c[cPromptLenCount]
 	case sGenMean:
 		return s.c[cGenLenSum], s.c[cGenLenCount]
+	case sTTFTMean:
+		return s.c[cTTFTSum], s.obs[0]
+	case sITLMean:
+		return s.c[cITLSum], s.obs[1]
 	}
 	return s.c[cPrefixHits], s.c[cPrefixQueries]
 }
@@ -291,6 +305,7 @@ func subWindowOfStats(r, base *stats) subWindow {
 			q = base.v[sITL]
 		}
 		sw.n[j], sw.k[j] = total(r.h[h]), countAbove(r.bounds[h], r.h[h], q)
+		sw.obs[j] = sw.n[j]
 	}
 	return sw
 }

@@ -164,3 +164,51 @@ func TestQueueRampIsSignificant(t *testing.T) {
 		t.Errorf("the baseline's own level: p = %v, want about 0.5", p)
 	}
 }
+
+// TestSplitStretchDoesNotSetTheReferencesDispersion: a reference summed
+// from stretches takes its dispersion from those measured at the recent
+// window's length. A stretch of 23 s, split into MinDispersionWindows
+// sub-windows of under 6 s of which the last caught a burst's first
+// seconds, reads a far larger φ than the pod's baseline before it; as the
+// reference's largest factor it widened every test (the bursty simulator,
+// seed 4: an open stretch of 23 s read φ 137, 36.5 a second later, and
+// the overload's later bursts read p = 0.1 at 12x).
+func TestSplitStretchDoesNotSetTheReferencesDispersion(t *testing.T) {
+	opts := Options{Window: 10 * time.Second, Baseline: 5 * time.Minute, MinChange: 0.25, Interval: time.Second}
+	part := func(secs []second, span time.Duration) burstiness {
+		d, _, _ := run(t, opts, secs)
+		tr := d.tracks["m"]
+		a := tr.coarse.newest()
+		from := tr.coarse.atOrBefore(a.t - int64(span))
+		if a == nil || from == nil {
+			t.Fatal("no history")
+		}
+		st := baselineStats(tr, from, a, int64(opts.Window))
+		return burstinessOf(&st)
+	}
+	// an even pod's baseline: 30 of its recent windows, φ 1
+	whole := part(timeline(620, 0, healthy), opts.Baseline)
+	// 23 s of healthy traffic, a burst in its last 4 s
+	split := part(timeline(326, 4, burstySecond), 23*time.Second)
+	if whole.split || whole.windows < 25 || !split.split || split.windows != MinDispersionWindows {
+		t.Fatalf("parts measured on %d sub-windows (split %v) and %d (split %v), want the baseline's 30 at its length and %d shorter ones",
+			whole.windows, whole.split, split.windows, split.split, MinDispersionWindows)
+	}
+	if !(split.phi[sTTFT] > 2*whole.phi[sTTFT]) {
+		t.Fatalf("TTFT share: the split stretch's φ %v, the baseline's %v: the case needs the split one far larger", split.phi[sTTFT], whole.phi[sTTFT])
+	}
+	for _, parts := range [][]burstiness{{split, whole}, {whole, split}} {
+		var ref stats
+		combine(&ref, parts)
+		if ref.phi[sTTFT] != whole.phi[sTTFT] || ref.phiWindows != whole.windows {
+			t.Errorf("reference of a split stretch (φ %.1f) and a baseline (φ %.1f): φ %.1f on %d sub-windows, want the baseline's on its %d",
+				split.phi[sTTFT], whole.phi[sTTFT], ref.phi[sTTFT], ref.phiWindows, whole.windows)
+		}
+	}
+	// alone, the split stretch is all there is to measure
+	var ref stats
+	combine(&ref, []burstiness{split})
+	if ref.phi[sTTFT] != split.phi[sTTFT] {
+		t.Errorf("reference of the split stretch alone: φ %v, want its own %v", ref.phi[sTTFT], split.phi[sTTFT])
+	}
+}

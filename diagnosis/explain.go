@@ -78,10 +78,10 @@ func orZero(v float64) float64 {
 func (x *shareInput) symptomRatio() float64 {
 	rho := 1.05
 	if x.sym[yTTFT] {
-		rho = math.Max(rho, orZero(x.e.ratio[sTTFT]))
+		rho = math.Max(rho, math.Max(orZero(x.e.ratio[sTTFT]), orZero(x.e.ratio[sTTFTMean])))
 	}
 	if x.sym[yITL] {
-		rho = math.Max(rho, orZero(x.e.ratio[sITL]))
+		rho = math.Max(rho, math.Max(orZero(x.e.ratio[sITL]), orZero(x.e.ratio[sITLMean])))
 	}
 	if x.sym[yThroughput] && x.e.ratio[sGenTPS] > 0 {
 		rho = math.Max(rho, 1/x.e.ratio[sGenTPS])

@@ -26,6 +26,8 @@ const (
 	cKVFailures
 	cRejections
 	cAborted
+	cTTFTSum
+	cITLSum
 	numCounters
 )
 
@@ -102,7 +104,7 @@ func (tr *track) observe(t int64, o *Observation) {
 	p.c = [numCounters]float64{
 		o.Preemptions, o.PrefixQueries, o.PrefixHits, o.PromptTokens, o.GenerationTokens,
 		o.PromptLenSum, o.PromptLenCount, o.GenLenSum, o.GenLenCount, o.Finished, o.KVTransferFailures,
-		o.Rejections, o.Aborted,
+		o.Rejections, o.Aborted, o.TTFTSum, o.ITLSum,
 	}
 	for i, v := range p.c {
 		if math.IsInf(v, 0) {

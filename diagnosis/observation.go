@@ -33,6 +33,10 @@ type Observation struct {
 
 	TTFT Histogram // time to first token, seconds
 	ITL  Histogram // inter-token latency, seconds
+	// TTFTSum and ITLSum are those histograms' sums, seconds: over their
+	// counts, the exact mean latency, which no bucket width blurs. NaN
+	// when unknown.
+	TTFTSum, ITLSum float64
 	// Per-request prompt and generation lengths, tokens: their spread
 	// bounds the noise of the mean lengths.
 	PromptLen, GenLen Histogram

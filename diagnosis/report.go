@@ -207,7 +207,7 @@ var steps = []struct {
 	symptoms        []int
 }{
 	{"Prefill or decode", "Did time to first token rise, inter-token latency, or both? Prefill and decode problems have no causes in common.",
-		[]int{sTTFT, sITL, sGenTPS}, []int{yTTFT, yITL, yThroughput}},
+		[]int{sTTFT, sTTFTMean, sITL, sITLMean, sGenTPS}, []int{yTTFT, yITL, yThroughput}},
 	{"Saturation", "Did more requests wait (inflow above capacity), or did the running batch grow (more work per step)?",
 		[]int{sWaiting, sRunning}, nil},
 	{"Memory", "Did preemptions rise? Each one recomputes a whole prefill. KV usage alone is no problem.",
@@ -263,7 +263,7 @@ func (mr *ModelReport) fillTopology(ready bool, ts *topoState, on causeSet) {
 // (""): high use without preemption is a well-used cache, so the
 // preemption rate carries the judgement.
 var hurts = [numSignals]Change{sTTFT: ChangeUp, sITL: ChangeUp, sGenTPS: ChangeDown, sWaiting: ChangeUp, sRunning: ChangeUp,
-	sPreempt: ChangeUp, sPromptMean: ChangeUp, sGenMean: ChangeUp, sHitRatio: ChangeDown}
+	sPreempt: ChangeUp, sPromptMean: ChangeUp, sGenMean: ChangeUp, sHitRatio: ChangeDown, sTTFTMean: ChangeUp, sITLMean: ChangeUp}
 
 // fill writes the evaluation and the incident's verdicts into the report:
 // named are the causes and topology findings named, by record. During an

@@ -148,8 +148,11 @@ func (ru *rules) evaluate(recent, base *stats) evaluation {
 	}
 	// Step 1: which side of the request got slower. Less output with
 	// fewer requests running is less traffic, not a slower server.
-	e.symptoms[yTTFT] = e.change[sTTFT] == ChangeUp
-	e.symptoms[yITL] = e.change[sITL] == ChangeUp
+	// A latency rose when its p90 or its exact mean did, each on its own
+	// evidence: inside one of vLLM's wide buckets the quantile cannot read
+	// a rise that the histogram's sum shows exactly (issue 30).
+	e.symptoms[yTTFT] = e.change[sTTFT] == ChangeUp || e.change[sTTFTMean] == ChangeUp
+	e.symptoms[yITL] = e.change[sITL] == ChangeUp || e.change[sITLMean] == ChangeUp
 	e.symptoms[yThroughput] = e.change[sGenTPS] == ChangeDown && e.change[sRunning] != ChangeDown && !(e.ratio[sRunning] <= 1-ru.minChange)
 	return e
 }
@@ -265,6 +268,15 @@ func testSignal(i int, r, b *stats, dir int) float64 {
 		v1, n1 := lengthVar(r, w, r.v[i]), firstPositive(r.c[c], r.started)
 		v0, n0 := lengthVar(b, w, b.v[i]), firstPositive(b.c[c], b.started)
 		return welch(r.v[i], v1, n1/phi, b.v[i], v0, n0/phi, dir)
+	case sTTFTMean, sITLMean:
+		// n is the observations the mean is of; each one's variance the
+		// largest the window's buckets and exact sum allow (histVarBound).
+		w, c := hTTFT, cTTFTSum
+		if i == sITLMean {
+			w, c = hITL, cITLSum
+		}
+		v1, v0 := histVarBound(r.bounds[w], r.h[w], r.c[c]), histVarBound(b.bounds[w], b.h[w], b.c[c])
+		return welch(r.v[i], v1, total(r.h[w])/phi, b.v[i], v0, total(b.h[w])/phi, dir)
 	case sHitRatio:
 		// A request's tokens hit or miss together: per request, the hit
 		// share varies at most as a proportion does.

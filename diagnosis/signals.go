@@ -19,9 +19,16 @@ const (
 	SignalPromptTokensMean     = "prompt_tokens_mean"
 	SignalGenerationTokensMean = "generation_tokens_mean"
 	SignalPrefixCacheHitRatio  = "prefix_cache_hit_ratio"
-	numSignals                 = 10
-	signalQuantile             = 0.9
-	nanosPerSecond             = 1e9
+	SignalTTFTMean             = "ttft_mean"
+	SignalITLMean              = "itl_mean"
+	numSignals                 = 12
+	// testedSignals is what each test's level is divided by (Bonferroni):
+	// the ten signals of the triage. The two exact means are a second
+	// reading of the latency symptoms the quantiles test, each at the
+	// quantile's level (docs/diagnosis.md, "The tests").
+	testedSignals  = 10
+	signalQuantile = 0.9
+	nanosPerSecond = 1e9
 )
 
 // Indexes of the signals, in the order the steps read them.
@@ -36,6 +43,10 @@ const (
 	sPromptMean
 	sGenMean
 	sHitRatio
+	// the exact means of the latency histograms (sum / count): a rise
+	// inside one of vLLM's wide buckets, which the quantiles cannot read
+	sTTFTMean
+	sITLMean
 )
 
 // signalInfo describes each signal for the outputs.
@@ -52,6 +63,8 @@ var signalInfo = [numSignals]struct {
 	sPromptMean: {SignalPromptTokensMean, "tokens", "prompt tokens per finished request"},
 	sGenMean:    {SignalGenerationTokensMean, "tokens", "generated tokens per finished request"},
 	sHitRatio:   {SignalPrefixCacheHitRatio, "ratio", "prefix-cache hit ratio, in tokens"},
+	sTTFTMean:   {SignalTTFTMean, "s", "time to first token, exact mean (sum / count)"},
+	sITLMean:    {SignalITLMean, "s", "inter-token latency, exact mean (sum / count)"},
 }
 
 // stats are the signals between two points of a track, and what their
@@ -73,6 +86,9 @@ type stats struct {
 	// phiWindows is how many sub-windows it was measured on.
 	phi        [numSignals]float64
 	phiWindows int
+	// phiSplit: phi was measured on sub-windows shorter than the recent
+	// window (a baseline shorter than MinDispersionWindows of them)
+	phiSplit bool
 	// subLo and subHi are the least and greatest of each signal's
 	// statistic over those sub-windows (beyondRange); NaN when unknown.
 	subLo, subHi [numSignals]float64
@@ -135,6 +151,9 @@ func between(tr *track, a, b *point) stats {
 	}
 	sv.v[sTTFT] = histQuantile(sv.bounds[hTTFT], sv.h[hTTFT], signalQuantile)
 	sv.v[sITL] = histQuantile(sv.bounds[hITL], sv.h[hITL], signalQuantile)
+	// the exact mean latencies: the sums over the observations counted
+	sv.v[sTTFTMean] = ratio(sv.c[cTTFTSum], total(sv.h[hTTFT]))
+	sv.v[sITLMean] = ratio(sv.c[cITLSum], total(sv.h[hITL]))
 	sv.v[sGenTPS] = sv.c[cGenerationTokens] / sv.seconds
 	sv.v[sPreempt] = sv.c[cPreemptions] / sv.seconds
 	if h := sv.h[hTTFT]; h != nil {
@@ -245,6 +264,53 @@ func histMoments(bounds, h []float64) (mean, variance float64, ok bool) {
 	}
 	mean = s / h[n-1]
 	return mean, math.Max(s2/h[n-1]-mean*mean, 0), true
+}
+
+// histVarBound is the largest variance per observation that bucket
+// increases h and their exact sum allow: every observation at its bucket's
+// lower bound, then the rest of the sum given to the highest buckets first
+// (each observation moved up to its bucket's upper bound adds most to the
+// squares there; past the last finite bound, to one observation). Never
+// below the truth, so a test reading it is conservative; NaN without
+// observations.
+func histVarBound(bounds, h []float64, sum float64) float64 {
+	n := len(h)
+	if n == 0 || len(bounds) != n || !(h[n-1] > 0) || math.IsNaN(sum) {
+		return math.NaN()
+	}
+	s0, q := 0.0, 0.0
+	lower, prev := 0.0, 0.0
+	for i, le := range bounds {
+		c := h[i] - prev
+		s0 += c * lower
+		q += c * lower * lower
+		lower, prev = le, h[i]
+	}
+	rest := math.Max(sum-s0, 0)
+	for i := n - 1; i >= 0 && rest > 0; i-- {
+		c := h[i]
+		lo := 0.0
+		if i > 0 {
+			c -= h[i-1]
+			lo = bounds[i-1]
+		}
+		if !(c > 0) {
+			continue
+		}
+		if math.IsInf(bounds[i], 1) {
+			q += (lo+rest)*(lo+rest) - lo*lo
+			rest = 0
+			break
+		}
+		t := math.Min(rest, c*(bounds[i]-lo))
+		q += t * (bounds[i] + lo)
+		rest -= t
+	}
+	if rest > 1e-9*sum {
+		return math.NaN() // a sum the buckets cannot hold: no bound
+	}
+	mean := sum / h[n-1]
+	return math.Max(q/h[n-1]-mean*mean, 0)
 }
 
 // quantileBucket is the bucket (lower, upper] that holds the q-quantile of

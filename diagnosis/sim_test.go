@@ -112,12 +112,15 @@ type simEngine struct {
 	nextBackground                                         float64
 	incoming                                               []simArrival // from a bursty source, oldest first
 	// trueTTFT and trueITL count the exact latencies in fine bins
-	// (simTrueBin), for the truth a poll is judged against
+	// (simTrueBin), for the truth a poll is judged against; their last
+	// element (simTrueSum) is the latencies' exact sum
 	trueTTFT, trueITL []float64
 	// trueQueue counts each request's exact time in the queue, from its
 	// arrival to its first admission to the batch (vLLM's queue time; a
 	// preempted request's second wait is not counted again)
 	trueQueue []float64
+	// ttftSum and itlSum are the histograms' sums, as vLLM prints them
+	ttftSum, itlSum float64
 }
 
 func newSimEngine(seed uint64, i int) *simEngine {
@@ -126,7 +129,7 @@ func newSimEngine(seed uint64, i int) *simEngine {
 	e.itl = make([]float64, len(simITLBounds))
 	e.promptLen = make([]float64, len(simLenBounds))
 	e.genLen = make([]float64, len(simLenBounds))
-	e.trueTTFT, e.trueITL, e.trueQueue = make([]float64, simTrueBins), make([]float64, simTrueBins), make([]float64, simTrueBins)
+	e.trueTTFT, e.trueITL, e.trueQueue = make([]float64, simTrueBins+1), make([]float64, simTrueBins+1), make([]float64, simTrueBins+1)
 	e.next = e.rng.ExpFloat64() / simSteady.rate
 	e.nextBackground = e.rng.ExpFloat64() / simBackgroundPr
 	return e
@@ -177,6 +180,7 @@ func (e *simEngine) run(until float64, l *simLoad) {
 			if !r.admitted {
 				r.admitted = true
 				e.trueQueue[simTrueBin(e.t-r.arrival)]++
+				e.trueQueue[simTrueSum] += e.t - r.arrival
 			}
 			e.running = append(e.running, r)
 		}
@@ -200,6 +204,8 @@ func (e *simEngine) run(until float64, l *simLoad) {
 		if decoding > 0 {
 			e.itl[bucketOf(simITLBounds, step)] += float64(decoding)
 			e.trueITL[simTrueBin(step)] += float64(decoding)
+			e.itlSum += step * float64(decoding)
+			e.trueITL[simTrueSum] += step * float64(decoding)
 		}
 		budget = simBudget
 		kept := e.running[:0]
@@ -212,6 +218,8 @@ func (e *simEngine) run(until float64, l *simLoad) {
 					r.started = true
 					e.ttft[bucketOf(simTTFTBounds, e.t-r.arrival)]++
 					e.trueTTFT[simTrueBin(e.t-r.arrival)]++
+					e.ttftSum += e.t - r.arrival
+					e.trueTTFT[simTrueSum] += e.t - r.arrival
 					e.promptTok += float64(r.prompt) // vLLM counts the whole prompt, cached or not, at the first token
 					r.generated = 1
 					e.genTok++
@@ -299,6 +307,8 @@ func (p *simPod) observe() Observation {
 		o.GenerationTokens += e.genTok
 		o.PrefixHits += e.hitTok
 		o.PrefixQueries += e.queryTok
+		o.TTFTSum += e.ttftSum
+		o.ITLSum += e.itlSum
 	}
 	kv := 0.0
 	for _, e := range p.engines {
@@ -408,6 +418,7 @@ func simulatePlan(pl simPlan) simRun {
 	rng := rand.New(rand.NewPCG(pl.seed, 99))
 	run := simRun{scenario: scenario, window: window, baseline: pl.baseline, shift: pl.shift, back: pl.back, end: pl.end, truth: pl.truth}
 	var causes, symptoms []string
+	var fromMean [2]bool
 	ready, queueingFirst := false, false
 	// a gap is spacing beyond the slack of the recent window's ring
 	res := window / fineSlots
@@ -460,6 +471,7 @@ func simulatePlan(pl simPlan) simRun {
 				queueingFirst = m.share[causeIndex(CauseQueueing)] >= m.share[causeIndex(CausePreemptions)]
 			}
 			ready = values(fams, FamilyReady, "")[""] == 1
+			fromMean = meanClaims(d.report)
 		}
 		if simTrace {
 			line := fmt.Sprint(at, " ", causes, symptoms, " no_scrape_yet")
@@ -482,7 +494,7 @@ func simulatePlan(pl simPlan) simRun {
 			traces = append(traces, line)
 		}
 		if pl.truth {
-			truth.claim(len(symptoms) > 0)
+			truth.claim(len(symptoms) > 0, fromMean)
 		}
 		run.polls = append(run.polls, simPoll{at: at, causes: causes, symptoms: symptoms, ready: ready, queueingFirst: queueingFirst,
 			gapWindow: !ready && gapEnd >= 0 && at < gapEnd+window+2*time.Second})
@@ -527,6 +539,24 @@ func simulatePlan(pl simPlan) simRun {
 		fmt.Printf("%s true %.2f/%.2f q %.3g/%.3g %s\n", mark[:], r[0]/truth.base[0], r[1]/truth.base[1], q[0], q[1], tr)
 	}
 	return run
+}
+
+// meanClaims says whether the TTFT and the ITL exact means are part of
+// the claim the report makes: significantly up, or holding the incident
+// (Bad), as the truth judges a claim made from them against the true mean.
+func meanClaims(rep *Report) (out [2]bool) {
+	if len(rep.Models) == 0 || len(rep.Models[0].Steps) == 0 {
+		return out
+	}
+	for _, s := range rep.Models[0].Steps[0].Signals {
+		switch s.index {
+		case sTTFTMean:
+			out[0] = s.Bad
+		case sITLMean:
+			out[1] = s.Bad
+		}
+	}
+	return out
 }
 
 // named are the label values of a family's series at 1, sorted.

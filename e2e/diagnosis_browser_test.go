@@ -162,7 +162,7 @@ func TestDiagnosisPageInBrowser(t *testing.T) {
 	} else if v == "" {
 		t.Errorf("no verdict banner")
 	}
-	for _, sig := range []string{"ttft_p90", "itl_p90", "waiting", "running", "kv_cache_usage", "preemptions_per_second", "prompt_tokens_mean", "generation_tokens_mean", "prefix_cache_hit_ratio", "generation_tokens_per_second"} {
+	for _, sig := range []string{"ttft_p90", "ttft_mean", "itl_p90", "itl_mean", "waiting", "running", "kv_cache_usage", "preemptions_per_second", "prompt_tokens_mean", "generation_tokens_mean", "prefix_cache_hit_ratio", "generation_tokens_per_second"} {
 		re := regexp.MustCompile(`(?s)data-signal="` + sig + `"[^>]*>.*?<svg class="chart".*?</svg>`)
 		chart := re.FindString(dom)
 		if chart == "" {
@@ -173,8 +173,8 @@ func TestDiagnosisPageInBrowser(t *testing.T) {
 			t.Errorf("the chart of %s draws no line", sig)
 		}
 	}
-	if n := strings.Count(dom, "<svg"); n != 10 {
-		t.Errorf("%d charts rendered, want 10", n)
+	if n := strings.Count(dom, "<svg"); n != 12 {
+		t.Errorf("%d charts rendered, want 12", n)
 	}
 	if regexp.MustCompile(`<script|(src|href)="https?:`).MatchString(dom) {
 		t.Errorf("the rendered page holds a script or an external reference")

@@ -112,8 +112,8 @@ func TestDiagnosisLongIncidentInBrowser(t *testing.T) {
 		t.Errorf("title or refresh missing")
 	}
 	charts := regexp.MustCompile(`(?s)<svg class="chart".*?</svg>`).FindAllString(dom, -1)
-	if len(charts) != 10 {
-		t.Fatalf("%d charts, want 10", len(charts))
+	if len(charts) != 12 {
+		t.Fatalf("%d charts, want 12", len(charts))
 	}
 	tick := regexp.MustCompile(`<text class="tick"[^>]*>(\d\d:\d\d(:\d\d)?)</text>`)
 	for i, ch := range charts {
