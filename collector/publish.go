@@ -281,6 +281,7 @@ func merge(parts ...[]exposition.Family) []exposition.Family {
 type keptOrder struct {
 	mu    sync.Mutex
 	names []string // the last merge's names, as they came
+	lens  []int    // the last merge's parts' lengths: order's places are by part
 	order []at     // the last merge's result, by part and place
 }
 
@@ -289,16 +290,18 @@ type at struct{ part, i int }
 func (k *keptOrder) merge(parts ...[]exposition.Family) []exposition.Family {
 	k.mu.Lock()
 	defer k.mu.Unlock()
-	n, same := 0, true
-	for _, p := range parts {
+	n, same := 0, len(parts) == len(k.lens)
+	for pi, p := range parts {
+		same = same && len(p) == k.lens[pi]
 		for j := 0; same && j < len(p); j++ {
 			same = n+j < len(k.names) && p[j].Name == k.names[n+j]
 		}
 		n += len(p)
 	}
 	if !same || n != len(k.names) {
-		k.names, k.order = k.names[:0], k.order[:0]
+		k.names, k.order, k.lens = k.names[:0], k.order[:0], k.lens[:0]
 		for pi, p := range parts {
+			k.lens = append(k.lens, len(p))
 			for j, f := range p {
 				k.names = append(k.names, f.Name)
 				k.order = append(k.order, at{pi, j})

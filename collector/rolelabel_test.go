@@ -86,5 +86,18 @@ func TestKeptOrderMatchesMerge(t *testing.T) {
 		if got, want := k.merge(ps...), merge(ps...); !reflect.DeepEqual(got, want) {
 			t.Fatalf("call %d: kept order\n%v\nwant\n%v", call, got, want)
 		}
+	} // the same names in the same order, split between the parts
+	// differently: the places kept are by part, so they are not reused
+	fam := func(name string, part int) exposition.Family {
+		return exposition.Family{Name: name, Help: "part " + strconv.Itoa(part)}
+	}
+	for _, ps := range [][][]exposition.Family{
+		{{fam("a", 0), fam("b", 0)}, {fam("c", 1)}},
+		{{fam("a", 0)}, {fam("b", 1), fam("c", 1)}},
+		{{fam("a", 0)}, {fam("b", 1)}, {fam("c", 2)}},
+	} {
+		if got, want := k.merge(ps...), merge(ps...); !reflect.DeepEqual(got, want) {
+			t.Fatalf("parts split anew: kept order\n%v\nwant\n%v", got, want)
+		}
 	}
 }
