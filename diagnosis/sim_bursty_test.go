@@ -669,6 +669,7 @@ type simTruth struct {
 	recent     [][2]float64
 	recentMean [][2]float64
 	moved      []bool
+	freeQ      [][2]float64 // the free time's exact p90s at each poll (DIAGNOSIS_TRACE)
 	at         []time.Duration
 	// claimed are the last window + 1 polls' claims (a symptom named);
 	// free sums the seconds (their bins, oldest first in freeSecs) of the
@@ -791,16 +792,19 @@ func (tr *simTruth) claim(claimed bool, fromMean [2]bool) {
 		tr.freeSecs = append(tr.freeSecs, sec)
 	}
 	moved := true // too little free time to judge: not counted as false
+	fq := [2]float64{math.NaN(), math.NaN()}
 	if r := tr.recent[len(tr.recent)-1]; len(tr.freeSecs) >= MinBaselineWindows*w && !math.IsNaN(r[0]) {
 		zero := make([]float64, simTrueBins+1)
 		moved = false
 		m := tr.recentMean[len(tr.recentMean)-1]
 		for j := range r {
+			fq[j] = simTrueQuantile(zero, tr.free[j], signalQuantile)
 			moved = moved || r[j] >= 1.25*simTrueQuantile(zero, tr.free[j], signalQuantile) ||
 				fromMean[j] && m[j] >= 1.25*simTrueMean(zero, tr.free[j])
 		}
 	}
 	tr.moved = append(tr.moved, moved)
+	tr.freeQ = append(tr.freeQ, fq)
 }
 
 // queueUp says whether poll i's requests truly waited longer than the

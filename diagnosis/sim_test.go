@@ -489,6 +489,9 @@ func simulatePlan(pl simPlan) simRun {
 						fmt.Fprintf(&b, " explains:%s=%.3g", c.Name, m.share[causeIndex(c.Name)])
 					}
 				}
+				for _, e := range pod.engines {
+					fmt.Fprintf(&b, " rank=%d/%d", len(e.running), len(e.waiting))
+				}
 				line = fmt.Sprint(at, " ", causes, symptoms, " ", m.Readiness.State, b.String())
 			}
 			traces = append(traces, line)
@@ -532,11 +535,11 @@ func simulatePlan(pl simPlan) simRun {
 		if run.polls[i].bucketShown {
 			mark[2] = 'B'
 		}
-		r, q := [2]float64{math.NaN(), math.NaN()}, [2]float64{math.NaN(), math.NaN()}
+		r, q, f := [2]float64{math.NaN(), math.NaN()}, [2]float64{math.NaN(), math.NaN()}, [2]float64{math.NaN(), math.NaN()}
 		if pl.truth {
-			r, q = truth.recent[i], truth.qRecent[i]
+			r, q, f = truth.recent[i], truth.qRecent[i], truth.freeQ[i]
 		}
-		fmt.Printf("%s true %.2f/%.2f q %.3g/%.3g %s\n", mark[:], r[0]/truth.base[0], r[1]/truth.base[1], q[0], q[1], tr)
+		fmt.Printf("%s true %.2f/%.2f q %.3g/%.3g free %.3g/%.3g %s\n", mark[:], r[0]/truth.base[0], r[1]/truth.base[1], q[0], q[1], r[0]/f[0], r[1]/f[1], tr)
 	}
 	return run
 }
