@@ -901,11 +901,7 @@ func simBurstySteadyRun(seed uint64, load float64, d time.Duration) simBurstyRes
 
 // simSteadyLoadGaps are the steady targets not met at a load and seed
 // (percent of capacity, seed), and why: reported by a skip, not failed.
-var simSteadyLoadGaps = map[[2]int]string{
-	// docs/diagnosis.md, "Bursty traffic": the pod's inter-token p90 sits
-	// at the 50 ms bound, and a rank drains its queue while the other idles
-	{90, 2}: "at 90 % the inter-token p90 sits at vLLM's 50 ms bound: steps a few percent slower read 1.26-1.33x across it (a true 0.94-1.02x), and one rank's queue drains while the other idles (rank_imbalance on the ranks' independence)",
-}
+var simSteadyLoadGaps = map[[2]int]string{}
 
 // TestSimulatorBurstySteadyLoads checks the steady targets of issue 30 (a
 // cause or symptom named where no latency truly moved in at most 1 % of
