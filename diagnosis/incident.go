@@ -119,7 +119,12 @@ func (in *incidentState) step(t, w, b int64, ev, naming, lenient, long *evaluati
 		raw[y] = ev.symptoms[y] || (relapse && in.lullSym[y] || resumed && in.queueSym[y]) && lenient.symptoms[y]
 	}
 	if !in.open {
-		if !anyTrue(raw[:]) {
+		// A traffic cause's own strong change opens one too, with no
+		// symptom yet: the reference freezes before the shift enters it
+		// (ledBy). Not in the calm an incident left, whose lull and
+		// probation rules say what its causes' evidence means there.
+		traffic := ev.traffic && !in.inLull() && t >= in.queuedUntil
+		if !anyTrue(raw[:]) && !traffic {
 			return
 		}
 		// The reference is the incident-free time (baseline.go), never
@@ -160,7 +165,7 @@ func (in *incidentState) step(t, w, b int64, ev, naming, lenient, long *evaluati
 		if anyTrue(sym[:]) {
 			in.named = true
 		} else {
-			if anyTrue(raw[:]) {
+			if anyTrue(raw[:]) || ev.traffic && t-in.start < b {
 				in.calm = 0
 			} else if in.calm++; in.calm >= HoldEvaluations {
 				// A flash: nothing held. The incident-free time runs on
