@@ -114,9 +114,12 @@ func (in *incidentState) step(t, w, b int64, ev, naming, lenient, long *evaluati
 	// so do an overload's symptoms while the calm after it is on probation
 	// (queuedUntil), and until the incident they open is named
 	resumed := !in.open && t < in.queuedUntil || in.open && !in.named && in.fromQueue
+	// (or, for TTFT, by the queue's own strong evidence (ev.queued): the
+	// TTFT test widened by the pod's bursts sees a resumed overload late)
 	var raw [numSymptoms]bool
 	for y := range raw {
-		raw[y] = ev.symptoms[y] || (relapse && in.lullSym[y] || resumed && in.queueSym[y]) && lenient.symptoms[y]
+		raw[y] = ev.symptoms[y] || (relapse && in.lullSym[y] || resumed && in.queueSym[y]) && lenient.symptoms[y] ||
+			resumed && in.queueSym[y] && y == yTTFT && ev.queued
 	}
 	if !in.open {
 		// A traffic cause's own strong change opens one too, with no

@@ -84,6 +84,10 @@ type evaluation struct {
 	// enough to explain a latency symptom (ledBy); it opens an incident,
 	// freezing the reference, before the symptom shows.
 	traffic bool
+	// queued: queueing shown at the strict level, its queue time alone
+	// (1 + m)² times the baseline's TTFT p90 (ledBy): in the probation
+	// after an overload, the overload resumed.
+	queued bool
 }
 
 // rules are the settings the tests need.
@@ -176,6 +180,13 @@ func (e *evaluation) ledBy(lenient *evaluation, recent, base *stats, minChange f
 	var both [numSymptoms]bool
 	both[yTTFT], both[yITL] = true, true
 	e.traffic = e.trafficExplains(lenient, recent, base, both, minChange)
+	var ttft [numSymptoms]bool
+	ttft[yTTFT] = true
+	var none causeSet
+	if causesFor(e, lenient, ttft, &none)[kQueueing] {
+		x := shareInput{recent: recent, base: base, e: e, sym: ttft}
+		e.queued = causes[kQueueing].factor(&x) >= (1+minChange)*(1+minChange)
+	}
 	if !e.traffic {
 		return
 	}
