@@ -174,8 +174,8 @@ func (ru *rules) evaluate(recent, base *stats) evaluation {
 // 0 at p < 0.0001 while the TTFT test, widened by the pod's bursts, read
 // p = 0.002-0.01, and the rolling baseline took the shift in unnamed).
 func (e *evaluation) ledBy(lenient *evaluation, recent, base *stats, minChange float64) {
-	if !e.enough {
-		return
+	if !e.enough || !e.anyChanged() {
+		return // no cause holds: most evaluations, at no cost
 	}
 	var both [numSymptoms]bool
 	both[yTTFT], both[yITL] = true, true
@@ -204,9 +204,21 @@ func (e *evaluation) ledBy(lenient *evaluation, recent, base *stats, minChange f
 func (e *evaluation) trafficExplains(lenient *evaluation, recent, base *stats, sym [numSymptoms]bool, minChange float64) bool {
 	var none causeSet
 	c := causesFor(e, lenient, sym, &none)
-	x := shareInput{recent: recent, base: base, e: e, sym: sym}
 	for k := range causes {
-		if c[k] && causes[k].Step == trafficStep && causes[k].factor != nil && causes[k].factor(&x) >= (1+minChange)*(1+minChange) {
+		if c[k] && causes[k].Step == trafficStep && causes[k].factor != nil {
+			x := shareInput{recent: recent, base: base, e: e, sym: sym}
+			if causes[k].factor(&x) >= (1+minChange)*(1+minChange) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// anyChanged says whether a signal moved at e's level.
+func (e *evaluation) anyChanged() bool {
+	for _, c := range e.change {
+		if c == ChangeUp || c == ChangeDown {
 			return true
 		}
 	}
