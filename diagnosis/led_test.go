@@ -1,6 +1,11 @@
 package diagnosis
 
-import "testing"
+import (
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+)
 
 // TestTrafficShiftFreezesItsReference: the prefix cache stops hitting
 // (0.5 -> 0) on a pod with room to spare, so TTFT does not move for two
@@ -121,5 +126,26 @@ func TestOverloadResumedByItsQueue(t *testing.T) {
 			t.Errorf("on probation %v: after %d evaluations of the queue back strongly, TTFT not shown, named %v with queueing %v, want %v",
 				probation, HoldEvaluations, named, in.cause[kQueueing].on, probation)
 		}
+	}
+}
+
+// TestPageSaysAnUnnamedFreeze: a traffic change that opened an incident
+// whose latency has not moved freezes the baseline with no incident
+// reported; the page says the baseline is frozen while the change is
+// checked, not "at the incident's start" of an incident it does not show.
+func TestPageSaysAnUnnamedFreeze(t *testing.T) {
+	f := newFeeder(t, testOpts)
+	misses := healthy
+	misses.hitRatio = 0
+	f.feed(640, healthy, nil)
+	f.feed(90, misses, nil)
+	mr := f.d.Report().Models[0]
+	if !mr.Baseline.Frozen || mr.Incident != nil {
+		t.Fatalf("baseline frozen %v, incident %v after 90 s of misses at an unchanged TTFT, want frozen with no incident", mr.Baseline.Frozen, mr.Incident)
+	}
+	rec := httptest.NewRecorder()
+	f.d.PageHandler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/diagnosis", nil))
+	if body := rec.Body.String(); !strings.Contains(body, "frozen while a change is checked") || strings.Contains(body, "frozen at the incident") {
+		t.Errorf("the page does not say the baseline is frozen while a change is checked:\n%s", body)
 	}
 }
