@@ -167,12 +167,13 @@ func (ru *rules) evaluate(recent, base *stats) evaluation {
 
 // ledBy shows a latency symptom at the undivided level (lenient) where a
 // traffic cause that explains it moved at the strict level, beyond every
-// sub-window of the baseline, by enough to make that side's time the
-// minimum change longer (its factor): the cause's own evidence, strong, is
-// the Bonferroni division's search done, and one hypothesis is left (issue
+// sub-window of the baseline, by a factor of at least (1 + m)² (twice the
+// minimum change, in log): the cause's own evidence, strong, is the
+// Bonferroni division's search done, and one hypothesis is left (issue
 // 30: on the bursty simulator the prefix-cache hit ratio fell from 45 % to
 // 0 at p < 0.0001 while the TTFT test, widened by the pod's bursts, read
-// p = 0.002-0.01, and the rolling baseline took the shift in unnamed).
+// p = 0.002-0.01, and the rolling baseline took the shift in unnamed). It
+// sets traffic (such a cause moved, whatever the symptoms) and queued.
 func (e *evaluation) ledBy(lenient *evaluation, recent, base *stats, minChange float64) {
 	if !e.enough || !e.anyChanged() {
 		return // no cause holds: most evaluations, at no cost
@@ -200,7 +201,7 @@ func (e *evaluation) ledBy(lenient *evaluation, recent, base *stats, minChange f
 }
 
 // trafficExplains says whether a traffic cause (step 4) of the symptoms sym
-// moved strictly (e) by a factor of at least 1 + minChange.
+// moved strictly (e) by a factor of at least (1 + minChange)².
 func (e *evaluation) trafficExplains(lenient *evaluation, recent, base *stats, sym [numSymptoms]bool, minChange float64) bool {
 	var none causeSet
 	c := causesFor(e, lenient, sym, &none)
