@@ -467,6 +467,7 @@ func (d *Diagnoser) diagnose(m string, tr *track, t int64) ModelReport {
 	lenient.splitQueue(&recent, ref, growth, d.opts.MinChange)
 	naming := lenient.naming(&ev)
 	naming.splitQueue(&recent, ref, growth, d.opts.MinChange)
+	ev.ledBy(&lenient, &recent, ref, d.opts.MinChange)
 	mr.Readiness = d.readiness(tr, t, a != nil && (freeOK || frozen), &recent, ref)
 	ready := mr.Readiness.State == ReadyOK
 	if ready {

@@ -174,6 +174,10 @@ func pageData(r *Report) page {
 			end := mr.Baseline.Start.Add(time.Duration(mr.Baseline.Seconds * float64(time.Second)))
 			kind := "rolling"
 			switch {
+			case mr.Baseline.Frozen && mr.Incident == nil:
+				// opened, not named: a flash, or a traffic change whose
+				// latency has not moved (yet)
+				kind = "frozen while a change is checked"
 			case mr.Baseline.Frozen && mr.Baseline.Stretches > 1:
 				kind = fmt.Sprintf("frozen at the incident's start: %d stretches without an incident", mr.Baseline.Stretches)
 			case mr.Baseline.Frozen:

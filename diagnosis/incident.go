@@ -114,12 +114,20 @@ func (in *incidentState) step(t, w, b int64, ev, naming, lenient, long *evaluati
 	// so do an overload's symptoms while the calm after it is on probation
 	// (queuedUntil), and until the incident they open is named
 	resumed := !in.open && t < in.queuedUntil || in.open && !in.named && in.fromQueue
+	// (or, for TTFT, by the queue's own strong evidence (ev.queued): the
+	// TTFT test widened by the pod's bursts sees a resumed overload late)
 	var raw [numSymptoms]bool
 	for y := range raw {
-		raw[y] = ev.symptoms[y] || (relapse && in.lullSym[y] || resumed && in.queueSym[y]) && lenient.symptoms[y]
+		raw[y] = ev.symptoms[y] || (relapse && in.lullSym[y] || resumed && in.queueSym[y]) && lenient.symptoms[y] ||
+			resumed && in.queueSym[y] && y == yTTFT && ev.queued
 	}
 	if !in.open {
-		if !anyTrue(raw[:]) {
+		// A traffic cause's own strong change opens one too, with no
+		// symptom yet: the reference freezes before the shift enters it
+		// (ledBy). Not in the calm an incident left, whose lull and
+		// probation rules say what its causes' evidence means there.
+		traffic := ev.traffic && !in.inLull() && t >= in.queuedUntil
+		if !anyTrue(raw[:]) && !traffic {
 			return
 		}
 		// The reference is the incident-free time (baseline.go), never
@@ -160,7 +168,7 @@ func (in *incidentState) step(t, w, b int64, ev, naming, lenient, long *evaluati
 		if anyTrue(sym[:]) {
 			in.named = true
 		} else {
-			if anyTrue(raw[:]) {
+			if anyTrue(raw[:]) || ev.traffic && t-in.start < b {
 				in.calm = 0
 			} else if in.calm++; in.calm >= HoldEvaluations {
 				// A flash: nothing held. The incident-free time runs on
