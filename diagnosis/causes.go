@@ -116,10 +116,12 @@ var causes = []Cause{
 		// requests at once is then the effect. Output lengths show in the
 		// finished requests a request's duration late: while tokens per
 		// request started rose, the outputs may be growing, and batch
-		// growth waits.
+		// growth waits to be named; once named it is held through such a
+		// rise, as a bursty pod's lull of starts makes while the larger
+		// batch keeps generating.
 		rule: func(x *causeInput) bool {
 			return (x.prefill || x.decode) && x.up(sRunning) && !(x.exUp(sWaiting) && x.ex.queueP90Share() >= x.ex.queueShare) && !x.exUp(sPromptMean) && !x.exUp(sGenMean) && !x.exDown(sHitRatio) &&
-				!x.ex.tokensPerStartUp &&
+				!(x.ex.tokensPerStartUp && !x.named[kBatchGrowth]) &&
 				!x.named[kQueueing] && !x.named[kLongPrompts] && !x.named[kLongOutputs] && !x.named[kPrefixMisses]
 		},
 		// a step's time grows with the batch
@@ -218,14 +220,15 @@ type causeSet [maxCauses]bool
 
 // Indexes of the records a rule names; set by init from the names, so
 // that the records may be reordered.
-var kQueueing, kLongPrompts, kPrefixMisses, kLongOutputs, kUnexplained, kPreemptions int
+var kQueueing, kLongPrompts, kPrefixMisses, kLongOutputs, kUnexplained, kPreemptions, kBatchGrowth int
 
 func init() {
 	for _, k := range []struct {
 		at   *int
 		name string
 	}{{&kQueueing, CauseQueueing}, {&kLongPrompts, CauseLongPrompts}, {&kPrefixMisses, CausePrefixCacheMisses},
-		{&kLongOutputs, CauseLongOutputs}, {&kUnexplained, CauseUnexplained}, {&kPreemptions, CausePreemptions}} {
+		{&kLongOutputs, CauseLongOutputs}, {&kUnexplained, CauseUnexplained}, {&kPreemptions, CausePreemptions},
+		{&kBatchGrowth, CauseBatchGrowth}} {
 		*k.at = causeIndex(k.name)
 	}
 	if len(causes) > maxCauses {
