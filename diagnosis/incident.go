@@ -266,6 +266,11 @@ func (in *incidentState) step(t, w, b int64, ev, naming, lenient, long *evaluati
 		in.uncausedSince = -1
 		return
 	}
+	// Held with no symptom by the batch's own evidence (keepsBatched).
+	if !anyTrue(sym[:]) && t-in.start >= HoldWindows*w && t-in.start < maxIncident && in.keepsBatched(was, &prev, lenient) {
+		in.uncausedSince = -1
+		return
+	}
 	quiet := in.quiet
 	in.quiet = false
 	switch {
@@ -399,6 +404,36 @@ func (in *incidentState) keepsQueued(was [numSymptoms]bool, prev *causeSet, leni
 	in.lullSym = sym
 	for k := range causes {
 		in.cause[k] = hysteresis{on: k == kQueueing}
+	}
+	in.quiet = true
+	return true
+}
+
+// keepsBatched keeps a named incident open, with no symptom, while the
+// larger batch it named (prev) still holds its own evidence on the
+// symptoms it was named for at the undivided level, in the recent window,
+// as keepsQueued does for the queue: on bursty traffic the inter-token
+// latency of a batch 2x dips below the minimum change for a few seconds
+// at a time (its steps are slower by a share of the batch's growth), and
+// each resumption had to be named anew against a reference that took in
+// the dip (the bursty simulator's batch_growth, 1-2 points of its judged
+// polls on each seed). Every other cause clears; the caller holds only an
+// incident at least HoldWindows recent windows old (a burst is not held).
+func (in *incidentState) keepsBatched(was [numSymptoms]bool, prev *causeSet, lenient *evaluation) bool {
+	if !in.named || !prev[kBatchGrowth] {
+		return false
+	}
+	sym := in.lullSym
+	if anyTrue(was[:]) {
+		sym = was
+	}
+	var none causeSet
+	if !causesFor(lenient, lenient, sym, &none)[kBatchGrowth] {
+		return false
+	}
+	in.lullSym = sym
+	for k := range causes {
+		in.cause[k] = hysteresis{on: k == kBatchGrowth}
 	}
 	in.quiet = true
 	return true
