@@ -3,6 +3,7 @@ package diagnosis
 import (
 	"strings"
 	"testing"
+	"time"
 )
 
 // batchGrowth is a batch twice as large (16 running against 8) with every
@@ -109,5 +110,36 @@ func TestBatchGrowthHeldThroughALull(t *testing.T) {
 	f.feed(120, healthy, nil)
 	if age := values(f.fams, FamilyIncident, "")[""]; age != 0 {
 		t.Errorf("incident age %v s after two minutes of the batch back, want ended", age)
+	}
+}
+
+// TestBatchCalmIsNoNormal: with 10 s windows, a batch twice as large names
+// batch_growth in an incident that outlasts the probation (20 s) but not
+// the hold's age; then for two minutes the batch stays 1.5x with its
+// steps 1.2x (below the minimum change: no incident), then the batch
+// grows 2x again with its steps 1.3x. The calm is no normal while the
+// batch is beyond the minimum change: the reference keeps the healthy
+// steps, the relapse reads 1.3x and names itl_up with batch_growth. Fails
+// on the code before: the calm joined the reference after the probation
+// and the relapse read under the minimum change.
+func TestBatchCalmIsNoNormal(t *testing.T) {
+	opts := Options{Window: 10 * time.Second, Baseline: 3 * time.Minute, MinChange: 0.25, Interval: time.Second}
+	calm, relapse := healthy, healthy
+	calm.running, calm.itl = 12, 0.06
+	relapse.running, relapse.itl = 16, 0.065
+	f := newFeeder(t, opts)
+	f.feed(240, healthy, nil)
+	f.feed(18, batchGrowth, nil)
+	if got := values(f.fams, FamilyCause, "cause")[CauseBatchGrowth]; got != 1 {
+		t.Fatalf("batch_growth %v after 18 s of a batch 2x, want named", got)
+	}
+	f.feed(120, calm, nil)
+	if age := values(f.fams, FamilyIncident, "")[""]; age != 0 {
+		t.Fatalf("incident age %v s after two minutes of steps 1.2x, want ended", age)
+	}
+	f.feed(30, relapse, nil)
+	c, y := values(f.fams, FamilyCause, "cause"), values(f.fams, FamilySymptom, "symptom")
+	if c[CauseBatchGrowth] != 1 || y[SymptomITLUp] != 1 {
+		t.Errorf("30 s into the relapse (steps 1.3x the healthy ones, batch 2x): batch_growth %v, itl_up %v, want both named", c[CauseBatchGrowth], y[SymptomITLUp])
 	}
 }

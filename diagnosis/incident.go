@@ -61,7 +61,11 @@ type incidentState struct {
 	// on its symptoms; while their own evidence holds, the calm is a lull
 	// of the same shift, not normal (Diagnoser.lull). chainStart is when
 	// the first incident of a chain of lulls began.
-	lull       causeSet
+	lull causeSet
+	// batched: the incident that ended named batch_growth and outlasted
+	// the probation's length; while the batch stays beyond the minimum
+	// change, the calm after it is no normal (Diagnoser.lull).
+	batched    bool
 	lullSym    [numSymptoms]bool
 	chainStart int64
 	fromLull   bool // opened in a lull
@@ -297,7 +301,7 @@ func (in *incidentState) step(t, w, b int64, ev, naming, lenient, long *evaluati
 		*in = incidentState{ended: true, endedAt: t, endStart: in.start, uncausedSince: -1,
 			adopted: in.adopted, adoptedAt: in.adoptedAt, adoptedOf: in.adoptedOf,
 			lull: lull, lullSym: was, chainStart: in.chainStart, lullPeak: in.peak, loaded: in.loaded,
-			queuedUntil: queued, queueSym: queueSym}
+			queuedUntil: queued, queueSym: queueSym, batched: prev[kBatchGrowth] && t-in.start >= (HoldWindows-1)*w}
 	case t-in.start >= maxIncident:
 		// The new level has lasted too long to be an incident: it
 		// becomes the baseline.
