@@ -107,7 +107,7 @@ var causes = []Cause{
 	{Name: CauseBatchGrowth, Step: 2, Short: "a larger batch",
 		Sentence: "More requests run at once: every step takes longer.",
 		Action:   "Traffic grew within the batch limit: add replicas, or lower max_num_seqs to trade throughput for latency.",
-		PromQL:   "(prefill or decode) and up(running) unless up(waiting) unless ((up(prompt_tokens_mean) or up(generation_tokens_mean) or down(prefix_cache_hit_ratio)) unless ratio(running) >= (1 + m) * clamp_min(ratio(generation_tokens_mean), 1) * clamp_min(ratio(itl_mean), 1) * clamp_min(ratio(prompt_tokens_mean), 1) * clamp_min((1 - vllm:diagnosis_prefix_cache_hit_ratio:recent1m) / (1 - vllm:diagnosis_prefix_cache_hit_ratio:baseline30m), 1))",
+		PromQL:   "(prefill or decode) and up(running) unless up(waiting) unless ((up(prompt_tokens_mean) or up(generation_tokens_mean) or down(prefix_cache_hit_ratio)) unless ratio(running) >= (1 + m) * clamp_min(ratio(generation_tokens_mean), 1) * clamp_min(ratio(itl_mean), 1) * clamp_min(ratio(prompt_tokens_mean), 1) * clamp_min((1 - recent(prefix_cache_hit_ratio)) / (1 - baseline(prefix_cache_hit_ratio)), 1))",
 		// More requests in the batch make every step slower, prefill steps
 		// included, so a grown batch explains either side; but a batch
 		// that grew while requests queued reached its limit (queueing), and
