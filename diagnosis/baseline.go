@@ -234,6 +234,9 @@ const trafficStep = 4
 // showed: after the load returned, a mix that drifted 1.5x from a stale
 // reference kept the lull and named long_prompts again and again. A chain
 // of lulls ends after the longest incident, as an incident is adopted then.
+// A larger batch leaves no lull either, but the calm after one that lasted
+// (incidentState.batched) stays on probation while the batch is still
+// larger by the minimum change: it is not the pod's normal level.
 func (d *Diagnoser) lull(tr *track, recent, ref *stats, lenient *evaluation, now *point, t int64) {
 	in, f := &tr.inc, &tr.free
 	if in.open && in.named {
@@ -243,6 +246,18 @@ func (d *Diagnoser) lull(tr *track, recent, ref *stats, lenient *evaluation, now
 			if in.cause[k].on && causes[k].Step == trafficStep && causes[k].factor != nil {
 				in.peak[k] = nanMax(in.peak[k], causes[k].factor(&x))
 			}
+		}
+	}
+	if in.batched && !in.open {
+		// A larger batch that outlasted the probation's length: the calm
+		// after it is on probation while the batch is still beyond the
+		// minimum change, significant or not (on the bursty simulator a
+		// rate 2.5x kept 1.3-1.6x the requests running between its
+		// incidents, the reference took that in, and the exact ITL mean,
+		// 1.3x the pre-shift one, read 1.2x against it).
+		if in.batched = lenient.ratio[sRunning] >= 1+d.opts.MinChange; in.batched && f.open && now != nil {
+			p := snapshot(now)
+			f.start, f.startT = &p, now.t
 		}
 	}
 	if !in.inLull() {

@@ -164,6 +164,9 @@ func (d *Diagnoser) incidentReport(in *incidentState, t int64, mr *ModelReport) 
 	case in.quiet && len(parts) == 0 && in.cause[kQueueing].on:
 		// held by the queue's own evidence (incidentState.keepsQueued)
 		what = "latency is back within the baseline for now, but requests still queue"
+	case in.quiet && len(parts) == 0 && in.cause[kBatchGrowth].on:
+		// held by the batch's own evidence (incidentState.keepsBatched)
+		what = "latency is back within the baseline for now, but more requests still run at once"
 	case in.quiet && len(parts) == 0:
 		// held by a traffic cause's own evidence (incidentState.keepsQuiet)
 		what = "latency is back within the baseline for now, but the requests that explained its change have not changed back"

@@ -74,7 +74,10 @@ type evaluation struct {
 	// starts), but a batch that grew while it did may be longer outputs the
 	// finished requests do not show yet: batch growth waits.
 	tokensPerStartUp bool
-	preemptionShare  float64 // the share they must reach
+	// batchBeyondWork: the requests running rose by the minimum change
+	// beyond what the work per request accounts for (workGrowth).
+	batchBeyondWork bool
+	preemptionShare float64 // the share they must reach
 	// abortsUp: the share of finished requests that ended aborted rose
 	// by the minimum change, significantly (Fisher's exact test on aborts
 	// among finished requests, each window holding enough of them);
@@ -162,6 +165,7 @@ func (ru *rules) evaluate(recent, base *stats) evaluation {
 	if r, b := ratio(recent.c[cGenerationTokens], recent.started), ratio(base.c[cGenerationTokens], base.started); r > 0 && b > 0 {
 		e.tokensPerStartUp = r >= b*(1+ru.minChange)
 	}
+	e.batchBeyondWork = e.ratio[sRunning] >= (1+ru.minChange)*workGrowth(&e, recent, base)
 	e.preemptionShare, e.queueShare = ru.preemptionShare, ru.queueShare
 	if n := firstPositive(recent.started, recent.requests); n > 0 && recent.seconds > 0 && base.seconds > 0 {
 		excess := recent.c[cPreemptions] - base.c[cPreemptions]*recent.seconds/base.seconds
@@ -467,4 +471,25 @@ func compare(recent, baseline, minChange float64) (Change, float64) {
 		return ChangeDown, r
 	}
 	return ChangeFlat, r
+}
+
+// workGrowth is at most how many times longer a request stays in the
+// batch for its own work, recent against base: the tokens it generates,
+// the time per step (itself slower in a larger batch), and, for its
+// prefill, the prompt and the prefix cache's misses, each only where it
+// grew and each counted whole. By Little's law the requests running are
+// the arrivals times their stay, so a batch that grew beyond it had more
+// arrivals.
+func workGrowth(e *evaluation, recent, base *stats) float64 {
+	misses := (1 - recent.v[sHitRatio]) / (1 - base.v[sHitRatio])
+	return grown(e.ratio[sGenMean]) * grown(e.ratio[sPromptMean]) * grown(misses) * grown(e.ratio[sITLMean])
+}
+
+// grown is a ratio where it is above 1 (+Inf, up from 0, included: it
+// accounts for any batch), else 1 (NaN: unknown, it accounts for nothing).
+func grown(r float64) float64 {
+	if r > 1 {
+		return r
+	}
+	return 1
 }

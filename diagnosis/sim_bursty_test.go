@@ -487,10 +487,10 @@ const (
 	// conservative end of what the buckets allow (issue 30's own rule) it
 	// is no change at all: of the judged polls, the buckets show the change
 	// in 11 % for batch_growth and in none for long_outputs. The exact
-	// means name most of the rest (seed 1: 69.7 -> 28.9 % wrong or
-	// missing); in the polls still missed the ITL mean rose 1.18-1.24x
-	// (below the minimum change) and the TTFT mean's rise of 1.3-1.45x is
-	// not significant on the pod's bursts (phi about 45: p 0.01-0.05).
+	// means and the batch's own evidence name most of the rest (seed 1:
+	// 69.7 -> 28.9 -> 10.4 % wrong or missing); about half the polls still
+	// missed name nothing where the exact ITL mean rose under 1.25x even
+	// the pre-shift one, a third wait for the naming's 3 evaluations.
 	simBurstyBucket = "the shift's latency rises inside one of vLLM's buckets: the interpolated p90 reads it below the minimum change, and in the polls still missed the exact mean rose below the minimum change (ITL) or within the pod's bursts (TTFT)"
 	// simBurstyTruth: the exact latencies of long_outputs move beyond the
 	// pod's own bursts in only half of its polls: the scenario barely
