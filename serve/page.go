@@ -103,12 +103,16 @@ type compressor struct {
 // meant building a compressor again every few scrapes (a sixth of all the
 // bytes a scrape allocated). Nor kept forever: one idle for gzIdleFor is
 // dropped, so that a page read every 15 s does not hold 0.8 MB live, which
-// the GC's goal doubles in RSS.
+// the GC's goal doubles in RSS; and no more are kept than were in use at
+// once over the last gzIdleFor, so that two reads that met once do not
+// keep a second compressor for as long as pages are read.
 var (
 	gzMu    sync.Mutex
 	gzIdle  []*compressor
 	gzTimer *time.Timer // drops the idle compressors; nil when none is idle
 	gzUsed  time.Time   // when a compressor was last put back
+	gzBusy  int         // compressors in use
+	gzPeak  int         // the most in use at once since the timer last looked
 )
 
 // maxIdleGzip bounds gzIdle after a burst of concurrent first reads.
@@ -127,6 +131,8 @@ const chunkSize = 32 << 10
 func getGzip() *compressor {
 	gzMu.Lock()
 	defer gzMu.Unlock()
+	gzBusy++
+	gzPeak = max(gzPeak, gzBusy)
 	if n := len(gzIdle); n > 0 {
 		c := gzIdle[n-1]
 		gzIdle = gzIdle[:n-1]
@@ -150,6 +156,7 @@ func getGzip() *compressor {
 func putGzip(c *compressor) {
 	gzMu.Lock()
 	defer gzMu.Unlock()
+	gzBusy--
 	gzUsed = time.Now()
 	if c.stateless {
 		return // the next read within gzIdleFor builds a BestSpeed one
@@ -163,11 +170,17 @@ func putGzip(c *compressor) {
 }
 
 // dropIdleGzip drops the idle compressors if none was put back for
-// gzIdleFor, else looks again when that will be so.
+// gzIdleFor, else those beyond the most in use at once since it last
+// looked, and looks again when gzIdleFor will have passed.
 func dropIdleGzip() {
 	gzMu.Lock()
 	defer gzMu.Unlock()
 	if wait := gzIdleFor - time.Since(gzUsed); wait > 0 {
+		if len(gzIdle) > gzPeak {
+			clear(gzIdle[gzPeak:])
+			gzIdle = gzIdle[:gzPeak]
+		}
+		gzPeak = gzBusy
 		gzTimer.Reset(wait)
 		return
 	}
