@@ -37,7 +37,9 @@ func TestCompressorReused(t *testing.T) {
 		t.Fatal("a page read right after another was compressed without state")
 	}
 	putGzip(c)
-	if got := getGzip(); got != c {
+	got := getGzip()
+	defer putGzip(got)
+	if got != c {
 		t.Error("the next page built a compressor though one was idle")
 	}
 }
