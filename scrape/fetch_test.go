@@ -281,9 +281,9 @@ func TestModelName(t *testing.T) {
 // read exactly; once pages are small again the Fetcher holds about one
 // page, not the buffers of the largest.
 func TestFetchPageSizes(t *testing.T) {
-	real := realPage(t)
+	fixture := realPage(t)
 	page := func(n int) []byte {
-		b := bytes.Repeat(real, n/len(real)+1)[:n]
+		b := bytes.Repeat(fixture, n/len(fixture)+1)[:n]
 		b[n-1] = '\n'
 		return b
 	}
