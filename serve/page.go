@@ -55,35 +55,48 @@ type Page struct {
 // encoded concurrently.
 type Encoder struct {
 	textHint, gzHint atomic.Int64
-	// lines, after KeepLines, is the text of the last page's HELP, TYPE
-	// and series, taken by one encoding at a time (nil while taken: a
-	// page encoded beside it encodes in full).
-	lines atomic.Pointer[exposition.TextCache]
+	// lines, after KeepLines, is what the last page's encoding kept, taken
+	// by one encoding at a time (nil while taken: a page encoded beside it
+	// encodes in full).
+	lines atomic.Pointer[kept]
+}
+
+// kept is what an Encoder keeps of its last page for the next: its text
+// but the values, and its compressed bytes.
+type kept struct {
+	lines exposition.TextCache
+	// gz is the gzip page of the text lines holds (lines.Same), with its
+	// Content-Length; nil when not known. A page whose text is that one's
+	// is served these bytes without being encoded or compressed.
+	gz    []byte
+	gzLen []string
 }
 
 // KeepLines makes e keep its pages' lines but their values from one page
 // to the next, for pages built from the same label sets every scrape (the
-// views): their text is then mostly copied. It costs about the text of a
-// page of memory; a page read seldom gains nothing from it.
+// views): their text is then mostly copied, and a page whose text is the
+// last one's is served the last one's gzip bytes. It costs about the text
+// of a page of memory; a page read seldom gains nothing from it.
 func (e *Encoder) KeepLines() {
-	e.lines.Store(new(exposition.TextCache))
+	e.lines.Store(new(kept))
 }
 
-// appendText is exposition.AppendTextUntil, through c when not nil.
-func appendText(c *exposition.TextCache, b []byte, fams []exposition.Family, at exposition.TextPos, limit int) ([]byte, exposition.TextPos) {
-	if c == nil {
+// appendText is exposition.AppendTextUntil, through k's lines when k is
+// not nil.
+func appendText(k *kept, b []byte, fams []exposition.Family, at exposition.TextPos, limit int) ([]byte, exposition.TextPos) {
+	if k == nil {
 		return exposition.AppendTextUntil(b, fams, at, limit)
 	}
-	return c.AppendTextUntil(b, fams, at, limit)
+	return k.lines.AppendTextUntil(b, fams, at, limit)
 }
 
-// takeLines takes e's kept lines, nil when it has none or another
-// encoding holds them; putLines gives them back.
-func (e *Encoder) takeLines() *exposition.TextCache { return e.lines.Swap(nil) }
+// takeLines takes what e keeps, nil when it keeps nothing or another
+// encoding holds it; putLines gives it back.
+func (e *Encoder) takeLines() *kept { return e.lines.Swap(nil) }
 
-func (e *Encoder) putLines(c *exposition.TextCache) {
-	if c != nil {
-		e.lines.Store(c)
+func (e *Encoder) putLines(k *kept) {
+	if k != nil {
+		e.lines.Store(k)
 	}
 }
 
@@ -210,9 +223,12 @@ func (p *Page) Families() []exposition.Family {
 // encode encodes the text page now, if it is not yet.
 func (p *Page) encode() {
 	p.textOnce.Do(func() {
-		c := p.enc.takeLines()
-		defer p.enc.putLines(c)
-		p.text, _ = appendText(c, make([]byte, 0, p.enc.textHint.Load()), p.Families(), exposition.TextPos{}, math.MaxInt)
+		k := p.enc.takeLines()
+		defer p.enc.putLines(k)
+		if k != nil {
+			k.gz, k.gzLen = nil, nil // the lines are this page's now; Gzipped finds them the same
+		}
+		p.text, _ = appendText(k, make([]byte, 0, p.enc.textHint.Load()), p.Families(), exposition.TextPos{}, math.MaxInt)
 		p.enc.textHint.Store(int64(len(p.text) + len(p.text)/16 + 512))
 		p.textLen = []string{strconv.Itoa(len(p.text))}
 		p.textDone.Store(true)
@@ -225,30 +241,47 @@ func (p *Page) Text() []byte {
 	return p.text
 }
 
-// Gzipped returns the compressed text page, compressing it on first use.
+// Gzipped returns the compressed text page, compressing it on first use:
+// the last page's bytes, unchanged, when its Encoder keeps lines and the
+// text is the last page's (a view between two scrapes of an unchanged
+// upstream, or of an idle server).
 func (p *Page) Gzipped() ([]byte, []string) {
 	p.gzOnce.Do(func() {
+		fams := p.Families()
+		k := p.enc.takeLines()
+		defer p.enc.putLines(k)
+		if k != nil && k.gz != nil && k.lines.Same(fams) {
+			p.textGz, p.textGzLen = k.gz, k.gzLen
+			return
+		}
+		through := false // encoded through k's lines, which now hold this page
 		p.textGz = compress(p.enc.gzHint.Load(), func(c *compressor) {
 			if p.textDone.Load() {
 				_, _ = c.gz.Write(p.text)
 				return
 			}
-			p.gzText(c)
+			p.gzText(c, k)
+			through = k != nil
 		})
 		p.enc.gzHint.Store(int64(len(p.textGz) + len(p.textGz)/8 + 512))
 		p.textGzLen = []string{strconv.Itoa(len(p.textGz))}
+		if k != nil {
+			k.gz, k.gzLen = nil, nil
+			if through || k.lines.Same(fams) {
+				k.gz, k.gzLen = p.textGz, p.textGzLen
+			}
+		}
 	})
 	return p.textGz, p.textGzLen
 }
 
 // gzText encodes the text page into c's chunk, chunkSize bytes at a
-// time however large its families, handing each chunk to the compressor.
-func (p *Page) gzText(c *compressor) {
+// time however large its families, through k's lines when k is not nil,
+// handing each chunk to the compressor.
+func (p *Page) gzText(c *compressor, k *kept) {
 	fams, n := p.Families(), 0
-	lines := p.enc.takeLines()
-	defer p.enc.putLines(lines)
 	for at := (exposition.TextPos{}); !at.Done(fams); {
-		c.chunk, at = appendText(lines, c.chunk[:0], fams, at, chunkSize)
+		c.chunk, at = appendText(k, c.chunk[:0], fams, at, chunkSize)
 		_, _ = c.gz.Write(c.chunk)
 		n += len(c.chunk)
 	}
