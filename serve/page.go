@@ -50,8 +50,9 @@ type Page struct {
 // Encoder holds what encoding pages reuses from one to the next: the size
 // of the last text and gzip, so that each new buffer is allocated once at
 // about the right size instead of grown by doubling. The output buffers
-// themselves are always fresh: a page's bytes may still be written to a
-// slow client while the next page is encoded. An Encoder's pages may be
+// themselves are fresh or, after KeepLines, the last page's unchanged gzip,
+// never written to again: a page's bytes may still be written to a slow
+// client while the next page is encoded. An Encoder's pages may be
 // encoded concurrently.
 type Encoder struct {
 	textHint, gzHint atomic.Int64
