@@ -63,6 +63,22 @@ func benchPages(tb testing.TB, clock *fakeClock) []benchPage {
 	if err != nil {
 		tb.Fatal(err)
 	}
+	// The demo upstream of scripts/sidebyside.sh: a new page each second,
+	// so that a sidecar scraping every 100 ms reads each page ten times.
+	refreshed, err := demo.New(demo.Options{Now: clock.Now, Seed: 1, Engines: 1})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	var (
+		page []byte
+		made time.Time
+	)
+	everySecond := func() []byte {
+		if now := clock.Now(); page == nil || now.Sub(made) >= time.Second {
+			page, made = refreshed.Page(), now
+		}
+		return page
+	}
 	large := up.Page()
 	if len(large) < 500<<10 || len(large) > 800<<10 {
 		tb.Fatalf("the 16-engine page is %d bytes, want ~620 KB (16 times the ~40 KB per-engine part of the dump)", len(large))
@@ -71,6 +87,7 @@ func benchPages(tb testing.TB, clock *fakeClock) []benchPage {
 		{"v1-fixture13", static("../testdata/fixtures/13-vllm-v1-2026-nixl-pd-kserve-llmisvc-context.prom")},
 		{"v0-fixture02", static("../testdata/fixtures/02-vllm-0.4.3to0.5.0-datadog-vllm-fixture.prom")},
 		{"v1-demo1", one.Page},
+		{"v1-demo1-refresh1s", everySecond},
 		{"v1-16engines", up.Page},
 	}
 }

@@ -1,6 +1,8 @@
 package exposition
 
 import (
+	"math"
+
 	"github.com/prometheus/common/model"
 	"github.com/prometheus/prometheus/model/labels"
 )
@@ -18,6 +20,9 @@ type TextCache struct {
 	heads []cachedHead // by family index
 	lines []cachedLine // by sample index on the page
 	arena []byte       // the kept bytes, addressed by heads and lines
+	// whole: heads and lines are those of one page encoded from its
+	// start to its end, values included (see Same).
+	whole bool
 }
 
 type cachedHead struct {
@@ -29,6 +34,11 @@ type cachedHead struct {
 type cachedLine struct {
 	labels labels.Labels
 	span
+	// The value and timestamp last written after the labels, which with
+	// them fix the line's bytes.
+	value        uint64 // math.Float64bits
+	timestampMs  int64
+	hasTimestamp bool
 }
 
 type span struct{ off, n int }
@@ -45,6 +55,9 @@ func (c *TextCache) keep(b []byte, from int) span {
 // AppendTextUntil is AppendTextUntil (the same bytes) taking from c what
 // the last encoding through c wrote at the same place.
 func (c *TextCache) AppendTextUntil(b []byte, fams []Family, p TextPos, limit int) ([]byte, TextPos) {
+	if p == (TextPos{}) {
+		c.whole = false
+	}
 	for ; p.Family < len(fams); p.Family, p.Sample, p.Written = p.Family+1, 0, false {
 		f := &fams[p.Family]
 		if !p.Written {
@@ -84,6 +97,7 @@ func (c *TextCache) appendSample(b []byte, i int, s *Sample) []byte {
 	if i < len(c.lines) {
 		if l := &c.lines[i]; labels.Equal(l.labels, s.Labels) {
 			b = append(b, c.bytes(l.span)...)
+			l.value, l.timestampMs, l.hasTimestamp = math.Float64bits(s.Value), s.TimestampMs, s.HasTimestamp
 			return appendValue(b, s, false)
 		}
 	} else {
@@ -91,14 +105,45 @@ func (c *TextCache) appendSample(b []byte, i int, s *Sample) []byte {
 	}
 	from := len(b)
 	b = appendSeries(b, s)
-	c.lines[i] = cachedLine{labels: s.Labels, span: c.keep(b, from)}
+	c.lines[i] = cachedLine{labels: s.Labels, span: c.keep(b, from),
+		value: math.Float64bits(s.Value), timestampMs: s.TimestampMs, hasTimestamp: s.HasTimestamp}
 	return appendValue(b, s, false)
+}
+
+// Same reports whether fams' text is byte for byte the text c last
+// encoded whole: the same HELP and TYPE lines, label sets, values (to the
+// bit, which fixes how they are written) and timestamps, in the same
+// places. It writes nothing and changes nothing; a page compared equal
+// needs no encoding, and anything its encoding made from the last one's
+// text (its compressed bytes) is its own.
+func (c *TextCache) Same(fams []Family) bool {
+	if !c.whole || len(fams) != len(c.heads) {
+		return false
+	}
+	line := 0
+	for i := range fams {
+		f, h := &fams[i], &c.heads[i]
+		if len(f.Samples) > len(c.lines)-line || h.name != f.Name || h.help != f.Help || h.typ != f.Type {
+			return false
+		}
+		for j := range f.Samples {
+			s, l := &f.Samples[j], &c.lines[line]
+			// The values first: they are what moves between scrapes.
+			if l.value != math.Float64bits(s.Value) || l.hasTimestamp != s.HasTimestamp ||
+				s.HasTimestamp && l.timestampMs != s.TimestampMs || !labels.Equal(l.labels, s.Labels) {
+				return false
+			}
+			line++
+		}
+	}
+	return line == len(c.lines)
 }
 
 // done forgets what a page of fams families and lines samples did not
 // use, and compacts the arena once most of it is bytes nothing addresses
 // (the lines that changed since it was last compacted).
 func (c *TextCache) done(fams, lines int) {
+	c.whole = true
 	clear(c.heads[min(fams, len(c.heads)):])
 	c.heads = c.heads[:min(fams, len(c.heads))]
 	clear(c.lines[min(lines, len(c.lines)):])

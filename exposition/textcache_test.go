@@ -96,3 +96,74 @@ func cloneFamilies(fams []Family) []Family {
 func slicesDelete(fams []Family, i int) []Family {
 	return append(fams[:i:i], fams[i+1:]...)
 }
+
+// TestTextCacheSame: after a page is encoded whole, in pieces of random
+// sizes, Same holds for the same families again (copied, not the same
+// slices) and for nothing whose text differs: a value, a timestamp, a
+// label, a HELP, a TYPE moved, a sample or a family dropped or added;
+// nor before any page, nor after a page begun but not finished.
+func TestTextCacheSame(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	encode := func(c *TextCache, fams []Family, limit int) {
+		var piece []byte
+		for at := (TextPos{}); !at.Done(fams); {
+			piece, at = c.AppendTextUntil(piece[:0], fams, at, limit)
+		}
+	}
+	pages := 0
+	for _, file := range pagetest.FixturePaths(t) {
+		body, err := os.ReadFile(file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		fams, _, err := Parse(body, "text/plain; version=0.0.4", ParseOptions{})
+		if err != nil || len(fams) < 2 || len(fams[0].Samples) == 0 {
+			continue
+		}
+		name := filepath.Base(file)
+		var c TextCache
+		if c.Same(fams) {
+			t.Fatalf("%s: an empty cache is the same as the page", name)
+		}
+		encode(&c, fams, []int{1, 100, 4096, 1 << 30}[rng.IntN(4)])
+		if !c.Same(cloneFamilies(fams)) {
+			t.Fatalf("%s: the page encoded again is not the same", name)
+		}
+		last := len(fams) - 1
+		variants := map[string]func([]Family){
+			"a value moved":     func(f []Family) { f[last].Samples[len(f[last].Samples)-1].Value++ },
+			"a timestamp added": func(f []Family) { f[0].Samples[0].HasTimestamp, f[0].Samples[0].TimestampMs = true, 1 },
+			"a label changed": func(f []Family) {
+				f[0].Samples[0].Labels = labels.NewBuilder(f[0].Samples[0].Labels).Set("zz", "1").Labels()
+			},
+			"a HELP changed":      func(f []Family) { f[1].Help += "." },
+			"a TYPE changed":      func(f []Family) { f[1].Type = model.MetricTypeUnknown },
+			"a sample dropped":    func(f []Family) { f[last].Samples = f[last].Samples[:len(f[last].Samples)-1] },
+			"a sample added":      func(f []Family) { f[0].Samples = append(f[0].Samples, f[0].Samples[0]) },
+			"the last family cut": func(f []Family) { f[last].Samples = nil },
+		}
+		for what, change := range variants {
+			v := cloneFamilies(fams)
+			if what == "a timestamp added" && v[0].Samples[0].HasTimestamp {
+				v[0].Samples[0].TimestampMs++
+			}
+			change(v)
+			if bytes.Equal(AppendText(nil, v), AppendText(nil, fams)) {
+				continue // the change writes the same text (an empty family's HELP, say)
+			}
+			if c.Same(v) {
+				t.Errorf("%s, %s: the same as the page encoded", name, what)
+			}
+		}
+		if c.Same(fams[:last]) || c.Same(append(cloneFamilies(fams), fams[0])) {
+			t.Errorf("%s: a family fewer or more is the same", name)
+		}
+		if c.AppendTextUntil(nil, fams, TextPos{}, 1); c.Same(fams) {
+			t.Errorf("%s: the same after a page begun and not finished", name)
+		}
+		pages++
+	}
+	if pages == 0 {
+		t.Fatal("no fixture was encoded")
+	}
+}

@@ -275,3 +275,56 @@ func TestModelName(t *testing.T) {
 		}
 	}
 }
+
+// TestFetchPageSizes: pages that grow past the read buffers, shrink and
+// grow again, with and without a Content-Length, gzipped or not, are each
+// read exactly; once pages are small again the Fetcher holds about one
+// page, not the buffers of the largest.
+func TestFetchPageSizes(t *testing.T) {
+	fixture := realPage(t)
+	page := func(n int) []byte {
+		b := bytes.Repeat(fixture, n/len(fixture)+1)[:n]
+		b[n-1] = '\n'
+		return b
+	}
+	sizes := []int{58 << 10, 60 << 10, 100 << 10, 1 << 10, 300 << 10, 2 << 20, 58 << 10, 58 << 10, 16 << 10, 20 << 10, 58 << 10, 58 << 10}
+	var serving []byte
+	var chunked, gz bool
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		body := serving
+		if gz {
+			w.Header().Set("Content-Encoding", "gzip")
+			body = gzipped(t, serving)
+		}
+		if !chunked {
+			w.Header().Set("Content-Length", fmt.Sprint(len(body)))
+		}
+		_, _ = w.Write(body)
+	}))
+	defer srv.Close()
+	for _, mode := range []struct{ chunked, gz bool }{{false, false}, {true, false}, {false, true}} {
+		chunked, gz = mode.chunked, mode.gz
+		f, err := NewFetcher(srv.Client(), srv.URL+"/metrics", 4<<20)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, n := range sizes {
+			serving = page(n)
+			got, _, err := f.Fetch(context.Background())
+			if err != nil {
+				t.Fatalf("%+v, page %d (%d bytes): %v", mode, i, n, err)
+			}
+			if !bytes.Equal(got, serving) {
+				t.Fatalf("%+v, page %d (%d bytes): read %d bytes, not the page", mode, i, n, len(got))
+			}
+		}
+		held := cap(f.page)
+		for _, c := range f.chunks {
+			held += cap(c)
+		}
+		// Two 58 KB pages after the spike: one buffer of the page and a quarter.
+		if last := sizes[len(sizes)-1]; held > last+last/4+8<<10 {
+			t.Errorf("%+v: after %d-byte pages the Fetcher holds %d bytes in %d chunks and a %d-byte page", mode, last, held, len(f.chunks), cap(f.page))
+		}
+	}
+}

@@ -19,7 +19,7 @@ func idleGzip(t *testing.T, d time.Duration) {
 		if gzTimer != nil {
 			gzTimer.Stop()
 		}
-		gzIdle, gzTimer = nil, nil
+		gzIdle, gzTimer, gzPeak = nil, nil, 0
 	}
 	was := gzIdleFor
 	reset()
@@ -37,7 +37,9 @@ func TestCompressorReused(t *testing.T) {
 		t.Fatal("a page read right after another was compressed without state")
 	}
 	putGzip(c)
-	if got := getGzip(); got != c {
+	got := getGzip()
+	defer putGzip(got)
+	if got != c {
 		t.Error("the next page built a compressor though one was idle")
 	}
 }
@@ -99,5 +101,36 @@ func TestIdleCompressorDropped(t *testing.T) {
 			t.Fatalf("%d compressors still idle 30 s after a page was compressed, want none after %s", idle, gzIdleFor)
 		}
 		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// TestSurplusCompressorDropped: two pages compressed at once leave two
+// compressors idle; while pages are then compressed one at a time, the
+// second is dropped after gzIdleFor instead of kept (0.8 MB live) for as
+// long as pages are read.
+func TestSurplusCompressorDropped(t *testing.T) {
+	idleGzip(t, time.Second) // reads every 10 ms: all dropped only if the machine stalls for 1 s
+	putGzip(getGzip())       // a read: the next ones build BestSpeed compressors
+	a, b := getGzip(), getGzip()
+	putGzip(a)
+	putGzip(b)
+	idle := func() int {
+		gzMu.Lock()
+		defer gzMu.Unlock()
+		return len(gzIdle)
+	}
+	if n := idle(); n != 2 {
+		t.Fatalf("%d compressors idle after two were used at once, want 2", n)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for idle() > 1 {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d compressors idle while one at a time was used for 30 s, want 1 after %s", idle(), gzIdleFor)
+		}
+		putGzip(getGzip())
+		time.Sleep(10 * time.Millisecond)
+	}
+	if n := idle(); n != 1 {
+		t.Errorf("%d compressors idle while pages are read one at a time, want 1", n)
 	}
 }

@@ -50,40 +50,54 @@ type Page struct {
 // Encoder holds what encoding pages reuses from one to the next: the size
 // of the last text and gzip, so that each new buffer is allocated once at
 // about the right size instead of grown by doubling. The output buffers
-// themselves are always fresh: a page's bytes may still be written to a
-// slow client while the next page is encoded. An Encoder's pages may be
+// themselves are fresh or, after KeepLines, the last page's unchanged gzip,
+// never written to again: a page's bytes may still be written to a slow
+// client while the next page is encoded. An Encoder's pages may be
 // encoded concurrently.
 type Encoder struct {
 	textHint, gzHint atomic.Int64
-	// lines, after KeepLines, is the text of the last page's HELP, TYPE
-	// and series, taken by one encoding at a time (nil while taken: a
-	// page encoded beside it encodes in full).
-	lines atomic.Pointer[exposition.TextCache]
+	// lines, after KeepLines, is what the last page's encoding kept, taken
+	// by one encoding at a time (nil while taken: a page encoded beside it
+	// encodes in full).
+	lines atomic.Pointer[kept]
+}
+
+// kept is what an Encoder keeps of its last page for the next: its text
+// but the values, and its compressed bytes.
+type kept struct {
+	lines exposition.TextCache
+	// gz is the gzip page of the text lines holds (lines.Same), with its
+	// Content-Length; nil when not known. A page whose text is that one's
+	// is served these bytes without being encoded or compressed.
+	gz    []byte
+	gzLen []string
 }
 
 // KeepLines makes e keep its pages' lines but their values from one page
 // to the next, for pages built from the same label sets every scrape (the
-// views): their text is then mostly copied. It costs about the text of a
-// page of memory; a page read seldom gains nothing from it.
+// views): their text is then mostly copied, and a page whose text is the
+// last one's is served the last one's gzip bytes. It costs about the text
+// of a page of memory; a page read seldom gains nothing from it.
 func (e *Encoder) KeepLines() {
-	e.lines.Store(new(exposition.TextCache))
+	e.lines.Store(new(kept))
 }
 
-// appendText is exposition.AppendTextUntil, through c when not nil.
-func appendText(c *exposition.TextCache, b []byte, fams []exposition.Family, at exposition.TextPos, limit int) ([]byte, exposition.TextPos) {
-	if c == nil {
+// appendText is exposition.AppendTextUntil, through k's lines when k is
+// not nil.
+func appendText(k *kept, b []byte, fams []exposition.Family, at exposition.TextPos, limit int) ([]byte, exposition.TextPos) {
+	if k == nil {
 		return exposition.AppendTextUntil(b, fams, at, limit)
 	}
-	return c.AppendTextUntil(b, fams, at, limit)
+	return k.lines.AppendTextUntil(b, fams, at, limit)
 }
 
-// takeLines takes e's kept lines, nil when it has none or another
-// encoding holds them; putLines gives them back.
-func (e *Encoder) takeLines() *exposition.TextCache { return e.lines.Swap(nil) }
+// takeLines takes what e keeps, nil when it keeps nothing or another
+// encoding holds it; putLines gives it back.
+func (e *Encoder) takeLines() *kept { return e.lines.Swap(nil) }
 
-func (e *Encoder) putLines(c *exposition.TextCache) {
-	if c != nil {
-		e.lines.Store(c)
+func (e *Encoder) putLines(k *kept) {
+	if k != nil {
+		e.lines.Store(k)
 	}
 }
 
@@ -103,12 +117,16 @@ type compressor struct {
 // meant building a compressor again every few scrapes (a sixth of all the
 // bytes a scrape allocated). Nor kept forever: one idle for gzIdleFor is
 // dropped, so that a page read every 15 s does not hold 0.8 MB live, which
-// the GC's goal doubles in RSS.
+// the GC's goal doubles in RSS; and no more are kept than were in use at
+// once over the last gzIdleFor, so that two reads that met once do not
+// keep a second compressor for as long as pages are read.
 var (
 	gzMu    sync.Mutex
 	gzIdle  []*compressor
 	gzTimer *time.Timer // drops the idle compressors; nil when none is idle
 	gzUsed  time.Time   // when a compressor was last put back
+	gzBusy  int         // compressors in use
+	gzPeak  int         // the most in use at once since the timer last looked
 )
 
 // maxIdleGzip bounds gzIdle after a burst of concurrent first reads.
@@ -127,6 +145,8 @@ const chunkSize = 32 << 10
 func getGzip() *compressor {
 	gzMu.Lock()
 	defer gzMu.Unlock()
+	gzBusy++
+	gzPeak = max(gzPeak, gzBusy)
 	if n := len(gzIdle); n > 0 {
 		c := gzIdle[n-1]
 		gzIdle = gzIdle[:n-1]
@@ -150,6 +170,7 @@ func getGzip() *compressor {
 func putGzip(c *compressor) {
 	gzMu.Lock()
 	defer gzMu.Unlock()
+	gzBusy--
 	gzUsed = time.Now()
 	if c.stateless {
 		return // the next read within gzIdleFor builds a BestSpeed one
@@ -163,11 +184,17 @@ func putGzip(c *compressor) {
 }
 
 // dropIdleGzip drops the idle compressors if none was put back for
-// gzIdleFor, else looks again when that will be so.
+// gzIdleFor, else those beyond the most in use at once since it last
+// looked, and looks again when gzIdleFor will have passed.
 func dropIdleGzip() {
 	gzMu.Lock()
 	defer gzMu.Unlock()
 	if wait := gzIdleFor - time.Since(gzUsed); wait > 0 {
+		if len(gzIdle) > gzPeak {
+			clear(gzIdle[gzPeak:])
+			gzIdle = gzIdle[:gzPeak]
+		}
+		gzPeak = gzBusy
 		gzTimer.Reset(wait)
 		return
 	}
@@ -197,9 +224,12 @@ func (p *Page) Families() []exposition.Family {
 // encode encodes the text page now, if it is not yet.
 func (p *Page) encode() {
 	p.textOnce.Do(func() {
-		c := p.enc.takeLines()
-		defer p.enc.putLines(c)
-		p.text, _ = appendText(c, make([]byte, 0, p.enc.textHint.Load()), p.Families(), exposition.TextPos{}, math.MaxInt)
+		k := p.enc.takeLines()
+		defer p.enc.putLines(k)
+		if k != nil {
+			k.gz, k.gzLen = nil, nil // the lines are this page's now; Gzipped finds them the same
+		}
+		p.text, _ = appendText(k, make([]byte, 0, p.enc.textHint.Load()), p.Families(), exposition.TextPos{}, math.MaxInt)
 		p.enc.textHint.Store(int64(len(p.text) + len(p.text)/16 + 512))
 		p.textLen = []string{strconv.Itoa(len(p.text))}
 		p.textDone.Store(true)
@@ -212,30 +242,47 @@ func (p *Page) Text() []byte {
 	return p.text
 }
 
-// Gzipped returns the compressed text page, compressing it on first use.
+// Gzipped returns the compressed text page, compressing it on first use:
+// the last page's bytes, unchanged, when its Encoder keeps lines and the
+// text is the last page's (a view between two scrapes of an unchanged
+// upstream, or of an idle server).
 func (p *Page) Gzipped() ([]byte, []string) {
 	p.gzOnce.Do(func() {
+		fams := p.Families()
+		k := p.enc.takeLines()
+		defer p.enc.putLines(k)
+		if k != nil && k.gz != nil && k.lines.Same(fams) {
+			p.textGz, p.textGzLen = k.gz, k.gzLen
+			return
+		}
+		through := false // encoded through k's lines, which now hold this page
 		p.textGz = compress(p.enc.gzHint.Load(), func(c *compressor) {
 			if p.textDone.Load() {
 				_, _ = c.gz.Write(p.text)
 				return
 			}
-			p.gzText(c)
+			p.gzText(c, k)
+			through = k != nil
 		})
 		p.enc.gzHint.Store(int64(len(p.textGz) + len(p.textGz)/8 + 512))
 		p.textGzLen = []string{strconv.Itoa(len(p.textGz))}
+		if k != nil {
+			k.gz, k.gzLen = nil, nil
+			if through || k.lines.Same(fams) {
+				k.gz, k.gzLen = p.textGz, p.textGzLen
+			}
+		}
 	})
 	return p.textGz, p.textGzLen
 }
 
 // gzText encodes the text page into c's chunk, chunkSize bytes at a
-// time however large its families, handing each chunk to the compressor.
-func (p *Page) gzText(c *compressor) {
+// time however large its families, through k's lines when k is not nil,
+// handing each chunk to the compressor.
+func (p *Page) gzText(c *compressor, k *kept) {
 	fams, n := p.Families(), 0
-	lines := p.enc.takeLines()
-	defer p.enc.putLines(lines)
 	for at := (exposition.TextPos{}); !at.Done(fams); {
-		c.chunk, at = appendText(lines, c.chunk[:0], fams, at, chunkSize)
+		c.chunk, at = appendText(k, c.chunk[:0], fams, at, chunkSize)
 		_, _ = c.gz.Write(c.chunk)
 		n += len(c.chunk)
 	}

@@ -301,3 +301,62 @@ func TestKeptLinesServeWhatAFreshEncoderServes(t *testing.T) {
 		}
 	}
 }
+
+// TestUnchangedPageServedLastGzip: a kept-lines Encoder's page whose text
+// is the last page's is served the last page's gzip bytes (the same
+// slice: nothing encoded or compressed); a page whose text differs, by a
+// value or a label, is compressed afresh; every body decompresses to what
+// a fresh encoder writes. A page read as text first is compressed from
+// its text, and the next page like it reuses that. Without KeepLines
+// nothing is reused.
+func TestUnchangedPageServedLastGzip(t *testing.T) {
+	base := page13(t)
+	page := func(moved float64, label string) []exposition.Family {
+		fams := slices.Clone(base)
+		for i := range fams {
+			fams[i].Samples = slices.Clone(fams[i].Samples)
+		}
+		fams[len(fams)-1].Samples[0].Value += moved
+		if label != "" {
+			s := &fams[1].Samples[0]
+			s.Labels = labels.NewBuilder(s.Labels).Set("zz", label).Labels()
+		}
+		return fams
+	}
+	var enc serve.Encoder
+	enc.KeepLines()
+	var last []byte
+	read := func(what string, fams []exposition.Family, textFirst, reused bool) {
+		t.Helper()
+		p := enc.Prepare(fams, nil)
+		if textFirst {
+			p.Text()
+		}
+		gz, n := p.Gzipped()
+		var fresh serve.Encoder
+		if want := fresh.Prepare(fams, nil).Text(); !bytes.Equal(gunzip(t, gz), want) {
+			t.Fatalf("%s: the gzip body is not the page's text", what)
+		}
+		if n[0] != strconv.Itoa(len(gz)) {
+			t.Errorf("%s: Content-Length %s for %d bytes", what, n[0], len(gz))
+		}
+		if got := last != nil && &gz[0] == &last[0]; got != reused {
+			t.Errorf("%s: the last page's gzip bytes served: %v, want %v", what, got, reused)
+		}
+		last = gz
+	}
+	read("the first page", page(0, ""), false, false)
+	read("the same page", page(0, ""), false, true)
+	read("the same page again", page(0, ""), false, true)
+	read("a value moved", page(1, ""), false, false)
+	read("a label changed", page(1, "a"), false, false)
+	read("the same, read as text first", page(1, "a"), true, false)
+	read("the same after", page(1, "a"), false, true)
+	read("a label back", page(1, ""), false, false)
+
+	var plain serve.Encoder
+	a, _ := plain.Prepare(page(0, ""), nil).Gzipped()
+	if b, _ := plain.Prepare(page(0, ""), nil).Gzipped(); &a[0] == &b[0] {
+		t.Error("an Encoder without KeepLines reused a page's gzip bytes")
+	}
+}
