@@ -150,6 +150,49 @@ func TestPageSaysAnUnnamedFreeze(t *testing.T) {
 	}
 }
 
+// TestQueueLeadsItsSymptom: TTFT shown only at the undivided level counts
+// as shown where queueing moved at the strict level with its queue time
+// alone (1 + m)² times the baseline's TTFT p90, as a traffic cause leads
+// its symptom: the waiting requests' own evidence has done the search
+// among the signals (the bursty simulator, seed 4: requests waited at p <
+// 0.0001 while the TTFT test, widened by the pod's bursts, read p =
+// 0.04-0.13 at a true 2.2-2.4x). A queue time 1.3 times it leads nothing,
+// nor does the queue with no TTFT rise at the undivided level. Fails on
+// the code before: the queue led its symptom only on the probation after
+// an overload.
+func TestQueueLeadsItsSymptom(t *testing.T) {
+	const m = 0.25
+	for _, c := range []struct {
+		name      string
+		queueTime float64 // s, against the baseline's TTFT p90 of 1 s
+		ttft      bool    // shown at the undivided level
+		want      bool
+	}{
+		{"queue time 2 s, TTFT at the undivided level", 2, true, true},
+		{"queue time 0.3 s, TTFT at the undivided level", 0.3, true, false},
+		{"queue time 2 s, no symptom", 2, false, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			recent, base := nanStats(), nanStats()
+			base.v[sTTFT] = 1
+			var strict evaluation
+			strict.enough = true
+			for i := range strict.change {
+				strict.change[i] = ChangeFlat
+			}
+			strict.change[sWaiting] = ChangeUp
+			strict.inflowQueueUp, strict.queueTimeUp, strict.inflowQueueShare, strict.queueShare = true, true, 1, m
+			strict.queueTime, strict.inflowQueue = c.queueTime, 5
+			lenient := strict
+			lenient.symptoms[yTTFT] = c.ttft
+			strict.ledBy(&lenient, &recent, &base, m)
+			if strict.symptoms[yTTFT] != c.want || strict.symptoms[yITL] {
+				t.Errorf("ttft_up %v, itl_up %v; want %v, false", strict.symptoms[yTTFT], strict.symptoms[yITL], c.want)
+			}
+		})
+	}
+}
+
 // TestQueueHoldNeedsStrongWaiting: a named overload whose latency is back
 // (no symptom at the undivided level) is held by its queue only while the
 // waiting requests' rise is significant at the level a symptom is named
