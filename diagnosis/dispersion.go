@@ -1,12 +1,16 @@
 package diagnosis
 
 import (
+	"cmp"
 	"math"
+	"slices"
+	"sort"
 	"sync"
+	"unsafe"
 )
 
 // subWindowsPool holds the sub-windows' buffers between evaluations.
-var subWindowsPool = sync.Pool{New: func() any { return new([]subWindow) }}
+var subWindowsPool = sync.Pool{New: func() any { return new(subWindowsBuf) }}
 
 // The tests of signals.go assume independent events: Poisson counts,
 // binomial shares, Welch with n = requests. Real traffic comes in
@@ -84,31 +88,56 @@ func dispersions(tr *track, from, a *point, w int64, base *stats) int {
 	// Sub-windows aligned on the baseline's end, from the coarse ring's
 	// points (the nearest at or before each bound); those the scrapes did
 	// not cover are left out.
-	buf := subWindowsPool.Get().(*[]subWindow)
+	buf := subWindowsPool.Get().(*subWindowsBuf)
 	defer subWindowsPool.Put(buf)
-	subs := (*buf)[:0]
-	// the newest coarse point at or before each bound, walking forward
-	atOrBefore := tr.coarse.walk().atOrBefore
-	prev := atOrBefore(a.t - int64(k)*w)
-	if prev == nil || prev.t < from.t {
-		prev = from
+	subs, ends := buf.subs[:0], buf.ends[:0]
+	r := &tr.coarse
+	// the newest coarse point at or before cut, -1 if none
+	atOrBefore := func(cut int64) int {
+		return sort.Search(len(r.pts), func(i int) bool { return r.pts[i] > cut }) - 1
+	}
+	// Each sub-window's ends, as indexes of the coarse ring (fromEnd: from,
+	// aEnd: a); prev is where the next one starts.
+	prev, prevT := atOrBefore(a.t-int64(k)*w), from.t
+	if prev < 0 || r.pts[prev] < from.t {
+		prev = fromEnd
+	} else {
+		prevT = r.pts[prev]
 	}
 	for j := k - 1; j >= 0; j-- {
-		end := a
+		end, endT := aEnd, a.t
 		if j > 0 {
-			end = atOrBefore(a.t - int64(j)*w)
+			if end = atOrBefore(a.t - int64(j)*w); end < 0 {
+				continue
+			}
+			endT = r.pts[end]
 		}
-		if end == nil || end.t <= prev.t {
+		if endT <= prevT {
 			continue
 		}
-		if float64(tr.unobserved(prev.t, end.t)) <= MaxUnobserved*float64(end.t-prev.t) {
-			if sw, ok := subWindowOf(tr, prev, end, base); ok {
-				subs = append(subs, sw)
-			}
+		if float64(tr.unobserved(prevT, endT)) <= MaxUnobserved*float64(endT-prevT) {
+			ends = append(ends, [2]int{prev, end})
 		}
-		prev = end
+		prev, prevT = end, endT
 	}
-	*buf = subs
+	q := [2]float64{base.v[sTTFT], base.v[sITL]}
+	fromB, aB := boundOf(tr, from, [2]bool{}, q), boundOf(tr, a, [2]bool{}, q)
+	bs := tr.memo.bounds(tr, ends, q, buf.bounds[:0])
+	at := func(i int) *bound {
+		switch i {
+		case fromEnd:
+			return &fromB
+		case aEnd:
+			return &aB
+		}
+		return bs.at(r.pts[i])
+	}
+	for _, e := range ends {
+		if sw, ok := subWindowOf(tr, at(e[0]), at(e[1]), base); ok {
+			subs = append(subs, sw)
+		}
+	}
+	buf.subs, buf.ends, buf.bounds = subs, ends, bs
 	if len(subs) < MinDispersionWindows {
 		return len(subs)
 	}
@@ -119,20 +148,172 @@ func dispersions(tr *track, from, a *point, w int64, base *stats) int {
 	return len(subs)
 }
 
+// Ends of a sub-window that are not points of the coarse ring.
+const (
+	fromEnd = -1 - iota // the baseline's start
+	aEnd                // the baseline's end
+)
+
+// subWindowsBuf holds an evaluation's sub-windows and their ends.
+type subWindowsBuf struct {
+	subs   []subWindow
+	ends   [][2]int
+	bounds []bound
+}
+
+// bound is what the dispersion estimates read of a sub-window's end: the
+// point's time and scalars, and for TTFT and ITL the three cumulative
+// counts countAbove reads at the baseline's p90 (aboveIn): below the
+// bucket that holds it, in that bucket, and in all.
+type bound struct {
+	t        int64
+	c        [numCounters]float64
+	gsum, gn [numGauges]float64
+	// bucket is stopBucket's for the threshold; -1 where the point has no
+	// such histogram (or one of other bounds)
+	bucket         [2]int32
+	below, in, all [2]float64
+}
+
+// boundOf reads p as a sub-window's end at the thresholds q, its TTFT
+// (ITL) histogram read as absent where skip[0] (skip[1]).
+func boundOf(tr *track, p *point, skip [2]bool, q [2]float64) bound {
+	b := bound{t: p.t, c: p.c, gsum: p.gsum, gn: p.gn}
+	for j, w := range [2]int{hTTFT, hITL} {
+		bounds, h := tr.bounds[w], p.h[w]
+		b.bucket[j] = -1
+		if skip[j] || len(h) != len(bounds) || len(bounds) == 0 {
+			continue
+		}
+		i := stopBucket(bounds, q[j])
+		b.bucket[j], b.all[j] = int32(i), h[len(h)-1]
+		if i > 0 {
+			b.below[j] = h[i-1]
+		}
+		if i < len(h) {
+			b.in[j] = h[i]
+		}
+	}
+	return b
+}
+
+// fits says whether b was read at thresholds in the buckets of q.
+func (b *bound) fits(tr *track, q [2]float64) bool {
+	for j, w := range [2]int{hTTFT, hITL} {
+		if b.bucket[j] >= 0 && int(b.bucket[j]) != stopBucket(tr.bounds[w], q[j]) {
+			return false
+		}
+	}
+	return true
+}
+
+// walkMemo keeps the sub-windows' ends read from the coarse ring, oldest
+// first, for the next evaluation: they are the same coarse points for
+// coarse res / interval scrapes (30 at the defaults and 1 s), and reading
+// them again decoded the whole baseline every scrape (a tenth of a
+// scrape's CPU, docs/performance.md). A kept end holds while its point
+// does: not the newest (which a later observation replaces), its
+// histograms' bounds unchanged (the ring's dropped count), its bucket that
+// of the threshold.
+type walkMemo struct {
+	dropped uint32
+	pts     []bound
+}
+
+// keptEnds are the coarse ring's ends an evaluation reads, by time.
+type keptEnds []bound
+
+// at returns the end at time t.
+func (k keptEnds) at(t int64) *bound {
+	i, _ := slices.BinarySearchFunc(k, t, func(b bound, t int64) int { return cmp.Compare(b.t, t) })
+	return &k[i]
+}
+
+// bounds appends to out the coarse ring's points that ends names, oldest
+// first, read at the thresholds q: kept from an evaluation before where
+// they hold, decoded otherwise (from the ring's cursor when every one
+// missing lies after it); and keeps them for the next.
+func (m *walkMemo) bounds(tr *track, ends [][2]int, q [2]float64, out []bound) keptEnds {
+	r := &tr.coarse
+	if m.dropped != r.dropped {
+		m.pts, m.dropped = m.pts[:0], r.dropped
+	}
+	var wk *walker
+	k := 0 // m.pts before k are older than the end looked for
+	last := int64(math.MinInt64)
+	for _, e := range ends {
+		for _, i := range e {
+			if i < 0 || r.pts[i] <= last {
+				continue
+			}
+			t := r.pts[i]
+			last = t
+			for k < len(m.pts) && m.pts[k].t < t {
+				k++
+			}
+			if k < len(m.pts) && m.pts[k].t == t && m.pts[k].fits(tr, q) {
+				out = append(out, m.pts[k])
+				continue
+			}
+			if wk == nil {
+				wk = r.walkFrom(i)
+			}
+			p := wk.to(i)
+			out = append(out, boundOf(tr, p, [2]bool{i < r.hFrom[hTTFT], i < r.hFrom[hITL]}, q))
+		}
+	}
+	m.keep(r, out)
+	return out
+}
+
+// keep makes the memo the ends read, but the newest point of the ring
+// (a later observation replaces it), after those kept older than the
+// first (a longer baseline's, at the same alignment), when that pays:
+// the ends of a model whose points encode in fewer bytes than the memo
+// would take cost little to decode, and the memo would more than double
+// what such a model keeps.
+func (m *walkMemo) keep(r *ring, ends []bound) {
+	if len(ends) == 0 {
+		return
+	}
+	if len(r.pts) > 0 && ends[len(ends)-1].t == r.pts[len(r.pts)-1] {
+		ends = ends[:len(ends)-1]
+	}
+	// the kept ones the ring still has, older than the first read
+	lo, hi := 0, 0
+	for lo < len(m.pts) && len(r.pts) > 0 && m.pts[lo].t < r.pts[0] {
+		lo++
+	}
+	hi = lo
+	for hi < len(m.pts) && len(ends) > 0 && m.pts[hi].t < ends[0].t {
+		hi++
+	}
+	n := hi - lo + len(ends)
+	if uintptr(len(r.enc)) < uintptr(n)*unsafe.Sizeof(bound{}) {
+		m.pts = nil
+		return
+	}
+	kept := copy(m.pts, m.pts[lo:hi])
+	m.pts = append(m.pts[:kept], ends...)
+}
+
 // subWindowOf reads the counts of the sub-window from a to b.
-func subWindowOf(tr *track, a, b *point, base *stats) (subWindow, bool) {
+func subWindowOf(tr *track, a, b *bound, base *stats) (subWindow, bool) {
 	sw := subWindow{seconds: float64(b.t-a.t) / nanosPerSecond}
 	for c := range sw.c {
-		sw.c[c] = inc(a, b, c)
+		// inc's
+		if sw.c[c] = b.c[c] - a.c[c]; sw.c[c] < 0 {
+			sw.c[c] = math.NaN()
+		}
 	}
 	for g := range sw.gsum {
 		sw.gsum[g], sw.gn[g] = b.gsum[g]-a.gsum[g], b.gn[g]-a.gn[g]
 	}
 	sw.started = math.NaN()
 	for j, h := range [2]int{hTTFT, hITL} {
-		bounds, ha, hb := tr.bounds[h], a.h[h], b.h[h]
+		bounds := tr.bounds[h]
 		sw.k[j], sw.n[j], sw.obs[j] = math.NaN(), math.NaN(), math.NaN()
-		if len(ha) != len(bounds) || len(hb) != len(bounds) || len(bounds) == 0 {
+		if a.bucket[j] < 0 || b.bucket[j] < 0 {
 			continue
 		}
 		// countAbove is linear in the counts: the count above q in the
@@ -141,9 +322,10 @@ func subWindowOf(tr *track, a, b *point, base *stats) (subWindow, bool) {
 		if j == 1 {
 			q = base.v[sITL]
 		}
-		sw.n[j] = hb[len(hb)-1] - ha[len(ha)-1]
+		sw.n[j] = b.all[j] - a.all[j]
 		sw.obs[j] = sw.n[j]
-		sw.k[j] = countAbove(bounds, hb, q) - countAbove(bounds, ha, q)
+		sw.k[j] = aboveIn(bounds, int(b.bucket[j]), b.below[j], b.in[j], b.all[j], q) -
+			aboveIn(bounds, int(a.bucket[j]), a.below[j], a.in[j], a.all[j], q)
 		if j == 0 {
 			sw.started = sw.n[0]
 		}
