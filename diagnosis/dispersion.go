@@ -167,7 +167,7 @@ type subWindowsBuf struct {
 // bucket that holds it, in that bucket, and in all.
 type bound struct {
 	t        int64
-	c        [numCounters]float64
+	c        [len(endCounters)]float64
 	gsum, gn [numGauges]float64
 	// bucket is stopBucket's for the threshold; -1 where the point has no
 	// such histogram (or one of other bounds)
@@ -175,10 +175,18 @@ type bound struct {
 	below, in, all [2]float64
 }
 
+// endCounters are the counters the sub-windows' measures read (measure's
+// get and term): an end keeps those alone, the others read as NaN.
+var endCounters = [...]int{cPreemptions, cPrefixQueries, cPrefixHits, cPromptTokens, cGenerationTokens,
+	cPromptLenSum, cPromptLenCount, cGenLenSum, cGenLenCount, cFinished, cTTFTSum, cITLSum}
+
 // boundOf reads p as a sub-window's end at the thresholds q, its TTFT
 // (ITL) histogram read as absent where skip[0] (skip[1]).
 func boundOf(tr *track, p *point, skip [2]bool, q [2]float64) bound {
-	b := bound{t: p.t, c: p.c, gsum: p.gsum, gn: p.gn}
+	b := bound{t: p.t, gsum: p.gsum, gn: p.gn}
+	for k, c := range endCounters {
+		b.c[k] = p.c[c]
+	}
 	for j, w := range [2]int{hTTFT, hITL} {
 		bounds, h := tr.bounds[w], p.h[w]
 		b.bucket[j] = -1
@@ -293,6 +301,11 @@ func (m *walkMemo) keep(r *ring, ends []bound) {
 		m.pts = nil
 		return
 	}
+	if cap(m.pts) < n {
+		// as many as needed: append's growth would keep half as many more
+		m.pts = append(append(make([]bound, 0, n), m.pts[lo:hi]...), ends...)
+		return
+	}
 	kept := copy(m.pts, m.pts[lo:hi])
 	m.pts = append(m.pts[:kept], ends...)
 }
@@ -301,8 +314,11 @@ func (m *walkMemo) keep(r *ring, ends []bound) {
 func subWindowOf(tr *track, a, b *bound, base *stats) (subWindow, bool) {
 	sw := subWindow{seconds: float64(b.t-a.t) / nanosPerSecond}
 	for c := range sw.c {
+		sw.c[c] = math.NaN()
+	}
+	for k, c := range endCounters {
 		// inc's
-		if sw.c[c] = b.c[c] - a.c[c]; sw.c[c] < 0 {
+		if sw.c[c] = b.c[k] - a.c[k]; sw.c[c] < 0 {
 			sw.c[c] = math.NaN()
 		}
 	}
