@@ -120,9 +120,14 @@ func dispersions(tr *track, from, a *point, w int64, base *stats) int {
 		}
 		prev, prevT = end, endT
 	}
-	q := [2]float64{base.v[sTTFT], base.v[sITL]}
-	fromB, aB := boundOf(tr, from, [2]bool{}, q), boundOf(tr, a, [2]bool{}, q)
-	bs := tr.memo.bounds(tr, ends, q, buf.bounds[:0])
+	// the buckets the share above the baseline's p90 is interpolated in
+	var stop [2]int
+	for j, h := range [2]int{hTTFT, hITL} {
+		stop[j] = stopBucket(tr.bounds[h], base.v[signalOfHist(j)])
+	}
+	lo := tr.memo.window(&tr.coarse, stop)
+	fromB, aB := boundOf(tr, from, [2]bool{}, lo), boundOf(tr, a, [2]bool{}, lo)
+	bs := tr.memo.bounds(tr, ends, lo, buf.bounds[:0])
 	at := func(i int) *bound {
 		switch i {
 		case fromEnd:
@@ -133,7 +138,7 @@ func dispersions(tr *track, from, a *point, w int64, base *stats) int {
 		return bs.at(r.pts[i])
 	}
 	for _, e := range ends {
-		if sw, ok := subWindowOf(tr, at(e[0]), at(e[1]), base); ok {
+		if sw, ok := subWindowOf(tr, at(e[0]), at(e[1]), base, stop, lo); ok {
 			subs = append(subs, sw)
 		}
 	}
@@ -162,57 +167,61 @@ type subWindowsBuf struct {
 }
 
 // bound is what the dispersion estimates read of a sub-window's end: the
-// point's time and scalars, and for TTFT and ITL the three cumulative
-// counts countAbove reads at the baseline's p90 (aboveIn): below the
-// bucket that holds it, in that bucket, and in all.
+// point's time, gauges and the counters they read, and for TTFT and ITL
+// the cumulative counts of three buckets around the one the baseline's p90
+// lies in (the walkMemo's window), from which countAbove's three counts
+// are read (aboveIn), and of all.
 type bound struct {
 	t        int64
 	c        [len(endCounters)]float64
 	gsum, gn [numGauges]float64
-	// bucket is stopBucket's for the threshold; -1 where the point has no
-	// such histogram (or one of other bounds)
-	bucket         [2]int32
-	below, in, all [2]float64
+	// h[j][x] is bucket lo[j]+x's count, 0 outside the histogram
+	h [2][windowBuckets]float64
+	// all is NaN where the point has no such histogram (or one of other
+	// bounds): a count is never NaN (validHistogram)
+	all [2]float64
 }
+
+// windowBuckets is how many buckets' counts an end keeps of each
+// histogram: two adjacent thresholds' (the rolling baseline's p90 and the
+// incident-free stretch's fell in neighbouring buckets on the demo, one
+// evaluation after the other).
+const windowBuckets = 3
 
 // endCounters are the counters the sub-windows' measures read (measure's
 // get and term): an end keeps those alone, the others read as NaN.
 var endCounters = [...]int{cPreemptions, cPrefixQueries, cPrefixHits, cPromptTokens, cGenerationTokens,
 	cPromptLenSum, cPromptLenCount, cGenLenSum, cGenLenCount, cFinished, cTTFTSum, cITLSum}
 
-// boundOf reads p as a sub-window's end at the thresholds q, its TTFT
-// (ITL) histogram read as absent where skip[0] (skip[1]).
-func boundOf(tr *track, p *point, skip [2]bool, q [2]float64) bound {
+// signalOfHist is the 90th percentile's signal of TTFT (j 0) or ITL (1).
+func signalOfHist(j int) int {
+	if j == 1 {
+		return sITL
+	}
+	return sTTFT
+}
+
+// boundOf reads p as a sub-window's end with the buckets from lo, its
+// TTFT (ITL) histogram read as absent where skip[0] (skip[1]).
+func boundOf(tr *track, p *point, skip [2]bool, lo [2]int) bound {
 	b := bound{t: p.t, gsum: p.gsum, gn: p.gn}
 	for k, c := range endCounters {
 		b.c[k] = p.c[c]
 	}
 	for j, w := range [2]int{hTTFT, hITL} {
 		bounds, h := tr.bounds[w], p.h[w]
-		b.bucket[j] = -1
+		b.all[j] = math.NaN()
 		if skip[j] || len(h) != len(bounds) || len(bounds) == 0 {
 			continue
 		}
-		i := stopBucket(bounds, q[j])
-		b.bucket[j], b.all[j] = int32(i), h[len(h)-1]
-		if i > 0 {
-			b.below[j] = h[i-1]
-		}
-		if i < len(h) {
-			b.in[j] = h[i]
+		b.all[j] = h[len(h)-1]
+		for x := range windowBuckets {
+			if i := lo[j] + x; i >= 0 && i < len(h) {
+				b.h[j][x] = h[i]
+			}
 		}
 	}
 	return b
-}
-
-// fits says whether b was read at thresholds in the buckets of q.
-func (b *bound) fits(tr *track, q [2]float64) bool {
-	for j, w := range [2]int{hTTFT, hITL} {
-		if b.bucket[j] >= 0 && int(b.bucket[j]) != stopBucket(tr.bounds[w], q[j]) {
-			return false
-		}
-	}
-	return true
 }
 
 // walkMemo keeps the sub-windows' ends read from the coarse ring, oldest
@@ -221,11 +230,33 @@ func (b *bound) fits(tr *track, q [2]float64) bool {
 // them again decoded the whole baseline every scrape (a tenth of a
 // scrape's CPU, docs/performance.md). A kept end holds while its point
 // does: not the newest (which a later observation replaces), its
-// histograms' bounds unchanged (the ring's dropped count), its bucket that
-// of the threshold.
+// histograms' bounds unchanged (the ring's dropped count), and while the
+// thresholds lie in buckets its window holds.
 type walkMemo struct {
 	dropped uint32
-	pts     []bound
+	// lo is the first bucket of the ends' window of each histogram
+	lo  [2]int
+	pts []bound
+}
+
+// window returns the first bucket of the window of each histogram that
+// holds the counts countAbove reads at thresholds in buckets stop (the one
+// below too), moving it, and dropping the ends kept, where it does not.
+func (m *walkMemo) window(r *ring, stop [2]int) [2]int {
+	if m.dropped != r.dropped {
+		m.pts, m.dropped = m.pts[:0], r.dropped
+	}
+	for j, i := range stop {
+		switch {
+		case len(m.pts) == 0:
+			m.lo[j] = i - 1 // i and the one above
+		case i-1 < m.lo[j]:
+			m.lo[j], m.pts = i-1, m.pts[:0] // i and the one above
+		case i > m.lo[j]+windowBuckets-1:
+			m.lo[j], m.pts = i-windowBuckets+1, m.pts[:0] // i and the one below
+		}
+	}
+	return m.lo
 }
 
 // keptEnds are the coarse ring's ends an evaluation reads, by time.
@@ -238,14 +269,12 @@ func (k keptEnds) at(t int64) *bound {
 }
 
 // bounds appends to out the coarse ring's points that ends names, oldest
-// first, read at the thresholds q: kept from an evaluation before where
-// they hold, decoded otherwise (from the ring's cursor when every one
-// missing lies after it); and keeps them for the next.
-func (m *walkMemo) bounds(tr *track, ends [][2]int, q [2]float64, out []bound) keptEnds {
+// first, read with the window from lo (the memo's): kept from an
+// evaluation before where they are, decoded otherwise (from the ring's
+// cursor when every one missing lies after it); and keeps them for the
+// next.
+func (m *walkMemo) bounds(tr *track, ends [][2]int, lo [2]int, out []bound) keptEnds {
 	r := &tr.coarse
-	if m.dropped != r.dropped {
-		m.pts, m.dropped = m.pts[:0], r.dropped
-	}
 	var wk *walker
 	k := 0 // m.pts before k are older than the end looked for
 	last := int64(math.MinInt64)
@@ -259,7 +288,7 @@ func (m *walkMemo) bounds(tr *track, ends [][2]int, q [2]float64, out []bound) k
 			for k < len(m.pts) && m.pts[k].t < t {
 				k++
 			}
-			if k < len(m.pts) && m.pts[k].t == t && m.pts[k].fits(tr, q) {
+			if k < len(m.pts) && m.pts[k].t == t {
 				out = append(out, m.pts[k])
 				continue
 			}
@@ -267,7 +296,7 @@ func (m *walkMemo) bounds(tr *track, ends [][2]int, q [2]float64, out []bound) k
 				wk = r.walkFrom(i)
 			}
 			p := wk.to(i)
-			out = append(out, boundOf(tr, p, [2]bool{i < r.hFrom[hTTFT], i < r.hFrom[hITL]}, q))
+			out = append(out, boundOf(tr, p, [2]bool{i < r.hFrom[hTTFT], i < r.hFrom[hITL]}, lo))
 		}
 	}
 	m.keep(r, out)
@@ -310,8 +339,9 @@ func (m *walkMemo) keep(r *ring, ends []bound) {
 	m.pts = append(m.pts[:kept], ends...)
 }
 
-// subWindowOf reads the counts of the sub-window from a to b.
-func subWindowOf(tr *track, a, b *bound, base *stats) (subWindow, bool) {
+// subWindowOf reads the counts of the sub-window from a to b, the share
+// above the baseline's p90 in buckets stop, a and b read from buckets lo.
+func subWindowOf(tr *track, a, b *bound, base *stats, stop, lo [2]int) (subWindow, bool) {
 	sw := subWindow{seconds: float64(b.t-a.t) / nanosPerSecond}
 	for c := range sw.c {
 		sw.c[c] = math.NaN()
@@ -329,19 +359,16 @@ func subWindowOf(tr *track, a, b *bound, base *stats) (subWindow, bool) {
 	for j, h := range [2]int{hTTFT, hITL} {
 		bounds := tr.bounds[h]
 		sw.k[j], sw.n[j], sw.obs[j] = math.NaN(), math.NaN(), math.NaN()
-		if a.bucket[j] < 0 || b.bucket[j] < 0 {
+		if math.IsNaN(a.all[j]) || math.IsNaN(b.all[j]) {
 			continue
 		}
 		// countAbove is linear in the counts: the count above q in the
 		// sub-window is the difference of the cumulative counts above it.
-		q := base.v[sTTFT]
-		if j == 1 {
-			q = base.v[sITL]
-		}
+		q, i, x := base.v[signalOfHist(j)], stop[j], stop[j]-lo[j]
 		sw.n[j] = b.all[j] - a.all[j]
 		sw.obs[j] = sw.n[j]
-		sw.k[j] = aboveIn(bounds, int(b.bucket[j]), b.below[j], b.in[j], b.all[j], q) -
-			aboveIn(bounds, int(a.bucket[j]), a.below[j], a.in[j], a.all[j], q)
+		sw.k[j] = aboveIn(bounds, i, b.h[j][x-1], b.h[j][x], b.all[j], q) -
+			aboveIn(bounds, i, a.h[j][x-1], a.h[j][x], a.all[j], q)
 		if j == 0 {
 			sw.started = sw.n[0]
 		}
