@@ -125,9 +125,22 @@ func dispersions(tr *track, from, a *point, w int64, base *stats) int {
 	for j, h := range [2]int{hTTFT, hITL} {
 		stop[j] = stopBucket(tr.bounds[h], base.v[signalOfHist(j)])
 	}
-	lo := tr.memo.window(&tr.coarse, stop)
+	// a model's memo is allocated only while it keeps ends (keep): one
+	// that does not pays nothing for it
+	var none walkMemo
+	m := tr.memo
+	if m == nil {
+		m = &none
+	}
+	lo := m.window(&tr.coarse, stop)
 	fromB, aB := boundOf(tr, from, [2]bool{}, lo), boundOf(tr, a, [2]bool{}, lo)
-	bs := tr.memo.bounds(tr, ends, lo, buf.bounds[:0])
+	bs := m.bounds(tr, ends, lo, buf.bounds[:0])
+	switch {
+	case m == &none && len(none.pts) > 0:
+		tr.memo = &walkMemo{dropped: none.dropped, lo: none.lo, pts: none.pts}
+	case m != &none && m.pts == nil:
+		tr.memo = nil
+	}
 	at := func(i int) *bound {
 		switch i {
 		case fromEnd:

@@ -78,8 +78,8 @@ type track struct {
 	bounds        [numHists][]float64
 	fine          ring
 	coarse        ring
-	chart         ring     // the charts' span, when longer than the baseline's
-	memo          walkMemo // the baseline's sub-windows' ends (dispersion.go)
+	chart         ring      // the charts' span, when longer than the baseline's
+	memo          *walkMemo // the baseline's sub-windows' ends, nil if none kept (dispersion.go)
 	lastT         int64
 	firstT        int64
 	since         int64 // the first observation after the latest gap
