@@ -36,10 +36,14 @@ const MinDispersionWindows = 4
 const DefaultDispersion = 4
 
 // baselineStats is between(from, a) with each signal's dispersion factor
-// measured over sub-windows of w.
-func baselineStats(tr *track, from, a *point, w int64) stats {
+// measured over sub-windows of w. keep: the rolling baseline's, whose
+// sub-windows' ends are kept for the next evaluation (walkMemo); the
+// others (an incident-free stretch's) read them where they fit, and keep
+// nothing: their thresholds may lie in other buckets, and would drop the
+// rolling baseline's ends at every evaluation.
+func baselineStats(tr *track, from, a *point, w int64, keep bool) stats {
 	s := between(tr, from, a)
-	s.phiWindows = dispersions(tr, from, a, w, &s)
+	s.phiWindows = dispersions(tr, from, a, w, &s, keep)
 	return s
 }
 
@@ -65,7 +69,7 @@ type subWindow struct {
 // χ² over its degrees of freedom), floored at 1. It returns the number of
 // sub-windows measured; with fewer than MinDispersionWindows, every φ is
 // DefaultDispersion.
-func dispersions(tr *track, from, a *point, w int64, base *stats) int {
+func dispersions(tr *track, from, a *point, w int64, base *stats, keep bool) int {
 	for i := range base.phi {
 		base.phi[i], base.subLo[i], base.subHi[i] = DefaultDispersion, math.NaN(), math.NaN()
 	}
@@ -129,13 +133,21 @@ func dispersions(tr *track, from, a *point, w int64, base *stats) int {
 	// that does not pays nothing for it
 	var none walkMemo
 	m := tr.memo
+	if m != nil && !keep && !m.fits(&tr.coarse, stop) {
+		m.wish, m.wished = stop, true
+		m = &none
+	}
 	if m == nil {
 		m = &none
 	}
-	lo := m.window(&tr.coarse, stop)
+	lo := m.lo // where the ends kept fit
+	if keep || m == &none {
+		lo = m.window(&tr.coarse, stop)
+	}
 	fromB, aB := boundOf(tr, from, [2]bool{}, lo), boundOf(tr, a, [2]bool{}, lo)
-	bs := m.bounds(tr, ends, lo, buf.bounds[:0])
+	bs := m.bounds(tr, ends, lo, buf.bounds[:0], keep)
 	switch {
+	case !keep:
 	case m == &none && len(none.pts) > 0:
 		tr.memo = &walkMemo{dropped: none.dropped, lo: none.lo, pts: none.pts}
 	case m != &none && m.pts == nil:
@@ -196,10 +208,10 @@ type bound struct {
 }
 
 // windowBuckets is how many buckets' counts an end keeps of each
-// histogram: two adjacent thresholds' (the rolling baseline's p90 and the
-// incident-free stretch's fell in neighbouring buckets on the demo, one
-// evaluation after the other).
-const windowBuckets = 3
+// histogram: thresholds in four neighbouring buckets' (the rolling
+// baseline's p90 and the incident-free stretch's, read one after the
+// other, lay up to three buckets apart on the demo).
+const windowBuckets = 5
 
 // endCounters are the counters the sub-windows' measures read (measure's
 // get and term): an end keeps those alone, the others read as NaN.
@@ -248,27 +260,48 @@ func boundOf(tr *track, p *point, skip [2]bool, lo [2]int) bound {
 type walkMemo struct {
 	dropped uint32
 	// lo is the first bucket of the ends' window of each histogram
-	lo  [2]int
-	pts []bound
+	lo [2]int
+	// wish: the buckets of an evaluation that read ends without keeping
+	// them (an incident-free stretch's baseline) found none kept it could
+	// read: the next window holds them too where it can
+	wish   [2]int
+	wished bool
+	pts    []bound
+}
+
+// fits says whether the ends kept hold the counts countAbove reads at
+// thresholds in buckets stop.
+func (m *walkMemo) fits(r *ring, stop [2]int) bool {
+	if m.dropped != r.dropped {
+		return false
+	}
+	for j, i := range stop {
+		if i-1 < m.lo[j] || i > m.lo[j]+windowBuckets-1 {
+			return false
+		}
+	}
+	return true
 }
 
 // window returns the first bucket of the window of each histogram that
 // holds the counts countAbove reads at thresholds in buckets stop (the one
-// below too), moving it, and dropping the ends kept, where it does not.
+// below too), and those another baseline wished for where both fit;
+// moving it, and dropping the ends kept, where it does not.
 func (m *walkMemo) window(r *ring, stop [2]int) [2]int {
 	if m.dropped != r.dropped {
 		m.pts, m.dropped = m.pts[:0], r.dropped
 	}
 	for j, i := range stop {
-		switch {
-		case len(m.pts) == 0:
-			m.lo[j] = i - 1 // i and the one above
-		case i-1 < m.lo[j]:
-			m.lo[j], m.pts = i-1, m.pts[:0] // i and the one above
-		case i > m.lo[j]+windowBuckets-1:
-			m.lo[j], m.pts = i-windowBuckets+1, m.pts[:0] // i and the one below
+		lo, hi := i, i // the stops to hold
+		if m.wished && max(hi, m.wish[j])-min(lo, m.wish[j]) <= windowBuckets-2 {
+			lo, hi = min(lo, m.wish[j]), max(hi, m.wish[j])
+		}
+		if len(m.pts) == 0 || lo-1 < m.lo[j] || hi > m.lo[j]+windowBuckets-1 {
+			// about in the middle
+			m.lo[j], m.pts = lo-1-(windowBuckets-2-(hi-lo))/2, m.pts[:0]
 		}
 	}
+	m.wished = false
 	return m.lo
 }
 
@@ -284,9 +317,9 @@ func (k keptEnds) at(t int64) *bound {
 // bounds appends to out the coarse ring's points that ends names, oldest
 // first, read with the window from lo (the memo's): kept from an
 // evaluation before where they are, decoded otherwise (from the ring's
-// cursor when every one missing lies after it); and keeps them for the
-// next.
-func (m *walkMemo) bounds(tr *track, ends [][2]int, lo [2]int, out []bound) keptEnds {
+// cursor when every one missing lies after it); keep: and keeps them for
+// the next.
+func (m *walkMemo) bounds(tr *track, ends [][2]int, lo [2]int, out []bound, keep bool) keptEnds {
 	r := &tr.coarse
 	var wk *walker
 	k := 0 // m.pts before k are older than the end looked for
@@ -312,7 +345,9 @@ func (m *walkMemo) bounds(tr *track, ends [][2]int, lo [2]int, out []bound) kept
 			out = append(out, boundOf(tr, p, [2]bool{i < r.hFrom[hTTFT], i < r.hFrom[hITL]}, lo))
 		}
 	}
-	m.keep(r, out)
+	if keep {
+		m.keep(r, out)
+	}
 	return out
 }
 
