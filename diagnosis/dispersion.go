@@ -133,7 +133,7 @@ func dispersions(tr *track, from, a *point, w int64, base *stats, keep bool) int
 	// that does not pays nothing for it
 	var none walkMemo
 	m := tr.memo
-	if m != nil && !keep && !m.fits(&tr.coarse, stop) {
+	if m != nil && !keep && !m.fits(stop) {
 		m.wish, m.wished = stop, true
 		m = &none
 	}
@@ -142,14 +142,14 @@ func dispersions(tr *track, from, a *point, w int64, base *stats, keep bool) int
 	}
 	lo := m.lo // where the ends kept fit
 	if keep || m == &none {
-		lo = m.window(&tr.coarse, stop)
+		lo = m.window(stop)
 	}
 	fromB, aB := boundOf(tr, from, [2]bool{}, lo), boundOf(tr, a, [2]bool{}, lo)
 	bs := m.bounds(tr, ends, lo, buf.bounds[:0], keep)
 	switch {
 	case !keep:
 	case m == &none && len(none.pts) > 0:
-		tr.memo = &walkMemo{dropped: none.dropped, lo: none.lo, pts: none.pts}
+		tr.memo = &walkMemo{lo: none.lo, pts: none.pts}
 	case m != &none && m.pts == nil:
 		tr.memo = nil
 	}
@@ -255,10 +255,9 @@ func boundOf(tr *track, p *point, skip [2]bool, lo [2]int) bound {
 // them again decoded the whole baseline every scrape (a tenth of a
 // scrape's CPU, docs/performance.md). A kept end holds while its point
 // does: not the newest (which a later observation replaces), its
-// histograms' bounds unchanged (the ring's dropped count), and while the
-// thresholds lie in buckets its window holds.
+// histograms' bounds unchanged (track.histogram drops the memo), and while
+// the thresholds lie in buckets its window holds.
 type walkMemo struct {
-	dropped uint32
 	// lo is the first bucket of the ends' window of each histogram
 	lo [2]int
 	// wish: the buckets of an evaluation that read ends without keeping
@@ -271,10 +270,7 @@ type walkMemo struct {
 
 // fits says whether the ends kept hold the counts countAbove reads at
 // thresholds in buckets stop.
-func (m *walkMemo) fits(r *ring, stop [2]int) bool {
-	if m.dropped != r.dropped {
-		return false
-	}
+func (m *walkMemo) fits(stop [2]int) bool {
 	for j, i := range stop {
 		if i-1 < m.lo[j] || i > m.lo[j]+windowBuckets-1 {
 			return false
@@ -287,10 +283,7 @@ func (m *walkMemo) fits(r *ring, stop [2]int) bool {
 // holds the counts countAbove reads at thresholds in buckets stop (the one
 // below too), and those another baseline wished for where both fit;
 // moving it, and dropping the ends kept, where it does not.
-func (m *walkMemo) window(r *ring, stop [2]int) [2]int {
-	if m.dropped != r.dropped {
-		m.pts, m.dropped = m.pts[:0], r.dropped
-	}
+func (m *walkMemo) window(stop [2]int) [2]int {
 	for j, i := range stop {
 		lo, hi := i, i // the stops to hold
 		if m.wished && max(hi, m.wish[j])-min(lo, m.wish[j]) <= windowBuckets-2 {

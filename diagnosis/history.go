@@ -148,6 +148,7 @@ func (tr *track) histogram(which int, h Histogram) []float64 {
 		for _, r := range []*ring{&tr.fine, &tr.coarse, &tr.chart} {
 			r.dropHistogram(which)
 		}
+		tr.memo = nil // its ends read the histogram at the old bounds
 	}
 	return h.Counts
 }

@@ -118,9 +118,6 @@ type ring struct {
 	// made a scrape five times dearer.
 	cursor   *cursorState
 	cursorAt int
-	// dropped counts dropHistogram's calls: what a reader kept of the
-	// points' histograms holds while it is the same.
-	dropped uint32
 }
 
 // add records p, replacing the newest point when it falls in the same slot.
@@ -146,10 +143,7 @@ func (r *ring) add(p *point) {
 }
 
 // dropHistogram reads histogram w as absent on every point stored so far.
-func (r *ring) dropHistogram(w int) {
-	r.hFrom[w] = len(r.pts)
-	r.dropped++
-}
+func (r *ring) dropHistogram(w int) { r.hFrom[w] = len(r.pts) }
 
 // prune drops old points but keeps the newest one at or before cut, so that
 // a window starting at cut still has a point to start from.
