@@ -1,9 +1,7 @@
 package diagnosis
 
 import (
-	"cmp"
 	"math"
-	"slices"
 	"sort"
 	"sync"
 	"unsafe"
@@ -153,6 +151,8 @@ func dispersions(tr *track, from, a *point, w int64, base *stats, keep bool) int
 	case m != &none && m.pts == nil:
 		tr.memo = nil
 	}
+	// the ring's ends, in the order bounds read them
+	k, kt := -1, int64(math.MinInt64)
 	at := func(i int) *bound {
 		switch i {
 		case fromEnd:
@@ -160,7 +160,10 @@ func dispersions(tr *track, from, a *point, w int64, base *stats, keep bool) int
 		case aEnd:
 			return &aB
 		}
-		return bs.at(r.pts[i])
+		if r.pts[i] != kt {
+			k, kt = k+1, r.pts[i]
+		}
+		return &bs[k]
 	}
 	for _, e := range ends {
 		if sw, ok := subWindowOf(tr, at(e[0]), at(e[1]), base, stop, lo); ok {
@@ -298,21 +301,12 @@ func (m *walkMemo) window(stop [2]int) [2]int {
 	return m.lo
 }
 
-// keptEnds are the coarse ring's ends an evaluation reads, by time.
-type keptEnds []bound
-
-// at returns the end at time t.
-func (k keptEnds) at(t int64) *bound {
-	i, _ := slices.BinarySearchFunc(k, t, func(b bound, t int64) int { return cmp.Compare(b.t, t) })
-	return &k[i]
-}
-
 // bounds appends to out the coarse ring's points that ends names, oldest
 // first, read with the window from lo (the memo's): kept from an
 // evaluation before where they are, decoded otherwise (from the ring's
 // cursor when every one missing lies after it); keep: and keeps them for
 // the next.
-func (m *walkMemo) bounds(tr *track, ends [][2]int, lo [2]int, out []bound, keep bool) keptEnds {
+func (m *walkMemo) bounds(tr *track, ends [][2]int, lo [2]int, out []bound, keep bool) []bound {
 	r := &tr.coarse
 	var wk *walker
 	k := 0 // m.pts before k are older than the end looked for
