@@ -152,7 +152,7 @@ func dispersions(tr *track, from, a *point, w int64, base *stats, keep bool) int
 		tr.memo = nil
 	}
 	// the ring's ends, in the order bounds read them
-	k, kt := -1, int64(math.MinInt64)
+	read, readT := -1, int64(math.MinInt64)
 	at := func(i int) *bound {
 		switch i {
 		case fromEnd:
@@ -160,10 +160,10 @@ func dispersions(tr *track, from, a *point, w int64, base *stats, keep bool) int
 		case aEnd:
 			return &aB
 		}
-		if r.pts[i] != kt {
-			k, kt = k+1, r.pts[i]
+		if r.pts[i] != readT {
+			read, readT = read+1, r.pts[i]
 		}
-		return &bs[k]
+		return &bs[read]
 	}
 	for _, e := range ends {
 		if sw, ok := subWindowOf(tr, at(e[0]), at(e[1]), base, stop, lo); ok {
@@ -196,9 +196,9 @@ type subWindowsBuf struct {
 
 // bound is what the dispersion estimates read of a sub-window's end: the
 // point's time, gauges and the counters they read, and for TTFT and ITL
-// the cumulative counts of three buckets around the one the baseline's p90
-// lies in (the walkMemo's window), from which countAbove's three counts
-// are read (aboveIn), and of all.
+// the cumulative counts of windowBuckets buckets around the one the
+// baseline's p90 lies in (the walkMemo's window), from which countAbove's
+// three counts are read (aboveIn), and of all.
 type bound struct {
 	t        int64
 	c        [len(endCounters)]float64
