@@ -172,7 +172,7 @@ func (d *Diagnoser) closing(tr *track, f *incidentFree, end *point) *stretch {
 	if from == nil || end.t <= from.t {
 		return nil
 	}
-	st := baselineStats(tr, from, end, int64(d.opts.Window))
+	st := baselineStats(tr, from, end, int64(d.opts.Window), false)
 	return &stretch{diff: difference(from, end), end: end.t, bounds: tr.bounds, spread: burstinessOf(&st)}
 }
 
@@ -376,7 +376,7 @@ func (d *Diagnoser) reference(tr *track, from, a *point, roll *stats, rollOK boo
 		open := difference(f.start, a)
 		add(&open, 1, &tr.bounds)
 		have, start = a.t-f.startT, f.startT
-		st := baselineStats(tr, f.start, a, int64(d.opts.Window))
+		st := baselineStats(tr, f.start, a, int64(d.opts.Window), false)
 		parts = append(parts, burstinessOf(&st))
 	}
 	for i := len(f.closed) - 1; i >= 0 && have < b; i-- {

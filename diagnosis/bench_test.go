@@ -80,7 +80,7 @@ func BenchmarkBaselineStats(b *testing.B) {
 	})
 	b.Run("with-dispersion", func(b *testing.B) {
 		for range b.N {
-			if s := baselineStats(tr, from, a, int64(DefaultWindow)); s.phiWindows < MinDispersionWindows {
+			if s := baselineStats(tr, from, a, int64(DefaultWindow), true); s.phiWindows < MinDispersionWindows {
 				b.Fatalf("%d sub-windows", s.phiWindows)
 			}
 		}

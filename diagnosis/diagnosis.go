@@ -439,7 +439,7 @@ func (d *Diagnoser) diagnose(m string, tr *track, t int64) ModelReport {
 		recent = between(tr, a, now)
 	}
 	if ok {
-		roll = baselineStats(tr, from, a, int64(d.opts.Window))
+		roll = baselineStats(tr, from, a, int64(d.opts.Window), true)
 	}
 	in := &tr.inc
 	w, b := int64(d.opts.Window), int64(d.opts.Baseline)

@@ -55,7 +55,7 @@ func TestDispersionOfTheBaseline(t *testing.T) {
 		if !ok {
 			t.Fatal("no baseline")
 		}
-		return baselineStats(tr, from, a, int64(opts.Window))
+		return baselineStats(tr, from, a, int64(opts.Window), true)
 	}
 	even := phiAt(testOpts, timeline(700, 0, healthy))
 	if even.phiWindows < 9 {
@@ -183,7 +183,7 @@ func TestSplitStretchDoesNotSetTheReferencesDispersion(t *testing.T) {
 		if a == nil || from == nil {
 			t.Fatal("no history")
 		}
-		st := baselineStats(tr, from, a, int64(opts.Window))
+		st := baselineStats(tr, from, a, int64(opts.Window), false)
 		return burstinessOf(&st)
 	}
 	// an even pod's baseline: 30 of its recent windows, φ 1

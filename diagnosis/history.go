@@ -78,7 +78,8 @@ type track struct {
 	bounds        [numHists][]float64
 	fine          ring
 	coarse        ring
-	chart         ring // the charts' span, when longer than the baseline's
+	chart         ring      // the charts' span, when longer than the baseline's
+	memo          *walkMemo // the baseline's sub-windows' ends, nil if none kept (dispersion.go)
 	lastT         int64
 	firstT        int64
 	since         int64 // the first observation after the latest gap
@@ -147,6 +148,7 @@ func (tr *track) histogram(which int, h Histogram) []float64 {
 		for _, r := range []*ring{&tr.fine, &tr.coarse, &tr.chart} {
 			r.dropHistogram(which)
 		}
+		tr.memo = nil // its ends read the histogram at the old bounds
 	}
 	return h.Counts
 }

@@ -539,10 +539,7 @@ func (w *walker) atOrBefore(cut int64) *point {
 	if i == w.at && w.last != nil {
 		return w.last
 	}
-	for w.at < i {
-		w.at++
-		decodeNext(&w.cur, &w.step, w.at, r.enc[r.off[w.at]:])
-	}
+	w.to(i)
 	p := &w.out[w.flip]
 	w.flip ^= 1
 	copyPoint(p, &w.cur)
@@ -554,4 +551,27 @@ func (w *walker) atOrBefore(cut int64) *point {
 	}
 	w.last = p
 	return p
+}
+
+// walkFrom returns a walker that starts at the ring's cursor when that
+// is at or before point i, else at the ring's start.
+func (r *ring) walkFrom(i int) *walker {
+	w := r.walk()
+	if c := r.cursor; c != nil && r.cursorAt <= i {
+		copyPoint(&w.cur, &c.p)
+		w.at, w.step = r.cursorAt, c.step
+	}
+	return w
+}
+
+// to decodes the points up to i, at or after the one the walker holds,
+// and returns point i as stored (without the hFrom mask): the walker's
+// own, until it moves on.
+func (w *walker) to(i int) *point {
+	for w.at < i {
+		w.at++
+		decodeNext(&w.cur, &w.step, w.at, w.r.enc[w.r.off[w.at]:])
+	}
+	w.cur.t = w.r.pts[i]
+	return &w.cur
 }

@@ -225,22 +225,43 @@ func countAbove(bounds, h []float64, x float64) float64 {
 	if n == 0 || len(bounds) != n {
 		return math.NaN()
 	}
-	total := h[n-1]
-	lower, below := 0.0, 0.0
-	for i, le := range bounds {
-		if math.IsInf(le, 1) {
-			return total - below
-		}
-		if x < le {
-			frac := 0.0
-			if x > lower {
-				frac = (x - lower) / (le - lower)
-			}
-			return total - (below + frac*(h[i]-below))
-		}
-		lower, below = le, h[i]
+	i := stopBucket(bounds, x)
+	below, in := 0.0, 0.0
+	if i > 0 {
+		below = h[i-1]
 	}
-	return total - below
+	if i < n {
+		in = h[i]
+	}
+	return aboveIn(bounds, i, below, in, h[n-1], x)
+}
+
+// stopBucket is the bucket countAbove interpolates x in: the first whose
+// bound is above x, or +Inf; len(bounds) when none is.
+func stopBucket(bounds []float64, x float64) int {
+	for i, le := range bounds {
+		if math.IsInf(le, 1) || x < le {
+			return i
+		}
+	}
+	return len(bounds)
+}
+
+// aboveIn is countAbove from the three cumulative counts it reads: below
+// bucket i (stopBucket's for x), in it, and in all, so that a reader can
+// keep those three instead of the buckets.
+func aboveIn(bounds []float64, i int, below, in, all, x float64) float64 {
+	if i >= len(bounds) || math.IsInf(bounds[i], 1) {
+		return all - below
+	}
+	lower, frac := 0.0, 0.0
+	if i > 0 {
+		lower = bounds[i-1]
+	}
+	if x > lower {
+		frac = (x - lower) / (bounds[i] - lower)
+	}
+	return all - (below + frac*(in-below))
 }
 
 // histMoments are the mean and variance of the observations in bucket
