@@ -86,8 +86,12 @@ type incidentState struct {
 	// the calm after it) a symptom it had names again as a lull's does,
 	// and queueing is carried; fromQueue: opened then.
 	queuedUntil int64
-	queueSym    [numSymptoms]bool // the symptoms it had
+	queueSym    [numSymptoms]bool // the symptoms it had (the batch's resumption reads them too)
 	fromQueue   bool
+	// fromBatch: opened while the calm after a batch_growth incident was
+	// on probation (batched) with the batch's own evidence: batch_growth
+	// is carried, as queueing is from an overload.
+	fromBatch bool
 }
 
 // inLull says whether the incident that ended left a traffic cause whose
@@ -118,11 +122,22 @@ func (in *incidentState) step(t, w, b int64, ev, naming, lenient, long *evaluati
 	// so do an overload's symptoms while the calm after it is on probation
 	// (queuedUntil), and until the incident they open is named
 	resumed := !in.open && t < in.queuedUntil || in.open && !in.named && in.fromQueue
+	// and a larger batch's, while the calm after it is on probation
+	// (batched) and the batch still holds its own evidence at the
+	// undivided level on the symptoms it was named for, one of them back
+	batch := false
+	if !in.open && in.batched || in.open && !in.named && in.fromBatch {
+		var back [numSymptoms]bool
+		for y := range back {
+			back[y] = in.queueSym[y] && lenient.symptoms[y]
+		}
+		batch = anyTrue(back[:]) && in.batchHolds(lenient, in.queueSym)
+	}
 	// (or, for TTFT, by the queue's own strong evidence (ev.queued): the
 	// TTFT test widened by the pod's bursts sees a resumed overload late)
 	var raw [numSymptoms]bool
 	for y := range raw {
-		raw[y] = ev.symptoms[y] || (relapse && in.lullSym[y] || resumed && in.queueSym[y]) && lenient.symptoms[y] ||
+		raw[y] = ev.symptoms[y] || (relapse && in.lullSym[y] || (resumed || batch) && in.queueSym[y]) && lenient.symptoms[y] ||
 			resumed && in.queueSym[y] && y == yTTFT && ev.queued
 	}
 	if !in.open {
@@ -145,13 +160,18 @@ func (in *incidentState) step(t, w, b int64, ev, naming, lenient, long *evaluati
 			uncausedSince: -1, adopted: in.adopted, adoptedAt: in.adoptedAt, adoptedOf: in.adoptedOf,
 			ended: in.ended, endedAt: in.endedAt, endStart: in.endStart,
 			lull: in.lull, lullSym: in.lullSym, chainStart: chain, fromLull: in.inLull(), lullPeak: in.lullPeak, loaded: in.inLull() && in.loaded,
-			queueSym: in.queueSym, fromQueue: t < in.queuedUntil}
+			queueSym: in.queueSym, fromQueue: t < in.queuedUntil, fromBatch: batch}
 		if in.fromLull {
 			in.peak = in.lullPeak
 		}
 		if in.fromQueue {
 			// the same overload resumed: its queueing is held, not named anew
 			in.cause[kQueueing] = hysteresis{on: true}
+		}
+		if in.fromBatch {
+			// the same larger batch resumed: batch_growth is held, not
+			// named anew HoldEvaluations later
+			in.cause[kBatchGrowth] = hysteresis{on: true}
 		}
 	}
 	var sym, was [numSymptoms]bool
@@ -194,6 +214,10 @@ func (in *incidentState) step(t, w, b int64, ev, naming, lenient, long *evaluati
 					// carried from the incident it resumes: held while its
 					// own evidence holds
 					if !hold[k] {
+						in.cause[k] = hysteresis{}
+					}
+				case in.fromBatch && k == kBatchGrowth && in.cause[k].on:
+					if !in.batchHolds(lenient, raw) {
 						in.cause[k] = hysteresis{}
 					}
 				default:
@@ -424,6 +448,14 @@ func (in *incidentState) keepsQueued(was [numSymptoms]bool, prev *causeSet, ev, 
 	}
 	in.quiet = true
 	return true
+}
+
+// batchHolds says whether batch_growth, named, holds its own evidence at
+// the undivided level (lenient) on the symptoms sym.
+func (in *incidentState) batchHolds(lenient *evaluation, sym [numSymptoms]bool) bool {
+	var named causeSet
+	named[kBatchGrowth] = true
+	return anyTrue(sym[:]) && causesFor(lenient, lenient, sym, &named)[kBatchGrowth]
 }
 
 // keepsBatched keeps a named incident open, with no symptom, while the
