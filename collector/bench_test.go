@@ -257,6 +257,54 @@ func benchScrapeCycle(b *testing.B, page string, interval time.Duration, readers
 	}
 }
 
+// BenchmarkScrapeCycleAged is one engine's demo page scraped every
+// second, /metrics read every 15 s with gzip, after age of history: at
+// 10s the diagnosis is not ready for the first 350 cycles, at 40m its
+// baseline is full. Nothing else in the process (no other page is made),
+// so that the GC runs at the binary's heap, where a growing history would
+// show. Compare -benchtime 290x at 10s with the same at 40m
+// (docs/performance.md, "What grows with the baseline").
+func BenchmarkScrapeCycleAged(b *testing.B) {
+	for _, age := range []time.Duration{10 * time.Second, 40 * time.Minute} {
+		b.Run("age="+window.Format(age), func(b *testing.B) {
+			clock := newFakeClock()
+			one, err := demo.New(demo.Options{Now: clock.Now, Seed: 1, Engines: 1})
+			if err != nil {
+				b.Fatal(err)
+			}
+			tr := &memTransport{}
+			c := benchCollector(b, clock, tr, time.Second)
+			ctx := context.Background()
+			n := 0
+			// scrape returns the CPU the demo took to make the page
+			scrape := func() time.Duration {
+				r0 := cpuTime(b)
+				clock.Advance(time.Second)
+				tr.page = one.Page()
+				rendering := cpuTime(b) - r0
+				c.ScrapeOnce(ctx)
+				if n++; n%15 == 0 {
+					c.snap.Load().page.Gzipped()
+				}
+				return rendering
+			}
+			for range int(age / time.Second) {
+				scrape()
+			}
+			b.ReportAllocs()
+			var rendering time.Duration
+			cpu0 := cpuTime(b)
+			for b.Loop() {
+				rendering += scrape()
+			}
+			b.ReportMetric(float64(cpuTime(b)-cpu0-rendering)/float64(b.N), "cpu-ns/op")
+			if c.lastReason != "" {
+				b.Fatalf("scrapes failed: %s", c.lastReason)
+			}
+		})
+	}
+}
+
 // BenchmarkCreatedTimestamps is what --output.created-timestamps costs a
 // scrape of the 16-engine page read by a Prometheus with created-timestamp
 // ingestion (OpenMetrics): the full page and the compatibility page after

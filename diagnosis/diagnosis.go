@@ -118,6 +118,9 @@ type Diagnoser struct {
 	lastT int64 // of the latest observation
 	// inputNames are the inputs' names on the page (SetInputNames).
 	inputNames map[string]string
+	// gauges are the label sets the last scrape's gauges had, in the
+	// order families adds them: mostly the same every scrape.
+	gauges [gaugeFamilies]gaugeMemo
 }
 
 // Check rejects options New would refuse, as *setting.Error naming the
@@ -244,7 +247,7 @@ func (d *Diagnoser) Observe(now time.Time, obs []Observation) []exposition.Famil
 		rep.Models = append(rep.Models, d.diagnose(m, d.tracks[m], t))
 	}
 	d.report, d.view, d.lastT = rep, nil, t
-	return families(rep)
+	return d.families(rep)
 }
 
 // Forget drops all the diagnosis keeps of model, as when it has been off
@@ -645,7 +648,7 @@ func unixSeconds(t time.Time) float64 { return float64(t.UnixNano()) / 1e9 }
 // incident's age for every model; for a ready model every symptom and
 // cause as 0 or 1 (following the incident) and the ratio of every signal
 // that has one; nothing of those otherwise (no claim either way).
-func families(rep *Report) []exposition.Family {
+func (d *Diagnoser) families(rep *Report) []exposition.Family {
 	ratio := exposition.Family{Name: FamilyChangeRatio, Type: model.MetricTypeGauge,
 		Help: "Diagnosis: a signal over the recent window divided by the same signal over the baseline (frozen during an incident), per model with engines collapsed. +Inf: up from 0. Absent when not ready or without a ratio (both 0)."}
 	symptom := exposition.Family{Name: FamilySymptom, Type: model.MetricTypeGauge,
@@ -657,9 +660,17 @@ func families(rep *Report) []exposition.Family {
 	incident := exposition.Family{Name: FamilyIncident, Type: model.MetricTypeGauge,
 		Help: "Diagnosis: age in seconds of the current incident (a named symptom against the frozen baseline), 0 when none."}
 	l := labels.NewScratchBuilder(3) // one for every sample: a builder each was 40 allocations a scrape
+	for i := range d.gauges {
+		d.gauges[i].n = 0
+	}
 	for i := range rep.Models {
 		mr := &rep.Models[i]
 		add := func(f *exposition.Family, label, value string, v float64) {
+			memo := &d.gauges[gaugeFamily(f.Name)]
+			if lb, ok := memo.get(mr.Model, value); ok {
+				f.Samples = append(f.Samples, exposition.Sample{Labels: lb, Value: v})
+				return
+			}
 			l.Reset()
 			l.Add(model.MetricNameLabel, f.Name)
 			if mr.Model != "" {
@@ -669,7 +680,9 @@ func families(rep *Report) []exposition.Family {
 				l.Add(label, value)
 			}
 			l.Sort()
-			f.Samples = append(f.Samples, exposition.Sample{Labels: l.Labels(), Value: v})
+			lb := l.Labels()
+			memo.put(mr.Model, value, lb)
+			f.Samples = append(f.Samples, exposition.Sample{Labels: lb, Value: v})
 		}
 		add(&ready, "", "", boolValue(mr.EnoughData))
 		age := 0.0
@@ -694,6 +707,10 @@ func families(rep *Report) []exposition.Family {
 			add(&cause, "cause", f.Name, boolValue(f.Active))
 		}
 	}
+	for i := range d.gauges { // none kept of a model or signal gone
+		m := &d.gauges[i]
+		m.keys, m.labels = m.keys[:m.n], m.labels[:m.n]
+	}
 	var out []exposition.Family
 	for _, f := range []exposition.Family{cause, ratio, incident, ready, symptom} { // sorted by name
 		if len(f.Samples) > 0 {
@@ -702,6 +719,50 @@ func families(rep *Report) []exposition.Family {
 		}
 	}
 	return out
+}
+
+// gaugeFamilies is how many gauge families families writes.
+const gaugeFamilies = 5
+
+func gaugeFamily(name string) int {
+	switch name {
+	case FamilyChangeRatio:
+		return 0
+	case FamilySymptom:
+		return 1
+	case FamilyCause:
+		return 2
+	case FamilyReady:
+		return 3
+	}
+	return 4 // FamilyIncident
+}
+
+// gaugeMemo is one gauge family's label sets, in the order they were
+// added: the n-th sample of a scrape reuses the last one's n-th set when
+// its model and label value are the same (a set costs an allocation).
+type gaugeMemo struct {
+	keys   []gaugeKey
+	labels []labels.Labels
+	n      int // sets this scrape
+}
+
+type gaugeKey struct{ model, value string }
+
+func (m *gaugeMemo) get(model, value string) (labels.Labels, bool) {
+	if m.n < len(m.keys) && m.keys[m.n] == (gaugeKey{model, value}) {
+		m.n++
+		return m.labels[m.n-1], true
+	}
+	return labels.Labels{}, false
+}
+
+// put records the n-th set, dropping the last scrape's from n on: the
+// sequence changed there.
+func (m *gaugeMemo) put(model, value string, l labels.Labels) {
+	m.keys = append(m.keys[:m.n], gaugeKey{model, value})
+	m.labels = append(m.labels[:m.n], l)
+	m.n++
 }
 
 func boolValue(b bool) float64 {

@@ -17,8 +17,8 @@ import (
 // whose length is and is not a multiple of the coarse ring's slot, and
 // after every scrape compares:
 //   - what a Diagnoser keeping its sub-windows' ends reports (gauges and
-//     report) with a Diagnoser whose kept ends are dropped before every
-//     scrape, bit for bit;
+//     report) with a Diagnoser whose kept ends and gauges' label sets
+//     are dropped before every scrape, bit for bit;
 //   - the baseline's dispersion (baselineStats, from the rolling
 //     baseline's start and from the incident-free stretch's) with the walk
 //     as it was before the ends were kept (refBaselineStats: every coarse
@@ -103,6 +103,7 @@ func TestKeptEndsMatchAFreshWalk(t *testing.T) {
 				for _, tr := range fresh.tracks {
 					tr.memo = nil
 				}
+				fresh.gauges = [gaugeFamilies]gaugeMemo{} // and its gauges' label sets
 				wantFams := fresh.Observe(now, []Observation{o})
 				if !sameBits(gotFams, wantFams) || !sameBits(kept.report, fresh.report) {
 					t.Fatalf("scrape %d: the Diagnoser keeping its ends reports\n%+v\nwithout\n%+v", step, kept.report, fresh.report)
