@@ -493,6 +493,11 @@ func (d *Diagnoser) diagnose(m string, tr *track, t int64) ModelReport {
 			long = &e
 		}
 		before := in.phase()
+		in.drift = nil
+		if anyTrue(in.late[:]) && ok {
+			drift := d.lenient.evaluate(&recent, &roll)
+			in.drift = &drift
+		}
 		in.step(t, w, b, &ev, &naming, &lenient, long, &recent, ref, refStart, refEnd, int64(d.opts.MaxIncident))
 		if in.open && !before.open {
 			in.baseStretches = stretches

@@ -96,6 +96,20 @@ type incidentState struct {
 	// resumed batch waited them unnamed, batch_growth 10.4 -> 8.4 % on
 	// seed 1). However young it ends, the calm after it is on probation.
 	fromBatch bool
+	// early: the traffic causes whose own signal showed at the undivided
+	// level in the chain's first HoldWindows recent windows, with its
+	// shift; late: those named that did not (one the chain carries from
+	// the incident it resumes is its shift); drift is the
+	// lenient evaluation of the recent window against the rolling
+	// baseline (set by the caller; nil: not known). A late cause holds the
+	// incident with no symptom, or leaves a lull, only while its own
+	// signal is up against the rolling baseline too: against the frozen
+	// reference alone its evidence may be the mix's drift during the
+	// incident (bursty seed 5: prompts drifted to 1.45x a reference of
+	// twelve minutes before and held a prefix-cache incident 9m21s past
+	// the cache's recovery).
+	early, late causeSet
+	drift       *evaluation
 }
 
 // inLull says whether the incident that ended left a traffic cause whose
@@ -184,6 +198,15 @@ func (in *incidentState) step(t, w, b int64, ev, naming, lenient, long *evaluati
 			}
 		}
 	}
+	if t-in.chainStart < HoldWindows*w {
+		// what the requests showed with the shift: their signals at the
+		// undivided level, on either side
+		var none causeSet
+		shown := causesFor(lenient, lenient, [numSymptoms]bool{true, true}, &none)
+		for k := range causes {
+			in.early[k] = in.early[k] || shown[k] && causes[k].Step == trafficStep
+		}
+	}
 	var sym, was [numSymptoms]bool
 	for y := range in.sym {
 		was[y] = in.sym[y].on
@@ -269,7 +292,11 @@ func (in *incidentState) step(t, w, b int64, ev, naming, lenient, long *evaluati
 			// outlived their evidence). Naming still takes HoldEvaluations.
 			in.cause[k] = hysteresis{}
 		}
+		was := in.cause[k].on
 		on := in.cause[k].step(raw)
+		if on && !was && causes[k].Step == trafficStep && !in.early[k] && !in.lull[k] {
+			in.late[k] = true
+		}
 		if !causes[k].effect {
 			named = on || named
 			explained = strict[k] || explained
@@ -322,8 +349,9 @@ func (in *incidentState) step(t, w, b int64, ev, naming, lenient, long *evaluati
 		// The traffic causes it had named leave a lull while their own
 		// evidence holds (Diagnoser.lull).
 		var lull causeSet
+		stepped := in.stepped(was)
 		for k := range causes {
-			lull[k] = prev[k] && causes[k].Step == trafficStep && causes[k].rule != nil
+			lull[k] = prev[k] && causes[k].Step == trafficStep && causes[k].rule != nil && stepped[k]
 		}
 		// An overload that held queueing until now (its queue drained as
 		// its latency came back, or after, held by keepsQueued) may resume
@@ -401,12 +429,13 @@ func (in *incidentState) keepsQuiet(was [numSymptoms]bool, prev *causeSet, lenie
 	}
 	var none causeSet
 	still := causesFor(lenient, lenient, in.lullSym, &none)
+	stepped := in.stepped(in.lullSym)
 	x := shareInput{recent: recent, base: ref, e: lenient, sym: in.lullSym}
 	keep := false
 	var kept causeSet
 	for k := range causes {
 		kept[k] = prev[k] && causes[k].Step == trafficStep && causes[k].rule != nil && causes[k].factor != nil &&
-			still[k] && !(causes[k].factor(&x) < math.Sqrt(in.peak[k]))
+			still[k] && stepped[k] && !(causes[k].factor(&x) < math.Sqrt(in.peak[k]))
 		keep = keep || kept[k]
 	}
 	if !keep {
@@ -492,4 +521,23 @@ func (in *incidentState) keepsBatched(was [numSymptoms]bool, prev *causeSet, len
 	}
 	in.quiet = true
 	return true
+}
+
+// stepped says which causes may hold the incident, or the lull it leaves,
+// on the symptoms sym: each one named with its shift, and a late one only
+// while its own signal is also up against the rolling baseline (drift):
+// a cause that rose during the incident is a shift of its own only if it
+// stepped up against the recent past as well, not if the mix drifted
+// there while the reference stayed frozen.
+func (in *incidentState) stepped(sym [numSymptoms]bool) causeSet {
+	var out causeSet
+	var up causeSet
+	if in.drift != nil && anyTrue(in.late[:]) {
+		var none causeSet
+		up = causesFor(in.drift, in.drift, sym, &none)
+	}
+	for k := range out {
+		out[k] = !in.late[k] || in.drift == nil || up[k]
+	}
+	return out
 }

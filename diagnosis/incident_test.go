@@ -388,3 +388,26 @@ func TestSymptomClearsWithItsEvidence(t *testing.T) {
 		t.Errorf("the first evaluation without ttft_up at the undivided level still holds it, want it cleared with its evidence")
 	}
 }
+
+// TestNoQuietHoldOnADriftDuringTheIncident: a prefix-cache incident during
+// which the prompts rose to 1.5x (long_prompts named four minutes in, once
+// the chain was HoldWindows recent windows old) ends when the cache and the
+// latency are back, though the prompts stay 1.5x the frozen reference: they
+// have been so for longer than the rolling baseline, so they rose during
+// the incident, not with a shift of their own, and hold nothing (bursty
+// seed 5: long_prompts held its prefix-cache incident 9m21s past the load's
+// return). Fails on main 9bd5392: the incident stays named by long_prompts.
+func TestNoQuietHoldOnADriftDuringTheIncident(t *testing.T) {
+	misses, longer, drifted := healthy, healthy, healthy
+	misses.hitRatio, misses.ttft = 0, 0.45
+	longer.hitRatio, longer.ttft, longer.prompt = 0, 0.6, 600
+	drifted.prompt = 600
+	f := fed(t, testOpts, phase{640, healthy}, phase{240, misses}, phase{720, longer})
+	if got := values(f.fams, FamilyCause, "cause"); got[CausePrefixCacheMisses] != 1 || got[CauseLongPrompts] != 1 {
+		t.Fatalf("the incident with the longer prompts: causes %v, want prefix_cache_misses and long_prompts", active(got))
+	}
+	f.feed(90, drifted, nil)
+	if got := values(f.fams, FamilyCause, "cause"); got[CauseLongPrompts] != 0 || f.d.Report().Models[0].Incident != nil {
+		t.Errorf("cache and latency back for 90 s, prompts as for the last 12 minutes: causes %v, incident %+v; want none (the prompts drifted during the incident)", active(got), f.d.Report().Models[0].Incident)
+	}
+}
