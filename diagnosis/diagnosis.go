@@ -473,8 +473,8 @@ func (d *Diagnoser) diagnose(m string, tr *track, t int64) ModelReport {
 	ev.ledBy(&lenient, &recent, ref, d.opts.MinChange)
 	mr.Readiness = d.readiness(tr, t, a != nil && (freeOK || frozen), &recent, ref)
 	ready := mr.Readiness.State == ReadyOK
+	var long *evaluation
 	if ready {
-		var long *evaluation
 		// The windows a named cause is held by: the last HoldWindows, or
 		// all since the reference ended when that is less (an incident
 		// younger than them), if longer than the recent window. Outside an
@@ -490,6 +490,10 @@ func (d *Diagnoser) diagnose(m string, tr *track, t int64) ModelReport {
 			// the queue's growth of the recent window: the longer span
 			// starts at a coarse point, whose slot mean is no value then
 			e.splitQueue(&ls, ref, growth, d.opts.MinChange)
+			// the recent window's preemptions against the older windows'
+			older := ls.seconds - recent.seconds
+			e.preemptsFit = older > 0 && poissonRates(recent.c[cPreemptions], recent.seconds,
+				ls.c[cPreemptions]-recent.c[cPreemptions], older, -1) > d.rules.clearAlpha
 			long = &e
 		}
 		before := in.phase()
@@ -543,6 +547,15 @@ func (d *Diagnoser) diagnose(m string, tr *track, t int64) ModelReport {
 	}
 	for k := range causes {
 		named[k] = named[k] || topoOn[k]
+	}
+	if named[kPreemptions] && long != nil && long.memoryShown >= 0 {
+		// Named, memory's part of the queue is read over the windows the
+		// cause is held by too, where those show more of it: a rare
+		// event's count in one window says little (preemptsFit), and the
+		// inflow did not take the queue the cache held back.
+		if g := long.memoryQueue + long.inflowQueue; g > 0 {
+			ev.memoryShown = max(ev.memoryShown, (ev.memoryQueue+ev.inflowQueue)*min(max(long.memoryShown/g, 0), 1))
+		}
 	}
 	share := explains(&recent, ref, &ev, sym, &named)
 	mr.fill(ready, &ev, held, sym, named, &share, &recent, ref)

@@ -272,6 +272,10 @@ func (in *incidentState) step(t, w, b int64, ev, naming, lenient, long *evaluati
 		lh := causesFor(long, long, sym, &prev)
 		shown := lenient.beyondOnly()
 		still := causesFor(&shown, &shown, sym, &prev)
+		// A rare event's count shows it stopped only when the recent
+		// window holds significantly fewer than the windows before
+		// (preemptsFit): a window without one is no evidence alone.
+		still[kPreemptions] = still[kPreemptions] || long.preemptsFit
 		for k := range hold {
 			hold[k] = hold[k] || lh[k] && still[k]
 		}

@@ -88,6 +88,12 @@ type evaluation struct {
 	// enough to explain a latency symptom (ledBy); it opens an incident,
 	// freezing the reference, before the symptom shows.
 	traffic bool
+	// preemptsFit (on the evaluation over the windows a named cause is
+	// held by): the recent window's preemptions are not significantly
+	// fewer, at the undivided level, than the older windows' rate allows.
+	// A rare event's count in one window says little: no preemption in
+	// 10 s after 10 in the 20 s before is chance (p = 0.017).
+	preemptsFit bool
 	// queued: queueing shown at the strict level, its queue time alone
 	// (1 + m)² times the baseline's TTFT p90 (ledBy): it leads TTFT as a
 	// traffic cause leads its symptom, and in the probation after an
