@@ -474,6 +474,12 @@ func batchHolds(lenient *evaluation, sym [numSymptoms]bool) bool {
 // the dip (the bursty simulator's batch_growth, 1-2 points of its judged
 // polls on each seed). Every other cause clears; the caller holds only an
 // incident at least HoldWindows recent windows old (a burst is not held).
+// The batch is read as named (batchHolds): a lull of starts, whose tokens
+// per request started rise while the batch admitted keeps generating, does
+// not end it. A symptom it was named for must still be half way, in log,
+// to the minimum change (evaluation.halfway): a dip, not a return; a larger
+// batch whose steps are back explains no latency (after the load returned
+// the bursty simulator's batch drained for half a minute at steps 1.08x).
 func (in *incidentState) keepsBatched(was [numSymptoms]bool, prev *causeSet, lenient *evaluation) bool {
 	if !in.named || !prev[kBatchGrowth] {
 		return false
@@ -482,8 +488,11 @@ func (in *incidentState) keepsBatched(was [numSymptoms]bool, prev *causeSet, len
 	if anyTrue(was[:]) {
 		sym = was
 	}
-	var none causeSet
-	if !causesFor(lenient, lenient, sym, &none)[kBatchGrowth] {
+	back := true
+	for y := range sym {
+		back = back && !(sym[y] && lenient.halfway[y])
+	}
+	if back || !batchHolds(lenient, sym) {
 		return false
 	}
 	in.lullSym = sym

@@ -150,7 +150,7 @@ func TestLullRelapseNamedAtTheHoldLevel(t *testing.T) {
 // TestHeldThroughALull: a shift names its cause; then for two minutes its
 // latency is back while the cause's own evidence still holds (queueing:
 // TTFT back at 0.15 s while 4 requests wait against 1; batch_growth: the
-// steps back at 0.05 s while the batch stays twice as large), then the
+// steps at 0.06 s, 1.2x, while the batch stays twice as large), then the
 // shift resumes. The incident stays named by the cause, with no symptom,
 // at every second of the lull and of the resumption, and its sentence says
 // why; once the evidence is gone the incident ends (issue 30: holds with
@@ -163,8 +163,9 @@ func TestLullRelapseNamedAtTheHoldLevel(t *testing.T) {
 func TestHeldThroughALull(t *testing.T) {
 	queued := healthy
 	queued.waiting = 4
+	// the steps below the minimum change, not back (TestBatchHoldEndsWithItsSteps)
 	larger := healthy
-	larger.running = 16
+	larger.running, larger.itl = 16, 0.06
 	for _, c := range []struct {
 		cause         string
 		shift, lull   second
