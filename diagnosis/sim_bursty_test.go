@@ -351,15 +351,23 @@ func simBurstyRun(sc string, seed uint64, load float64) (simRun, simBurstyResult
 		// preemptions are beside queueing in the overload (issue 30:
 		// preemptions never hide queueing when waiting and queue time
 		// moved). Never in place of them: the cut is the cause.
+		//
+		// A batch 2.5x whose bursts fill the pod truly queues (seeds 9 and
+		// 10: the KV cache, 92-95 % used, holds the batch at about 700
+		// requests an engine and the rest wait, TTFT 6-10x): where the
+		// exact queue time rose, queueing is right, in place of
+		// batch_growth too, which is named only when nothing else
+		// explains the batch (its rule).
 		want := simExpected(sc)
 		run.right = func(p *simPoll) bool {
+			overflow := sc == CauseBatchGrowth && p.trueQueueUp && slices.Contains(p.causes, CauseQueueing)
 			for _, w := range want {
-				if !slices.Contains(p.causes, w) {
+				if !slices.Contains(p.causes, w) && !overflow {
 					return false
 				}
 			}
 			for _, x := range p.causes {
-				queued := sc == CausePreemptions && x == CauseQueueing && p.trueQueueUp
+				queued := (sc == CausePreemptions || sc == CauseBatchGrowth) && x == CauseQueueing && p.trueQueueUp
 				if !slices.Contains(want, x) && !slices.Contains(simTrafficCauses, x) && !queued {
 					return false
 				}
@@ -491,6 +499,16 @@ const (
 	// 69.7 -> 28.9 -> 10.4 % wrong or missing); about half the polls still
 	// missed name nothing where the exact ITL mean rose under 1.25x even
 	// the pre-shift one, a third wait for the naming's 3 evaluations.
+	// Over seeds 1-12 (branch batchg: 350 polls still missed of 5,906):
+	// 166 with no incident open, most where the true ITL p90 is under
+	// 1.30x and the exact mean reads under 1.25x (a young incident ended
+	// in the dip, or an older one whose batch was no longer significant
+	// at α); 86 waiting the 3 evaluations of an incident opened again;
+	// 54 naming long_prompts or long_outputs (a client's batch 1.3-1.45x)
+	// where the batch grew less than m beyond what that work accounts
+	// for; 30 at the starts and ends of the batch's overflows into
+	// queueing (nothing named while the one cause waits for the other's
+	// 3 evaluations); 14 a named incident whose cause waits its own.
 	simBurstyBucket = "the shift's latency rises inside one of vLLM's buckets: the interpolated p90 reads it below the minimum change, and in the polls still missed the exact mean rose below the minimum change (ITL) or within the pod's bursts (TTFT)"
 	// simBurstyTruth: the exact latencies of long_outputs move beyond the
 	// pod's own bursts in only half of its polls: the scenario barely
