@@ -499,16 +499,16 @@ const (
 	// 69.7 -> 28.9 -> 10.4 % wrong or missing); about half the polls still
 	// missed name nothing where the exact ITL mean rose under 1.25x even
 	// the pre-shift one, a third wait for the naming's 3 evaluations.
-	// Over seeds 1-12 (branch batchg: 350 polls still missed of 5,906):
-	// 166 with no incident open, most where the true ITL p90 is under
-	// 1.30x and the exact mean reads under 1.25x (a young incident ended
-	// in the dip, or an older one whose batch was no longer significant
-	// at α); 86 waiting the 3 evaluations of an incident opened again;
-	// 54 naming long_prompts or long_outputs (a client's batch 1.3-1.45x)
-	// where the batch grew less than m beyond what that work accounts
-	// for; 30 at the starts and ends of the batch's overflows into
-	// queueing (nothing named while the one cause waits for the other's
-	// 3 evaluations); 14 a named incident whose cause waits its own.
+	// Over seeds 1-12 (branch batchg: 325 polls still missed of 5,906):
+	// 171 with no incident open (a young incident ended in a dip, or an
+	// older one's batch was no longer significant at α), 93 of them where
+	// the true p90 is under 1.30x and the exact means read under 1.25x or
+	// within the pod's bursts; 56 waiting the 3 evaluations of an incident
+	// opened again; 54 naming long_prompts or long_outputs alone (a client's
+	// batch 1.3-1.45x, or the long requests that finish as an overflow
+	// drains); 30 at the starts and ends of the batch's overflows into
+	// queueing (nothing named while one cause waits for the other's 3
+	// evaluations); 14 a named incident whose cause waits its own.
 	simBurstyBucket = "the shift's latency rises inside one of vLLM's buckets: the interpolated p90 reads it below the minimum change, and in the polls still missed the exact mean rose below the minimum change (ITL) or within the pod's bursts (TTFT)"
 	// simBurstyTruth: the exact latencies of long_outputs move beyond the
 	// pod's own bursts in only half of its polls: the scenario barely
