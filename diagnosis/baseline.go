@@ -248,6 +248,10 @@ func (d *Diagnoser) lull(tr *track, recent, ref *stats, lenient *evaluation, now
 			}
 		}
 	}
+	if in.batchedYoung && !in.open {
+		// a young one's probation only resumes it (incidentState.step)
+		in.batchedYoung = lenient.ratio[sRunning] >= 1+d.opts.MinChange
+	}
 	if in.batched && !in.open {
 		// A larger batch that outlasted the probation's length: the calm
 		// after it is on probation while the batch is still beyond the

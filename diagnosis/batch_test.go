@@ -109,3 +109,48 @@ func TestBatchCalmIsNoNormal(t *testing.T) {
 		t.Errorf("30 s into the relapse (steps 1.3x the healthy ones, batch 2x): batch_growth %v, itl_up %v, want both named", c[CauseBatchGrowth], y[SymptomITLUp])
 	}
 }
+
+// TestBatchHeldQuietThroughALullOfStarts: a named batch_growth incident
+// older than HoldWindows recent windows whose steps dip below the minimum
+// change (1.2x) while the batch stays twice as large and generated tokens
+// per request started rise 2x (a lull of starts: the batch admitted keeps
+// generating) is held with no symptom by the batch's own evidence, as the
+// same rise does not clear a named batch_growth while its symptom shows
+// (TestBatchGrowthHeldThroughABurstOfStarts). On the bursty simulator the
+// hold read the rise as if batch_growth were not named and ended the
+// incident in such lulls (seeds 1-12: 8.4/2.7/3.0/6.0/7.9/0.9 and
+// 18.5/7.1/13.5/11.5/4.8/18.6 -> 7.6/2.7/1.8/5.6/7.5/0.0 and
+// 15.2/7.1/13.0/10.7/4.8/18.6 % wrong or missing, with
+// TestBatchHoldEndsWithItsSteps). Fails on main 9bd5392: the incident
+// ended 59 s into the lull, once the lull's starts filled the recent window.
+func TestBatchHeldQuietThroughALullOfStarts(t *testing.T) {
+	lull := healthy
+	lull.running, lull.itl, lull.starts = 16, 0.06, 2
+	f := shiftNamed(t, batchGrowth, 200, CauseBatchGrowth)
+	for k := range 60 {
+		f.feed(1, lull, nil)
+		if got := values(f.fams, FamilyCause, "cause")[CauseBatchGrowth]; got != 1 {
+			t.Fatalf("%d s into the lull of starts (steps 1.2x, batch 2x): batch_growth %v (symptoms %v), want held by the batch's evidence", k, got, values(f.fams, FamilySymptom, "symptom"))
+		}
+	}
+}
+
+// TestBatchHoldEndsWithItsSteps: a named batch_growth incident is held with
+// no symptom only while its steps are still at least half way, in log, to
+// the minimum change (1.118x at 25 %): a batch still twice as large whose
+// steps are back at the healthy ones explains no latency, and the incident
+// ends. On the bursty simulator the batch drained for half a minute after
+// the load returned, its steps back at 1.08-1.10x, and with the hold
+// through a lull of starts (TestBatchHeldQuietThroughALullOfStarts) seed 1
+// cleared 31 s after the load returned (target: 30 s); with this rule 12 s.
+// Fails on main 9bd5392: the incident was held for as long as the batch
+// stayed large.
+func TestBatchHoldEndsWithItsSteps(t *testing.T) {
+	back := healthy
+	back.running = 16
+	f := shiftNamed(t, batchGrowth, 200, CauseBatchGrowth)
+	f.feed(int(testOpts.Window/time.Second)+10, back, nil)
+	if c, age := values(f.fams, FamilyCause, "cause")[CauseBatchGrowth], values(f.fams, FamilyIncident, "")[""]; c != 0 || age != 0 {
+		t.Errorf("a recent window and 10 s after the steps came back with the batch still 2x: batch_growth %v, incident age %v s, want ended", c, age)
+	}
+}

@@ -63,12 +63,23 @@ type incidentState struct {
 	// the first incident of a chain of lulls began.
 	lull causeSet
 	// batched: the incident that ended named batch_growth and outlasted
-	// the probation's length (or resumed one: fromBatch); while the batch stays beyond the minimum
-	// change, the calm after it is no normal (Diagnoser.lull).
-	batched    bool
-	lullSym    [numSymptoms]bool
-	chainStart int64
-	fromLull   bool // opened in a lull
+	// the probation's length (or resumed one: fromBatch); while the batch
+	// stays beyond the minimum change, the calm after it is no normal
+	// (Diagnoser.lull) and a symptom it had, back with the batch's own
+	// evidence at the undivided level, resumes it (fromBatch).
+	batched bool
+	// batchedYoung: the same after a younger one, which may have been one
+	// of the pod's bursts: while the batch stays beyond the minimum
+	// change, itl_up back resumes it only on the evidence that names them
+	// (itl_up at the strict level, the batch beyond every sub-window of
+	// the baseline): the naming's HoldEvaluations alone are skipped. TTFT,
+	// which a bursty pod's queue moves as well, waits as a new incident
+	// does, and the calm joins the reference as any calm does.
+	batchedYoung bool
+	fromYoung    bool // fromBatch, from batchedYoung
+	lullSym      [numSymptoms]bool
+	chainStart   int64
+	fromLull     bool // opened in a lull
 	// peak is each traffic cause's largest factor (Cause.factor) while
 	// named, over the chain of lulls; lullPeak the ended incident's. A
 	// lull is the same shift only while its cause stays near that.
@@ -145,12 +156,18 @@ func (in *incidentState) step(t, w, b int64, ev, naming, lenient, long *evaluati
 	// undivided level on the symptoms it was named for, one of them back
 	// (fromBatch)
 	batch := false
-	if !in.open && in.batched {
+	if !in.open && (in.batched || in.batchedYoung) {
+		// after a young one (batchedYoung), itl_up and the batch at the
+		// level they are named at
+		shown, evidence := lenient, lenient
+		if !in.batched {
+			shown, evidence = ev, naming
+		}
 		var back [numSymptoms]bool
 		for y := range back {
-			back[y] = in.queueSym[y] && lenient.symptoms[y]
+			back[y] = in.queueSym[y] && shown.symptoms[y] && (in.batched || y == yITL)
 		}
-		batch = anyTrue(back[:]) && batchHolds(lenient, in.queueSym)
+		batch = anyTrue(back[:]) && batchHolds(evidence, in.queueSym)
 	}
 	// (or, for TTFT, by the queue's own strong evidence (ev.queued): the
 	// TTFT test widened by the pod's bursts sees a resumed overload late)
@@ -179,7 +196,7 @@ func (in *incidentState) step(t, w, b int64, ev, naming, lenient, long *evaluati
 			uncausedSince: -1, adopted: in.adopted, adoptedAt: in.adoptedAt, adoptedOf: in.adoptedOf,
 			ended: in.ended, endedAt: in.endedAt, endStart: in.endStart,
 			lull: in.lull, lullSym: in.lullSym, chainStart: chain, fromLull: in.inLull(), lullPeak: in.lullPeak, loaded: in.inLull() && in.loaded,
-			queueSym: in.queueSym, fromQueue: t < in.queuedUntil, fromBatch: batch}
+			queueSym: in.queueSym, fromQueue: t < in.queuedUntil, fromBatch: batch, fromYoung: batch && !in.batched}
 		if in.fromLull {
 			in.peak = in.lullPeak
 		}
@@ -371,7 +388,8 @@ func (in *incidentState) step(t, w, b int64, ev, naming, lenient, long *evaluati
 		*in = incidentState{ended: true, endedAt: t, endStart: in.start, uncausedSince: -1,
 			adopted: in.adopted, adoptedAt: in.adoptedAt, adoptedOf: in.adoptedOf,
 			lull: lull, lullSym: was, chainStart: in.chainStart, lullPeak: in.peak, loaded: in.loaded,
-			queuedUntil: queued, queueSym: queueSym, batched: prev[kBatchGrowth] && (t-in.start >= (HoldWindows-1)*w || in.fromBatch)}
+			queuedUntil: queued, queueSym: queueSym, batched: prev[kBatchGrowth] && (t-in.start >= (HoldWindows-1)*w || in.fromBatch && !in.fromYoung),
+			batchedYoung: prev[kBatchGrowth] && !(t-in.start >= (HoldWindows-1)*w || in.fromBatch && !in.fromYoung)}
 	case t-in.start >= maxIncident:
 		// The new level has lasted too long to be an incident: it
 		// becomes the baseline.
@@ -507,6 +525,12 @@ func batchHolds(lenient *evaluation, sym [numSymptoms]bool) bool {
 // the dip (the bursty simulator's batch_growth, 1-2 points of its judged
 // polls on each seed). Every other cause clears; the caller holds only an
 // incident at least HoldWindows recent windows old (a burst is not held).
+// The batch is read as named (batchHolds): a lull of starts, whose tokens
+// per request started rise while the batch admitted keeps generating, does
+// not end it. A symptom it was named for must still be half way, in log,
+// to the minimum change (evaluation.halfway): a dip, not a return; a larger
+// batch whose steps are back explains no latency (after the load returned
+// the bursty simulator's batch drained for half a minute at steps 1.08x).
 func (in *incidentState) keepsBatched(was [numSymptoms]bool, prev *causeSet, lenient *evaluation) bool {
 	if !in.named || !prev[kBatchGrowth] {
 		return false
@@ -515,8 +539,11 @@ func (in *incidentState) keepsBatched(was [numSymptoms]bool, prev *causeSet, len
 	if anyTrue(was[:]) {
 		sym = was
 	}
-	var none causeSet
-	if !causesFor(lenient, lenient, sym, &none)[kBatchGrowth] {
+	back := true
+	for y := range sym {
+		back = back && !(sym[y] && lenient.halfway[y])
+	}
+	if back || !batchHolds(lenient, sym) {
 		return false
 	}
 	in.lullSym = sym

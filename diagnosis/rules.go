@@ -46,6 +46,9 @@ type evaluation struct {
 	// the minimum change and significant.
 	outside  [numSignals]bool
 	symptoms [numSymptoms]bool
+	// halfway: the symptom's latency (its p90 or exact mean) is still at
+	// least half way, in log, to the minimum change: not back.
+	halfway [numSymptoms]bool
 	// excessPreemptions is the recent preemptions above what the
 	// baseline rate predicts, per request started.
 	excessPreemptions float64
@@ -170,6 +173,10 @@ func (ru *rules) evaluate(recent, base *stats) evaluation {
 		}
 	}
 	e.enough = recent.requests >= ru.minRequests && base.requests >= ru.minRequests
+	half := math.Sqrt(1 + ru.minChange)
+	e.halfway[yTTFT] = e.ratio[sTTFT] >= half || e.ratio[sTTFTMean] >= half
+	e.halfway[yITL] = e.ratio[sITL] >= half || e.ratio[sITLMean] >= half
+	e.halfway[yThroughput] = e.ratio[sGenTPS] <= 1/half
 	if r, b := ratio(recent.c[cGenerationTokens], recent.started), ratio(base.c[cGenerationTokens], base.started); r > 0 && b > 0 {
 		e.tokensPerStartUp = r >= b*(1+ru.minChange)
 	}

@@ -387,10 +387,18 @@ func simBurstyRun(sc string, seed uint64, load float64) (simRun, simBurstyResult
 		// moved). Never in place of them: the cut is the cause. So beside
 		// any shift whose requests truly waited: long_outputs at 3x filled
 		// seed 10's KV cache (requests waited 2.8 s at p90 against 22 ms).
+		//
+		// A batch 2.5x whose bursts fill the pod truly queues (seeds 9 and
+		// 10: the KV cache, 92-95 % used, holds the batch at about 700
+		// requests an engine and the rest wait, TTFT 6-10x): where the
+		// exact queue time rose, queueing is right, in place of
+		// batch_growth too, which is named only when nothing else
+		// explains the batch (its rule).
 		want := simExpected(sc)
 		run.right = func(p *simPoll) bool {
+			overflow := sc == CauseBatchGrowth && p.trueQueueUp && slices.Contains(p.causes, CauseQueueing)
 			for _, w := range want {
-				if !slices.Contains(p.causes, w) {
+				if !slices.Contains(p.causes, w) && !overflow {
 					return false
 				}
 			}
@@ -533,6 +541,16 @@ const (
 	// 69.7 -> 28.9 -> 10.4 % wrong or missing); about half the polls still
 	// missed name nothing where the exact ITL mean rose under 1.25x even
 	// the pre-shift one, a third wait for the naming's 3 evaluations.
+	// Over seeds 1-12 (branch batchg: 325 polls still missed of 5,906):
+	// 171 with no incident open (a young incident ended in a dip, or an
+	// older one's batch was no longer significant at α), 93 of them where
+	// the true p90 is under 1.30x and the exact means read under 1.25x or
+	// within the pod's bursts; 56 waiting the 3 evaluations of an incident
+	// opened again; 54 naming long_prompts or long_outputs alone (a client's
+	// batch 1.3-1.45x, or the long requests that finish as an overflow
+	// drains); 30 at the starts and ends of the batch's overflows into
+	// queueing (nothing named while one cause waits for the other's 3
+	// evaluations); 14 a named incident whose cause waits its own.
 	simBurstyBucket = "the shift's latency rises inside one of vLLM's buckets: the interpolated p90 reads it below the minimum change, and in the polls still missed the exact mean rose below the minimum change (ITL) or within the pod's bursts (TTFT)"
 	// simBurstyTruth: the exact latencies of long_outputs move beyond the
 	// pod's own bursts in only half of its polls: the scenario barely

@@ -492,6 +492,12 @@ func simulatePlan(pl simPlan) simRun {
 				for _, e := range pod.engines {
 					fmt.Fprintf(&b, " rank=%d/%d", len(e.running), len(e.waiting))
 				}
+				for _, tr := range d.tracks {
+					// the incident's state: open, named, its age, and how it
+					// began or is held (fromBatch, batched, quiet)
+					in := &tr.inc
+					fmt.Fprintf(&b, " inc=%t/%t/%ds/fb=%t/bt=%t/q=%t", in.open, in.named, (int64(at)-int64(d.base.Sub(t0))-in.start)/int64(time.Second), in.fromBatch, in.batched, in.quiet)
+				}
 				line = fmt.Sprint(at, " ", causes, symptoms, " ", m.Readiness.State, b.String())
 			}
 			traces = append(traces, line)
@@ -524,8 +530,9 @@ func simulatePlan(pl simPlan) simRun {
 	}
 	for i, tr := range traces {
 		// the truth's marks: S a true symptom beyond the bursts, M truly moved,
-		// B a change the buckets show at their conservative end
-		mark := [3]byte{'-', '-', '-'}
+		// B a change the buckets show at their conservative end, Q the
+		// requests truly waited longer (simTruth.queueUp)
+		mark := [4]byte{'-', '-', '-', '-'}
 		if run.polls[i].trueSymptom {
 			mark[0] = 'S'
 		}
@@ -534,6 +541,9 @@ func simulatePlan(pl simPlan) simRun {
 		}
 		if run.polls[i].bucketShown {
 			mark[2] = 'B'
+		}
+		if run.polls[i].trueQueueUp {
+			mark[3] = 'Q'
 		}
 		r, q, f := [2]float64{math.NaN(), math.NaN()}, [2]float64{math.NaN(), math.NaN()}, [2]float64{math.NaN(), math.NaN()}
 		if pl.truth {
