@@ -121,6 +121,9 @@ type simEngine struct {
 	trueQueue []float64
 	// ttftSum and itlSum are the histograms' sums, as vLLM prints them
 	ttftSum, itlSum float64
+	// kvCapacity is the KV cache of the load the engine last ran under,
+	// in tokens: its gauge reads its own cache, not the steady one
+	kvCapacity float64
 }
 
 func newSimEngine(seed uint64, i int) *simEngine {
@@ -159,6 +162,7 @@ func (e *simEngine) restart() {
 
 // run advances the engine to until under load l.
 func (e *simEngine) run(until float64, l *simLoad) {
+	e.kvCapacity = l.kvCapacity
 	for e.t < until {
 		if l.burst != nil {
 			e.burstArrivals(l)
@@ -310,17 +314,26 @@ func (p *simPod) observe() Observation {
 		o.TTFTSum += e.ttftSum
 		o.ITLSum += e.itlSum
 	}
-	kv := 0.0
-	for _, e := range p.engines {
-		kv += e.kvUsed() / simSteady.kvCapacity
-	}
-	o.KVUsage = kv / float64(len(p.engines))
+	o.KVUsage = p.kvUsage()
 	o.TTFT = cumulate(simTTFTBounds, p.engines, func(e *simEngine) []float64 { return e.ttft })
 	o.ITL = cumulate(simITLBounds, p.engines, func(e *simEngine) []float64 { return e.itl })
 	o.PromptLen = cumulate(simLenBounds, p.engines, func(e *simEngine) []float64 { return e.promptLen })
 	o.GenLen = cumulate(simLenBounds, p.engines, func(e *simEngine) []float64 { return e.genLen })
 	o.PromptLenCount, o.GenLenCount = o.Finished, o.Finished
 	return o
+}
+
+// kvUsage is the pod's KV-cache usage as the collector reads a real vLLM
+// page: each engine prints its own used share of its own cache
+// (kv_cache_usage_perc, 0..1), and the collector takes their mean weighted
+// by each engine's num_gpu_blocks (routing's kvByModel), here its capacity.
+func (p *simPod) kvUsage() float64 {
+	used, capacity := 0.0, 0.0
+	for _, e := range p.engines {
+		used += min(e.kvUsed(), e.kvCapacity) // a lone request past a cut cache still reads full, not more
+		capacity += e.kvCapacity
+	}
+	return used / capacity
 }
 
 // simRun is one scenario's run and what the diagnosis said along it.
