@@ -557,6 +557,13 @@ func (d *Diagnoser) diagnose(m string, tr *track, t int64) ModelReport {
 			ev.memoryShown = max(ev.memoryShown, (ev.memoryQueue+ev.inflowQueue)*min(max(long.memoryShown/g, 0), 1))
 		}
 	}
+	if named[kPreemptions] && lenient.cacheFull() {
+		// Named and held by a full cache (cacheFull): memory's part of
+		// the queue is the one the cache holds (splitQueue), not the
+		// inflow's (seed 7's KV cut listed queueing first where no
+		// preemption fell in 10 s).
+		ev.memoryShown = max(ev.memoryShown, ev.memoryFullShown)
+	}
 	share := explains(&recent, ref, &ev, sym, &named)
 	mr.fill(ready, &ev, held, sym, named, &share, &recent, ref)
 	mr.fillTopology(ready, &tr.topo, topoOn)

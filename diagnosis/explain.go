@@ -236,6 +236,14 @@ func (e *evaluation) splitQueue(recent, base *stats, growth, minChange float64) 
 	if shown {
 		e.memoryShown = max(excess+heldBack, servedLess)
 	}
+	// While the cache is full (cacheFull) the queue waits for memory,
+	// whether a preemption fell in this window or not: all of it but what
+	// the window's arrivals above the baseline's rate added (at the
+	// baseline's rate the pod served without this queue). Seed 7's KV
+	// cut: 225 waiting, served 47.3 a second against 46.8, the batch
+	// 0.75 times: the inflow's rise adds 5 of them.
+	arrived := max(orZero(served+orZero(growth)-baseServed), 0) * recent.seconds
+	e.memoryFullShown = max(excess+max(orZero(base.gMean[gRunning]-recent.gMean[gRunning]), 0), servedLess, grown-arrived)
 	e.inflowQueueShare, e.memoryQueueShare, e.memoryQueueShown = 0, 0, 0
 	if rise := e.queueTime - e.baseQueueTime; rise > 0 && grown > 0 && base.v[sTTFT] > 0 {
 		part := func(q float64) float64 { return rise * math.Min(math.Max(q/grown, 0), 1) / base.v[sTTFT] }

@@ -297,6 +297,15 @@ func (in *incidentState) step(t, w, b int64, ev, naming, lenient, long *evaluati
 			hold[k] = hold[k] || lh[k] && still[k]
 		}
 	}
+	// Named preemptions also hold while the KV cache stays full with
+	// requests waiting behind a batch no larger than the baseline's
+	// (cacheFull), on the TTFT its queue moves: the memory limit they
+	// showed is still there between two of them (seed 7's KV cut: no
+	// preemption in 10 s at 0.94 of the cache, 18.6 times the baseline,
+	// and queueing was named alone). Never named on it.
+	if in.cause[kPreemptions].on && lenient.cacheFull() && (sym[yTTFT] || !sym[yITL] && sym[yThroughput]) {
+		hold[kPreemptions] = true
+	}
 	named, explained := false, false
 	for k := range causes {
 		if causes[k].rule == nil {

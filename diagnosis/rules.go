@@ -72,6 +72,10 @@ type evaluation struct {
 	// as the recent window shows it (the requests, not their time); -1
 	// when it does not show.
 	memoryShown float64
+	// memoryFullShown is the same while the KV cache is full (cacheFull):
+	// the queue but what the window's arrivals above the baseline's rate
+	// added, at least the preemptions above it and the batch held back.
+	memoryFullShown float64
 	// tokensPerStartUp: generated tokens per request started rose past the
 	// minimum change. No cause reads it (it swings with every burst of
 	// starts), but a batch that grew while it did may be longer outputs the
@@ -281,6 +285,17 @@ func (ru *rules) abortsRose(recent, base *stats) (up, beyond bool) {
 		return false, false
 	}
 	return fisher(k1, n1, k0, n0, +1) <= ru.alpha, true
+}
+
+// cacheFull says whether e shows memory limiting admission without a
+// preemption: the KV cache's usage up against the baseline (its own test,
+// at e's level, widened by the pod's dispersion), requests waiting up, and
+// the batch no larger than the baseline's. It names nothing (a full cache
+// without preemptions is healthy); it holds preemptions once named
+// (incidentState.step), a rare event's count in a window saying little.
+// Without a KV gauge (ChangeUnknown) it is false.
+func (e *evaluation) cacheFull() bool {
+	return e.change[sKV] == ChangeUp && e.change[sWaiting] == ChangeUp && e.ratio[sRunning] <= 1
 }
 
 // naming is e (the lenient evaluation) as a cause of a named symptom is

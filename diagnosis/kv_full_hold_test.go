@@ -1,0 +1,87 @@
+package diagnosis
+
+import (
+	"math"
+	"testing"
+)
+
+// kvCut feeds a KV cache cut: a clump of preemptions (2 a second for
+// 10 s, 8 % of a window's 240 requests), then none while the cache stays
+// at kv (NaN: a server without the gauge), the batch 6 against 8,
+// 30 requests waiting and the TTFT 4x; then the cache freed (0.4, the
+// baseline's) with the queue still there. It returns the second the
+// preemptions were first named, the first second after it they were not
+// while the cache stayed full, and the seconds they stayed named after
+// it was freed (-1: never).
+func kvCut(t *testing.T, kv float64) (named, dropped, cleared int) {
+	t.Helper()
+	base := healthy
+	base.kv = kv
+	if !math.IsNaN(kv) {
+		base.kv = 0.4
+	}
+	cut := base
+	cut.ttft, cut.running, cut.waiting, cut.kv = 0.6, 6, 30, kv
+	f := fed(t, testOpts, phase{640, base})
+	named, dropped, cleared = -1, -1, -1
+	for k := range 400 {
+		s := cut
+		if k < 10 {
+			s.preemptions = 2
+		}
+		f.feed(1, s, nil)
+		got := values(f.fams, FamilyCause, "cause")[CausePreemptions]
+		if named < 0 && got == 1 {
+			named = k
+		}
+		if named >= 0 && dropped < 0 && got != 1 {
+			dropped = k
+		}
+	}
+	freed := cut
+	freed.kv = base.kv
+	for k := range 200 {
+		f.feed(1, freed, nil)
+		if cleared < 0 && values(f.fams, FamilyCause, "cause")[CausePreemptions] != 1 {
+			cleared = k
+		}
+	}
+	return named, dropped, cleared
+}
+
+// TestPreemptionsHeldWhileTheCacheStaysFull: once preemptions are named on
+// their own evidence, a KV cache that stays full (0.95 against 0.4) while
+// requests wait behind a batch smaller than the baseline's is the same
+// memory limit between two preemptions: they stay named while that holds
+// and clear within a window once the cache is freed (issue 30: on the
+// bursty simulator's KV cut, seed 7, windows with 0-1 preemptions at 0.94
+// of the cache named queueing alone, 17.3 % of the judged polls wrong or
+// missing). Fails on the code before: cleared as the clump left the
+// windows a named cause is held by, 69 s into the cut (the cache still full).
+func TestPreemptionsHeldWhileTheCacheStaysFull(t *testing.T) {
+	named, dropped, cleared := kvCut(t, 0.95)
+	if named < 0 || named > 10 {
+		t.Fatalf("preemptions named %d s into the clump (-1: never), want within a few evaluations", named)
+	}
+	if dropped >= 0 {
+		t.Errorf("preemptions dropped %d s into the cut (named at %d s) with the KV cache still at 0.95 against 0.4, 30 requests waiting and the batch 0.75 times: want held while the cache stays full", dropped, named)
+	}
+	if limit := 60 + 5; cleared < 0 || cleared > limit {
+		t.Errorf("preemptions cleared %d s after the cache was freed (-1: never), want within the recent window (%d s)", cleared, limit)
+	}
+}
+
+// TestPreemptionsWithoutAKVGaugeClearAsBefore: a server without a KV
+// gauge holds preemptions only on their own count (the windows a named
+// cause is held by): the same cut clears them once the clump has left
+// those windows (69 s into the cut, as on the code before). A full cache
+// is never read where no gauge says so.
+func TestPreemptionsWithoutAKVGaugeClearAsBefore(t *testing.T) {
+	named, dropped, _ := kvCut(t, math.NaN())
+	if named < 0 || named > 10 {
+		t.Fatalf("preemptions named %d s into the clump (-1: never), want within a few evaluations", named)
+	}
+	if limit := HoldWindows*60 + 10; dropped < 0 || dropped > limit {
+		t.Errorf("without a KV gauge preemptions dropped %d s into the cut (-1: never), want once the clump left the %d windows a cause is held by (%d s)", dropped, HoldWindows, limit)
+	}
+}
