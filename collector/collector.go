@@ -150,6 +150,8 @@ type Collector struct {
 	viewRoles      viewRoles     // the pod role on the reader views, built by their first readers
 	routingOrder   keptOrder     // the routing view's families' order, merged by its first readers
 	compatOrder    keptOrder     // the compatibility page's
+	fullOrder      keptOrder     // the full page's, merged by its first reader
+	runtimeOrder   keptOrder     // the full page's with the Gatherer's families
 	model          upstreamModel // for pages that name no model
 }
 

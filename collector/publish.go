@@ -25,6 +25,7 @@ type snapshot struct {
 	// parts are what page is encoded from but the Gatherer's families,
 	// merged into one sorted page by full when first read.
 	parts    [][]exposition.Family
+	order    *keptOrder // how parts are merged (the collector's, for every snapshot)
 	fullOnce sync.Once
 	fullFams []exposition.Family
 	selected selections
@@ -90,6 +91,7 @@ func (c *Collector) publish(res *scrapeResult, now time.Time) {
 	}
 	s := &snapshot{
 		parts: append(page, own),
+		order: &c.fullOrder,
 		// The views only readers need are built by their first reader
 		// (readerViews), and encoded by it, as every page is: a view no
 		// router reads costs no building and no encoding, and a router
@@ -125,7 +127,13 @@ func (c *Collector) publish(res *scrapeResult, now time.Time) {
 // scrape's parts on first use; the pages of /metrics?name[]= are cut from
 // it.
 func (s *snapshot) full() []exposition.Family {
-	s.fullOnce.Do(func() { s.fullFams = merge(s.parts...) })
+	s.fullOnce.Do(func() {
+		if s.order == nil {
+			s.fullFams = merge(s.parts...)
+			return
+		}
+		s.fullFams = s.order.merge(s.parts...)
+	})
 	return s.fullFams
 }
 
@@ -215,7 +223,7 @@ var upstreamAgeLabels = labels.FromStrings(model.MetricNameLabel, "vllm_normaliz
 // withRuntimeFamilies adds the Gatherer's families to a page being
 // encoded; a name the page already has keeps the page's family.
 func (c *Collector) withRuntimeFamilies(fams []exposition.Family) []exposition.Family {
-	return merge(fams, c.runtimeFamilies())
+	return c.runtimeOrder.merge(fams, c.runtimeFamilies())
 }
 
 // gatherEvery is how long the Gatherer's families (the sidecar process
@@ -274,7 +282,8 @@ func merge(parts ...[]exposition.Family) []exposition.Family {
 }
 
 // keptOrder is merge for a page merged from parts of the same families
-// every scrape (the routing view, the compatibility page): the order the
+// every scrape (the routing view, the compatibility page, the full page
+// with and without the Gatherer's families): the order the
 // last merge sorted its families into is taken again when the names come
 // in the same order, instead of sorting about sixty families again. Pages
 // of two scrapes may be merged at once, by their readers: hence the lock.

@@ -128,6 +128,7 @@ func TestShapeKeptMatchesFresh(t *testing.T) {
 				e.KeepLines() // empty: every line encoded afresh
 			}
 			fresh.routingOrder, fresh.compatOrder = keptOrder{}, keptOrder{} // sorted afresh
+			fresh.fullOrder, fresh.runtimeOrder = keptOrder{}, keptOrder{}
 			fresh.ScrapeOnce(context.Background())
 			if last != 0 && last == kept.scratch.Shape() {
 				hits++

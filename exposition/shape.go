@@ -41,6 +41,16 @@ type pageShape struct {
 	fams  []Family
 	slots []int32
 	stats ParseStats
+	// The value tokens the last page read from this shape printed, end to
+	// end (token k ends at tokEnd[k]), and what they parsed to: a token
+	// printed as it was is not parsed again. Most of a page's values do
+	// not move between two scrapes, and strconv.ParseFloat was most of a
+	// page read from its shape but the comparison of its bytes.
+	toks     []byte
+	tokEnd   []int32
+	tokVals  []float64
+	spareTok []byte
+	spareEnd []int32
 }
 
 // valueStop marks the bytes that end a value token in textparse's lexer
@@ -127,6 +137,7 @@ func (sc *ParseScratch) recordShape(body []byte, contentType string, opts ParseO
 		sh = &pageShape{}
 	}
 	sh.contentType, sh.sampleLimit, sh.limits, sh.stats = contentType, opts.SampleLimit, opts.LabelLimits, stats
+	sh.tokEnd = sh.tokEnd[:0] // the next page read from this shape parses every value
 	text := make([]byte, 0, len(body)/8)
 	sh.at = sh.at[:0]
 	prev := 0
@@ -170,6 +181,10 @@ func (sc *ParseScratch) recordShape(body []byte, contentType string, opts ParseO
 func (sh *pageShape) reparse(body []byte, vals []float64) (fams []Family, _ []float64, ok bool) {
 	vals = vals[:0]
 	pos, prev := 0, 0
+	// The tokens kept are this shape's last page's only when it had as many.
+	memo := len(sh.tokEnd) == len(sh.keys)
+	toks, tokEnd := sh.spareTok[:0], sh.spareEnd[:0]
+	tokFrom := int32(0)
 	// next returns whether body continues at pos with s, and moves past it.
 	next := func(s string) bool {
 		if len(body)-pos < len(s) || string(body[pos:pos+len(s)]) != s {
@@ -187,15 +202,29 @@ func (sh *pageShape) reparse(body []byte, vals []float64) (fams []Family, _ []fl
 		for pos < len(body) && !valueStop[body[pos]] {
 			pos++
 		}
-		v, good := parseValue(body[from:pos])
-		if !good {
-			return nil, vals, false // textparse's error, if it is one, comes from the full parse
+		tok := body[from:pos]
+		var v float64
+		if memo && string(tok) == string(sh.toks[tokFrom:sh.tokEnd[k]]) {
+			v = sh.tokVals[k] // parseValue reads the same bytes to the same bits
+		} else {
+			var good bool
+			if v, good = parseValue(tok); !good {
+				return nil, vals, false // textparse's error, if it is one, comes from the full parse
+			}
+		}
+		if memo {
+			tokFrom = sh.tokEnd[k]
 		}
 		vals = append(vals, v)
+		toks = append(toks, tok...)
+		tokEnd = append(tokEnd, int32(len(toks)))
 	}
 	if string(body[pos:]) != sh.text[prev:] {
 		return nil, vals, false
 	}
+	sh.spareTok, sh.spareEnd = sh.toks, sh.tokEnd
+	sh.toks, sh.tokEnd = toks, tokEnd
+	sh.tokVals = append(sh.tokVals[:0], vals...)
 	samples := make([]Sample, len(sh.slots))
 	fams = make([]Family, len(sh.fams))
 	n := 0

@@ -175,7 +175,88 @@ func FuzzParseShape(f *testing.F) {
 				t.Fatalf("both pages read as shape %d, but %s\nfirst page:\n%q\nsecond:\n%q", shape, msg, body, next)
 			}
 		}
+		// A third page, every other value the second's and the rest the
+		// first's: read from the shape, the values the second page printed
+		// are taken from it, the others parsed.
+		var firstValues []string
+		withValues(string(body), func(_ int, v string) string { firstValues = append(firstValues, v); return v })
+		third := withValues(next, func(i int, v string) string {
+			if i%2 == 0 || i >= len(firstValues) {
+				return v
+			}
+			return firstValues[i]
+		})
+		got, gs, gerr = Parse([]byte(third), ContentTypeText, ParseOptions{Scratch: sc})
+		want, ws, werr = Parse([]byte(third), ContentTypeText, ParseOptions{})
+		if (gerr == nil) != (werr == nil) || gerr != nil && gerr.Error() != werr.Error() {
+			t.Fatalf("error %v, a fresh parse gives %v\nthird page:\n%q", gerr, werr, third)
+		}
+		if gerr == nil {
+			sameParse(t, "third page", got, want, gs, ws)
+		}
 	})
+}
+
+// TestParseShapeKeptValues: a page read from its shape takes a value whose
+// bytes the last page printed from that page rather than parsing it again,
+// and still gives exactly what a fresh parse gives, whichever values moved,
+// were respelt (the same number in other bytes) or came back.
+func TestParseShapeKeptValues(t *testing.T) {
+	base, err := os.ReadFile(filepath.Join("..", "testdata", "fixtures", "13-vllm-v1-2026-nixl-pd-kserve-llmisvc-context.prom"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	page := string(base)
+	respelt := map[string]string{"0": "0.0", "1": "1e0", "NaN": "nan", "+Inf": "inf"}
+	pages := []struct {
+		name string
+		body string
+	}{
+		{"fixture", page},
+		{"same again", page},     // nothing kept yet: every value parsed
+		{"same once more", page}, // every value kept
+		{"a third moved", withValues(page, func(i int, v string) string {
+			if i%3 == 0 {
+				return v + "5"
+			}
+			return v
+		})},
+		{"every value respelt", withValues(page, func(i int, v string) string {
+			if r, ok := respelt[v]; ok {
+				return r
+			}
+			return v + "0" // an integer times ten, a fraction with a trailing zero
+		})},
+		{"back to the fixture", page},
+		{"special values", withValues(page, func(i int, v string) string {
+			return [...]string{"NaN", "+Inf", "-Inf", "-0", "1e-300", "infinity", "nan", "Inf", v, ".5"}[i%10]
+		})},
+		{"special values shifted", withValues(page, func(i int, v string) string {
+			return [...]string{"NaN", "+Inf", "-Inf", "-0", "1e-300", "infinity", "nan", "Inf", v, ".5"}[(i+1)%10]
+		})},
+		{"a bad value where a kept one was", withValues(page, func(i int, v string) string {
+			if i == 7 {
+				return "0x1p-2"
+			}
+			return v
+		})},
+		{"the fixture after a full parse", page},
+		{"and again", page},
+	}
+	sc := &ParseScratch{}
+	for _, p := range pages {
+		got, gs, gerr := Parse([]byte(p.body), ContentTypeText, ParseOptions{Scratch: sc})
+		want, ws, werr := Parse([]byte(p.body), ContentTypeText, ParseOptions{})
+		if (gerr == nil) != (werr == nil) || gerr != nil && gerr.Error() != werr.Error() {
+			t.Fatalf("%s: error %v, a fresh parse gives %v", p.name, gerr, werr)
+		}
+		if gerr == nil {
+			sameParse(t, p.name, got, want, gs, ws)
+		}
+	}
+	if sh := sc.shape; sh == nil || len(sh.tokEnd) != len(sh.keys) || len(sh.keys) == 0 {
+		t.Fatal("the last page read from its shape kept no values")
+	}
 }
 
 // valuesOnly says how a and b differ in anything but their samples'

@@ -14,6 +14,10 @@
 #   -s  also run the sidecar as built at git revision REV, under LABEL
 #       (repeatable; e.g. -s before=main); the working tree's sidecar is
 #       always run, as "sidecar"
+#   -e  also run the working tree's sidecar with environment variables set,
+#       under LABEL: -e LABEL=VAR=VALUE[,VAR=VALUE]... (repeatable; e.g.
+#       -e gogo75=GOGC=75 -e lim=GOMEMLIMIT=12MiB), to weigh the runtime's
+#       settings against the default side by side
 #   -p  seconds between reads of each process's /metrics, with gzip, as
 #       Prometheus scrapes (default 15; 0: nobody reads). The floor serves
 #       its raw bytes; the sidecar encodes its page for the first reader
@@ -56,13 +60,14 @@
 set -euo pipefail
 
 rounds=3 warm=10 dur=60 out="" read_every=15 floor_procs=""
-revs=() floor_args=() sidecar_args=() otel="" views=""
-while getopts "r:w:d:s:o:p:F:zvO" opt; do
+revs=() envs=() floor_args=() sidecar_args=() otel="" views=""
+while getopts "r:w:d:s:e:o:p:F:zvO" opt; do
 	case $opt in
 	r) rounds=$OPTARG ;;
 	w) warm=$OPTARG ;;
 	d) dur=$OPTARG ;;
 	s) revs+=("$OPTARG") ;;
+	e) envs+=("$OPTARG") ;;
 	o) out=$OPTARG ;;
 	p) read_every=$OPTARG ;;
 	F) floor_procs=$OPTARG ;;
@@ -121,6 +126,12 @@ for lr in "${revs[@]}"; do
 	(cd "$work/src-$label" && CGO_ENABLED=0 go build -o "$work/$label" ./cmd/vllm-normalizer)
 	procs+=("$label")
 done
+declare -A env_of
+for le in "${envs[@]}"; do
+	label=${le%%=*}
+	env_of[$label]=${le#*=}
+	procs+=("$label")
+done
 
 # cpu_ns PID: nanoseconds on CPU of all the process's threads so far (a Go
 # program does not end its threads, so none of its time is lost).
@@ -168,7 +179,12 @@ run_one() { # round page interval
 				compat[$name]="127.0.0.1:$(free_port)"
 				extra+=(--web.routing-listen-address="${compat[$name]}")
 			fi
-			"$work/$name" "${extra[@]}" --vllm.scrape-uri="http://$upstream/metrics?who=$name" --vllm.scrape-interval="$interval" \
+			local bin=$name setenv=()
+			if [ -n "${env_of[$name]:-}" ]; then
+				bin=sidecar
+				IFS=, read -r -a setenv <<<"${env_of[$name]}"
+			fi
+			env ${setenv[@]+"${setenv[@]}"} "$work/$bin" "${extra[@]}" --vllm.scrape-uri="http://$upstream/metrics?who=$name" --vllm.scrape-interval="$interval" \
 				--web.listen-address="${addr[$name]}" --log.level=error &
 			pid[$name]=$!
 		fi
