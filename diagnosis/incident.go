@@ -107,6 +107,14 @@ type incidentState struct {
 	// resumed batch waited them unnamed, batch_growth 10.4 -> 8.4 % on
 	// seed 1). However young it ends, the calm after it is on probation.
 	fromBatch bool
+	// batchSeen: batch_growth was named in this incident; batchQueued:
+	// queueing was named after it. The batch is still larger while the
+	// queue drains, and the lull of starts the drain leaves (the admitted
+	// burst runs on, few requests start) raises the tokens per request
+	// started without longer outputs: its rule reads the batch as named,
+	// so that rise does not keep it from being named again once queueing
+	// clears (bursty seeds 9 and 10: it did in 13 and 22 judged polls).
+	batchSeen, batchQueued bool
 	// early: the traffic causes whose own signal showed at the undivided
 	// level in the chain's first HoldWindows recent windows, with its
 	// shift; late: those named that did not (one the chain carries from
@@ -279,16 +287,19 @@ func (in *incidentState) step(t, w, b int64, ev, naming, lenient, long *evaluati
 	for k := range causes {
 		prev[k] = in.cause[k].on
 	}
-	strict, hold := causesFor(naming, lenient, sym, &prev), causesFor(lenient, lenient, sym, &prev)
+	// a batch carried through the queue is read as named (batchQueued)
+	carried := prev
+	carried[kBatchGrowth] = prev[kBatchGrowth] || in.batchQueued
+	strict, hold := causesFor(naming, lenient, sym, &carried), causesFor(lenient, lenient, sym, &carried)
 	if long != nil {
 		// A named cause also holds on the last few windows together: a
 		// rate of a few events per window is significant over several;
 		// but only while the recent window still shows its signals past
 		// the minimum change, so that the older windows' evidence does
 		// not hold it after the data stopped showing it.
-		lh := causesFor(long, long, sym, &prev)
+		lh := causesFor(long, long, sym, &carried)
 		shown := lenient.beyondOnly()
-		still := causesFor(&shown, &shown, sym, &prev)
+		still := causesFor(&shown, &shown, sym, &carried)
 		// A rare event's count shows it stopped only when the recent
 		// window holds significantly fewer than the windows before
 		// (preemptsFit): a window without one is no evidence alone.
@@ -337,6 +348,8 @@ func (in *incidentState) step(t, w, b int64, ev, naming, lenient, long *evaluati
 			in.loaded = true
 		}
 	}
+	in.batchSeen = in.batchSeen || in.cause[kBatchGrowth].on
+	in.batchQueued = in.batchQueued || in.batchSeen && in.cause[kQueueing].on
 	// A latency percentile reacts to a shift as soon as a tenth of the
 	// window's requests are affected; the means that explain it move in
 	// proportion to the affected share. So a symptom is unexplained only
