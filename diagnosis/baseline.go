@@ -264,6 +264,18 @@ func (d *Diagnoser) lull(tr *track, recent, ref *stats, lenient *evaluation, now
 			f.start, f.startT = &p, now.t
 		}
 	}
+	if in.kvFull && !in.open {
+		// The calm after preemptions that ended with the cache full
+		// (incidentState.kvFull) is on probation while the KV usage is
+		// still up against the reference, until the longest incident
+		// (seed 7's KV cut: between bursts the cache stayed at 8x its
+		// baseline with no request waiting, and each burst's first
+		// seconds were read as a new incident).
+		if in.kvFull = lenient.change[sKV] == ChangeUp && t-in.kvStart < int64(d.opts.MaxIncident); in.kvFull && f.open && now != nil {
+			p := snapshot(now)
+			f.start, f.startT = &p, now.t
+		}
+	}
 	if !in.inLull() {
 		return
 	}

@@ -115,6 +115,20 @@ type incidentState struct {
 	// so that rise does not keep it from being named again once queueing
 	// clears (bursty seeds 9 and 10: it did in 13 and 22 judged polls).
 	batchSeen, batchQueued bool
+	// kvFull: the incident that ended had preemptions named (on their own
+	// count, or carried) when its symptoms last held, and the KV cache's
+	// usage is still up against the reference; while it stays up the calm
+	// after it is on probation (Diagnoser.lull), and a symptom it had, with
+	// the cache full again (evaluation.cacheFull), resumes it named with
+	// preemptions carried (fromKV): the memory limit they showed never
+	// left, only the burst did. An incident opened in the probation keeps
+	// it until so resumed. kvStart is when the first of such a chain began;
+	// the probation ends after the longest incident.
+	kvFull, fromKV bool
+	kvStart        int64
+	// preempted: preemptions were named while a symptom last held (a
+	// queue held with no symptom after it clears every other cause).
+	preempted bool
 	// early: the traffic causes whose own signal showed at the undivided
 	// level in the chain's first HoldWindows recent windows, with its
 	// shift; late: those named that did not (one the chain carries from
@@ -177,11 +191,19 @@ func (in *incidentState) step(t, w, b int64, ev, naming, lenient, long *evaluati
 		}
 		batch = anyTrue(back[:]) && batchHolds(evidence, in.queueSym)
 	}
+	// and a full cache's, while the calm after a preemptions incident is
+	// on probation (kvFull), the cache full again (fromKV)
+	kv := false
+	if !in.open && in.kvFull && lenient.cacheFull() {
+		for y := range in.queueSym {
+			kv = kv || in.queueSym[y] && lenient.symptoms[y]
+		}
+	}
 	// (or, for TTFT, by the queue's own strong evidence (ev.queued): the
 	// TTFT test widened by the pod's bursts sees a resumed overload late)
 	var raw [numSymptoms]bool
 	for y := range raw {
-		raw[y] = ev.symptoms[y] || (relapse && in.lullSym[y] || (resumed || batch) && in.queueSym[y]) && lenient.symptoms[y] ||
+		raw[y] = ev.symptoms[y] || (relapse && in.lullSym[y] || (resumed || batch || kv) && in.queueSym[y]) && lenient.symptoms[y] ||
 			resumed && in.queueSym[y] && y == yTTFT && ev.queued
 	}
 	if !in.open {
@@ -200,11 +222,16 @@ func (in *incidentState) step(t, w, b int64, ev, naming, lenient, long *evaluati
 		if in.inLull() {
 			chain = in.chainStart
 		}
+		kvStart := t
+		if in.kvFull {
+			kvStart = in.kvStart
+		}
 		*in = incidentState{open: true, start: t, base: ref.cloned(), baseStart: refStart, baseEnd: refEnd,
 			uncausedSince: -1, adopted: in.adopted, adoptedAt: in.adoptedAt, adoptedOf: in.adoptedOf,
 			ended: in.ended, endedAt: in.endedAt, endStart: in.endStart,
 			lull: in.lull, lullSym: in.lullSym, chainStart: chain, fromLull: in.inLull(), lullPeak: in.lullPeak, loaded: in.inLull() && in.loaded,
-			queueSym: in.queueSym, fromQueue: t < in.queuedUntil, fromBatch: batch, fromYoung: batch && !in.batched}
+			queueSym: in.queueSym, fromQueue: t < in.queuedUntil, fromBatch: batch, fromYoung: batch && !in.batched,
+			kvFull: in.kvFull, kvStart: kvStart}
 		if in.fromLull {
 			in.peak = in.lullPeak
 		}
@@ -216,6 +243,15 @@ func (in *incidentState) step(t, w, b int64, ev, naming, lenient, long *evaluati
 			// the same larger batch resumed: the incident and batch_growth
 			// are held on their evidence, not named anew HoldEvaluations later
 			in.cause[kBatchGrowth] = hysteresis{on: true}
+			for y := range in.sym {
+				if in.queueSym[y] && lenient.symptoms[y] {
+					in.sym[y], in.named = hysteresis{on: true}, true
+				}
+			}
+		}
+		if kv {
+			// the same memory limit resumed: named at once (preemptions
+			// below), not HoldEvaluations later
 			for y := range in.sym {
 				if in.queueSym[y] && lenient.symptoms[y] {
 					in.sym[y], in.named = hysteresis{on: true}, true
@@ -280,6 +316,18 @@ func (in *incidentState) step(t, w, b int64, ev, naming, lenient, long *evaluati
 			}
 			return
 		}
+	}
+	// Opened while the calm after preemptions was on probation (kvFull): a
+	// symptom it had, named however, with the cache full again is the same
+	// memory limit, preemptions carried (held on the full cache below, not
+	// named on it anew; the gauge alone never names them).
+	back := false
+	for y := range sym {
+		back = back || sym[y] && in.queueSym[y]
+	}
+	if in.kvFull && back && lenient.cacheFull() && t-in.kvStart < maxIncident {
+		in.kvFull, in.fromKV = false, true
+		in.cause[kPreemptions] = hysteresis{on: true}
 	}
 	// Causes are looked for on the incident's symptoms, which outlive a
 	// noisy evaluation, strict to name and lenient to hold.
@@ -350,6 +398,9 @@ func (in *incidentState) step(t, w, b int64, ev, naming, lenient, long *evaluati
 	}
 	in.batchSeen = in.batchSeen || in.cause[kBatchGrowth].on
 	in.batchQueued = in.batchQueued || in.batchSeen && in.cause[kQueueing].on
+	if anyTrue(sym[:]) {
+		in.preempted = in.cause[kPreemptions].on
+	}
 	// A latency percentile reacts to a shift as soon as a tenth of the
 	// window's requests are affected; the means that explain it move in
 	// proportion to the affected share. So a symptom is unexplained only
@@ -411,7 +462,8 @@ func (in *incidentState) step(t, w, b int64, ev, naming, lenient, long *evaluati
 			adopted: in.adopted, adoptedAt: in.adoptedAt, adoptedOf: in.adoptedOf,
 			lull: lull, lullSym: was, chainStart: in.chainStart, lullPeak: in.peak, loaded: in.loaded,
 			queuedUntil: queued, queueSym: queueSym, batched: prev[kBatchGrowth] && (t-in.start >= (HoldWindows-1)*w || in.fromBatch && !in.fromYoung),
-			batchedYoung: prev[kBatchGrowth] && !(t-in.start >= (HoldWindows-1)*w || in.fromBatch && !in.fromYoung)}
+			batchedYoung: prev[kBatchGrowth] && !(t-in.start >= (HoldWindows-1)*w || in.fromBatch && !in.fromYoung),
+			kvFull:       (prev[kPreemptions] || in.preempted || in.kvFull) && lenient.change[sKV] == ChangeUp && t-in.kvStart < maxIncident, kvStart: in.kvStart}
 	case t-in.start >= maxIncident:
 		// The new level has lasted too long to be an incident: it
 		// becomes the baseline.
