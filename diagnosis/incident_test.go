@@ -212,11 +212,7 @@ func TestHeldThroughALull(t *testing.T) {
 // the strict tests. Fails on the code before: an ended overload left
 // nothing, and the relapse was a new incident.
 func TestQueueingResumedAtTheHoldLevel(t *testing.T) {
-	var strict, lenient evaluation
-	for i := range numSignals {
-		strict.change[i], lenient.change[i] = ChangeFlat, ChangeFlat
-	}
-	strict.enough, lenient.enough = true, true
+	strict, lenient := flatEvaluation(), flatEvaluation()
 	strict.queueShare, lenient.queueShare = 0.25, 0.25/4
 	lenient.change[sTTFT], lenient.symptoms[yTTFT] = ChangeUp, true
 	lenient.change[sWaiting], lenient.inflowQueueUp, lenient.queueTimeUp, lenient.inflowQueueShare = ChangeUp, true, true, 1
@@ -281,11 +277,7 @@ func TestQueueingResumedAtTheHoldLevel(t *testing.T) {
 // relapse at the undivided level named nothing, and the strict one named
 // itl_up without batch_growth, HoldEvaluations later.
 func TestBatchResumedAtTheHoldLevel(t *testing.T) {
-	var quiet, lenient evaluation
-	for i := range numSignals {
-		quiet.change[i], lenient.change[i] = ChangeFlat, ChangeFlat
-	}
-	quiet.enough, lenient.enough = true, true
+	quiet, lenient := flatEvaluation(), flatEvaluation()
 	lenient.change[sITL], lenient.symptoms[yITL] = ChangeUp, true
 	lenient.change[sRunning] = ChangeUp
 	strictITL := quiet
@@ -368,11 +360,7 @@ func TestNoQuietHoldOnAStaleReference(t *testing.T) {
 // now). Fails on the code before: the symptom stayed on for two more
 // evaluations.
 func TestSymptomClearsWithItsEvidence(t *testing.T) {
-	var up, back evaluation
-	for i := range numSignals {
-		up.change[i], back.change[i] = ChangeFlat, ChangeFlat
-	}
-	up.enough, back.enough = true, true
+	up, back := flatEvaluation(), flatEvaluation()
 	up.change[sTTFT], up.symptoms[yTTFT] = ChangeUp, true
 	var ref stats
 	const w, b = 10, 50
@@ -429,11 +417,7 @@ func TestNoQuietHoldOnADriftDuringTheIncident(t *testing.T) {
 // first waiting HoldEvaluations unnamed: seed 7 15.2 -> 11.8 % wrong or
 // missing. Fails on main 9bd5392: the young incident left no probation.
 func TestYoungBatchResumedOnStrictEvidence(t *testing.T) {
-	var quiet, lenient evaluation
-	for i := range numSignals {
-		quiet.change[i], lenient.change[i] = ChangeFlat, ChangeFlat
-	}
-	quiet.enough, lenient.enough = true, true
+	quiet, lenient := flatEvaluation(), flatEvaluation()
 	lenient.change[sRunning] = ChangeUp
 	itl, ttft := lenient, lenient
 	itl.change[sITL], itl.symptoms[yITL] = ChangeUp, true
@@ -471,4 +455,15 @@ func TestYoungBatchResumedOnStrictEvidence(t *testing.T) {
 			}
 		})
 	}
+}
+
+// flatEvaluation is an evaluation with enough requests where no signal
+// changed, for a test to set the changes it is about.
+func flatEvaluation() evaluation {
+	var e evaluation
+	for i := range numSignals {
+		e.change[i] = ChangeFlat
+	}
+	e.enough = true
+	return e
 }
