@@ -223,7 +223,15 @@ func (e *evaluation) splitQueue(recent, base *stats, growth, minChange float64) 
 	// inflow, and queueing cleared one evaluation in four.
 	admitsFewer := e.ratio[sRunning] < 1 || redo
 	shrunk := e.change[sRunning] == ChangeDown || e.change[sPreempt] == ChangeUp && admitsFewer
-	memory := excess + heldBack
+	// The batch counts as held back only where the preemptions beside it
+	// are more than chance at the undivided level: one preemption in a
+	// window where the baseline's rate gives 0.4 (p = 0.33) is past the
+	// minimum change, and handed a starved rank's queue to memory (bursty
+	// rank_imbalance, seed 5: 19.5 of 20 waiting, queueing cleared).
+	memory := excess
+	if e.p[sPreempt] <= e.holdAlpha {
+		memory += heldBack
+	}
 	if shrunk {
 		memory = max(memory, servedLess)
 	}

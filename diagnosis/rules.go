@@ -86,6 +86,7 @@ type evaluation struct {
 	batchBeyondWork bool
 	preemptionShare float64 // the share they must reach
 	alpha           float64 // the level each signal was tested at
+	holdAlpha       float64 // the undivided level, that a named cause is held at
 	// abortsUp: the share of finished requests that ended aborted rose
 	// by the minimum change, significantly (Fisher's exact test on aborts
 	// among finished requests, each window holding enough of them);
@@ -185,7 +186,7 @@ func (ru *rules) evaluate(recent, base *stats) evaluation {
 		e.tokensPerStartUp = r >= b*(1+ru.minChange)
 	}
 	e.batchBeyondWork = e.ratio[sRunning] >= (1+ru.minChange)*workGrowth(&e, recent, base)
-	e.preemptionShare, e.queueShare, e.alpha = ru.preemptionShare, ru.queueShare, ru.alpha
+	e.preemptionShare, e.queueShare, e.alpha, e.holdAlpha = ru.preemptionShare, ru.queueShare, ru.alpha, ru.clearAlpha
 	if n := firstPositive(recent.started, recent.requests); n > 0 && recent.seconds > 0 && base.seconds > 0 {
 		excess := recent.c[cPreemptions] - base.c[cPreemptions]*recent.seconds/base.seconds
 		e.excessPreemptions = excess / n
