@@ -228,7 +228,7 @@ type causeSet [maxCauses]bool
 
 // Indexes of the records a rule names; set by init from the names, so
 // that the records may be reordered.
-var kQueueing, kLongPrompts, kPrefixMisses, kLongOutputs, kUnexplained, kPreemptions, kBatchGrowth int
+var kQueueing, kLongPrompts, kPrefixMisses, kLongOutputs, kUnexplained, kPreemptions, kBatchGrowth, kRank int
 
 func init() {
 	for _, k := range []struct {
@@ -236,7 +236,7 @@ func init() {
 		name string
 	}{{&kQueueing, CauseQueueing}, {&kLongPrompts, CauseLongPrompts}, {&kPrefixMisses, CausePrefixCacheMisses},
 		{&kLongOutputs, CauseLongOutputs}, {&kUnexplained, CauseUnexplained}, {&kPreemptions, CausePreemptions},
-		{&kBatchGrowth, CauseBatchGrowth}} {
+		{&kBatchGrowth, CauseBatchGrowth}, {&kRank, CauseRankImbalance}} {
 		*k.at = causeIndex(k.name)
 	}
 	if len(causes) > maxCauses {

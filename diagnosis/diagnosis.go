@@ -508,6 +508,7 @@ func (d *Diagnoser) diagnose(m string, tr *track, t int64) ModelReport {
 		}
 		d.follow(tr, before, a, now, t)
 		d.lull(tr, &recent, ref, &lenient, now, t)
+		tr.topo.queueing = in.open && in.named && in.cause[kQueueing].on
 		tr.topo.step(d, t, &recent, ref, refStart, refEnd, in.open)
 	} else {
 		tr.topo.reset()

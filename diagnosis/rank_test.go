@@ -3,6 +3,8 @@ package diagnosis
 import (
 	"testing"
 	"time"
+
+	"github.com/fos-study/vllm-normalizer/exposition"
 )
 
 // rankWindow feeds a topoState one scrape a second over a recent window of
@@ -52,5 +54,68 @@ func TestRankDrainingQueueNotNamed(t *testing.T) {
 	})
 	if gone.strict[0] {
 		t.Error("a rank with no queue at the latest scrape is named as queueing")
+	}
+}
+
+// TestRankNamedBesideNamedQueueing: the router sends every request to rank
+// 0, which runs 8 and queues in bursts (30 waiting one scrape in five, 6 on
+// average over the window) while rank 1 idles; the pod's queue names
+// queueing. The latest scrape finds the queue drained four times in five,
+// so the draining gate alone never lets the rank be named three
+// evaluations in a row, as a burst of the pod ending would not be; but
+// while queueing is named on the pod's own evidence the queue is no burst
+// ending: rank_imbalance is named beside it (the bursty simulator's
+// rank_imbalance, seed 11: first named 29 s after the shift, 19 s after
+// queueing; now 10 s). Named so, it clears with queueing once the queue is
+// gone, the router still skewed (no rank queues). Fails on the code
+// before: queueing named alone.
+func TestRankNamedBesideNamedQueueing(t *testing.T) {
+	d, err := New(testOpts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := newPod()
+	i := 0
+	var fams []exposition.Family
+	feed := func(n int, s second, engines func(k int) []EngineLoad) {
+		for k := range n {
+			o := p.tick(s)
+			o.Engines = engines(k)
+			fams = d.Observe(t0.Add(time.Duration(i)*time.Second), []Observation{o})
+			i++
+		}
+	}
+	even := func(int) []EngineLoad {
+		return []EngineLoad{{Engine: "0", Running: 4, Waiting: 0.5}, {Engine: "1", Running: 4, Waiting: 0.5}}
+	}
+	feed(640, healthy, even)
+	starved := func(k int) []EngineLoad {
+		w := 0.0
+		if k%5 == 0 {
+			w = 30
+		}
+		return []EngineLoad{{Engine: "0", Running: 8, Waiting: w}, {Engine: "1"}}
+	}
+	var both bool
+	for k := range 180 {
+		s := healthy
+		s.ttft = 0.3
+		s.waiting = starved(k)[0].Waiting
+		feed(1, s, func(int) []EngineLoad { return starved(k) })
+		got := values(fams, FamilyCause, "cause")
+		both = both || got[CauseQueueing] == 1 && got[CauseRankImbalance] == 1
+	}
+	if !both {
+		t.Fatalf("causes %v after three minutes of rank 0 queueing in bursts beside an idle rank 1, never queueing and rank_imbalance together", active(values(fams, FamilyCause, "cause")))
+	}
+	// rank 0's queue is gone, the router still skewed: queueing clears
+	skewed := func(int) []EngineLoad { return []EngineLoad{{Engine: "0", Running: 8}, {Engine: "1"}} }
+	calm := healthy
+	calm.waiting = 0
+	for k := range 120 {
+		feed(1, calm, skewed)
+		if got := values(fams, FamilyCause, "cause"); got[CauseRankImbalance] == 1 && got[CauseQueueing] != 1 {
+			t.Fatalf("causes %v %d s after rank 0's queue was gone: rank_imbalance, named on a draining queue beside queueing, outlived it", active(got), k+1)
+		}
 	}
 }

@@ -87,6 +87,12 @@ type topoState struct {
 	calm               int
 	// the latest evaluation, for the report
 	last topoEval
+	// queueing: the model's incident names queueing (set by the caller
+	// before step). viaQueue: the rank finding was named on a queue that
+	// was draining, which only a named queueing allows; it clears with
+	// that queueing unless it shows undrained since.
+	queueing, viaQueue bool
+	undrained          uint8 // consecutive evaluations the rank finding held with the gate
 }
 
 func (ts *topoState) observe(t int64, o *Observation, res int64) {
@@ -134,13 +140,16 @@ func (ts *topoState) prune(cut int64) {
 
 // topoEval is one evaluation of the topology findings.
 type topoEval struct {
-	strict, hold   causeSet // by record
-	judged         causeSet // the page and the role feed the finding
-	recent, base   [numTopoSignals]float64
-	ratio, p       [numTopoSignals]float64
-	change         [numTopoSignals]Change
-	queued, idle   []string // ranks, for the sentence
-	rankCovered    bool
+	strict, hold causeSet // by record
+	judged       causeSet // the page and the role feed the finding
+	recent, base [numTopoSignals]float64
+	ratio, p     [numTopoSignals]float64
+	change       [numTopoSignals]Change
+	queued, idle []string // ranks, for the sentence
+	rankCovered  bool
+	// undrained: the rank finding holds with the draining gate (ranks):
+	// the queueing rank's queue still there at the latest scrape
+	undrained      bool
 	backlogJudged  bool
 	failuresBacked bool
 }
@@ -217,6 +226,9 @@ func (ts *topoState) ranks(e *topoEval, k int, t, w int64, minChange, alpha, hol
 		// simulator at 90 %, seeds 2 and 5: named 8-10 s at a time with no
 		// latency moved). Holding does not ask it: a starved rank's queue
 		// drains now and then while its load stays far above the others'.
+		// While the incident names queueing on the pod's own evidence, the
+		// queue is no burst of the pod ending: the gate is lifted, and the
+		// finding so named clears with that queueing (step).
 		draining := q.last < max(rankQueued, q.wait/2)
 		for _, j := range es {
 			if j == q || j.wait >= rankIdle || j.r > (1-minChange)*q.r {
@@ -227,8 +239,9 @@ func (ts *topoState) ranks(e *topoEval, k int, t, w int64, minChange, alpha, hol
 			if !(p >= e.p[zImbalance]) {
 				e.p[zImbalance] = p
 			}
-			if p <= alpha/pairs && !draining {
+			if p <= alpha/pairs && (!draining || ts.queueing) {
 				queued[q.name], idle[j.name] = true, true
+				e.undrained = e.undrained || !draining
 			}
 			if p <= holdAlpha {
 				heldQ, heldI = true, true
@@ -431,7 +444,23 @@ func (ts *topoState) step(d *Diagnoser, t int64, recent, ref *stats, refStart, r
 		if ts.hyst[k].on {
 			raw = e.hold[k]
 		}
+		if k == kRank {
+			if e.undrained {
+				ts.undrained = min(ts.undrained+1, HoldEvaluations)
+			} else {
+				ts.undrained = 0
+			}
+			if ts.viaQueue && !ts.queueing {
+				// named on a draining queue while queueing was: cleared with
+				// it, unless the gate held as long as naming asks
+				ts.hyst[k], raw = hysteresis{}, false
+			}
+		}
+		was := ts.hyst[k].on
 		on := ts.hyst[k].step(raw)
+		if k == kRank {
+			ts.viaQueue = on && (ts.viaQueue || !was) && ts.undrained < HoldEvaluations
+		}
 		baselined = baselined || causes[k].baselined && (on || e.strict[k])
 	}
 	switch {
@@ -467,7 +496,7 @@ func (ts *topoState) on() (out causeSet) {
 // reset forgets the verdicts (the model is not ready).
 func (ts *topoState) reset() {
 	ts.hyst = [maxCauses]hysteresis{}
-	ts.frozen = false
+	ts.frozen, ts.viaQueue, ts.undrained = false, false, 0
 }
 
 func rankWord(names []string) string {
