@@ -149,10 +149,9 @@ func (in *incidentState) step(t, w, b int64, ev, naming, lenient, long *evaluati
 	lulled := false // a probation resumed as a lull is: no traffic cause opens one
 	for i, k := range probationCauses {
 		r, p := causes[k].probation, &in.probations[i]
-		if !in.open {
-			x := probationInput{ev: ev, naming: naming, lenient: lenient, sym: p.sym, young: p.young, records: causes}
-			// one kept by its evidence was judged at the last evaluation's end (Diagnoser.lull)
-			resumes[i] = p.on && (r.holds != nil || t < p.until) && (r.resumes == nil || r.resumes(&x))
+		// one kept by its evidence was judged at the last evaluation's end (Diagnoser.lull)
+		if !in.open && p.on && (r.holds != nil || t < p.until) {
+			resumes[i] = r.resumes == nil || r.resumes(&probationInput{ev: ev, naming: naming, lenient: lenient, sym: p.sym, young: p.young, records: causes})
 			lulled = lulled || resumes[i] && !r.atOnce
 		}
 		if !resumes[i] && !(in.open && !in.named && p.from && !r.atOnce) {
@@ -294,8 +293,7 @@ func (in *incidentState) step(t, w, b int64, ev, naming, lenient, long *evaluati
 		for y := range sym {
 			back = back || sym[y] && p.sym[y]
 		}
-		x := probationInput{ev: ev, naming: naming, lenient: lenient, sym: p.sym, records: causes}
-		if back && (r.resumes == nil || r.resumes(&x)) {
+		if back && (r.resumes == nil || r.resumes(&probationInput{ev: ev, naming: naming, lenient: lenient, sym: p.sym, records: causes})) {
 			p.on, p.from = false, true
 			in.cause[k] = hysteresis{on: true}
 		}
