@@ -234,9 +234,10 @@ const trafficStep = 4
 // showed: after the load returned, a mix that drifted 1.5x from a stale
 // reference kept the lull and named long_prompts again and again. A chain
 // of lulls ends after the longest incident, as an incident is adopted then.
-// A larger batch leaves no lull either, but the calm after one that lasted
-// (incidentState.batched) stays on probation while the batch is still
-// larger by the minimum change: it is not the pod's normal level.
+// A probation the incident left (Cause.probation) kept by its cause's
+// evidence is judged here, and keeps the calm on probation too while it
+// holds, unless young: a calm the cause's own signal shows is not the pod's
+// normal level.
 func (d *Diagnoser) lull(tr *track, recent, ref *stats, lenient *evaluation, now *point, t int64) {
 	in, f := &tr.inc, &tr.free
 	if in.open && in.named {
@@ -248,33 +249,17 @@ func (d *Diagnoser) lull(tr *track, recent, ref *stats, lenient *evaluation, now
 			}
 		}
 	}
-	if in.batchedYoung && !in.open {
-		// a young one's probation only resumes it (incidentState.step)
-		in.batchedYoung = lenient.ratio[sRunning] >= 1+d.opts.MinChange
-	}
-	if in.batched && !in.open {
-		// A larger batch that outlasted the probation's length: the calm
-		// after it is on probation while the batch is still beyond the
-		// minimum change, significant or not (on the bursty simulator a
-		// rate 2.5x kept 1.3-1.6x the requests running between its
-		// incidents, the reference took that in, and the exact ITL mean,
-		// 1.3x the pre-shift one, read 1.2x against it).
-		if in.batched = lenient.ratio[sRunning] >= 1+d.opts.MinChange; in.batched && f.open && now != nil {
-			p := snapshot(now)
-			f.start, f.startT = &p, now.t
+	kept := false
+	for i, k := range probationCauses {
+		r, p := causes[k].probation, &in.probations[i]
+		if p.on && !in.open && r.holds != nil {
+			p.on = r.holds(lenient, d.opts.MinChange) && t < p.until
+			kept = kept || p.on && !p.young
 		}
 	}
-	if in.kvFull && !in.open {
-		// The calm after preemptions that ended with the cache full
-		// (incidentState.kvFull) is on probation while the KV usage is
-		// still up against the reference, until the longest incident
-		// (seed 7's KV cut: between bursts the cache stayed at 8x its
-		// baseline with no request waiting, and each burst's first
-		// seconds were read as a new incident).
-		if in.kvFull = lenient.change[sKV] == ChangeUp && t-in.kvStart < int64(d.opts.MaxIncident); in.kvFull && f.open && now != nil {
-			p := snapshot(now)
-			f.start, f.startT = &p, now.t
-		}
+	if kept && f.open && now != nil {
+		p := snapshot(now)
+		f.start, f.startT = &p, now.t
 	}
 	if !in.inLull() {
 		return

@@ -67,6 +67,53 @@ type Cause struct {
 	baselined bool
 	// sentenceOf, when set, writes the sentence from the evaluation.
 	sentenceOf func(e *topoEval) string
+	// probation, when set, keeps the calm after an incident that named the
+	// cause that incident's for a while, so that its return resumes it
+	// (incidentState.probations).
+	probation *probationRule
+}
+
+// probationRule is how the calm after an incident that named a cause stays
+// on probation, and how an incident opened in it resumes the one that
+// ended: the same shift back, not a new one to name from scratch.
+type probationRule struct {
+	// age is how many recent windows the incident must have lasted to
+	// leave one; young: a younger one leaves a young probation (the
+	// incident may have been one of the pod's bursts), which resumes it
+	// only on the evidence that names it and never keeps the calm out of
+	// the reference; a resumed incident is as old as the one it resumed.
+	age   int64
+	young bool
+	// lastHeld: the cause named while a symptom last held leaves one too,
+	// as a hold with no symptom (keepsQueued) clears every other cause.
+	lastHeld bool
+	// holds, judged at the end of each evaluation (Diagnoser.lull), says
+	// whether the calm is still on probation; while it is, the calm is no
+	// incident-free time. nil: it lasts HoldWindows recent windows.
+	holds func(lenient *evaluation, minChange float64) bool
+	// resumes is the cause's evidence that the incident opening in the
+	// probation is the same one (nil: none needed); shows, the symptoms
+	// the cause's own strong evidence shows, whatever their test reads.
+	resumes func(x *probationInput) bool
+	shows   func(ev *evaluation) [numSymptoms]bool
+	// atOnce: resumed, the incident is named at once on those symptoms;
+	// otherwise it is named as a lull's is, after HoldEvaluations, its
+	// cause carried and held on its own evidence meanwhile, and no traffic
+	// cause opens an incident in the probation.
+	atOnce bool
+	// waits: an incident opened in it that did not resume it stays in it
+	// and resumes it once named with the evidence; such a chain ends after
+	// the longest incident (MaxIncident), as a chain of lulls does.
+	waits bool
+}
+
+// probationInput is what a probation's evidence reads: the evaluations of
+// step, the symptoms the ended incident had, and whether it was young.
+type probationInput struct {
+	ev, naming, lenient *evaluation
+	sym                 [numSymptoms]bool
+	young               bool
+	records             []Cause // causes (the evidence reaches them through here)
 }
 
 // causes are the causes and then the topology findings, in the order the
@@ -89,7 +136,13 @@ var causes = []Cause{
 			// the inflow's part of the queue time's rise, against the
 			// baseline's TTFT p90
 			return 1 + x.queueRise()*x.queueSplit(false)/x.base.v[sTTFT]
-		}},
+		},
+		// An overload that held queueing to its end may resume for
+		// HoldWindows recent windows after it: bursty traffic drains its
+		// queue for a few seconds at a time. The TTFT test widened by the
+		// pod's bursts sees a resumed overload late: its queue shows it.
+		probation: &probationRule{age: HoldWindows,
+			shows: func(ev *evaluation) (s [numSymptoms]bool) { s[yTTFT] = ev.queued; return s }}},
 	{Name: CauseLongPrompts, Step: 4, Short: "longer prompts",
 		Sentence: "Prompts got longer: each prefill does more work.",
 		Action:   "Find the client or feature that sends longer prompts; add prefill capacity or cap the prompt length.",
@@ -133,7 +186,16 @@ var causes = []Cause{
 				!x.named[kQueueing]
 		},
 		// a step's time grows with the batch
-		factor: func(x *shareInput) float64 { return x.e.ratio[sRunning] }},
+		factor: func(x *shareInput) float64 { return x.e.ratio[sRunning] },
+		// While the batch stays beyond the minimum change, significant or
+		// not, the calm after it is no normal (on the bursty simulator a
+		// rate 2.5x kept 1.3-1.6x the requests running between its
+		// incidents, and the exact ITL mean, 1.3x the pre-shift one, read
+		// 1.2x against a reference that took that in); a symptom it had
+		// back, with the batch's own evidence, resumes it named at once.
+		probation: &probationRule{age: HoldWindows - 1, young: true, atOnce: true,
+			holds:   func(e *evaluation, minChange float64) bool { return e.ratio[sRunning] >= 1+minChange },
+			resumes: batchResumes}},
 	{Name: CausePreemptions, Step: 3, Short: "preemptions",
 		Sentence: "Requests are being preempted: the KV cache is too small for the load, and each preemption redoes a prefill.",
 		Action:   "Free GPU memory for the KV cache (gpu_memory_utilization, another process on the GPU), lower max_num_seqs, or add replicas.",
@@ -156,7 +218,18 @@ var causes = []Cause{
 				f *= 1 + x.queueRise()*x.queueSplit(true)/x.base.v[sTTFT]
 			}
 			return f
-		}},
+		},
+		// While the KV cache's usage stays up against the reference, the
+		// calm after preemptions is on probation (seed 7's KV cut: between
+		// bursts the cache stayed at 8x its baseline with no request
+		// waiting, and each burst's first seconds were read as a new
+		// incident); a symptom it had with the cache full again
+		// (evaluation.cacheFull) resumes it, named at once with
+		// preemptions carried: the memory limit never left, only the burst
+		// did. The gauge alone never names them.
+		probation: &probationRule{lastHeld: true, atOnce: true, waits: true,
+			holds:   func(e *evaluation, _ float64) bool { return e.change[sKV] == ChangeUp },
+			resumes: func(x *probationInput) bool { return x.lenient.cacheFull() }}},
 	{Name: CauseLongOutputs, Step: 4, Short: "longer outputs",
 		Sentence: "Outputs got longer: each request stays in the batch longer.",
 		Action:   "Check the clients' max_tokens; add decode capacity.",
@@ -230,6 +303,14 @@ type causeSet [maxCauses]bool
 // that the records may be reordered.
 var kQueueing, kLongPrompts, kPrefixMisses, kLongOutputs, kUnexplained, kPreemptions, kBatchGrowth, kRank int
 
+// maxProbations bounds the causes with a probation rule, whose records
+// (incidentState.probations) are an array copied with the incident.
+const maxProbations = 4
+
+// probationCauses are the indexes of the causes with a probation rule, in
+// the order of incidentState.probations.
+var probationCauses []int
+
 func init() {
 	for _, k := range []struct {
 		at   *int
@@ -241,6 +322,14 @@ func init() {
 	}
 	if len(causes) > maxCauses {
 		panic(fmt.Sprintf("diagnosis: %d cause records, more than maxCauses (%d): raise it", len(causes), maxCauses))
+	}
+	for k := range causes {
+		if causes[k].probation != nil {
+			probationCauses = append(probationCauses, k)
+		}
+	}
+	if len(probationCauses) > maxProbations {
+		panic(fmt.Sprintf("diagnosis: %d causes with a probation rule, more than maxProbations (%d): raise it", len(probationCauses), maxProbations))
 	}
 }
 
@@ -287,15 +376,21 @@ func (x *causeInput) holds(k int) bool {
 // symptoms that hold (those of the incident, which outlive a noisy
 // evaluation) and the causes already named; ex is the lenient evaluation.
 func causesFor(e, ex *evaluation, sym [numSymptoms]bool, named *causeSet) causeSet {
+	return causesOf(causes, e, ex, sym, named)
+}
+
+// causesOf is causesFor on the records given: a record's own functions
+// reach the records so, not through causes, which their literals are part of.
+func causesOf(records []Cause, e, ex *evaluation, sym [numSymptoms]bool, named *causeSet) causeSet {
 	// Prefill and decode problems have no causes in common, so each side's
 	// causes are looked for only when that side got slower. When only
 	// throughput fell, the split says nothing and both sides are looked at.
 	split := sym[yTTFT] || sym[yITL]
-	x := causeInput{e: e, ex: ex, sym: sym, named: named, records: causes,
+	x := causeInput{e: e, ex: ex, sym: sym, named: named, records: records,
 		prefill: sym[yTTFT] || (!split && sym[yThroughput]),
 		decode:  sym[yITL] || (!split && sym[yThroughput])}
 	var c causeSet
-	for k := range causes {
+	for k := range records {
 		c[k] = x.holds(k)
 	}
 	return c

@@ -61,25 +61,10 @@ type incidentState struct {
 	// on its symptoms; while their own evidence holds, the calm is a lull
 	// of the same shift, not normal (Diagnoser.lull). chainStart is when
 	// the first incident of a chain of lulls began.
-	lull causeSet
-	// batched: the incident that ended named batch_growth and outlasted
-	// the probation's length (or resumed one: fromBatch); while the batch
-	// stays beyond the minimum change, the calm after it is no normal
-	// (Diagnoser.lull) and a symptom it had, back with the batch's own
-	// evidence at the undivided level, resumes it (fromBatch).
-	batched bool
-	// batchedYoung: the same after a younger one, which may have been one
-	// of the pod's bursts: while the batch stays beyond the minimum
-	// change, itl_up back resumes it only on the evidence that names them
-	// (itl_up at the strict level, the batch beyond every sub-window of
-	// the baseline): the naming's HoldEvaluations alone are skipped. TTFT,
-	// which a bursty pod's queue moves as well, waits as a new incident
-	// does, and the calm joins the reference as any calm does.
-	batchedYoung bool
-	fromYoung    bool // fromBatch, from batchedYoung
-	lullSym      [numSymptoms]bool
-	chainStart   int64
-	fromLull     bool // opened in a lull
+	lull       causeSet
+	lullSym    [numSymptoms]bool
+	chainStart int64
+	fromLull   bool // opened in a lull
 	// peak is each traffic cause's largest factor (Cause.factor) while
 	// named, over the chain of lulls; lullPeak the ended incident's. A
 	// lull is the same shift only while its cause stays near that.
@@ -92,21 +77,9 @@ type incidentState struct {
 	// steps before the traffic's) was named in the incident or the chain
 	// of lulls it belongs to.
 	loaded bool
-	// queuedUntil: the incident that ended, at least HoldWindows recent
-	// windows old, held queueing to its end; until then (the probation of
-	// the calm after it) a symptom it had names again as a lull's does,
-	// and queueing is carried; fromQueue: opened then.
-	queuedUntil int64
-	queueSym    [numSymptoms]bool // the symptoms it had (the batch's resumption reads them too)
-	fromQueue   bool
-	// fromBatch: opened while the calm after a batch_growth incident was
-	// on probation (batched), a symptom it had back and the batch's own
-	// evidence there, at the undivided level: the same incident resumed,
-	// named at once with batch_growth carried (queueing's resumption waits
-	// HoldEvaluations for its symptom; on the bursty simulator each
-	// resumed batch waited them unnamed, batch_growth 10.4 -> 8.4 % on
-	// seed 1). However young it ends, the calm after it is on probation.
-	fromBatch bool
+	// probations: what the incident that ended left for each cause with a
+	// probation rule (Cause.probation, by probationCauses' order).
+	probations [maxProbations]probation
 	// batchSeen: batch_growth was named in this incident; batchQueued:
 	// queueing was named after it. The batch is still larger while the
 	// queue drains, and the lull of starts the drain leaves (the admitted
@@ -115,20 +88,6 @@ type incidentState struct {
 	// so that rise does not keep it from being named again once queueing
 	// clears (bursty seeds 9 and 10: it did in 13 and 22 judged polls).
 	batchSeen, batchQueued bool
-	// kvFull: the incident that ended had preemptions named (on their own
-	// count, or carried) when its symptoms last held, and the KV cache's
-	// usage is still up against the reference; while it stays up the calm
-	// after it is on probation (Diagnoser.lull), and a symptom it had, with
-	// the cache full again (evaluation.cacheFull), resumes it named with
-	// preemptions carried (fromKV): the memory limit they showed never
-	// left, only the burst did. An incident opened in the probation keeps
-	// it until so resumed. kvStart is when the first of such a chain began;
-	// the probation ends after the longest incident.
-	kvFull, fromKV bool
-	kvStart        int64
-	// preempted: preemptions were named while a symptom last held (a
-	// queue held with no symptom after it clears every other cause).
-	preempted bool
 	// early: the traffic causes whose own signal showed at the undivided
 	// level in the chain's first HoldWindows recent windows, with its
 	// shift; late: those named that did not (one the chain carries from
@@ -143,6 +102,18 @@ type incidentState struct {
 	// the cache's recovery).
 	early, late causeSet
 	drift       *evaluation
+}
+
+// probation is what an incident that ended left for one cause with a
+// probation rule (probationRule): while it lasts the calm after it is not
+// yet normal, and the incident may resume.
+type probation struct {
+	sym   [numSymptoms]bool // the symptoms it had (held with none: those it was named for)
+	until int64             // it ends then at the latest
+	on    bool              // the calm is on probation; in an incident opened in it (waits): not yet resumed
+	young bool              // the incident was younger than the rule's age
+	from  bool              // the incident resumed it (one opened in it, or named there, carrying the cause)
+	held  bool              // the cause was named while a symptom last held (lastHeld)
 }
 
 // inLull says whether the incident that ended left a traffic cause whose
@@ -170,48 +141,41 @@ func (in *incidentState) step(t, w, b int64, ev, naming, lenient, long *evaluati
 	// the undivided level, as a named one is held: the shift never went
 	// away, only its latency did for a while.
 	relapse := in.inLull() || in.open && !in.named && in.fromLull || in.quiet
-	// so do an overload's symptoms while the calm after it is on probation
-	// (queuedUntil), and until the incident they open is named
-	resumed := !in.open && t < in.queuedUntil || in.open && !in.named && in.fromQueue
-	// and a larger batch's, while the calm after it is on probation
-	// (batched) and the batch still holds its own evidence at the
-	// undivided level on the symptoms it was named for, one of them back
-	// (fromBatch)
-	batch := false
-	if !in.open && (in.batched || in.batchedYoung) {
-		// after a young one (batchedYoung), itl_up and the batch at the
-		// level they are named at
-		shown, evidence := lenient, lenient
-		if !in.batched {
-			shown, evidence = ev, naming
+	// so do the symptoms an incident had while the calm after it is on
+	// probation and the cause's evidence resumes it (Cause.probation), and
+	// until the incident they open is named, if it is named as a lull's is
+	var resumes [maxProbations]bool
+	var back, shown [numSymptoms]bool
+	lulled := false // a probation resumed as a lull is: no traffic cause opens one
+	for i, k := range probationCauses {
+		r, p := causes[k].probation, &in.probations[i]
+		// one kept by its evidence was judged at the last evaluation's end (Diagnoser.lull)
+		if !in.open && p.on && (r.holds != nil || t < p.until) {
+			resumes[i] = r.resumes == nil || r.resumes(&probationInput{ev: ev, naming: naming, lenient: lenient, sym: p.sym, young: p.young, records: causes})
+			lulled = lulled || resumes[i] && !r.atOnce
 		}
-		var back [numSymptoms]bool
+		if !resumes[i] && !(in.open && !in.named && p.from && !r.atOnce) {
+			continue
+		}
+		var strong [numSymptoms]bool
+		if r.shows != nil {
+			strong = r.shows(ev)
+		}
 		for y := range back {
-			back[y] = in.queueSym[y] && shown.symptoms[y] && (in.batched || y == yITL)
-		}
-		batch = anyTrue(back[:]) && batchHolds(evidence, in.queueSym)
-	}
-	// and a full cache's, while the calm after a preemptions incident is
-	// on probation (kvFull), the cache full again (fromKV)
-	kv := false
-	if !in.open && in.kvFull && lenient.cacheFull() {
-		for y := range in.queueSym {
-			kv = kv || in.queueSym[y] && lenient.symptoms[y]
+			back[y] = back[y] || p.sym[y]
+			shown[y] = shown[y] || p.sym[y] && strong[y]
 		}
 	}
-	// (or, for TTFT, by the queue's own strong evidence (ev.queued): the
-	// TTFT test widened by the pod's bursts sees a resumed overload late)
 	var raw [numSymptoms]bool
 	for y := range raw {
-		raw[y] = ev.symptoms[y] || (relapse && in.lullSym[y] || (resumed || batch || kv) && in.queueSym[y]) && lenient.symptoms[y] ||
-			resumed && in.queueSym[y] && y == yTTFT && ev.queued
+		raw[y] = ev.symptoms[y] || (relapse && in.lullSym[y] || back[y]) && lenient.symptoms[y] || shown[y]
 	}
 	if !in.open {
 		// A traffic cause's own strong change opens one too, with no
 		// symptom yet: the reference freezes before the shift enters it
 		// (ledBy). Not in the calm an incident left, whose lull and
 		// probation rules say what its causes' evidence means there.
-		traffic := ev.traffic && !in.inLull() && t >= in.queuedUntil
+		traffic := ev.traffic && !in.inLull() && !lulled
 		if !anyTrue(raw[:]) && !traffic {
 			return
 		}
@@ -222,39 +186,35 @@ func (in *incidentState) step(t, w, b int64, ev, naming, lenient, long *evaluati
 		if in.inLull() {
 			chain = in.chainStart
 		}
-		kvStart := t
-		if in.kvFull {
-			kvStart = in.kvStart
-		}
+		calm := in.probations
 		*in = incidentState{open: true, start: t, base: ref.cloned(), baseStart: refStart, baseEnd: refEnd,
 			uncausedSince: -1, adopted: in.adopted, adoptedAt: in.adoptedAt, adoptedOf: in.adoptedOf,
 			ended: in.ended, endedAt: in.endedAt, endStart: in.endStart,
-			lull: in.lull, lullSym: in.lullSym, chainStart: chain, fromLull: in.inLull(), lullPeak: in.lullPeak, loaded: in.inLull() && in.loaded,
-			queueSym: in.queueSym, fromQueue: t < in.queuedUntil, fromBatch: batch, fromYoung: batch && !in.batched,
-			kvFull: in.kvFull, kvStart: kvStart}
+			lull: in.lull, lullSym: in.lullSym, chainStart: chain, fromLull: in.inLull(), lullPeak: in.lullPeak, loaded: in.inLull() && in.loaded}
 		if in.fromLull {
 			in.peak = in.lullPeak
 		}
-		if in.fromQueue {
-			// the same overload resumed: its queueing is held, not named anew
-			in.cause[kQueueing] = hysteresis{on: true}
-		}
-		if in.fromBatch {
-			// the same larger batch resumed: the incident and batch_growth
-			// are held on their evidence, not named anew HoldEvaluations later
-			in.cause[kBatchGrowth] = hysteresis{on: true}
-			for y := range in.sym {
-				if in.queueSym[y] && lenient.symptoms[y] {
-					in.sym[y], in.named = hysteresis{on: true}, true
+		for i, k := range probationCauses {
+			r, p := causes[k].probation, &in.probations[i]
+			p.sym = calm[i].sym
+			switch {
+			case r.waits:
+				// it stays in the probation until resumed (below, once named), in its chain
+				p.on, p.until = calm[i].on, t+maxIncident
+				if calm[i].on {
+					p.until = calm[i].until
 				}
+			case resumes[i]:
+				// the same incident resumed: its cause is carried, not named anew
+				p.from, p.young = true, calm[i].young
+				in.cause[k] = hysteresis{on: true}
 			}
-		}
-		if kv {
-			// the same memory limit resumed: named at once (preemptions
-			// below), not HoldEvaluations later
-			for y := range in.sym {
-				if in.queueSym[y] && lenient.symptoms[y] {
-					in.sym[y], in.named = hysteresis{on: true}, true
+			if resumes[i] && r.atOnce {
+				// and its symptoms back are held as named ones, not named HoldEvaluations later
+				for y := range in.sym {
+					if p.sym[y] && lenient.symptoms[y] {
+						in.sym[y], in.named = hysteresis{on: true}, true
+					}
 				}
 			}
 		}
@@ -299,12 +259,15 @@ func (in *incidentState) step(t, w, b int64, ev, naming, lenient, long *evaluati
 			// through them is named with the incident rather than
 			// HoldEvaluations later (issue 30: on bursty traffic each
 			// queueing burst went unexplained for its first seconds).
-			var none causeSet
+			var none, carried causeSet
 			strict, hold := causesFor(naming, lenient, raw, &none), causesFor(lenient, lenient, raw, &none)
+			for i, k := range probationCauses {
+				carried[k] = in.probations[i].from && !causes[k].probation.atOnce
+			}
 			for k := range causes {
 				switch {
 				case causes[k].rule == nil:
-				case in.fromQueue && k == kQueueing && in.cause[k].on:
+				case carried[k] && in.cause[k].on:
 					// carried from the incident it resumes: held while its
 					// own evidence holds
 					if !hold[k] {
@@ -317,17 +280,23 @@ func (in *incidentState) step(t, w, b int64, ev, naming, lenient, long *evaluati
 			return
 		}
 	}
-	// Opened while the calm after preemptions was on probation (kvFull): a
-	// symptom it had, named however, with the cache full again is the same
-	// memory limit, preemptions carried (held on the full cache below, not
-	// named on it anew; the gauge alone never names them).
-	back := false
-	for y := range sym {
-		back = back || sym[y] && in.queueSym[y]
-	}
-	if in.kvFull && back && lenient.cacheFull() && t-in.kvStart < maxIncident {
-		in.kvFull, in.fromKV = false, true
-		in.cause[kPreemptions] = hysteresis{on: true}
+	// Opened in a probation it did not resume (waits): a symptom it had,
+	// named however, with the cause's evidence is the same incident, its
+	// cause carried (preemptions: held on the full cache below, not named
+	// on it anew).
+	for i, k := range probationCauses {
+		r, p := causes[k].probation, &in.probations[i]
+		if !r.waits || !p.on || t >= p.until {
+			continue
+		}
+		back := false
+		for y := range sym {
+			back = back || sym[y] && p.sym[y]
+		}
+		if back && (r.resumes == nil || r.resumes(&probationInput{ev: ev, naming: naming, lenient: lenient, sym: p.sym, records: causes})) {
+			p.on, p.from = false, true
+			in.cause[k] = hysteresis{on: true}
+		}
 	}
 	// Causes are looked for on the incident's symptoms, which outlive a
 	// noisy evaluation, strict to name and lenient to hold.
@@ -399,7 +368,9 @@ func (in *incidentState) step(t, w, b int64, ev, naming, lenient, long *evaluati
 	in.batchSeen = in.batchSeen || in.cause[kBatchGrowth].on
 	in.batchQueued = in.batchQueued || in.batchSeen && in.cause[kQueueing].on
 	if anyTrue(sym[:]) {
-		in.preempted = in.cause[kPreemptions].on
+		for i, k := range probationCauses {
+			in.probations[i].held = in.cause[k].on
+		}
 	}
 	// A latency percentile reacts to a shift as soon as a tenth of the
 	// window's requests are affected; the means that explain it move in
@@ -447,23 +418,32 @@ func (in *incidentState) step(t, w, b int64, ev, naming, lenient, long *evaluati
 		for k := range causes {
 			lull[k] = prev[k] && causes[k].Step == trafficStep && causes[k].rule != nil && stepped[k]
 		}
-		// An overload that held queueing until now (its queue drained as
-		// its latency came back, or after, held by keepsQueued) may resume
-		// while the calm after it is on probation.
-		var queued int64
-		queueSym := was
+		// The causes with a probation rule it named (or carried) may resume
+		// it while the calm after it is on probation (Cause.probation).
+		probSym := was
 		if quiet {
-			queueSym = in.lullSym // held with no symptom: those it was named for
+			probSym = in.lullSym // held with no symptom: those it was named for
 		}
-		if prev[kQueueing] && t-in.start >= HoldWindows*w {
-			queued = t + HoldWindows*w
-		}
+		start, inc := in.start, in.probations
 		*in = incidentState{ended: true, endedAt: t, endStart: in.start, uncausedSince: -1,
 			adopted: in.adopted, adoptedAt: in.adoptedAt, adoptedOf: in.adoptedOf,
-			lull: lull, lullSym: was, chainStart: in.chainStart, lullPeak: in.peak, loaded: in.loaded,
-			queuedUntil: queued, queueSym: queueSym, batched: prev[kBatchGrowth] && (t-in.start >= (HoldWindows-1)*w || in.fromBatch && !in.fromYoung),
-			batchedYoung: prev[kBatchGrowth] && !(t-in.start >= (HoldWindows-1)*w || in.fromBatch && !in.fromYoung),
-			kvFull:       (prev[kPreemptions] || in.preempted || in.kvFull) && lenient.change[sKV] == ChangeUp && t-in.kvStart < maxIncident, kvStart: in.kvStart}
+			lull: lull, lullSym: was, chainStart: in.chainStart, lullPeak: in.peak, loaded: in.loaded}
+		for i, k := range probationCauses {
+			r, e, p := causes[k].probation, &inc[i], &in.probations[i]
+			// named, or (waits) opened in the probation and not resumed
+			named := prev[k] || r.lastHeld && e.held || e.on
+			old := t-start >= r.age*w || r.young && e.from && !e.young
+			p.sym, p.on = probSym, named && (old || r.young)
+			p.young = p.on && !old
+			switch {
+			case r.holds == nil:
+				p.until = t + HoldWindows*w
+			case r.waits:
+				p.until = e.until // the chain's
+			default:
+				p.until = math.MaxInt64
+			}
+		}
 	case t-in.start >= maxIncident:
 		// The new level has lasted too long to be an incident: it
 		// becomes the baseline.
@@ -582,11 +562,31 @@ func (in *incidentState) keepsQueued(was [numSymptoms]bool, prev *causeSet, ev, 
 }
 
 // batchHolds says whether batch_growth, named, holds its own evidence at
-// the undivided level (lenient) on the symptoms sym.
-func batchHolds(lenient *evaluation, sym [numSymptoms]bool) bool {
+// the undivided level (lenient) on the symptoms sym (records: causes).
+func batchHolds(records []Cause, lenient *evaluation, sym [numSymptoms]bool) bool {
 	var named causeSet
 	named[kBatchGrowth] = true
-	return anyTrue(sym[:]) && causesFor(lenient, lenient, sym, &named)[kBatchGrowth]
+	return anyTrue(sym[:]) && causesOf(records, lenient, lenient, sym, &named)[kBatchGrowth]
+}
+
+// batchResumes is batch_growth's evidence that the calm's return is the
+// same larger batch (probationRule.resumes): a symptom it had back with the
+// batch's own evidence, at the undivided level (on the bursty simulator
+// each resumed batch waited HoldEvaluations unnamed, batch_growth 10.4 ->
+// 8.4 % on seed 1). After a young incident, which may have been one of the
+// pod's bursts, only on the evidence that names them: itl_up at the strict
+// level and the batch beyond every sub-window of the baseline. TTFT, which
+// a bursty pod's queue moves as well, waits then as a new incident does.
+func batchResumes(x *probationInput) bool {
+	shown, evidence := x.lenient, x.lenient
+	if x.young {
+		shown, evidence = x.ev, x.naming
+	}
+	var back [numSymptoms]bool
+	for y := range back {
+		back[y] = x.sym[y] && shown.symptoms[y] && (!x.young || y == yITL)
+	}
+	return anyTrue(back[:]) && batchHolds(x.records, evidence, x.sym)
 }
 
 // keepsBatched keeps a named incident open, with no symptom, while the
@@ -617,7 +617,7 @@ func (in *incidentState) keepsBatched(was [numSymptoms]bool, prev *causeSet, len
 	for y := range sym {
 		back = back && !(sym[y] && lenient.halfway[y])
 	}
-	if back || !batchHolds(lenient, sym) {
+	if back || !batchHolds(causes, lenient, sym) {
 		return false
 	}
 	in.lullSym = sym

@@ -290,8 +290,8 @@ func TestBatchResumedAtTheHoldLevel(t *testing.T) {
 	in.open, in.named, in.start, in.base = true, true, 0, &ref
 	in.sym[yITL], in.cause[kBatchGrowth] = hysteresis{on: true}, hysteresis{on: true}
 	in.step(25, w, b, &quiet, &quiet, &quiet, nil, nil, &ref, 0, 0, 1<<60)
-	if in.open || !in.batched {
-		t.Fatalf("after the steps came back: open %v, batched %v, want ended on probation", in.open, in.batched)
+	if in.open || !in.batched() {
+		t.Fatalf("after the steps came back: open %v, batched %v, want ended on probation", in.open, in.batched())
 	}
 	ended := in
 	for _, c := range []struct {
@@ -307,7 +307,7 @@ func TestBatchResumedAtTheHoldLevel(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			in := ended
-			in.batched = c.probation
+			in.probationOf(kBatchGrowth).on = c.probation
 			for k := range int64(HoldEvaluations) {
 				in.step(26+k, w, b, c.strict, c.strict, &lenient, nil, nil, &ref, 0, 0, 1<<60)
 				itl := in.open && in.named && in.sym[yITL].on
@@ -320,8 +320,8 @@ func TestBatchResumedAtTheHoldLevel(t *testing.T) {
 			}
 			if c.probation {
 				in.step(26+HoldEvaluations, w, b, &quiet, &quiet, &quiet, nil, nil, &ref, 0, 0, 1<<60)
-				if in.open || !in.batched {
-					t.Errorf("the resumed incident ended %d s old: open %v, batched %v; want ended on probation", HoldEvaluations, in.open, in.batched)
+				if in.open || !in.batched() {
+					t.Errorf("the resumed incident ended %d s old: open %v, batched %v; want ended on probation", HoldEvaluations, in.open, in.batched())
 				}
 			}
 		})
@@ -455,6 +455,23 @@ func TestYoungBatchResumedOnStrictEvidence(t *testing.T) {
 			}
 		})
 	}
+}
+
+// probationOf is the probation record the incident keeps for cause k.
+func (in *incidentState) probationOf(k int) *probation {
+	for i, c := range probationCauses {
+		if c == k {
+			return &in.probations[i]
+		}
+	}
+	panic("diagnosis: no probation rule for " + causes[k].Name)
+}
+
+// batched says whether the calm is on batch_growth's probation, a mature
+// one (not young).
+func (in *incidentState) batched() bool {
+	p := in.probationOf(kBatchGrowth)
+	return p.on && !p.young
 }
 
 // flatEvaluation is an evaluation with enough requests where no signal

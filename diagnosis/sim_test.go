@@ -507,9 +507,9 @@ func simulatePlan(pl simPlan) simRun {
 				}
 				for _, tr := range d.tracks {
 					// the incident's state: open, named, its age, and how it
-					// began or is held (fromBatch, batched, quiet)
+					// began or is held (resumed a batch, on its probation, quiet)
 					in := &tr.inc
-					fmt.Fprintf(&b, " inc=%t/%t/%ds/fb=%t/bt=%t/q=%t", in.open, in.named, (int64(at)-int64(d.base.Sub(t0))-in.start)/int64(time.Second), in.fromBatch, in.batched, in.quiet)
+					fmt.Fprintf(&b, " inc=%t/%t/%ds/fb=%t/bt=%t/q=%t", in.open, in.named, (int64(at)-int64(d.base.Sub(t0))-in.start)/int64(time.Second), in.probationOf(kBatchGrowth).from, in.batched(), in.quiet)
 				}
 				line = fmt.Sprint(at, " ", causes, symptoms, " ", m.Readiness.State, b.String())
 			}
