@@ -283,20 +283,35 @@ func topoSignals(s *stats) (v [numTopoSignals]float64) {
 // admissionRefused: more of the attempted requests refused at admission
 // (refused over refused plus started), on any role. It needs no latency
 // symptom: a pod at its cap keeps its queue short and its latency flat
-// while it turns clients away.
+// while it turns clients away. A pod whose bursts already reach its cap
+// refuses in bursts: the test is widened by the baseline's dispersion of
+// the refused share, and naming asks the recent share beyond every
+// sub-window's of the baseline, as the signals' tests do (dispersion.go).
 func (ts *topoState) admissionRefused(x *topoInput, e *topoEval, k int) {
 	recent, base := x.recent, x.base
 	if !ts.rejSeen || !(recent.c[cRejections] >= 0) || !(base.c[cRejections] >= 0) || !(recent.started >= 0) || !(base.started >= 0) {
 		return
 	}
 	e.judged[k] = true
-	a1 := recent.c[cRejections] + recent.started
-	a0 := base.c[cRejections] + base.started
-	p := 1.0
-	if a1 >= x.ru.minRequests && a0 >= x.ru.minRequests {
-		p = fisher(recent.c[cRejections], a1, base.c[cRejections], a0, +1)
+	p, up, beyond := refusedTest(x.ru, recent, base)
+	x.sig(e, zRefused, p)
+	e.strict[k], e.hold[k] = up && p <= x.alpha && beyond, up && p <= x.holdAlpha
+}
+
+// refusedTest tests the share of attempts refused at admission, recent
+// against base, widened by the baseline's dispersion of that share: its
+// p-value, whether the share rose by the minimum change, and whether
+// beyond every sub-window's of the baseline (a burst of the size the
+// baseline shows is not a change).
+func refusedTest(ru *rules, recent, base *stats) (p float64, up, beyond bool) {
+	k1, k0 := recent.c[cRejections], base.c[cRejections]
+	a1, a0 := k1+recent.started, k0+base.started
+	if !(a1 >= ru.minRequests && a0 >= ru.minRequests) {
+		return 1, false, false
 	}
-	e.strict[k], e.hold[k] = x.sig(e, zRefused, p)
+	ch, _ := compare(k1/a1, k0/a0, ru.minChange)
+	phi := max(1, base.phi[dRefused])
+	return fisher(k1/phi, a1/phi, k0/phi, a0/phi, +1), ch == ChangeUp, beyondRange(dRefused, recent, base, +1)
 }
 
 // topoInput is what a topology finding's evaluation reads.
