@@ -58,6 +58,74 @@ func TestAdmissionBurstsOfTheBaselineAreNoChange(t *testing.T) {
 	}
 }
 
+// TestAdmissionClearsWithItsEvidence: named, admission is held by its own
+// evidence at the undivided α and clears at the first evaluation where that
+// evidence is gone, as an incident's causes do (issue 30: holds with
+// evidence), not HoldEvaluations evaluations later. Fails on the code
+// before: held two more evaluations by the hysteresis (on the bursty
+// simulator at 90 %, seed 10, admission named on 53 polls of the steady
+// hour whose windows refused nothing more).
+func TestAdmissionClearsWithItsEvidence(t *testing.T) {
+	f := fed(t, testOpts, phase{11 * 60, healthy}, phase{3 * 60, refusing(2)})
+	if !f.admissionNamed() {
+		t.Fatal("admission not named after 3 minutes refusing a third of the attempts of a pod that refused none")
+	}
+	k := admissionIndex()
+	for i := range 2 * 60 {
+		f.feed(1, healthy, nil)
+		held := f.admissionTopo().last.hold[k]
+		if !held && f.admissionNamed() {
+			t.Fatalf("%d s after the refusals stopped: the evidence is gone (recent %.3g, baseline %.3g, p %.3g) and admission is still named", i+1,
+				f.admissionTopo().last.recent[zRefused], f.admissionTopo().last.base[zRefused], f.admissionTopo().last.p[zRefused])
+		}
+		if held && !f.admissionNamed() {
+			t.Fatalf("%d s after the refusals stopped: cleared while its evidence holds", i+1)
+		}
+	}
+	if f.admissionNamed() {
+		t.Error("admission still named two minutes after the refusals stopped")
+	}
+}
+
+func admissionIndex() int { return causeIndex(CauseAdmission) }
+
+// TestAdmissionThroughAGap: a pod refusing a third of its attempts for 12
+// minutes (longer than the 10-minute baseline), its latency flat, so no
+// incident freezes the reference; the finding keeps its own. A gap of 5 s
+// in the scrapes (an engine restart) makes the model not ready for a while;
+// once ready again the refusals are still judged against the time before
+// them, and admission is named again after HoldEvaluations evaluations.
+// Fails on the code before: not being ready dropped the finding's frozen
+// baseline, the reference became the last ten minutes, nearly all of them
+// refusing, and admission was never named again (the bursty simulator at
+// 90 %, seed 10: unnamed for the overload's last six minutes after the
+// restart).
+func TestAdmissionThroughAGap(t *testing.T) {
+	f := fed(t, testOpts, phase{11 * 60, healthy}, phase{9 * 60, refusing(2)})
+	if !f.admissionNamed() {
+		t.Fatal("admission not named after 9 minutes refusing a third of the attempts")
+	}
+	f.i += 5 // no scrape for 5 s
+	missed, readyFor, notReady := 0, 0, 0
+	for range 3 * 60 {
+		f.feed(1, refusing(2), nil)
+		if values(f.fams, FamilyReady, "")[""] != 1 {
+			readyFor = 0
+			notReady++
+			continue
+		}
+		if readyFor++; readyFor > HoldEvaluations && !f.admissionNamed() {
+			missed++
+		}
+	}
+	if notReady == 0 {
+		t.Fatal("never not ready after the gap: the test needs the gap to count")
+	}
+	if missed > 0 {
+		t.Errorf("admission not named in %d ready polls (after the first %d of each ready stretch) of the 3 minutes after the gap, while the pod refuses a third of its attempts against none before, want none", missed, HoldEvaluations)
+	}
+}
+
 // TestSimulatorRefusesAtTheCap: the simulator's engines refuse at their
 // queue cap as a vLLM with --max-num-queued-reqs does, and the pod's page
 // counts them (admission_rejections_total): an engine flooded at three
