@@ -37,7 +37,7 @@ type stretch struct {
 // burstiness is the dispersion estimate of a stretch (dispersion.go),
 // measured on its sub-windows while the coarse ring still held them.
 type burstiness struct {
-	phi, lo, hi [numSignals]float64
+	phi, lo, hi [numDispersed]float64
 	windows     int
 	split       bool // measured on sub-windows shorter than the recent window
 }

@@ -40,6 +40,12 @@ type second struct {
 	starts float64
 	// aborted of the finished requests ended with the abort reason
 	aborted float64
+	// refused are the requests refused at admission (HTTP 503 at a queue
+	// cap), besides those that started
+	refused float64
+	// ttfts, when set, are the TTFT observations of the second's starts,
+	// in place of ttft for each
+	ttfts []float64
 }
 
 var testBounds = []float64{0.1, 0.2, 0.4, 0.8, math.Inf(1)}
@@ -79,9 +85,17 @@ func (p *pod) tick(s second) Observation {
 	if s.starts > 0 {
 		starts = s.starts
 	}
-	observeInto(&o.TTFT, s.ttft, starts)
+	o.Rejections += s.refused
+	if s.ttfts != nil {
+		for _, v := range s.ttfts {
+			observeInto(&o.TTFT, v, 1)
+			o.TTFTSum += v
+		}
+	} else {
+		observeInto(&o.TTFT, s.ttft, starts)
+		o.TTFTSum += s.ttft * starts
+	}
 	observeInto(&o.ITL, s.itl, s.requests*s.itlPerReq)
-	o.TTFTSum += s.ttft * starts
 	o.ITLSum += s.itl * s.requests * s.itlPerReq
 	out := *o
 	out.TTFT.Counts = append([]float64(nil), o.TTFT.Counts...)

@@ -174,7 +174,7 @@ func dispersions(tr *track, from, a *point, w int64, base *stats, keep bool) int
 	if len(subs) < MinDispersionWindows {
 		return len(subs)
 	}
-	for i := range numSignals {
+	for i := range numDispersed {
 		phi, lo, hi := pearson(subs, measureOf(i, base))
 		base.phi[i], base.subLo[i], base.subHi[i] = max(1, phi), lo, hi
 	}
@@ -219,7 +219,7 @@ const windowBuckets = 5
 // endCounters are the counters the sub-windows' measures read (measure's
 // get and term): an end keeps those alone, the others read as NaN.
 var endCounters = [...]int{cPreemptions, cPrefixQueries, cPrefixHits, cPromptTokens, cGenerationTokens,
-	cPromptLenSum, cPromptLenCount, cGenLenSum, cGenLenCount, cFinished, cTTFTSum, cITLSum}
+	cPromptLenSum, cPromptLenCount, cGenLenSum, cGenLenCount, cFinished, cTTFTSum, cITLSum, cRejections}
 
 // signalOfHist is the 90th percentile's signal of TTFT (j 0) or ITL (1).
 func signalOfHist(j int) int {
@@ -469,13 +469,16 @@ func (m measure) get(s *subWindow) (x, n float64) {
 		return s.c[cTTFTSum], s.obs[0]
 	case sITLMean:
 		return s.c[cITLSum], s.obs[1]
+	case dRefused:
+		// refused of the attempts (refused or started), as the finding reads them
+		return s.c[cRejections], s.c[cRejections] + s.started
 	}
 	return s.c[cPrefixHits], s.c[cPrefixQueries]
 }
 
 func (m measure) term(x, n, p float64, s *subWindow) float64 {
 	switch m.i {
-	case sTTFT, sITL:
+	case sTTFT, sITL, dRefused:
 		return shareTerm(x, n, p)
 	case sGenTPS, sPreempt:
 		return countTerm(x, n, p)

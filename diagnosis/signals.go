@@ -26,7 +26,13 @@ const (
 	// the ten signals of the triage. The two exact means are a second
 	// reading of the latency symptoms the quantiles test, each at the
 	// quantile's level (docs/diagnosis.md, "The tests").
-	testedSignals  = 10
+	testedSignals = 10
+	// numDispersed are the statistics whose dispersion factor and
+	// sub-windows' range a baseline keeps: the signals, and after them the
+	// share of attempts refused at admission (dRefused), a topology
+	// signal whose refusals come in the pod's bursts (a queue at its cap)
+	numDispersed   = numSignals + 1
+	dRefused       = numSignals
 	signalQuantile = 0.9
 	nanosPerSecond = 1e9
 )
@@ -84,14 +90,14 @@ type stats struct {
 	// phi is each signal's dispersion factor, for a baseline (dispersion.go):
 	// its tests are widened by it; 0 (a recent window's) counts as 1.
 	// phiWindows is how many sub-windows it was measured on.
-	phi        [numSignals]float64
+	phi        [numDispersed]float64
 	phiWindows int
 	// phiSplit: phi was measured on sub-windows shorter than the recent
 	// window (a baseline shorter than MinDispersionWindows of them)
 	phiSplit bool
 	// subLo and subHi are the least and greatest of each signal's
 	// statistic over those sub-windows (beyondRange); NaN when unknown.
-	subLo, subHi [numSignals]float64
+	subLo, subHi [numDispersed]float64
 }
 
 // nanStats is a stats with nothing known.

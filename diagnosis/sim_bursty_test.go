@@ -333,9 +333,14 @@ type simBurstyResult struct {
 // inflow that begins in the rate's low level queues nothing for seconds
 // (bursty seed 1 at 65 %: the first request waited 23 s after the shift):
 // no diagnosis can name a latency before it moves.
+// moved says whether poll p's recent window truly moved against the time
+// without a claim before it: its latency, or the share refused at
+// admission (a pod at its queue cap turns clients away, its latency flat).
+func (p *simPoll) moved() bool { return p.trueMoved || p.refusedMoved }
+
 func latencyMoved(polls []simPoll, shift, back, at time.Duration) time.Duration {
 	for _, p := range polls {
-		if p.at > shift && p.at <= back && p.trueMoved {
+		if p.at > shift && p.at <= back && p.moved() {
 			return min(max(shift, p.at-time.Second), at)
 		}
 	}
@@ -350,7 +355,7 @@ func latencyMoved(polls []simPoll, shift, back, at time.Duration) time.Duration 
 // 30: keep naming it while the incident lasts), one held beyond it is not.
 func latencyBack(polls []simPoll, back, window, at time.Duration) time.Duration {
 	for _, p := range polls {
-		if p.at > back && !p.trueMoved {
+		if p.at > back && !p.moved() {
 			return min(max(back, p.at-window), at)
 		}
 	}
@@ -363,8 +368,11 @@ func simBurstyRun(sc string, seed uint64, load float64) (simRun, simBurstyResult
 	switch sc {
 	case simOverload:
 		// Queueing is truly there (waiting and queue time up); the
-		// preemptions that come with it may be named beside it.
-		run.named = CauseQueueing
+		// preemptions that come with it may be named beside it. At a pod
+		// already at its queue cap (90 % of capacity) the latency cannot
+		// move, but the clients turned away can: admission names it there
+		// (simRun.rightAt).
+		run.named, run.namedOrRefused = CauseQueueing, true
 		run.right = func(p *simPoll) bool { return slices.Contains(p.causes, CauseQueueing) }
 	case simRelapse:
 		run.named = CauseQueueing
@@ -486,7 +494,7 @@ func (r *simBurstyResult) judgeSteady(run *simRun, pl simPlan, back time.Duratio
 	lastMoved := time.Duration(math.MinInt64)
 	for i := range run.polls {
 		p := &run.polls[i]
-		if p.trueMoved {
+		if p.moved() {
 			lastMoved = p.at
 		}
 		if !steady(p) {
@@ -496,7 +504,9 @@ func (r *simBurstyResult) judgeSteady(run *simRun, pl simPlan, back time.Duratio
 		n++
 		if len(p.causes) > 0 {
 			named++
-			if !p.trueMoved {
+			// admission is judged by the refusals, the others by the latency
+			adm := slices.Contains(p.causes, CauseAdmission)
+			if adm && !p.refusedMoved || len(p.causes) > 1 && !p.trueMoved || !adm && !p.trueMoved {
 				claims++
 			}
 		}
@@ -580,7 +590,10 @@ func init() {
 // in one window: those polls are not judged), and cleared within the
 // recent window + 20 s (both timed from the later of the load's change and
 // the latency's: latencyMoved, latencyBack); queueing named in at least 90 % of an overload's
-// such polls, preemptions with it or not; a relapse after a long incident
+// such polls, preemptions with it or not; admission judged by the arrivals
+// the engines refused at their queue cap (simRun.rightAt: wrong where the
+// share refused did not truly rise, needed where only it rose beyond the
+// pod's bursts); a relapse after a long incident
 // named within the recent window + 15 s and held in at least 95 % of its
 // such polls. Targets listed in simBurstyGaps are reported, not failed.
 // DIAGNOSIS_TABLE=1 prints the table of docs/diagnosis.md.
@@ -747,6 +760,86 @@ type simTruth struct {
 	qBaseFrom, qBaseTo []float64
 	qRecent            [][2]float64
 	qBase              [2]float64
+	// The arrivals refused at admission and attempted (refused or
+	// queued): rlog the pod's cumulative counts at each second, rFree
+	// those of the free time (rFreeSecs its seconds', oldest first) and
+	// rMoved whether each poll's recent window refused a share larger by
+	// the minimum change than the free time's (claim).
+	rlog      [][2]float64
+	rFree     [2]float64
+	rFreeSecs [][2]float64
+	rMoved    []bool
+	rBurst    *float64 // the share refused that the pod's own bursts reach (refusedUp)
+}
+
+// refused logs the pod's cumulative refused and attempted arrivals, once a
+// second (every run: the Poisson table judges admission too).
+func (tr *simTruth) refused(engines []*simEngine) {
+	var c [2]float64
+	for _, e := range engines {
+		c[0] += e.refused
+		c[1] += e.refused + e.accepted
+	}
+	tr.rlog = append(tr.rlog, c)
+}
+
+// refusedRecent is the refused and attempted arrivals of poll i's recent
+// window; zero before a window is covered.
+func (tr *simTruth) refusedRecent(i int) [2]float64 {
+	w := int(tr.window / time.Second)
+	if i < w {
+		return [2]float64{}
+	}
+	a, b := tr.rlog[i-w], tr.rlog[i]
+	return [2]float64{b[0] - a[0], b[1] - a[1]}
+}
+
+// refusedRose says whether recent refused a share of its attempts larger by
+// the minimum change than ref's (refused k of n each): any refused where
+// none were.
+func refusedRose(recent, ref [2]float64) bool {
+	if !(recent[1] > 0) || !(recent[0] > 0) {
+		return false
+	}
+	if !(ref[1] > 0) || ref[0] == 0 {
+		return true
+	}
+	return recent[0]/recent[1] >= 1.25*ref[0]/ref[1]
+}
+
+// refusedUp says whether poll i's recent window (after the shift) truly
+// refused more of its attempts than the baseline before the shift, and,
+// with beyond (a plan's truth), whether it also refused a larger share than
+// the pod's own bursts reach: the share that one recent window in
+// simBurstQuantile before the shift reaches, as for the latencies (judge).
+func (tr *simTruth) refusedUp(i int, beyond bool) (up, past bool) {
+	polls := time.Duration(i+1) * time.Second
+	b, w := int(tr.baseline/time.Second), int(tr.window/time.Second)
+	s := int(tr.shift / time.Second)
+	if polls <= tr.shift || s-1 >= len(tr.rlog) || s-1-b < 0 {
+		return false, false
+	}
+	from, to := tr.rlog[s-1-b], tr.rlog[s-1]
+	r := tr.refusedRecent(i)
+	up = refusedRose(r, [2]float64{to[0] - from[0], to[1] - from[1]})
+	if !up || !beyond {
+		return up, false
+	}
+	if tr.rBurst == nil {
+		var ws []float64
+		for j := w; j < s && j < len(tr.rlog); j++ {
+			if x := tr.refusedRecent(j); x[1] > 0 {
+				ws = append(ws, x[0]/x[1])
+			}
+		}
+		slices.Sort(ws)
+		burst := math.Inf(1)
+		if len(ws) > 0 {
+			burst = ws[min(int(simBurstQuantile*float64(len(ws))), len(ws)-1)]
+		}
+		tr.rBurst = &burst
+	}
+	return up, r[0]/r[1] > *tr.rBurst
 }
 
 func (tr *simTruth) observe(at time.Duration, engines []*simEngine) {
@@ -851,8 +944,20 @@ func (tr *simTruth) claim(claimed bool, fromMean [2]bool) {
 			}
 		}
 		tr.freeSecs = append(tr.freeSecs, sec)
+		// the refusals of the same second
+		if len(tr.rFreeSecs) == b {
+			tr.rFree[0] -= tr.rFreeSecs[0][0]
+			tr.rFree[1] -= tr.rFreeSecs[0][1]
+			tr.rFreeSecs = tr.rFreeSecs[1:]
+		}
+		a, c := tr.rlog[len(tr.rlog)-2-w], tr.rlog[len(tr.rlog)-1-w]
+		rs := [2]float64{c[0] - a[0], c[1] - a[1]}
+		tr.rFree[0] += rs[0]
+		tr.rFree[1] += rs[1]
+		tr.rFreeSecs = append(tr.rFreeSecs, rs)
 	}
 	moved := true // too little free time to judge: not counted as false
+	rMoved := true
 	fq := [2]float64{math.NaN(), math.NaN()}
 	if r := tr.recent[len(tr.recent)-1]; len(tr.freeSecs) >= MinBaselineWindows*w && !math.IsNaN(r[0]) {
 		zero := make([]float64, simTrueBins+1)
@@ -863,8 +968,10 @@ func (tr *simTruth) claim(claimed bool, fromMean [2]bool) {
 			moved = moved || r[j] >= 1.25*simTrueQuantile(zero, tr.free[j], signalQuantile) ||
 				fromMean[j] && m[j] >= 1.25*simTrueMean(zero, tr.free[j])
 		}
+		rMoved = refusedRose(tr.refusedRecent(len(tr.rlog)-1), tr.rFree)
 	}
 	tr.moved = append(tr.moved, moved)
+	tr.rMoved = append(tr.rMoved, rMoved)
 	tr.freeQ = append(tr.freeQ, fq)
 }
 

@@ -56,7 +56,7 @@ const (
 	simStepPerTok   = 0.00002
 	simChunk        = 128
 	simBudget       = 4096
-	simMaxWaiting   = 150  // beyond, arrivals are turned away (client timeouts)
+	simMaxWaiting   = 150  // beyond, arrivals are refused at admission and counted (vLLM's --max-num-queued-reqs)
 	simBackgroundPr = 0.02 // background preemptions per second per engine
 )
 
@@ -110,7 +110,10 @@ type simEngine struct {
 	promptSum, genSum                                      float64   // of the finished requests' lengths
 	ttft, itl, promptLen, genLen                           []float64 // per-bucket (not cumulative) counts
 	nextBackground                                         float64
-	incoming                                               []simArrival // from a bursty source, oldest first
+	// refused counts the arrivals turned away at the queue's cap (vLLM's
+	// admission_rejections_total), accepted those queued
+	refused, accepted float64
+	incoming          []simArrival // from a bursty source, oldest first
 	// trueTTFT and trueITL count the exact latencies in fine bins
 	// (simTrueBin), for the truth a poll is judged against; their last
 	// element (simTrueSum) is the latencies' exact sum
@@ -170,6 +173,8 @@ func (e *simEngine) run(until float64, l *simLoad) {
 		for l.burst == nil && e.next <= e.t {
 			if len(e.waiting) < simMaxWaiting {
 				e.arrive(e.next, e.lognormal(l.promptMedian), e.lognormal(l.outputMedian), l)
+			} else {
+				e.refused++ // drawn no lengths: the arrivals' draws stay those of a silent cap
 			}
 			e.next += e.rng.ExpFloat64() / l.rate
 		}
@@ -258,12 +263,15 @@ func (e *simEngine) run(until float64, l *simLoad) {
 	}
 }
 
-// arrive queues a request arriving at t, unless the queue is full (the
-// client times out).
+// arrive queues a request arriving at t, unless the queue is full: then
+// it is refused at admission (HTTP 503) and counted, as vLLM 0.29 on does
+// at its --max-num-queued-reqs.
 func (e *simEngine) arrive(t float64, prompt, output int, l *simLoad) {
 	if len(e.waiting) >= simMaxWaiting {
+		e.refused++
 		return
 	}
+	e.accepted++
 	r := &simRequest{arrival: t, prompt: prompt, output: output}
 	r.pending = int(float64(r.prompt) * (1 - l.hit))
 	e.hitTok += float64(r.prompt - r.pending)
@@ -313,6 +321,7 @@ func (p *simPod) observe() Observation {
 		o.PrefixQueries += e.queryTok
 		o.TTFTSum += e.ttftSum
 		o.ITLSum += e.itlSum
+		o.Rejections += e.refused
 	}
 	o.KVUsage = p.kvUsage()
 	o.TTFT = cumulate(simTTFTBounds, p.engines, func(e *simEngine) []float64 { return e.ttft })
@@ -351,7 +360,11 @@ type simRun struct {
 	// poll's causes are the incident's right verdict; by default the
 	// scenario's cause and exactly simExpected.
 	named string
-	right func(p *simPoll) bool
+	// namedOrRefused: admission named where the refusals truly rose beyond
+	// the pod's bursts is the first naming too (an overload at the
+	// engines' queue cap turns clients away before its latency moves)
+	namedOrRefused bool
+	right          func(p *simPoll) bool
 	// truth: the incident's polls are judged only where the recent window
 	// truly shows a latency symptom (simPoll.trueSymptom)
 	truth bool
@@ -384,6 +397,14 @@ type simPoll struct {
 	// queueingFirst: queueing and preemptions are both named, and
 	// queueing explains as much of the symptom or more (explain.go)
 	queueingFirst bool
+	// refusedUp: after the shift, the share of the recent window's
+	// arrivals refused at admission (simEngine.refused) rose by the
+	// minimum change against the baseline's before the shift (any refused
+	// where none were); refusedBeyond: and beyond the share the pod's own
+	// bursts reach (with a plan's truth: simTruth.refusedUp); refusedMoved:
+	// with a plan's truth, it rose so against the time without a claim
+	// before the recent window (simTruth.claim), as trueMoved for latency
+	refusedUp, refusedBeyond, refusedMoved bool
 	// gapWindow: the poll is not ready within a recent window (and a
 	// scrape) of the end of a gap in the scrapes, which the diagnosis
 	// does not judge (the window is under-observed).
@@ -454,6 +475,7 @@ func simulatePlan(pl simPlan) simRun {
 			}
 			e.run(at.Seconds(), &le)
 		}
+		truth.refused(pod.engines)
 		if pl.truth {
 			truth.observe(at, pod.engines)
 		}
@@ -539,13 +561,17 @@ func simulatePlan(pl simPlan) simRun {
 		for i, s := range symptom {
 			run.polls[i].trueSymptom, run.polls[i].trueMoved, run.polls[i].bucketShown = s, truth.moved[i], shown[i]
 			run.polls[i].trueQueueUp = truth.queueUp(i)
+			run.polls[i].refusedMoved = truth.rMoved[i]
 		}
+	}
+	for i := range run.polls {
+		run.polls[i].refusedUp, run.polls[i].refusedBeyond = truth.refusedUp(i, pl.truth)
 	}
 	for i, tr := range traces {
 		// the truth's marks: S a true symptom beyond the bursts, M truly moved,
 		// B a change the buckets show at their conservative end, Q the
 		// requests truly waited longer (simTruth.queueUp)
-		mark := [4]byte{'-', '-', '-', '-'}
+		mark := [6]byte{'-', '-', '-', '-', '-', '-'}
 		if run.polls[i].trueSymptom {
 			mark[0] = 'S'
 		}
@@ -558,11 +584,22 @@ func simulatePlan(pl simPlan) simRun {
 		if run.polls[i].trueQueueUp {
 			mark[3] = 'Q'
 		}
+		// R the share refused at admission truly rose beyond the pod's
+		// bursts (r: by the minimum change only), F against the free time
+		if run.polls[i].refusedBeyond {
+			mark[4] = 'R'
+		} else if run.polls[i].refusedUp {
+			mark[4] = 'r'
+		}
+		if run.polls[i].refusedMoved {
+			mark[5] = 'F'
+		}
 		r, q, f := [2]float64{math.NaN(), math.NaN()}, [2]float64{math.NaN(), math.NaN()}, [2]float64{math.NaN(), math.NaN()}
 		if pl.truth {
 			r, q, f = truth.recent[i], truth.qRecent[i], truth.freeQ[i]
 		}
-		fmt.Printf("%s true %.2f/%.2f q %.3g/%.3g free %.3g/%.3g %s\n", mark[:], r[0]/truth.base[0], r[1]/truth.base[1], q[0], q[1], r[0]/f[0], r[1]/f[1], tr)
+		rf := truth.refusedRecent(i)
+		fmt.Printf("%s true %.2f/%.2f q %.3g/%.3g free %.3g/%.3g refused %.0f/%.0f %s\n", mark[:], r[0]/truth.base[0], r[1]/truth.base[1], q[0], q[1], r[0]/f[0], r[1]/f[1], rf[0], rf[1], tr)
 	}
 	return run
 }
@@ -623,6 +660,42 @@ func simExpected(sc string) []string {
 	return []string{sc}
 }
 
+// rightAt says whether poll p's causes are right, p judged (a true
+// latency symptom, or its refusals beyond the pod's bursts). Admission is
+// judged by the refusals alone: named, it is wrong where the share refused
+// did not truly rise (refusedUp), and required where they rose beyond the
+// pod's bursts while the latency did not truly move; beside a true latency
+// symptom the scenario's own rule (right, or exactly simExpected) judges
+// the other causes. Where only the refusals moved, the others must be ones
+// the shift truly brings: its own cause (an overload's is queueing), a
+// traffic cause (exact means), queueing where the requests truly waited,
+// preemptions in an overload.
+func (r *simRun) rightAt(p *simPoll) bool {
+	adm := slices.Contains(p.causes, CauseAdmission)
+	if adm && !p.refusedUp {
+		return false
+	}
+	q := *p
+	q.causes = slices.DeleteFunc(slices.Clone(p.causes), func(c string) bool { return c == CauseAdmission })
+	if r.truth && !p.trueSymptom {
+		if !adm {
+			return false
+		}
+		for _, c := range q.causes {
+			ok := slices.Contains(simExpected(r.scenario), c) || c == r.named || slices.Contains(simTrafficCauses, c) ||
+				c == CauseQueueing && p.trueQueueUp || c == CausePreemptions && (r.scenario == simOverload || r.scenario == simRelapse)
+			if !ok {
+				return false
+			}
+		}
+		return true
+	}
+	if r.right != nil {
+		return r.right(&q)
+	}
+	return slices.Equal(q.causes, simExpected(r.scenario))
+}
+
 func (r *simRun) result() simResult {
 	res := simResult{firstNamed: -1, cleared: -1}
 	if r.steadyPolls > 0 {
@@ -638,7 +711,7 @@ func (r *simRun) result() simResult {
 		if strings.HasPrefix(r.scenario, "steady") {
 			continue
 		}
-		if p.at > r.shift && p.at <= r.back && res.firstNamed < 0 && slices.Contains(p.causes, cmp.Or(r.named, r.scenario)) {
+		if p.at > r.shift && p.at <= r.back && res.firstNamed < 0 && (slices.Contains(p.causes, cmp.Or(r.named, r.scenario)) || r.namedOrRefused && p.refusedBeyond && slices.Contains(p.causes, CauseAdmission)) {
 			res.firstNamed = p.at - r.shift
 		}
 		if p.at > grace && p.at <= r.back {
@@ -647,12 +720,12 @@ func (r *simRun) result() simResult {
 				continue
 			}
 			res.incidentPolls++
-			if r.truth && !p.trueSymptom {
-				continue // the latency did not truly move: nothing to name
+			if r.truth && !p.trueSymptom && !p.refusedBeyond {
+				continue // neither the latency nor the refusals truly moved: nothing to name
 			}
 			res.truePolls++
 			n++
-			bad := r.right != nil && !r.right(&p) || r.right == nil && !slices.Equal(p.causes, simExpected(r.scenario))
+			bad := !r.rightAt(&p)
 			if bad {
 				wrong++
 			}

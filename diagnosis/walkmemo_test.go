@@ -267,7 +267,7 @@ func refDispersions(tr *track, from, a *point, w int64, base *stats) int {
 	if len(subs) < MinDispersionWindows {
 		return len(subs)
 	}
-	for i := range numSignals {
+	for i := range numDispersed {
 		phi, lo, hi := pearson(subs, measureOf(i, base))
 		base.phi[i], base.subLo[i], base.subHi[i] = max(1, phi), lo, hi
 	}
