@@ -15,7 +15,8 @@ import (
 // it touches from now on come back (minor faults, from the page cache).
 // Started, the sidecar has touched nearly every 64 KiB of its code and
 // function tables: each package's init, the flags, the configuration; the
-// scrape loop then uses about a third of them (docs/performance.md#memory).
+// scrape loop then uses about a third of them
+// (docs/performance.md#the-executables-pages-released-once-started).
 // It returns the bytes of the mappings released.
 func releaseStartupPages() (int64, error) {
 	fi, err := os.Stat("/proc/self/exe")
