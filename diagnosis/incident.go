@@ -231,14 +231,14 @@ func (in *incidentState) step(t, w, b int64, ev, naming, lenient, long *evaluati
 	var sym, was [numSymptoms]bool
 	for y := range in.sym {
 		was[y] = in.sym[y].on
-		if in.sym[y].on && !lenient.symptoms[y] {
+		if in.sym[y].on && !lenient.holds(y) {
 			// a named symptom holds on its own evidence at the undivided
 			// level and clears when that is gone, not evaluations later
 			in.sym[y] = hysteresis{}
 		}
 		hold := raw[y]
 		if in.sym[y].on {
-			hold = lenient.symptoms[y]
+			hold = lenient.holds(y)
 		}
 		sym[y] = in.sym[y].step(hold)
 	}

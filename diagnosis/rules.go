@@ -536,3 +536,14 @@ func grown(r float64) float64 {
 	}
 	return 1
 }
+
+// holds says whether a named symptom y still holds on e's evidence: the
+// symptom's own, except a TTFT p90 read inside the reference's own bucket
+// (the buckets allow no rise: ratioLow below 1), which holds it only with
+// the exact mean: the interpolation there is no evidence that it lasts.
+func (e *evaluation) holds(y int) bool {
+	if y != yTTFT || !e.symptoms[y] || e.change[sTTFTMean] == ChangeUp {
+		return e.symptoms[y]
+	}
+	return !(e.ratioLow[sTTFT] < 1)
+}
