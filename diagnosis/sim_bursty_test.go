@@ -744,6 +744,7 @@ type simTruth struct {
 	recentMean [][2]float64
 	moved      []bool
 	freeQ      [][2]float64 // the free time's exact p90s at each poll (DIAGNOSIS_TRACE)
+	freeM      [][2]float64 // the recent window's exact means over the free time's (DIAGNOSIS_TRACE)
 	at         []time.Duration
 	// claimed are the last window + 1 polls' claims (a symptom named);
 	// free sums the seconds (their bins, oldest first in freeSecs) of the
@@ -959,12 +960,14 @@ func (tr *simTruth) claim(claimed bool, fromMean [2]bool) {
 	moved := true // too little free time to judge: not counted as false
 	rMoved := true
 	fq := [2]float64{math.NaN(), math.NaN()}
+	fm := [2]float64{math.NaN(), math.NaN()}
 	if r := tr.recent[len(tr.recent)-1]; len(tr.freeSecs) >= MinBaselineWindows*w && !math.IsNaN(r[0]) {
 		zero := make([]float64, simTrueBins+1)
 		moved = false
 		m := tr.recentMean[len(tr.recentMean)-1]
 		for j := range r {
 			fq[j] = simTrueQuantile(zero, tr.free[j], signalQuantile)
+			fm[j] = m[j] / simTrueMean(zero, tr.free[j])
 			moved = moved || r[j] >= 1.25*simTrueQuantile(zero, tr.free[j], signalQuantile) ||
 				fromMean[j] && m[j] >= 1.25*simTrueMean(zero, tr.free[j])
 		}
@@ -973,6 +976,7 @@ func (tr *simTruth) claim(claimed bool, fromMean [2]bool) {
 	tr.moved = append(tr.moved, moved)
 	tr.rMoved = append(tr.rMoved, rMoved)
 	tr.freeQ = append(tr.freeQ, fq)
+	tr.freeM = append(tr.freeM, fm)
 }
 
 // queueUp says whether poll i's requests truly waited longer than the

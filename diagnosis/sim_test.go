@@ -533,6 +533,11 @@ func simulatePlan(pl simPlan) simRun {
 					in := &tr.inc
 					fmt.Fprintf(&b, " inc=%t/%t/%ds/fb=%t/bt=%t/q=%t", in.open, in.named, (int64(at)-int64(d.base.Sub(t0))-in.start)/int64(time.Second), in.probationOf(kBatchGrowth).from, in.batched(), in.quiet)
 				}
+				if bs := m.Baseline.Start; bs != nil {
+					// the reference: how long ago it starts, its seconds,
+					// its stretches of incident-free time, frozen
+					fmt.Fprintf(&b, " ref=%ds/%.0fs/%d/%t", int(now.Sub(*bs).Seconds()), m.Baseline.Seconds, m.Baseline.Stretches, m.Baseline.Frozen)
+				}
 				line = fmt.Sprint(at, " ", causes, symptoms, " ", m.Readiness.State, b.String())
 			}
 			traces = append(traces, line)
@@ -599,7 +604,11 @@ func simulatePlan(pl simPlan) simRun {
 			r, q, f = truth.recent[i], truth.qRecent[i], truth.freeQ[i]
 		}
 		rf := truth.refusedRecent(i)
-		fmt.Printf("%s true %.2f/%.2f q %.3g/%.3g free %.3g/%.3g refused %.0f/%.0f %s\n", mark[:], r[0]/truth.base[0], r[1]/truth.base[1], q[0], q[1], r[0]/f[0], r[1]/f[1], rf[0], rf[1], tr)
+		fm := [2]float64{math.NaN(), math.NaN()}
+		if pl.truth {
+			fm = truth.freeM[i]
+		}
+		fmt.Printf("%s true %.2f/%.2f q %.3g/%.3g free %.3g/%.3g refused %.0f/%.0f %s freemean %.3g/%.3g\n", mark[:], r[0]/truth.base[0], r[1]/truth.base[1], q[0], q[1], r[0]/f[0], r[1]/f[1], rf[0], rf[1], tr, fm[0], fm[1])
 	}
 	return run
 }
