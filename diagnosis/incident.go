@@ -53,6 +53,12 @@ type incidentState struct {
 	ended    bool
 	endedAt  int64
 	endStart int64 // the start of the incident that ended
+	// endedCauses and endedSym: the causes the incident that ended had
+	// named and its symptoms (held with none: those it was named for); an
+	// incident re-opened on them within HoldWindows recent windows names
+	// them at once on their naming evidence (incidentState.reopened).
+	endedCauses causeSet
+	endedSym    [numSymptoms]bool
 	// adopted is set when an incident outlived the maximum: its level
 	// became the baseline at adoptedAt.
 	adopted              bool
@@ -189,7 +195,7 @@ func (in *incidentState) step(t, w, b int64, ev, naming, lenient, long *evaluati
 		calm := in.probations
 		*in = incidentState{open: true, start: t, base: ref.cloned(), baseStart: refStart, baseEnd: refEnd,
 			uncausedSince: -1, adopted: in.adopted, adoptedAt: in.adoptedAt, adoptedOf: in.adoptedOf,
-			ended: in.ended, endedAt: in.endedAt, endStart: in.endStart,
+			ended: in.ended, endedAt: in.endedAt, endStart: in.endStart, endedCauses: in.endedCauses, endedSym: in.endedSym,
 			lull: in.lull, lullSym: in.lullSym, chainStart: chain, fromLull: in.inLull(), lullPeak: in.lullPeak, loaded: in.inLull() && in.loaded}
 		if in.fromLull {
 			in.peak = in.lullPeak
@@ -228,6 +234,7 @@ func (in *incidentState) step(t, w, b int64, ev, naming, lenient, long *evaluati
 			in.early[k] = in.early[k] || shown[k] && causes[k].Step == trafficStep
 		}
 	}
+	in.reopened(t, w, ev, naming, lenient)
 	var sym, was [numSymptoms]bool
 	held := in.symptomsHeld(t, w, b, lenient, long)
 	for y := range in.sym {
@@ -426,7 +433,7 @@ func (in *incidentState) step(t, w, b int64, ev, naming, lenient, long *evaluati
 			probSym = in.lullSym // held with no symptom: those it was named for
 		}
 		start, inc := in.start, in.probations
-		*in = incidentState{ended: true, endedAt: t, endStart: in.start, uncausedSince: -1,
+		*in = incidentState{ended: true, endedAt: t, endStart: in.start, endedCauses: prev, endedSym: probSym, uncausedSince: -1,
 			adopted: in.adopted, adoptedAt: in.adoptedAt, adoptedOf: in.adoptedOf,
 			lull: lull, lullSym: was, chainStart: in.chainStart, lullPeak: in.peak, loaded: in.loaded}
 		for i, k := range probationCauses {
@@ -443,6 +450,10 @@ func (in *incidentState) step(t, w, b int64, ev, naming, lenient, long *evaluati
 				p.until = e.until // the chain's
 			default:
 				p.until = math.MaxInt64
+			}
+			if p.on {
+				// its own probation rule decides how it resumes
+				in.endedCauses[k] = false
 			}
 		}
 	case t-in.start >= maxIncident:
@@ -681,4 +692,39 @@ func (in *incidentState) symptomsHeld(t, w, b int64, lenient, long *evaluation) 
 		held[y] = held[y] || long.symptoms[y] && lenient.shown[y]
 	}
 	return held
+}
+
+// reopened names at once an incident opened, within HoldWindows recent
+// windows of the end of a named one, on a symptom that one had at the
+// strict level, with a cause it had named on that cause's naming evidence:
+// the same incident back, as a relapse is, not a new one to wait
+// HoldEvaluations for. A cause whose probation the ended incident left on
+// resumes by that rule instead (a young batch_growth only on itl_up).
+func (in *incidentState) reopened(t, w int64, ev, naming, lenient *evaluation) {
+	if !in.open || in.named || !in.ended || t-in.endedAt > HoldWindows*w {
+		return
+	}
+	var again [numSymptoms]bool
+	for y := range again {
+		again[y] = ev.symptoms[y] && in.endedSym[y]
+	}
+	if !anyTrue(again[:]) {
+		return
+	}
+	var none causeSet
+	strict, named := causesFor(naming, lenient, again, &none), false
+	for k := range causes {
+		if in.endedCauses[k] && causes[k].rule != nil && !causes[k].effect && strict[k] {
+			in.cause[k], named = hysteresis{on: true}, true
+		}
+	}
+	if !named {
+		return
+	}
+	for y := range again {
+		if again[y] {
+			in.sym[y] = hysteresis{on: true}
+		}
+	}
+	in.named = true
 }
