@@ -49,6 +49,12 @@ type evaluation struct {
 	// halfway: the symptom's latency (its p90 or exact mean) is still at
 	// least half way, in log, to the minimum change: not back.
 	halfway [numSymptoms]bool
+	// shown: the symptom's latency is past the minimum change, significant
+	// or not, by its p90 at the buckets' conservative end (ratioLow: issue
+	// 30's rule for when a quantile's change counts) and by its exact mean
+	// both (one alone misreads: the p90 inside a wide bucket, the mean on a
+	// burst's tail of long waits); the generated tokens' rate down by it.
+	shown [numSymptoms]bool
 	// excessPreemptions is the recent preemptions above what the
 	// baseline rate predicts, per request started.
 	excessPreemptions float64
@@ -189,6 +195,9 @@ func (ru *rules) evaluate(recent, base *stats) evaluation {
 	e.halfway[yTTFT] = e.ratio[sTTFT] >= half || e.ratio[sTTFTMean] >= half
 	e.halfway[yITL] = e.ratio[sITL] >= half || e.ratio[sITLMean] >= half
 	e.halfway[yThroughput] = e.ratio[sGenTPS] <= 1/half
+	e.shown[yTTFT] = e.ratioLow[sTTFT] >= 1+ru.minChange && e.ratio[sTTFTMean] >= 1+ru.minChange
+	e.shown[yITL] = e.ratioLow[sITL] >= 1+ru.minChange && e.ratio[sITLMean] >= 1+ru.minChange
+	e.shown[yThroughput] = e.beyond[sGenTPS] && e.ratio[sGenTPS] < 1
 	if r, b := ratio(recent.c[cGenerationTokens], recent.started), ratio(base.c[cGenerationTokens], base.started); r > 0 && b > 0 {
 		e.tokensPerStartUp = r >= b*(1+ru.minChange)
 	}
