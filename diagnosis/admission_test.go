@@ -166,6 +166,50 @@ func TestTTFTPinnedAtTheQueueCap(t *testing.T) {
 	}
 }
 
+// TestTTFTStrayRefusalNotPinned: the pod of TestTTFTPinnedAtTheQueueCap
+// refusing one request a minute (one of every 241 attempts, in both
+// windows) has no queue at its cap: its slowest tenth of first tokens is
+// its own, and the TTFT p90 keeps the interpolated reading, ttft_up named
+// in as many polls as the same pod refusing nothing. Refusing three a
+// minute (1.2 %, above pinnedShare) is a queue at its cap again: never
+// named. Fails on the code before, which took any refusal in both windows
+// as the pin: ttft_up named in none of the 180 polls of the 1.1x spike
+// where the control names it.
+func TestTTFTStrayRefusalNotPinned(t *testing.T) {
+	var polls [3]int // refusing nothing, one a minute, three a minute
+	for i, every := range []int{0, 60, 20} {
+		rng := rand.New(rand.NewPCG(3, 3))
+		n := 0
+		at := func(tail float64) second {
+			s := healthy
+			if n++; every > 0 && n%every == 0 {
+				s.refused = 1
+			}
+			s.ttfts = []float64{0.12 + 0.06*rng.Float64(), 0.12 + 0.06*rng.Float64(), 0.12 + 0.06*rng.Float64(), tail}
+			return s
+		}
+		f := newFeeder(t, testOpts)
+		for range 11 * 60 {
+			f.feed(1, at(0.19), nil)
+		}
+		for range 3 * 60 {
+			f.feed(1, at(0.21), nil)
+			if values(f.fams, FamilySymptom, "symptom")[SymptomTTFTUp] == 1 {
+				polls[i]++
+			}
+		}
+	}
+	if polls[0] == 0 {
+		t.Fatal("refusing nothing: ttft_up never named on the spike 1.1x across a bound read inside its bucket, the control of this test")
+	}
+	if polls[1] != polls[0] {
+		t.Errorf("refusing one request a minute (0.4 %% of the attempts): ttft_up named in %d of 180 polls, want %d as refusing nothing (the interpolated reading: a stray refusal is no queue at its cap)", polls[1], polls[0])
+	}
+	if polls[2] > 0 {
+		t.Errorf("refusing three requests a minute (1.2 %% of the attempts): ttft_up named in %d of 180 polls of a spike 1.1x across a bound, want none (the queue pinned at its cap)", polls[2])
+	}
+}
+
 // TestSimulatorRefusesAtTheCap: the simulator's engines refuse at their
 // queue cap as a vLLM with --max-num-queued-reqs does, and the pod's page
 // counts them (admission_rejections_total): an engine flooded at three

@@ -71,6 +71,20 @@ type Cause struct {
 	// cause that incident's for a while, so that its return resumes it
 	// (incidentState.probations).
 	probation *probationRule
+	// gate, when set, is a topology finding's own gate to name that a cause
+	// named by the model's incident lifts (gateRule).
+	gate *gateRule
+}
+
+// gateRule is a topology finding's own gate to name (the rank finding's:
+// the queueing rank's queue still there, not draining) that a cause named
+// by the model's incident lifts: while it is named the finding is named
+// without the gate, and a finding so named clears with that cause unless
+// it held with its gate for HoldEvaluations since (topoState.step). The
+// finding's evaluation reads topoState.lifted and sets topoEval.gated.
+type gateRule struct {
+	// liftedBy says whether the causes the incident names lift the gate.
+	liftedBy func(named *causeSet) bool
 }
 
 // probationRule is how the calm after an incident that named a cause stays
@@ -261,9 +275,12 @@ var causes = []Cause{
 		PromQL: "(max by (namespace, pod, model_name) (avg_over_time({requests_waiting}[1m])) >= 1) and (min by (namespace, pod, model_name) (avg_over_time({requests_waiting}[1m])) < 0.5)",
 		NoDemo: "the demo's ranks share one inflow; the simulator of diagnosis/sim_test.go has the scenario",
 		finding: func(ts *topoState, x *topoInput, e *topoEval, k int) {
-			ts.ranks(e, k, x.t, x.w, x.ru.minChange, x.alpha, x.holdAlpha)
+			ts.ranks(e, k, x.t, x.w, x.ru.minChange, x.alpha, x.holdAlpha, x.lifted[k])
 		},
-		signal: zImbalance, sentenceOf: rankSentence},
+		signal: zImbalance, sentenceOf: rankSentence,
+		// While the incident names queueing on the pod's own evidence, a
+		// draining queue is no burst of the pod ending.
+		gate: &gateRule{liftedBy: func(named *causeSet) bool { return named[kQueueing] }}},
 	{Name: CauseKVTransferSlow, Step: topologyStepNumber, Short: "slow KV transfers",
 		Sentence: "Decode is slow to pull KV from prefill: KV-transfer time rose against the baseline.",
 		Action:   "Check the transfer path between the prefill and decode pods (NIXL/UCX backend, RDMA or its TCP fallback, network congestion, pods placed across racks).",
@@ -301,7 +318,7 @@ type causeSet [maxCauses]bool
 
 // Indexes of the records a rule names; set by init from the names, so
 // that the records may be reordered.
-var kQueueing, kLongPrompts, kPrefixMisses, kLongOutputs, kUnexplained, kPreemptions, kBatchGrowth, kRank int
+var kQueueing, kLongPrompts, kPrefixMisses, kLongOutputs, kUnexplained, kPreemptions, kBatchGrowth int
 
 // maxProbations bounds the causes with a probation rule, whose records
 // (incidentState.probations) are an array copied with the incident.
@@ -317,7 +334,7 @@ func init() {
 		name string
 	}{{&kQueueing, CauseQueueing}, {&kLongPrompts, CauseLongPrompts}, {&kPrefixMisses, CausePrefixCacheMisses},
 		{&kLongOutputs, CauseLongOutputs}, {&kUnexplained, CauseUnexplained}, {&kPreemptions, CausePreemptions},
-		{&kBatchGrowth, CauseBatchGrowth}, {&kRank, CauseRankImbalance}} {
+		{&kBatchGrowth, CauseBatchGrowth}} {
 		*k.at = causeIndex(k.name)
 	}
 	if len(causes) > maxCauses {

@@ -508,7 +508,10 @@ func (d *Diagnoser) diagnose(m string, tr *track, t int64) ModelReport {
 		}
 		d.follow(tr, before, a, now, t)
 		d.lull(tr, &recent, ref, &lenient, now, t)
-		tr.topo.queueing = in.open && in.named && in.cause[kQueueing].on
+		tr.topo.named = causeSet{}
+		for k := range causes {
+			tr.topo.named[k] = in.open && in.named && in.cause[k].on
+		}
 		tr.topo.step(d, t, &recent, ref, refStart, refEnd, in.open)
 	} else {
 		tr.topo.reset()

@@ -20,7 +20,7 @@ func rankWindow(run0, run1 float64, waiting func(s int) float64) topoEval {
 		ts.observe(t, &Observation{Engines: []EngineLoad{{Engine: "0", Running: run0}, {Engine: "1", Running: run1, Waiting: waiting(s)}}}, res)
 	}
 	var e topoEval
-	ts.ranks(&e, 0, t, w, 0.25, 0.01/4, 0.01)
+	ts.ranks(&e, 0, t, w, 0.25, 0.01/4, 0.01, false)
 	return e
 }
 

@@ -87,12 +87,40 @@ type topoState struct {
 	calm               int
 	// the latest evaluation, for the report
 	last topoEval
-	// queueing: the model's incident names queueing (set by the caller
-	// before step). viaQueue: the rank finding was named on a queue that
-	// was draining, which only a named queueing allows; it clears with
-	// that queueing unless it shows undrained since.
-	queueing, viaQueue bool
-	undrained          uint8 // consecutive evaluations the rank finding held with the gate
+	// named: the causes the model's incident names (set by the caller
+	// before step), which may lift a finding's gate (Cause.gate).
+	named causeSet
+	gates [maxCauses]gate // of the findings' records with a gate rule
+}
+
+// gate is where a finding with a gate rule stands in its lifecycle.
+type gate struct {
+	lifted bool  // named while its gate was lifted: it clears with the cause that lifted it
+	held   uint8 // consecutive evaluations the finding held with its own gate
+}
+
+// clears counts the evaluations the finding held with its own gate and
+// says whether one named on the lifted gate clears now, the cause that
+// lifted it no longer named.
+func (g *gate) clears(gated, lifted bool) bool {
+	if gated {
+		g.held = min(g.held+1, HoldEvaluations)
+	} else {
+		g.held = 0
+	}
+	return g.lifted && !lifted
+}
+
+// step follows the finding's hysteresis (on now, was before): named on the
+// lifted gate stays so until it held with its gate as long as naming asks.
+func (g *gate) step(on, was bool) {
+	g.lifted = on && (g.lifted || !was) && g.held < HoldEvaluations
+}
+
+// lifted says whether finding k's gate is lifted by the causes named.
+func (ts *topoState) lifted(k int) bool {
+	r := causes[k].gate
+	return r != nil && r.liftedBy(&ts.named)
 }
 
 func (ts *topoState) observe(t int64, o *Observation, res int64) {
@@ -147,9 +175,9 @@ type topoEval struct {
 	change       [numTopoSignals]Change
 	queued, idle []string // ranks, for the sentence
 	rankCovered  bool
-	// undrained: the rank finding holds with the draining gate (ranks):
-	// the queueing rank's queue still there at the latest scrape
-	undrained      bool
+	// gated: the finding holds with its own gate (Cause.gate), not only
+	// because a named cause lifted it
+	gated          causeSet
 	backlogJudged  bool
 	failuresBacked bool
 }
@@ -160,7 +188,7 @@ type topoEval struct {
 // the queueing rank's share is Binomial(n, 1/2). The test takes the window
 // means, not the sum over scrapes (a queue persists from one scrape to the
 // next), and is exact for the few requests of small ranks.
-func (ts *topoState) ranks(e *topoEval, k int, t, w int64, minChange, alpha, holdAlpha float64) {
+func (ts *topoState) ranks(e *topoEval, k int, t, w int64, minChange, alpha, holdAlpha float64, lifted bool) {
 	e.recent[zImbalance] = math.NaN()
 	if len(ts.snaps) == 0 || ts.snaps[0].t > t-w {
 		return
@@ -228,7 +256,7 @@ func (ts *topoState) ranks(e *topoEval, k int, t, w int64, minChange, alpha, hol
 		// drains now and then while its load stays far above the others'.
 		// While the incident names queueing on the pod's own evidence, the
 		// queue is no burst of the pod ending: the gate is lifted, and the
-		// finding so named clears with that queueing (step).
+		// finding so named clears with that queueing (Cause.gate, step).
 		draining := q.last < max(rankQueued, q.wait/2)
 		for _, j := range es {
 			if j == q || j.wait >= rankIdle || j.r > (1-minChange)*q.r {
@@ -239,9 +267,9 @@ func (ts *topoState) ranks(e *topoEval, k int, t, w int64, minChange, alpha, hol
 			if !(p >= e.p[zImbalance]) {
 				e.p[zImbalance] = p
 			}
-			if p <= alpha/pairs && (!draining || ts.queueing) {
+			if p <= alpha/pairs && (!draining || lifted) {
 				queued[q.name], idle[j.name] = true, true
-				e.undrained = e.undrained || !draining
+				e.gated[k] = e.gated[k] || !draining
 			}
 			if p <= holdAlpha {
 				heldQ, heldI = true, true
@@ -333,7 +361,8 @@ type topoInput struct {
 	t, w               int64
 	recent, base       *stats
 	alpha, holdAlpha   float64
-	started1, started0 float64 // requests started in each window
+	started1, started0 float64  // requests started in each window
+	lifted             causeSet // the findings whose gate a named cause lifts (Cause.gate)
 }
 
 // sig classifies topology signal i, recent against base, with the
@@ -366,6 +395,9 @@ func (ts *topoState) evaluate(ru *rules, t, w int64, recent, base *stats, alpha,
 	e.recent[zImbalance], e.base[zImbalance] = math.NaN(), math.NaN()
 	x := &topoInput{ru: ru, t: t, w: w, recent: recent, base: base, alpha: alpha, holdAlpha: holdAlpha,
 		started1: firstPositive(recent.started, recent.requests), started0: firstPositive(base.started, base.requests)}
+	for k := range causes {
+		x.lifted[k] = ts.lifted(k)
+	}
 	for k := range causes {
 		if f := causes[k].finding; f != nil {
 			f(ts, x, &e, k)
@@ -467,22 +499,16 @@ func (ts *topoState) step(d *Diagnoser, t int64, recent, ref *stats, refStart, r
 				ts.hyst[k] = hysteresis{}
 			}
 		}
-		if k == kRank {
-			if e.undrained {
-				ts.undrained = min(ts.undrained+1, HoldEvaluations)
-			} else {
-				ts.undrained = 0
-			}
-			if ts.viaQueue && !ts.queueing {
-				// named on a draining queue while queueing was: cleared with
-				// it, unless the gate held as long as naming asks
-				ts.hyst[k], raw = hysteresis{}, false
-			}
+		gated := causes[k].gate != nil
+		if gated && ts.gates[k].clears(e.gated[k], ts.lifted(k)) {
+			// named on its lifted gate: cleared with the cause that lifted
+			// it, unless the gate held as long as naming asks
+			ts.hyst[k], raw = hysteresis{}, false
 		}
 		was := ts.hyst[k].on
 		on := ts.hyst[k].step(raw)
-		if k == kRank {
-			ts.viaQueue = on && (ts.viaQueue || !was) && ts.undrained < HoldEvaluations
+		if gated {
+			ts.gates[k].step(on, was)
 		}
 		baselined = baselined || causes[k].baselined && (on || e.strict[k])
 	}
@@ -523,7 +549,7 @@ func (ts *topoState) on() (out causeSet) {
 // admission unnamed for the overload's last six minutes).
 func (ts *topoState) reset() {
 	ts.hyst = [maxCauses]hysteresis{}
-	ts.viaQueue, ts.undrained = false, 0
+	ts.gates = [maxCauses]gate{}
 }
 
 func rankWord(names []string) string {
