@@ -250,37 +250,6 @@ func TestAdmissionOverloadResumesAfterALull(t *testing.T) {
 	}
 }
 
-// TestAdmissionResumesOnItsHeldEvidence: as in
-// TestAdmissionOverloadResumesAfterALull, but the overload resumes after
-// its lull refusing 3 of every 7 attempts, what a burst of the pod refuses
-// while it lasts, now sustained: p = 0.004 against the time before the
-// overload, widened by the pod's bursts, significant at the undivided α
-// but not at the α / 4 that names a finding. The episode never ended, and
-// the same refusals back resume it on the evidence that holds a named
-// finding, after HoldEvaluations, as a latency incident's lull is named
-// again. Fails on the code before (admission never named in the 5
-// minutes).
-func TestAdmissionResumesOnItsHeldEvidence(t *testing.T) {
-	f := newFeeder(t, testOpts)
-	f.burstyRefusals(12*60, rand.New(rand.NewPCG(30, 30)), nil)
-	f.feed(4*60, refusing(4), nil)
-	f.feed(75, healthy, nil)
-	if f.admissionNamed() {
-		t.Fatal("admission still named after 75 s refusing nothing: the test needs the lull to clear it")
-	}
-	window := int(testOpts.Window / time.Second)
-	missed := 0
-	for i := range 5 * 60 {
-		f.feed(1, refusing(3), nil)
-		if i >= window && !f.admissionNamed() {
-			missed++
-		}
-	}
-	if missed > 0 {
-		t.Errorf("the overload resumed after a lull at 3 refused of 7 attempts: admission not named in %d of the %d polls after its first recent window, want none", missed, 5*60-window)
-	}
-}
-
 // TestAdmissionBurstsAfterACalmStart: a pod that refused nothing for 12
 // minutes begins refusing in bursts (20 s refusing 3 of every 7 attempts,
 // one every 90 to 150 s). The first bursts are a change and may be named;

@@ -511,10 +511,6 @@ func (d *Diagnoser) diagnose(m string, tr *track, t int64) ModelReport {
 		}
 		d.lull(tr, &recent, ref, &lenient, now, t)
 		tr.topo.queueing = in.open && in.named && in.cause[kQueueing].on
-		tr.topo.resumes = causeSet{}
-		if tr.findings.on && !in.open {
-			tr.topo.resumes = tr.findings.named
-		}
 		findings := tr.topo.phase()
 		// the findings' own reference, while their episodes leave it apart
 		topoRef, topoStart, topoEnd := ref, refStart, refEnd

@@ -92,11 +92,7 @@ type topoState struct {
 	// was draining, which only a named queueing allows; it clears with
 	// that queueing unless it shows undrained since.
 	queueing, viaQueue bool
-	// resumes: the findings of an episode that has not ended
-	// (findingTime, set by the caller before step): back on their own
-	// evidence at the undivided α, they resume it
-	resumes   causeSet
-	undrained uint8 // consecutive evaluations the rank finding held with the gate
+	undrained          uint8 // consecutive evaluations the rank finding held with the gate
 }
 
 func (ts *topoState) observe(t int64, o *Observation, res int64) {
@@ -460,11 +456,6 @@ func (ts *topoState) step(d *Diagnoser, t int64, recent, ref *stats, refStart, r
 			continue
 		}
 		raw := e.strict[k]
-		if ts.resumes[k] {
-			// the episode never ended: named as a held one holds, after
-			// HoldEvaluations, as a latency incident's lull is
-			raw = e.hold[k]
-		}
 		if ts.hyst[k].on {
 			raw = e.hold[k]
 			if !raw && causes[k].baselined {
