@@ -181,8 +181,8 @@ func (d *Diagnoser) closing(tr *track, f *incidentFree, end *point) *stretch {
 // stretch closes), was a flash (the stretch runs on), ended (a stretch
 // starts now) or was adopted (its level is the normal: the rolling
 // baseline). a is the recent window's start, now the newest point.
-func (d *Diagnoser) follow(tr *track, before incidentPhase, a, now *point, t int64) {
-	f, in := &tr.free, &tr.inc
+func (d *Diagnoser) follow(tr *track, f *incidentFree, before incidentPhase, a, now *point, t int64) {
+	in := &tr.inc
 	switch {
 	case in.adopted && (!before.adopted || before.adoptedAt != in.adoptedAt):
 		*f = incidentFree{open: true, startT: math.MinInt64}
@@ -203,6 +203,140 @@ func (d *Diagnoser) follow(tr *track, before incidentPhase, a, now *point, t int
 		f.open, f.start, f.startT = true, &p, now.t
 	}
 	d.pruneStretches(f, t)
+}
+
+// findingPhase is what followFindings compares of the topology findings
+// judged against the baseline before and after an evaluation.
+type findingPhase struct {
+	frozen, named bool
+	frozenAt      int64
+}
+
+func (ts *topoState) phase() findingPhase {
+	return findingPhase{frozen: ts.frozen, named: ts.frozen && ts.baselinedOn(), frozenAt: ts.frozenAt}
+}
+
+// findingTime is the reference time of the topology findings judged
+// against the baseline: the incident-free time less their own episodes,
+// kept apart only while it differs (split, from a finding's freeze to the
+// episode's end). An episode is a finding's named time outside a latency
+// incident, the lulls within it and a calm too short to end it
+// (followFindings).
+type findingTime struct {
+	split bool
+	free  incidentFree
+	on    bool  // an episode
+	start int64 // when it was first named
+	// base is the findings' frozen baseline, named the findings it named
+	base  *stats
+	named causeSet
+	// up is when the current run of evaluations naming a finding it named,
+	// or with that finding's own signal up by the minimum change against
+	// base, began (-1: calm); calm when the latest such run ended; longest
+	// the longest run
+	up, calm, longest int64
+}
+
+// cloneFree is a copy of f sharing no slice with it.
+func cloneFree(f *incidentFree) incidentFree {
+	g := *f
+	g.closed = slices.Clone(f.closed)
+	return g
+}
+
+// followFindings moves the findings' own reference along their frozen
+// baseline, outside a latency incident, as follow moves the incident-free
+// time along an incident's: a finding named is an incident without a
+// latency symptom, and to the findings its time is not normal. A pod at its
+// queue cap refuses with its latency flat; once admission cleared in a lull
+// of the overload, its frozen baseline thawed, the reference took in the
+// refusing time and the overload was never named again (issue 30: the
+// bursty simulator at 90 %, seeds 10-12). Frozen (a finding showed), the
+// stretch up to its recent window is pending; named, it closes and an
+// episode begins; a flash leaves it running. The episode lasts while a
+// finding it named is named or shows its own signal up by the minimum
+// change against the frozen baseline (an overload's lull, which refuses
+// less but still more than before), and through a calm after it shorter
+// than the longest such run less two recent windows (each run is read a
+// window longer than the refusals lasted, each calm a window shorter): an
+// overload refuses for longer than its lulls last, a pod's bursts for less
+// than the calm between them, and a reference without its bursts named
+// each one (20 of 20 in TestAdmissionBurstsAfterACalmStart). Ended, its
+// time is the findings' normal again (the incident-free time). An episode
+// that lasts MaxIncident leaves its level the normal, as an incident is
+// adopted. The latency's reference keeps the finding's time: at the cap
+// it is the pod's own queue.
+func (d *Diagnoser) followFindings(tr *track, before findingPhase, a, now *point, recent *stats, t int64) {
+	ts, ft := &tr.topo, &tr.findings
+	if tr.inc.open {
+		return // the incident's frozen baseline is the findings' reference (topoState.step)
+	}
+	f := &ft.free
+	after := ts.phase()
+	maxInc := int64(d.opts.MaxIncident)
+	switch {
+	case before.frozen && !after.frozen && before.named && t-before.frozenAt >= maxInc, ft.on && t-ft.start >= maxInc:
+		*ft = findingTime{} // adopted: the incident-free time, its level and all
+		return
+	case !ft.on && after.frozen && !before.frozen:
+		if !ft.split {
+			*ft = findingTime{split: true, free: cloneFree(&tr.free)}
+		}
+		f.pending = nil
+		if a != nil && !d.onProbation(f, a.t) {
+			f.pending = d.closing(tr, f, a)
+		}
+	}
+	if after.named && !ft.on {
+		d.closeStretch(f)
+		ft.on, ft.start, ft.up = true, t, t
+	}
+	if !ft.on {
+		if !after.frozen {
+			*ft = findingTime{} // a flash, or thawed by an incident: the stretch ran on
+		}
+		return
+	}
+	f.open, f.start, f.pending = false, nil, nil
+	if after.named {
+		ft.base = ts.base
+		for k := range causes {
+			ft.named[k] = ft.named[k] || causes[k].baselined && ts.hyst[k].on
+		}
+	}
+	switch {
+	case after.named || ft.shows(d, recent):
+		if ft.up < 0 {
+			ft.up = t
+		}
+		ft.longest = max(ft.longest, t-ft.up)
+	case ft.up >= 0:
+		ft.up, ft.calm = -1, t
+	}
+	// a run shorter than the calm after it: one of the pod's bursts
+	w := int64(d.opts.Window)
+	if !after.frozen && ft.up < 0 && t-ft.calm >= ft.longest-2*w {
+		*ft = findingTime{}
+		return
+	}
+	d.pruneStretches(f, t)
+}
+
+// shows says whether a finding the episode named still shows its own
+// signal up by the minimum change against the episode's frozen baseline.
+func (ft *findingTime) shows(d *Diagnoser, recent *stats) bool {
+	if ft.base == nil || recent == nil {
+		return false
+	}
+	rv, bv := topoSignals(recent), topoSignals(ft.base)
+	for k := range causes {
+		if ft.named[k] {
+			if ch, _ := compare(rv[causes[k].signal], bv[causes[k].signal], d.opts.MinChange); ch == ChangeUp {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // onProbation says whether the calm since an incident ended is too young
@@ -239,7 +373,7 @@ const trafficStep = 4
 // holds, unless young: a calm the cause's own signal shows is not the pod's
 // normal level.
 func (d *Diagnoser) lull(tr *track, recent, ref *stats, lenient *evaluation, now *point, t int64) {
-	in, f := &tr.inc, &tr.free
+	in := &tr.inc
 	if in.open && in.named {
 		// the traffic causes' largest factor while named
 		x := shareInput{recent: recent, base: ref, e: lenient}
@@ -257,9 +391,8 @@ func (d *Diagnoser) lull(tr *track, recent, ref *stats, lenient *evaluation, now
 			kept = kept || p.on && !p.young
 		}
 	}
-	if kept && f.open && now != nil {
-		p := snapshot(now)
-		f.start, f.startT = &p, now.t
+	if kept {
+		tr.restart(now)
 	}
 	if !in.inLull() {
 		return
@@ -280,10 +413,27 @@ func (d *Diagnoser) lull(tr *track, recent, ref *stats, lenient *evaluation, now
 		in.lull = causeSet{}
 		return
 	}
-	if f.open && now != nil {
-		p := snapshot(now)
-		f.start, f.startT = &p, now.t
+	tr.restart(now)
+}
+
+// restart starts the open stretch of incident-free time again at now, and
+// the findings' own while it differs (followFindings).
+func (tr *track) restart(now *point) {
+	for _, f := range tr.frees() {
+		if f.open && now != nil {
+			p := snapshot(now)
+			f.start, f.startT = &p, now.t
+		}
 	}
+}
+
+// frees are the incident-free times the incidents move: the track's, and
+// the findings' own while it differs.
+func (tr *track) frees() []*incidentFree {
+	if tr.findings.split {
+		return []*incidentFree{&tr.free, &tr.findings.free}
+	}
+	return []*incidentFree{&tr.free}
 }
 
 func (d *Diagnoser) closeStretch(f *incidentFree) {
@@ -331,8 +481,7 @@ func (d *Diagnoser) pruneStretches(f *incidentFree, t int64) {
 // or when the incident-free time within the lookback is
 // shorter than minBaseline. n is the number of stretches used, 0 for the
 // rolling baseline.
-func (d *Diagnoser) reference(tr *track, from, a *point, roll *stats, rollOK bool) (ref *stats, start, end int64, n int, ok bool) {
-	f := &tr.free
+func (d *Diagnoser) reference(tr *track, f *incidentFree, from, a *point, roll *stats, rollOK bool) (ref *stats, start, end int64, n int, ok bool) {
 	rolling := func() (*stats, int64, int64, int, bool) {
 		if from == nil || a == nil {
 			return roll, 0, 0, 0, rollOK

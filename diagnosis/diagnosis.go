@@ -458,7 +458,7 @@ func (d *Diagnoser) diagnose(m string, tr *track, t int64) ModelReport {
 		frozenBase := *in.base
 		ref, refStart, refEnd, frozen, stretches = &frozenBase, in.baseStart, in.baseEnd, true, in.baseStretches
 	} else {
-		ref, refStart, refEnd, stretches, freeOK = d.reference(tr, from, a, &roll, ok)
+		ref, refStart, refEnd, stretches, freeOK = d.reference(tr, &tr.free, from, a, &roll, ok)
 		if in.ended && t-w-b >= in.endedAt {
 			in.ended = false // the rolling baseline no longer holds it
 		}
@@ -506,13 +506,24 @@ func (d *Diagnoser) diagnose(m string, tr *track, t int64) ModelReport {
 		if in.open && !before.open {
 			in.baseStretches = stretches
 		}
-		d.follow(tr, before, a, now, t)
+		for _, f := range tr.frees() {
+			d.follow(tr, f, before, a, now, t)
+		}
 		d.lull(tr, &recent, ref, &lenient, now, t)
 		tr.topo.named = causeSet{}
 		for k := range causes {
 			tr.topo.named[k] = in.open && in.named && in.cause[k].on
 		}
-		tr.topo.step(d, t, &recent, ref, refStart, refEnd, in.open)
+		findings := tr.topo.phase()
+		// the findings' own reference, while their episodes leave it apart
+		topoRef, topoStart, topoEnd := ref, refStart, refEnd
+		if tr.findings.split && !in.open {
+			if r, s, e, _, ok := d.reference(tr, &tr.findings.free, from, a, &roll, ok); ok {
+				topoRef, topoStart, topoEnd = r, s, e
+			}
+		}
+		tr.topo.step(d, t, &recent, topoRef, topoStart, topoEnd, in.open)
+		d.followFindings(tr, findings, a, now, &recent, t)
 	} else {
 		tr.topo.reset()
 	}

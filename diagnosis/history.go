@@ -88,6 +88,7 @@ type track struct {
 	missing       []string // inputs the latest observation lacked
 	inc           incidentState
 	free          incidentFree // the incident-free time (baseline.go)
+	findings      findingTime  // the topology findings' own reference time (baseline.go)
 	topo          topoState
 }
 

@@ -534,6 +534,16 @@ func (ts *topoState) step(d *Diagnoser, t int64, recent, ref *stats, refStart, r
 	ts.last = e
 }
 
+// baselinedOn says whether a finding judged against the baseline is named.
+func (ts *topoState) baselinedOn() bool {
+	for k := range causes {
+		if causes[k].baselined && ts.hyst[k].on {
+			return true
+		}
+	}
+	return false
+}
+
 // on reports the named topology findings, by record.
 func (ts *topoState) on() (out causeSet) {
 	for k := range causes {
