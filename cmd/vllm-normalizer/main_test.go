@@ -142,6 +142,10 @@ func TestFlagChecks(t *testing.T) {
 		{[]string{"--diagnosis.min-change=0"}, "--diagnosis.min-change=0 is not above 0"},
 		{[]string{"--diagnosis.baseline-lookback=20m"}, "--diagnosis.baseline-lookback=20m is shorter than the baseline (30m)"},
 		{[]string{"--web.routing-path=/diagnosis"}, "--web.routing-path=/diagnosis is taken"},
+		// 0 is the library's "use the default"; from the flag it is a value its rule refuses.
+		{[]string{"--diagnosis.significance=0"}, "--diagnosis.significance=0 is not above 0 and below 0.5"},
+		{[]string{"--diagnosis.max-incident=0s"}, "--diagnosis.max-incident=0s is not longer than the recent window plus the baseline (31m)"},
+		{[]string{"--diagnosis.baseline-lookback=0s"}, "--diagnosis.baseline-lookback=0s is shorter than the baseline (30m)"},
 	} {
 		_, err := parseFlags(tc.args, io.Discard, io.Discard)
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
