@@ -88,7 +88,7 @@ func parseFlags(args []string, stdout, stderr io.Writer) (*flags, error) {
 	f := &flags{log: &promslog.Config{}}
 	app := newApp(f, stdout, stderr)
 	if _, err := app.Parse(args); err != nil {
-		return nil, err
+		return nil, unreadable(app, args, err)
 	}
 	if _, env := os.LookupEnv("GOMAXPROCS"); f.proxyListen != "" && !f.maxProcsSet && !env {
 		// The proxy's streams need more than one CPU (200 streams: 5x
@@ -251,4 +251,41 @@ func durationStrings(ds []time.Duration) []string {
 		out[i] = model.Duration(d).String()
 	}
 	return out
+}
+
+// unreadable names the flag whose value kingpin could not read (its error
+// quotes only the type's parser), with the value and an example: err when
+// no flag's value gives that error.
+func unreadable(app *kingpin.Application, args []string, err error) error {
+	ctx, perr := app.ParseContext(args)
+	if perr != nil || ctx == nil {
+		return err
+	}
+	for _, el := range ctx.Elements {
+		fc, ok := el.Clause.(*kingpin.FlagClause)
+		if !ok || el.Value == nil {
+			continue
+		}
+		m := fc.Model()
+		// Setting again only repeats what failed: the process exits on this error.
+		if serr := m.Value.Set(*el.Value); serr == nil || serr.Error() != err.Error() {
+			continue
+		}
+		fix := "give a value of the type --help shows for it"
+		if len(m.Default) > 0 && m.Default[0] != "" {
+			fix = "give a value such as " + m.Default[0]
+		}
+		return badFlag("--"+m.Name, *el.Value, "cannot be read ("+err.Error()+")", fix)
+	}
+	for _, m := range app.Model().Flags {
+		v, ok := os.LookupEnv(m.Envar)
+		if m.Envar == "" || !ok {
+			continue
+		}
+		if serr := m.Value.Set(v); serr == nil || serr.Error() != err.Error() {
+			continue
+		}
+		return badFlag(m.Envar+" (the environment variable of --"+m.Name+")", v, "cannot be read ("+err.Error()+")", "unset it or give a value such as "+m.Default[0])
+	}
+	return err
 }

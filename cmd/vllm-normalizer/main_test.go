@@ -118,7 +118,12 @@ func TestFlagChecks(t *testing.T) {
 		{[]string{"--slo.ttft=500ms", "--slo.ttft=0s"}, "--slo.ttft=0s is not positive: a latency target must be a positive duration"},
 		{[]string{"--slo.tpot=-50ms"}, "--slo.tpot=-50ms is not positive"},
 		{[]string{"--slo.e2e=-1s"}, "--slo.e2e=-1s"},
-		{[]string{"--slo.e2e=fast"}, "fast"},
+		{[]string{"--slo.e2e=fast"}, `--slo.e2e=fast cannot be read (time: invalid duration "fast"); give a value of the type --help shows for it`},
+		// A value the flag's type cannot read names the flag, the value and an example.
+		{[]string{"--vllm.max-body-bytes=abc"}, "--vllm.max-body-bytes=abc cannot be read (units: invalid abc); give a value such as 4MiB"},
+		{[]string{"--vllm.scrape-interval", "fast"}, `--vllm.scrape-interval=fast cannot be read (time: invalid duration "fast"); give a value such as 1s`},
+		{[]string{"--history.max-series=lots"}, "--history.max-series=lots cannot be read"},
+		{[]string{"--output.name-style=dots"}, "--output.name-style=dots cannot be read (enum value must be one of colon,underscore, got 'dots'); give a value such as colon"},
 		{[]string{"--runtime.gomaxprocs=-1"}, "--runtime.gomaxprocs=-1 must be 0 (Go's own choice) or positive"},
 		{[]string{"--auto-gomemlimit.ratio=0"}, "--auto-gomemlimit.ratio=0 must be in (0, 1]"},
 		{[]string{"--auto-gomemlimit.ratio=1.5"}, "--auto-gomemlimit.ratio=1.5 must be in (0, 1]"},
@@ -152,6 +157,11 @@ func TestFlagChecks(t *testing.T) {
 			t.Errorf("%v: error %v, want it to contain %q", tc.args, err, tc.want)
 		}
 	}
+	t.Setenv("GOMAXPROCS", "two")
+	if _, err := parseFlags(nil, io.Discard, io.Discard); err == nil || !strings.Contains(err.Error(), `GOMAXPROCS (the environment variable of --runtime.gomaxprocs)=two cannot be read`) {
+		t.Errorf("GOMAXPROCS=two: error %v, want it to name the variable and its flag", err)
+	}
+	os.Unsetenv("GOMAXPROCS")
 	if _, err := parseFlags([]string{"--web.telemetry-path=/", "--web.routing-path=/route"}, io.Discard, io.Discard); err != nil {
 		t.Errorf("distinct valid paths rejected: %v", err)
 	}
