@@ -2,6 +2,7 @@ package main
 
 import (
 	"io"
+	"math"
 	"os"
 	"strconv"
 	"strings"
@@ -89,6 +90,9 @@ func parseFlags(args []string, stdout, stderr io.Writer) (*flags, error) {
 	app := newApp(f, stdout, stderr)
 	if _, err := app.Parse(args); err != nil {
 		return nil, unreadable(app, args, err)
+	}
+	if err := wholeNumbers(app, args); err != nil {
+		return nil, err
 	}
 	if _, env := os.LookupEnv("GOMAXPROCS"); f.proxyListen != "" && !f.maxProcsSet && !env {
 		// The proxy's streams need more than one CPU (200 streams: 5x
@@ -288,4 +292,33 @@ func unreadable(app *kingpin.Application, args []string, err error) error {
 		return badFlag(m.Envar+" (the environment variable of --"+m.Name+")", v, "cannot be read ("+err.Error()+")", "unset it or give a value such as "+m.Default[0])
 	}
 	return err
+}
+
+// wholeNumbers refuses a fraction given to an int flag: kingpin reads ints as
+// floats and truncates, so --vllm.sample-limit=0.5 would be 0, "no limit".
+func wholeNumbers(app *kingpin.Application, args []string) error {
+	ctx, err := app.ParseContext(args)
+	if err != nil || ctx == nil {
+		return nil
+	}
+	for _, el := range ctx.Elements {
+		fc, ok := el.Clause.(*kingpin.FlagClause)
+		if !ok || el.Value == nil {
+			continue
+		}
+		m := fc.Model()
+		g, ok := m.Value.(kingpin.Getter)
+		if !ok {
+			continue
+		}
+		if _, isInt := g.Get().(int); !isInt {
+			continue
+		}
+		v, err := strconv.ParseFloat(*el.Value, 64)
+		if err == nil && v == math.Trunc(v) && math.Abs(v) <= 1<<53 {
+			continue
+		}
+		return badFlag("--"+m.Name, *el.Value, "is not a whole number", "give a value such as "+m.Default[0])
+	}
+	return nil
 }

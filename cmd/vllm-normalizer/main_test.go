@@ -123,6 +123,10 @@ func TestFlagChecks(t *testing.T) {
 		{[]string{"--vllm.max-body-bytes=abc"}, "--vllm.max-body-bytes=abc cannot be read (units: invalid abc); give a value such as 4MiB"},
 		{[]string{"--vllm.scrape-interval", "fast"}, `--vllm.scrape-interval=fast cannot be read (time: invalid duration "fast"); give a value such as 1s`},
 		{[]string{"--history.max-series=lots"}, "--history.max-series=lots cannot be read"},
+		// kingpin reads an int flag as a float and truncates: 0.5 would be 0, "no limit".
+		{[]string{"--vllm.sample-limit=0.5"}, "--vllm.sample-limit=0.5 is not a whole number; give a value such as 50000"},
+		{[]string{"--history.max-series", "100.9"}, "--history.max-series=100.9 is not a whole number"},
+		{[]string{"--web.max-connections=1e30"}, "--web.max-connections=1e30 is not a whole number"},
 		{[]string{"--output.name-style=dots"}, "--output.name-style=dots cannot be read (enum value must be one of colon,underscore, got 'dots'); give a value such as colon"},
 		{[]string{"--runtime.gomaxprocs=-1"}, "--runtime.gomaxprocs=-1 must be 0 (Go's own choice) or positive"},
 		{[]string{"--auto-gomemlimit.ratio=0"}, "--auto-gomemlimit.ratio=0 must be in (0, 1]"},
@@ -162,6 +166,9 @@ func TestFlagChecks(t *testing.T) {
 		t.Errorf("GOMAXPROCS=two: error %v, want it to name the variable and its flag", err)
 	}
 	os.Unsetenv("GOMAXPROCS")
+	if f, err := parseFlags([]string{"--vllm.sample-limit=1e3"}, io.Discard, io.Discard); err != nil || f.sampleLimit != 1000 {
+		t.Errorf("--vllm.sample-limit=1e3: %v, limit %v; want 1000", err, f)
+	}
 	if _, err := parseFlags([]string{"--web.telemetry-path=/", "--web.routing-path=/route"}, io.Discard, io.Discard); err != nil {
 		t.Errorf("distinct valid paths rejected: %v", err)
 	}
