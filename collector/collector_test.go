@@ -512,6 +512,16 @@ func TestRoutingViewFailedScrape(t *testing.T) {
 	if rec := get(t, c.RoutingHandler(), "/metrics/routing", nil); rec.Code != 200 {
 		t.Fatalf("routing view after the upstream recovered answered %d", rec.Code)
 	}
+	// Down for longer than three intervals: the body still names the reason, not only the age.
+	down.Store(true)
+	for range 5 {
+		clock.Advance(time.Second)
+		c.ScrapeOnce(context.Background())
+	}
+	rec = get(t, c.RoutingHandler(), "/metrics/routing", nil)
+	if rec.Code != http.StatusServiceUnavailable || !strings.Contains(rec.Body.String(), "5s old (more than three scrape intervals)") || !strings.Contains(rec.Body.String(), "(reason http_status)") {
+		t.Fatalf("routing view after 5 s of failed scrapes: %d %q, want 503 naming the age and the reason", rec.Code, rec.Body.String())
+	}
 }
 
 func TestContentNegotiation(t *testing.T) {
