@@ -8,6 +8,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"log/slog"
 	"math"
 	"net"
 	"net/http"
@@ -432,6 +433,24 @@ func TestShutdownIsNotAFailure(t *testing.T) {
 	}
 	if v := out[`{__name__="vllm_up"}`]; v != 1 {
 		t.Errorf("vllm_up = %v after a scrape cut by shutdown, want the last result 1", v)
+	}
+}
+
+// TestTimeoutLogNamesTheLimit: a scrape that times out is logged with the
+// limit it broke, so the operator need not work out 90 % of the interval.
+func TestTimeoutLogNamesTheLimit(t *testing.T) {
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		<-r.Context().Done()
+	}))
+	defer up.Close()
+	var logs bytes.Buffer
+	c := newTestCollector(t, up.URL, newFakeClock(), func(cfg *Config) {
+		cfg.Timeout = 50 * time.Millisecond
+		cfg.Logger = slog.New(slog.NewTextHandler(&logs, nil))
+	})
+	c.ScrapeOnce(context.Background())
+	if !strings.Contains(logs.String(), "reason=timeout") || !strings.Contains(logs.String(), "timeout=50ms") {
+		t.Fatalf("log of a timed-out scrape does not name the limit (timeout=50ms):\n%s", logs.String())
 	}
 }
 
