@@ -396,8 +396,8 @@ func TestFailureModes(t *testing.T) {
 					t.Errorf("failures{reason=%q} = %v, want %v", r, got, want)
 				}
 			}
-			if rec := get(t, c.RoutingHandler(), "/metrics/routing", nil); tc.uri != "" && rec.Code != http.StatusServiceUnavailable {
-				t.Errorf("routing view answered %d before any successful scrape, want 503", rec.Code)
+			if rec := get(t, c.RoutingHandler(), "/metrics/routing", nil); tc.uri != "" && (rec.Code != http.StatusServiceUnavailable || !strings.Contains(rec.Body.String(), "(reason "+tc.reason+")")) {
+				t.Errorf("routing view answered %d %q before any successful scrape, want 503 naming the reason %s", rec.Code, rec.Body.String(), tc.reason)
 			}
 		})
 	}

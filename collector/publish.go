@@ -502,10 +502,14 @@ func (c *Collector) refuseRouting(w http.ResponseWriter) bool {
 // the last one failed, or every engine asleep.
 func (c *Collector) routingRefusal() string {
 	age, ok := c.upstreamAge(c.cfg.Now())
-	if !ok {
-		return "vLLM has not been scraped successfully yet; see vllm_normalizer_scrape_failures_total on /metrics\n"
-	}
 	snap := c.snap.Load()
+	if !ok {
+		failed := ""
+		if snap.failed != "" {
+			failed = "; the last scrape failed (reason " + snap.failed + ")"
+		}
+		return "vLLM has not been scraped successfully yet" + failed + "; see vllm_normalizer_scrape_failures_total on /metrics\n"
+	}
 	if age > 3*c.cfg.Interval {
 		// The reason too: an operator reading the 503 should not need the log to tell refused from timeout.
 		failed := ""
