@@ -141,7 +141,7 @@ func newApp(f *flags, stdout, stderr io.Writer) *kingpin.Application {
 		Default("0").IntVar(&f.queuedReqsCap)
 
 	// History and derived gauges.
-	app.Flag("history.max-series", "Most upstream series kept for the derived gauges, each model kept taking the room of 16 more for its own state (its diagnosis); the default admits every page of a few models --vllm.max-body-bytes admits. 0 means no limit.").
+	app.Flag("history.max-series", "Most upstream series kept for the derived gauges, each model kept taking the room of "+strconv.Itoa(collector.ModelSeries)+" more for its own state (its diagnosis); the default admits every page of a few models --vllm.max-body-bytes admits. 0 means no limit.").
 		Default(strconv.Itoa(collector.DefaultMaxSeries)).IntVar(&f.maxSeries)
 	app.Flag("history.max-models", "Most model_name values whose state (windows, idle times, the diagnosis) is kept; models beyond have no derived gauges and no diagnosis. The default is the most --history.max-series' default admits. 0 means no limit.").
 		Default(strconv.Itoa(collector.DefaultMaxModels)).IntVar(&f.maxModels)

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -102,6 +103,16 @@ func TestFlagTable(t *testing.T) {
 		if !slices.Equal(got, want) {
 			t.Errorf("--%s: docs/flags.md says default %q, the flag has %q", name, want, got)
 		}
+	}
+}
+
+// TestHelpModelRoom: --help states the room a model takes in
+// --history.max-series as the collector counts it (it said 16 after it became 9).
+func TestHelpModelRoom(t *testing.T) {
+	app := newApp(&flags{log: &promslog.Config{}}, io.Discard, io.Discard)
+	want := fmt.Sprintf("the room of %d more", collector.ModelSeries)
+	if help := app.GetFlag("history.max-series").Model().Help; !strings.Contains(help, want) {
+		t.Errorf("--history.max-series help %q does not say %q", help, want)
 	}
 }
 
