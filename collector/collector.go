@@ -357,7 +357,12 @@ func (c *Collector) ScrapeOnce(ctx context.Context) {
 		c.metrics.set(c.metrics.up, 0)
 		c.metrics.add(c.metrics.failures, reason, 1)
 		if reason != c.lastReason {
-			c.cfg.Logger.Warn("scrape of vLLM failed; upstream series are withdrawn until it recovers", "reason", reason, "err", err)
+			attrs := []any{"reason", reason, "err", err}
+			if reason == scrape.ReasonTimeout {
+				// The limit broken, which the operator would otherwise derive from the interval.
+				attrs = append(attrs, "timeout", c.cfg.Timeout)
+			}
+			c.cfg.Logger.Warn("scrape of vLLM failed; upstream series are withdrawn until it recovers", attrs...)
 			c.lastReason = reason
 		}
 		if c.cfg.Diagnosis != nil {

@@ -8,6 +8,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"log/slog"
 	"math"
 	"net"
 	"net/http"
@@ -395,8 +396,8 @@ func TestFailureModes(t *testing.T) {
 					t.Errorf("failures{reason=%q} = %v, want %v", r, got, want)
 				}
 			}
-			if rec := get(t, c.RoutingHandler(), "/metrics/routing", nil); tc.uri != "" && rec.Code != http.StatusServiceUnavailable {
-				t.Errorf("routing view answered %d before any successful scrape, want 503", rec.Code)
+			if rec := get(t, c.RoutingHandler(), "/metrics/routing", nil); tc.uri != "" && (rec.Code != http.StatusServiceUnavailable || !strings.Contains(rec.Body.String(), "(reason "+tc.reason+")")) {
+				t.Errorf("routing view answered %d %q before any successful scrape, want 503 naming the reason %s", rec.Code, rec.Body.String(), tc.reason)
 			}
 		})
 	}
@@ -432,6 +433,24 @@ func TestShutdownIsNotAFailure(t *testing.T) {
 	}
 	if v := out[`{__name__="vllm_up"}`]; v != 1 {
 		t.Errorf("vllm_up = %v after a scrape cut by shutdown, want the last result 1", v)
+	}
+}
+
+// TestTimeoutLogNamesTheLimit: a scrape that times out is logged with the
+// limit it broke, so the operator need not work out 90 % of the interval.
+func TestTimeoutLogNamesTheLimit(t *testing.T) {
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		<-r.Context().Done()
+	}))
+	defer up.Close()
+	var logs bytes.Buffer
+	c := newTestCollector(t, up.URL, newFakeClock(), func(cfg *Config) {
+		cfg.Timeout = 50 * time.Millisecond
+		cfg.Logger = slog.New(slog.NewTextHandler(&logs, nil))
+	})
+	c.ScrapeOnce(context.Background())
+	if !strings.Contains(logs.String(), "reason=timeout") || !strings.Contains(logs.String(), "timeout=50ms") {
+		t.Fatalf("log of a timed-out scrape does not name the limit (timeout=50ms):\n%s", logs.String())
 	}
 }
 
@@ -511,6 +530,16 @@ func TestRoutingViewFailedScrape(t *testing.T) {
 	c.ScrapeOnce(context.Background())
 	if rec := get(t, c.RoutingHandler(), "/metrics/routing", nil); rec.Code != 200 {
 		t.Fatalf("routing view after the upstream recovered answered %d", rec.Code)
+	}
+	// Down for longer than three intervals: the body still names the reason, not only the age.
+	down.Store(true)
+	for range 5 {
+		clock.Advance(time.Second)
+		c.ScrapeOnce(context.Background())
+	}
+	rec = get(t, c.RoutingHandler(), "/metrics/routing", nil)
+	if rec.Code != http.StatusServiceUnavailable || !strings.Contains(rec.Body.String(), "5s old (more than three scrape intervals)") || !strings.Contains(rec.Body.String(), "(reason http_status)") {
+		t.Fatalf("routing view after 5 s of failed scrapes: %d %q, want 503 naming the age and the reason", rec.Code, rec.Body.String())
 	}
 }
 

@@ -23,6 +23,9 @@ import (
 // gauge, 4.5. It was 16 while a model of five series cost 47 to 51 KB.
 const modelSeries = 9
 
+// ModelSeries is modelSeries, for the flag's help and docs.
+const ModelSeries = modelSeries
+
 // DefaultMaxModels is the default bound on the model_name values whose
 // state the sidecar keeps across scrapes (--history.max-models): windows,
 // idle times, the diagnosis. It is the most models the default series

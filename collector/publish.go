@@ -502,13 +502,22 @@ func (c *Collector) refuseRouting(w http.ResponseWriter) bool {
 // the last one failed, or every engine asleep.
 func (c *Collector) routingRefusal() string {
 	age, ok := c.upstreamAge(c.cfg.Now())
+	snap := c.snap.Load()
 	if !ok {
-		return "vLLM has not been scraped successfully yet; see vllm_normalizer_scrape_failures_total on /metrics\n"
+		failed := ""
+		if snap.failed != "" {
+			failed = "; the last scrape failed (reason " + snap.failed + ")"
+		}
+		return "vLLM has not been scraped successfully yet" + failed + "; see vllm_normalizer_scrape_failures_total on /metrics\n"
 	}
 	if age > 3*c.cfg.Interval {
-		return "the last successful scrape of vLLM is " + age.Truncate(time.Millisecond).String() + " old (more than three scrape intervals); see vllm_normalizer_scrape_failures_total on /metrics\n"
+		// The reason too: an operator reading the 503 should not need the log to tell refused from timeout.
+		failed := ""
+		if snap.failed != "" {
+			failed = " and the last scrape failed (reason " + snap.failed + ")"
+		}
+		return "the last successful scrape of vLLM is " + age.Truncate(time.Millisecond).String() + " old (more than three scrape intervals)" + failed + "; see vllm_normalizer_scrape_failures_total on /metrics\n"
 	}
-	snap := c.snap.Load()
 	if snap.failed != "" {
 		return "the last scrape of vLLM failed (reason " + snap.failed + "); the last successful one is " + age.Truncate(time.Millisecond).String() + " old; see vllm_normalizer_scrape_failures_total on /metrics\n"
 	}

@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"math"
 	"path"
+	"reflect"
 	"slices"
 	"strconv"
 	"strings"
@@ -207,6 +208,12 @@ func vllmFirst(list []*Profile) {
 func parseProfile(file string, b []byte, roles *Roles) (*Profile, error) {
 	p := &Profile{byName: map[string][]int{}}
 	if err := yaml.UnmarshalStrict(b, p); err != nil {
+		var tree yaml.MapSlice
+		if yaml.Unmarshal(b, &tree) == nil {
+			if u := unknownKey(tree, reflect.TypeFor[Profile](), ""); u != "" {
+				return nil, fmt.Errorf("profile %s: %s (docs/operating.md, \"Engine profile files\")", file, u)
+			}
+		}
 		return nil, fmt.Errorf("profile %s: %w", file, err)
 	}
 	var errs []error
@@ -928,4 +935,56 @@ func maxOverLabels(samples []exposition.Sample, drop []string) ([]exposition.Sam
 		out = append(out, exposition.Sample{Labels: l, Value: s.Value})
 	}
 	return out, nan
+}
+
+// unknownKey names the first key of v that type t has no yaml field for,
+// with its path and the keys valid there, "" when there is none: yaml's own
+// error spells an anonymous struct's Go type instead.
+func unknownKey(v any, t reflect.Type, path string) string {
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	switch t.Kind() {
+	case reflect.Struct:
+		m, ok := v.(yaml.MapSlice)
+		if !ok {
+			return ""
+		}
+		fields := map[string]reflect.Type{}
+		var names []string
+		for i := range t.NumField() {
+			name, _, _ := strings.Cut(t.Field(i).Tag.Get("yaml"), ",")
+			if name == "" || name == "-" {
+				continue
+			}
+			fields[name] = t.Field(i).Type
+			names = append(names, name)
+		}
+		for _, kv := range m {
+			key := fmt.Sprint(kv.Key)
+			at := key
+			if path != "" {
+				at = path + "." + key
+			}
+			ft, ok := fields[key]
+			if !ok {
+				there := ""
+				if path != "" {
+					there = " there"
+				}
+				return fmt.Sprintf("unknown key %s; valid keys%s are %s", at, there, strings.Join(names, ", "))
+			}
+			if u := unknownKey(kv.Value, ft, at); u != "" {
+				return u
+			}
+		}
+	case reflect.Slice:
+		items, _ := v.([]any)
+		for i, item := range items {
+			if u := unknownKey(item, t.Elem(), fmt.Sprintf("%s[%d]", path, i)); u != "" {
+				return u
+			}
+		}
+	}
+	return ""
 }

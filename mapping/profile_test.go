@@ -96,7 +96,10 @@ func TestParseProfilesRejects(t *testing.T) {
 		{"empty prefix", strings.Replace(good, `"x:"`, `""`, 1), "empty prefix"},
 		{"negative scale", strings.Replace(good, "family: running}", "family: running, scale: -1}", 1), "must be a positive number"},
 		{"catalogue roles on another server", good + "roles_from_catalogue: true\n", "for the vllm profile only"},
-		{"unknown key", good + "colour: red\n", "colour"},
+		{"unknown key", good + "colour: red\n", "unknown key colour; valid keys are version, server, title, detect,"},
+		// Nested: the path and that level's keys, not a Go type's spelling.
+		{"unknown nested key", strings.Replace(good, "prefixes:", "prefix:", 1), "unknown key detect.prefix; valid keys there are prefixes, fingerprints, openmetrics_frontend"},
+		{"unknown key in a list", strings.Replace(good, "family: running}", "family: running, scaling: 2}", 1), "unknown key roles[0].scaling; valid keys there are role, family, scale,"},
 		{"same server twice", strings.Replace(good, "server: x", "server: vllm", 1), "roles_from_catalogue is for the vllm profile only"},
 		// Contradictions: one quantity served as another, labels that say
 		// two things or name bounds, a scale that leaves the role's range.

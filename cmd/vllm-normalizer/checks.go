@@ -1,7 +1,9 @@
 package main
 
 import (
+	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"strconv"
 	"strings"
@@ -119,7 +121,26 @@ func flagged(err error) error {
 // checkDiagnosis rejects diagnosis settings the diagnosis would refuse,
 // naming the flags.
 func (f *flags) checkDiagnosis() error {
-	return flagged(f.diagnosisOptions().Check())
+	opts := f.diagnosisOptions()
+	// The library reads 0 as "its default"; a flag given 0 asks for 0, so
+	// check a value just below it against the library's rule and report 0.
+	var zero, zeroValue string
+	switch {
+	case opts.Significance == 0:
+		opts.Significance, zero, zeroValue = -math.SmallestNonzeroFloat64, "diagnosis.Options.Significance", "0"
+	case opts.MaxIncident == 0:
+		opts.MaxIncident, zero, zeroValue = -1, "diagnosis.Options.MaxIncident", "0s"
+	case opts.BaselineLookback == 0:
+		opts.BaselineLookback, zero, zeroValue = -1, "diagnosis.Options.BaselineLookback", "0s"
+	}
+	err := opts.Check()
+	var e *setting.Error
+	if zero != "" && errors.As(err, &e) && e.Setting == zero {
+		out := *e
+		out.Value = zeroValue
+		err = &out
+	}
+	return flagged(err)
 }
 
 // diagnosisOptions are the diagnosis' options from the flags.

@@ -2,6 +2,7 @@ package main
 
 import (
 	"io"
+	"math"
 	"os"
 	"strconv"
 	"strings"
@@ -88,6 +89,9 @@ func parseFlags(args []string, stdout, stderr io.Writer) (*flags, error) {
 	f := &flags{log: &promslog.Config{}}
 	app := newApp(f, stdout, stderr)
 	if _, err := app.Parse(args); err != nil {
+		return nil, unreadable(app, args, err)
+	}
+	if err := wholeNumbers(app, args); err != nil {
 		return nil, err
 	}
 	if _, env := os.LookupEnv("GOMAXPROCS"); f.proxyListen != "" && !f.maxProcsSet && !env {
@@ -137,7 +141,7 @@ func newApp(f *flags, stdout, stderr io.Writer) *kingpin.Application {
 		Default("0").IntVar(&f.queuedReqsCap)
 
 	// History and derived gauges.
-	app.Flag("history.max-series", "Most upstream series kept for the derived gauges, each model kept taking the room of 16 more for its own state (its diagnosis); the default admits every page of a few models --vllm.max-body-bytes admits. 0 means no limit.").
+	app.Flag("history.max-series", "Most upstream series kept for the derived gauges, each model kept taking the room of "+strconv.Itoa(collector.ModelSeries)+" more for its own state (its diagnosis); the default admits every page of a few models --vllm.max-body-bytes admits. 0 means no limit.").
 		Default(strconv.Itoa(collector.DefaultMaxSeries)).IntVar(&f.maxSeries)
 	app.Flag("history.max-models", "Most model_name values whose state (windows, idle times, the diagnosis) is kept; models beyond have no derived gauges and no diagnosis. The default is the most --history.max-series' default admits. 0 means no limit.").
 		Default(strconv.Itoa(collector.DefaultMaxModels)).IntVar(&f.maxModels)
@@ -251,4 +255,70 @@ func durationStrings(ds []time.Duration) []string {
 		out[i] = model.Duration(d).String()
 	}
 	return out
+}
+
+// unreadable names the flag whose value kingpin could not read (its error
+// quotes only the type's parser), with the value and an example: err when
+// no flag's value gives that error.
+func unreadable(app *kingpin.Application, args []string, err error) error {
+	ctx, perr := app.ParseContext(args)
+	if perr != nil || ctx == nil {
+		return err
+	}
+	for _, el := range ctx.Elements {
+		fc, ok := el.Clause.(*kingpin.FlagClause)
+		if !ok || el.Value == nil {
+			continue
+		}
+		m := fc.Model()
+		// Setting again only repeats what failed: the process exits on this error.
+		if serr := m.Value.Set(*el.Value); serr == nil || serr.Error() != err.Error() {
+			continue
+		}
+		fix := "give a value of the type --help shows for it"
+		if len(m.Default) > 0 && m.Default[0] != "" {
+			fix = "give a value such as " + m.Default[0]
+		}
+		return badFlag("--"+m.Name, *el.Value, "cannot be read ("+err.Error()+")", fix)
+	}
+	for _, m := range app.Model().Flags {
+		v, ok := os.LookupEnv(m.Envar)
+		if m.Envar == "" || !ok {
+			continue
+		}
+		if serr := m.Value.Set(v); serr == nil || serr.Error() != err.Error() {
+			continue
+		}
+		return badFlag(m.Envar+" (the environment variable of --"+m.Name+")", v, "cannot be read ("+err.Error()+")", "unset it or give a value such as "+m.Default[0])
+	}
+	return err
+}
+
+// wholeNumbers refuses a fraction given to an int flag: kingpin reads ints as
+// floats and truncates, so --vllm.sample-limit=0.5 would be 0, "no limit".
+func wholeNumbers(app *kingpin.Application, args []string) error {
+	ctx, err := app.ParseContext(args)
+	if err != nil || ctx == nil {
+		return nil
+	}
+	for _, el := range ctx.Elements {
+		fc, ok := el.Clause.(*kingpin.FlagClause)
+		if !ok || el.Value == nil {
+			continue
+		}
+		m := fc.Model()
+		g, ok := m.Value.(kingpin.Getter)
+		if !ok {
+			continue
+		}
+		if _, isInt := g.Get().(int); !isInt {
+			continue
+		}
+		v, err := strconv.ParseFloat(*el.Value, 64)
+		if err == nil && v == math.Trunc(v) && math.Abs(v) <= 1<<53 {
+			continue
+		}
+		return badFlag("--"+m.Name, *el.Value, "is not a whole number", "give a value such as "+m.Default[0])
+	}
+	return nil
 }

@@ -239,3 +239,52 @@ func TestUpstreamClientProxy(t *testing.T) {
 		t.Errorf("without proxy_url the scrape went through HTTP_PROXY (err %v, proxied %d)", err, via.Load())
 	}
 }
+
+// TestWebConfigCheck: a --web.config.file the listeners cannot use fails
+// --config.check (and the start) naming the flag, the file and the fix;
+// a usable one passes.
+func TestWebConfigCheck(t *testing.T) {
+	dir := t.TempDir()
+	certFile, keyFile, _ := selfSigned(t, dir, "web")
+	for _, c := range []struct {
+		name, config string
+		want         []string
+	}{
+		{"no key", "tls_server_config:\n  cert_file: " + certFile + "\n", []string{"--web.config.file", "missing one of key or key_file", "fix the file"}},
+		{"plain password", "basic_auth_users:\n  admin: s3cret\n", []string{"--web.config.file", "bcrypt", "htpasswd"}},
+		{"unknown key", "tls_config:\n  cert_file: x\n", []string{"--web.config.file", "tls_config", "tls_server_config"}},
+		{"valid", "tls_server_config:\n  cert_file: " + certFile + "\n  key_file: " + keyFile + "\n", nil},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			path := writeConfig(t, c.config)
+			out, errOut := tempFile(t), tempFile(t)
+			// No GOMAXPROCS or memory limit for the test process: run sets them before checking.
+			rc := run([]string{"--config.check", "--runtime.gomaxprocs=0", "--no-auto-gomemlimit", "--web.config.file=" + path}, out, errOut)
+			stderr, _ := os.ReadFile(errOut.Name())
+			if c.want == nil {
+				if rc != 0 {
+					t.Fatalf("valid file: exit %d, %s", rc, stderr)
+				}
+				return
+			}
+			if rc != 1 {
+				t.Fatalf("exit %d, want 1; stderr %q", rc, stderr)
+			}
+			for _, w := range append(c.want, path) {
+				if !strings.Contains(string(stderr), w) {
+					t.Errorf("stderr %q does not say %q", stderr, w)
+				}
+			}
+		})
+	}
+}
+
+func tempFile(t *testing.T) *os.File {
+	t.Helper()
+	f, err := os.CreateTemp(t.TempDir(), "out")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { f.Close() })
+	return f
+}

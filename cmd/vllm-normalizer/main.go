@@ -64,6 +64,9 @@ func run(args []string, stdout, stderr *os.File) int {
 		NameStyle:     mapping.NameStyle(f.nameStyle),
 	}}
 	mapper, err := loader.load()
+	if err == nil {
+		err = checkWebConfig(*f.web.WebConfigFile)
+	}
 	if err == nil && f.configCheck {
 		_, err = upstreamClient(f.httpConfigFile, f.scrapeURI)
 	}
@@ -72,7 +75,7 @@ func run(args []string, stdout, stderr *os.File) int {
 			fmt.Fprintf(stderr, "vllm-normalizer: %v\n", err)
 			return 1
 		}
-		fmt.Fprintf(stdout, "%s is valid\n", loader.describe()+prefixed(" and the upstream client of ", f.httpConfigFile))
+		fmt.Fprintf(stdout, "%s is valid\n", loader.describe()+prefixed(" and the upstream client of ", f.httpConfigFile)+prefixed(" and the web configuration ", *f.web.WebConfigFile))
 		return 0
 	}
 	if err != nil {
@@ -274,4 +277,13 @@ func setMemoryLimit(ratio float64, provider memlimit.Provider, logger *slog.Logg
 		logger.Warn("cannot set the Go memory limit from the container's; running without one", "err", err)
 	}
 	return limit
+}
+
+// checkWebConfig reads --web.config.file as the listeners will, so that a bad
+// file fails the start and --config.check naming the flag, not "main: ...".
+func checkWebConfig(path string) error {
+	if err := web.Validate(path); err != nil {
+		return fmt.Errorf("--web.config.file %s: %w; fix the file: it is exporter-toolkit's web configuration (tls_server_config with cert_file and key_file, basic_auth_users with bcrypt hashes such as htpasswd -nBC 10 \"\" USER prints)", path, err)
+	}
+	return nil
 }

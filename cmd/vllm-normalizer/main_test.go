@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -105,6 +106,16 @@ func TestFlagTable(t *testing.T) {
 	}
 }
 
+// TestHelpModelRoom: --help states the room a model takes in
+// --history.max-series as the collector counts it (it said 16 after it became 9).
+func TestHelpModelRoom(t *testing.T) {
+	app := newApp(&flags{log: &promslog.Config{}}, io.Discard, io.Discard)
+	want := fmt.Sprintf("the room of %d more", collector.ModelSeries)
+	if help := app.GetFlag("history.max-series").Model().Help; !strings.Contains(help, want) {
+		t.Errorf("--history.max-series help %q does not say %q", help, want)
+	}
+}
+
 func TestFlagChecks(t *testing.T) {
 	for _, tc := range []struct {
 		args []string
@@ -118,7 +129,16 @@ func TestFlagChecks(t *testing.T) {
 		{[]string{"--slo.ttft=500ms", "--slo.ttft=0s"}, "--slo.ttft=0s is not positive: a latency target must be a positive duration"},
 		{[]string{"--slo.tpot=-50ms"}, "--slo.tpot=-50ms is not positive"},
 		{[]string{"--slo.e2e=-1s"}, "--slo.e2e=-1s"},
-		{[]string{"--slo.e2e=fast"}, "fast"},
+		{[]string{"--slo.e2e=fast"}, `--slo.e2e=fast cannot be read (time: invalid duration "fast"); give a value of the type --help shows for it`},
+		// A value the flag's type cannot read names the flag, the value and an example.
+		{[]string{"--vllm.max-body-bytes=abc"}, "--vllm.max-body-bytes=abc cannot be read (units: invalid abc); give a value such as 4MiB"},
+		{[]string{"--vllm.scrape-interval", "fast"}, `--vllm.scrape-interval=fast cannot be read (time: invalid duration "fast"); give a value such as 1s`},
+		{[]string{"--history.max-series=lots"}, "--history.max-series=lots cannot be read"},
+		// kingpin reads an int flag as a float and truncates: 0.5 would be 0, "no limit".
+		{[]string{"--vllm.sample-limit=0.5"}, "--vllm.sample-limit=0.5 is not a whole number; give a value such as 50000"},
+		{[]string{"--history.max-series", "100.9"}, "--history.max-series=100.9 is not a whole number"},
+		{[]string{"--web.max-connections=1e30"}, "--web.max-connections=1e30 is not a whole number"},
+		{[]string{"--output.name-style=dots"}, "--output.name-style=dots cannot be read (enum value must be one of colon,underscore, got 'dots'); give a value such as colon"},
 		{[]string{"--runtime.gomaxprocs=-1"}, "--runtime.gomaxprocs=-1 must be 0 (Go's own choice) or positive"},
 		{[]string{"--auto-gomemlimit.ratio=0"}, "--auto-gomemlimit.ratio=0 must be in (0, 1]"},
 		{[]string{"--auto-gomemlimit.ratio=1.5"}, "--auto-gomemlimit.ratio=1.5 must be in (0, 1]"},
@@ -142,11 +162,23 @@ func TestFlagChecks(t *testing.T) {
 		{[]string{"--diagnosis.min-change=0"}, "--diagnosis.min-change=0 is not above 0"},
 		{[]string{"--diagnosis.baseline-lookback=20m"}, "--diagnosis.baseline-lookback=20m is shorter than the baseline (30m)"},
 		{[]string{"--web.routing-path=/diagnosis"}, "--web.routing-path=/diagnosis is taken"},
+		// 0 is the library's "use the default"; from the flag it is a value its rule refuses.
+		{[]string{"--diagnosis.significance=0"}, "--diagnosis.significance=0 is not above 0 and below 0.5"},
+		{[]string{"--diagnosis.max-incident=0s"}, "--diagnosis.max-incident=0s is not longer than the recent window plus the baseline (31m)"},
+		{[]string{"--diagnosis.baseline-lookback=0s"}, "--diagnosis.baseline-lookback=0s is shorter than the baseline (30m)"},
 	} {
 		_, err := parseFlags(tc.args, io.Discard, io.Discard)
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%v: error %v, want it to contain %q", tc.args, err, tc.want)
 		}
+	}
+	t.Setenv("GOMAXPROCS", "two")
+	if _, err := parseFlags(nil, io.Discard, io.Discard); err == nil || !strings.Contains(err.Error(), `GOMAXPROCS (the environment variable of --runtime.gomaxprocs)=two cannot be read`) {
+		t.Errorf("GOMAXPROCS=two: error %v, want it to name the variable and its flag", err)
+	}
+	os.Unsetenv("GOMAXPROCS")
+	if f, err := parseFlags([]string{"--vllm.sample-limit=1e3"}, io.Discard, io.Discard); err != nil || f.sampleLimit != 1000 {
+		t.Errorf("--vllm.sample-limit=1e3: %v, limit %v; want 1000", err, f)
 	}
 	if _, err := parseFlags([]string{"--web.telemetry-path=/", "--web.routing-path=/route"}, io.Discard, io.Discard); err != nil {
 		t.Errorf("distinct valid paths rejected: %v", err)
