@@ -517,6 +517,29 @@ func TestFailMarks(t *testing.T) {
 	}
 }
 
+// The page's failure banner speaks of the last success only when there
+// was one to show: before any model was read it says there is nothing yet.
+func TestFailBannerBeforeAnySuccess(t *testing.T) {
+	page := func(d *Diagnoser) string {
+		rec := httptest.NewRecorder()
+		d.PageHandler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/diagnosis", nil))
+		return rec.Body.String()
+	}
+	fresh, err := New(testOpts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fresh.Fail(t0)
+	if p := page(fresh); !strings.Contains(p, "no model has been read from it yet") || strings.Contains(p, "from the last successful one") {
+		t.Errorf("failure before any success: the banner speaks of a success that never was:\n%s", p)
+	}
+	d, _, _ := run(t, testOpts, timeline(700, 0, healthy))
+	d.Fail(t0.Add(701 * time.Second))
+	if p := page(d); !strings.Contains(p, "from the last successful one") {
+		t.Errorf("failure after a success: the banner does not say the page is the last success's")
+	}
+}
+
 // onlyNotReady is true when fams say only "not ready, no incident".
 func onlyNotReady(fams []exposition.Family) bool {
 	for _, f := range fams {
