@@ -75,7 +75,9 @@ func ScrapeURL(setting, raw string) (*url.URL, error) {
 	if u.Scheme != "http" && u.Scheme != "https" {
 		return nil, &Error{Setting: setting, Value: u.Redacted(), Rule: "is not http(s): the scheme must be http or https", Fix: fix}
 	}
-	if u.Host == "" {
+	// a port alone (http://:8000/metrics) would dial every local address
+	// unasked: the host is named, 127.0.0.1 included
+	if u.Hostname() == "" {
 		return nil, &Error{Setting: setting, Value: u.Redacted(), Rule: "has no host", Fix: fix}
 	}
 	return u, nil

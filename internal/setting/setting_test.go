@@ -40,6 +40,7 @@ func TestScrapeURL(t *testing.T) {
 		{"http:///metrics", "u=http:///metrics has no host"},
 		{"http://user:s3cret@host:port/metrics", "u is not a URL"},
 		{"http://user:s3cret@/metrics", "u=http://user:xxxxx@/metrics has no host"},
+		{"http://:8000/metrics", "u=http://:8000/metrics has no host"},
 	} {
 		_, err := ScrapeURL("u", tc.in)
 		if err == nil || !strings.HasPrefix(err.Error(), tc.want) || strings.Contains(err.Error(), "s3cret") {
