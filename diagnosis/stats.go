@@ -123,3 +123,40 @@ func welch(m1, v1, n1, m0, v0, n0 float64, dir int) float64 {
 	}
 	return zTail(m1-m0, math.Sqrt(v1/n1+v0/n0), dir)
 }
+
+// chi2CDF is P(χ²_df ≤ x), the regularized lower incomplete gamma
+// P(df/2, x/2) by its series (exact enough for the few degrees of freedom
+// of a baseline's sub-windows).
+func chi2CDF(df int, x float64) float64 {
+	if !(x > 0) {
+		return 0
+	}
+	a, y := float64(df)/2, x/2
+	lg, _ := math.Lgamma(a + 1)
+	term, sum := 1.0, 1.0
+	for n := 1; n < 1000; n++ {
+		term *= y / (a + float64(n))
+		sum += term
+		if term < sum*1e-15 {
+			break
+		}
+	}
+	return math.Min(1, math.Exp(a*math.Log(y)-y-lg)*sum)
+}
+
+// chi2Quantile is the x with P(χ²_df ≤ x) = p, by bisection on chi2CDF.
+func chi2Quantile(df int, p float64) float64 {
+	lo, hi := 0.0, float64(df)
+	for chi2CDF(df, hi) < p {
+		hi *= 2
+	}
+	for range 60 {
+		mid := (lo + hi) / 2
+		if chi2CDF(df, mid) < p {
+			lo = mid
+		} else {
+			hi = mid
+		}
+	}
+	return (lo + hi) / 2
+}
