@@ -45,21 +45,3 @@ func TestRareEventsAreNoCause(t *testing.T) {
 		t.Errorf("3 preemptions after none: p = %v, significant", p)
 	}
 }
-
-// chi2Quantile against printed tables of χ² (the 5 %, 30 % and 95 %
-// points), and chi2CDF back at them.
-func TestChi2Quantile(t *testing.T) {
-	for _, c := range []struct {
-		df      int
-		p, want float64
-	}{
-		{1, 0.95, 3.841}, {4, 0.95, 9.488}, {4, 0.3, 2.195}, {10, 0.3, 7.267}, {29, 0.05, 17.708}, {60, 0.95, 79.082},
-	} {
-		if got := chi2Quantile(c.df, c.p); math.Abs(got-c.want) > 0.001*c.want+0.0005 {
-			t.Errorf("chi2Quantile(%d, %g) = %.4f, want %.3f", c.df, c.p, got, c.want)
-		}
-		if got := chi2CDF(c.df, c.want); math.Abs(got-c.p) > 0.001 {
-			t.Errorf("chi2CDF(%d, %.3f) = %.4f, want %g", c.df, c.want, got, c.p)
-		}
-	}
-}
