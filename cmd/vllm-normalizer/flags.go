@@ -257,29 +257,45 @@ func durationStrings(ds []time.Duration) []string {
 	return out
 }
 
+// givenFlag is a flag on the command line with the text given for it.
+type givenFlag struct {
+	model *kingpin.FlagModel
+	value string
+}
+
+// givenFlags are the flags args sets, in order; none when they do not parse.
+func givenFlags(app *kingpin.Application, args []string) []givenFlag {
+	ctx, err := app.ParseContext(args)
+	if err != nil || ctx == nil {
+		return nil
+	}
+	var out []givenFlag
+	for _, el := range ctx.Elements {
+		if fc, ok := el.Clause.(*kingpin.FlagClause); ok && el.Value != nil {
+			out = append(out, givenFlag{fc.Model(), *el.Value})
+		}
+	}
+	return out
+}
+
+// example is the fix an error about flag m offers: its default, if it has one.
+func example(m *kingpin.FlagModel) string {
+	if len(m.Default) > 0 && m.Default[0] != "" {
+		return "give a value such as " + m.Default[0]
+	}
+	return "give a value of the type --help shows for it"
+}
+
 // unreadable names the flag whose value kingpin could not read (its error
 // quotes only the type's parser), with the value and an example: err when
 // no flag's value gives that error.
 func unreadable(app *kingpin.Application, args []string, err error) error {
-	ctx, perr := app.ParseContext(args)
-	if perr != nil || ctx == nil {
-		return err
-	}
-	for _, el := range ctx.Elements {
-		fc, ok := el.Clause.(*kingpin.FlagClause)
-		if !ok || el.Value == nil {
-			continue
-		}
-		m := fc.Model()
+	for _, g := range givenFlags(app, args) {
 		// Setting again only repeats what failed: the process exits on this error.
-		if serr := m.Value.Set(*el.Value); serr == nil || serr.Error() != err.Error() {
+		if serr := g.model.Value.Set(g.value); serr == nil || serr.Error() != err.Error() {
 			continue
 		}
-		fix := "give a value of the type --help shows for it"
-		if len(m.Default) > 0 && m.Default[0] != "" {
-			fix = "give a value such as " + m.Default[0]
-		}
-		return badFlag("--"+m.Name, *el.Value, "cannot be read ("+err.Error()+")", fix)
+		return badFlag("--"+g.model.Name, g.value, "cannot be read ("+err.Error()+")", example(g.model))
 	}
 	for _, m := range app.Model().Flags {
 		v, ok := os.LookupEnv(m.Envar)
@@ -289,7 +305,7 @@ func unreadable(app *kingpin.Application, args []string, err error) error {
 		if serr := m.Value.Set(v); serr == nil || serr.Error() != err.Error() {
 			continue
 		}
-		return badFlag(m.Envar+" (the environment variable of --"+m.Name+")", v, "cannot be read ("+err.Error()+")", "unset it or give a value such as "+m.Default[0])
+		return badFlag(m.Envar+" (the environment variable of --"+m.Name+")", v, "cannot be read ("+err.Error()+")", "unset it or "+example(m))
 	}
 	return err
 }
@@ -297,28 +313,19 @@ func unreadable(app *kingpin.Application, args []string, err error) error {
 // wholeNumbers refuses a fraction given to an int flag: kingpin reads ints as
 // floats and truncates, so --vllm.sample-limit=0.5 would be 0, "no limit".
 func wholeNumbers(app *kingpin.Application, args []string) error {
-	ctx, err := app.ParseContext(args)
-	if err != nil || ctx == nil {
-		return nil
-	}
-	for _, el := range ctx.Elements {
-		fc, ok := el.Clause.(*kingpin.FlagClause)
-		if !ok || el.Value == nil {
-			continue
-		}
-		m := fc.Model()
-		g, ok := m.Value.(kingpin.Getter)
+	for _, g := range givenFlags(app, args) {
+		getter, ok := g.model.Value.(kingpin.Getter)
 		if !ok {
 			continue
 		}
-		if _, isInt := g.Get().(int); !isInt {
+		if _, isInt := getter.Get().(int); !isInt {
 			continue
 		}
-		v, err := strconv.ParseFloat(*el.Value, 64)
+		v, err := strconv.ParseFloat(g.value, 64)
 		if err == nil && v == math.Trunc(v) && math.Abs(v) <= 1<<53 {
 			continue
 		}
-		return badFlag("--"+m.Name, *el.Value, "is not a whole number", "give a value such as "+m.Default[0])
+		return badFlag("--"+g.model.Name, g.value, "is not a whole number", example(g.model))
 	}
 	return nil
 }
