@@ -523,6 +523,11 @@ func (d *Diagnoser) diagnose(m string, tr *track, t int64) ModelReport {
 			}
 		}
 		tr.topo.step(d, t, &recent, topoRef, topoStart, topoEnd, in.open)
+		if in.open && tr.topo.hyst[kAdmission].on {
+			// refusals at the queue cap are the load's too: their end
+			// explains the latency's return (incidentState.loaded)
+			in.loaded = true
+		}
 		d.followFindings(tr, findings, a, now, &recent, t)
 	} else {
 		tr.topo.reset()

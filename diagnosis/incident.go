@@ -80,8 +80,8 @@ type incidentState struct {
 	// incident stays named by that cause (incidentState.keepsQuiet).
 	quiet bool
 	// loaded: a load cause (queueing, a larger batch, preemptions: the
-	// steps before the traffic's) was named in the incident or the chain
-	// of lulls it belongs to.
+	// steps before the traffic's; or admission, the queue's cap refusing)
+	// was named in the incident or the chain of lulls it belongs to.
 	loaded bool
 	// probations: what the incident that ended left for each cause with a
 	// probation rule (Cause.probation, by probationCauses' order).
