@@ -65,6 +65,10 @@ type Cause struct {
 	// baselined marks a topology finding judged against the baseline:
 	// outside an incident it freezes its own while it shows.
 	baselined bool
+	// load marks a topology finding that is the load's, as the causes of
+	// the steps before the traffic's are: an incident naming it is loaded
+	// (incidentState.loaded), its end explaining the latency's return.
+	load bool
 	// sentenceOf, when set, writes the sentence from the evaluation.
 	sentenceOf func(e *topoEval) string
 	// probation, when set, keeps the calm after an incident that named the
@@ -303,7 +307,7 @@ var causes = []Cause{
 		Sentence: "The server refuses requests at admission (HTTP 503 at its --max-num-queued-reqs or --max-num-queued-tokens cap): its queue looks short and its latency may not move while clients are turned away.",
 		Action:   "Add replicas if every pod refuses; if peers have room (the fleet rule of deploy/prometheus/admission.yml), make the router send this pod less; raise the cap only if the pod can hold more requests at once.",
 		PromQL:   `avg_over_time(vllm_derived_admission_rejected_ratio[1m]) / avg_over_time(vllm_derived_admission_rejected_ratio[30m] offset 1m) >= 1.25`,
-		finding:  (*topoState).admissionRefused, signal: zRefused, baselined: true},
+		finding:  (*topoState).admissionRefused, signal: zRefused, baselined: true, load: true},
 }
 
 // Causes returns a copy of the cause records, in the report's order.
@@ -318,7 +322,7 @@ type causeSet [maxCauses]bool
 
 // Indexes of the records a rule names; set by init from the names, so
 // that the records may be reordered.
-var kQueueing, kLongPrompts, kPrefixMisses, kLongOutputs, kUnexplained, kPreemptions, kBatchGrowth, kAdmission int
+var kQueueing, kLongPrompts, kPrefixMisses, kLongOutputs, kUnexplained, kPreemptions, kBatchGrowth int
 
 // maxProbations bounds the causes with a probation rule, whose records
 // (incidentState.probations) are an array copied with the incident.
@@ -334,7 +338,7 @@ func init() {
 		name string
 	}{{&kQueueing, CauseQueueing}, {&kLongPrompts, CauseLongPrompts}, {&kPrefixMisses, CausePrefixCacheMisses},
 		{&kLongOutputs, CauseLongOutputs}, {&kUnexplained, CauseUnexplained}, {&kPreemptions, CausePreemptions},
-		{&kBatchGrowth, CauseBatchGrowth}, {&kAdmission, CauseAdmission}} {
+		{&kBatchGrowth, CauseBatchGrowth}} {
 		*k.at = causeIndex(k.name)
 	}
 	if len(causes) > maxCauses {

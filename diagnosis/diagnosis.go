@@ -523,10 +523,10 @@ func (d *Diagnoser) diagnose(m string, tr *track, t int64) ModelReport {
 			}
 		}
 		tr.topo.step(d, t, &recent, topoRef, topoStart, topoEnd, in.open)
-		if in.open && tr.topo.hyst[kAdmission].on {
+		for k := range causes {
 			// refusals at the queue cap are the load's too: their end
-			// explains the latency's return (incidentState.loaded)
-			in.loaded = true
+			// explains the latency's return (Cause.load)
+			in.loaded = in.loaded || in.open && causes[k].load && tr.topo.hyst[k].on
 		}
 		d.followFindings(tr, findings, a, now, &recent, t)
 	} else {
