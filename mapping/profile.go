@@ -952,12 +952,12 @@ func unknownKey(v any, t reflect.Type, path string) string {
 		}
 		fields := map[string]reflect.Type{}
 		var names []string
-		for i := range t.NumField() {
-			name, _, _ := strings.Cut(t.Field(i).Tag.Get("yaml"), ",")
+		for f := range t.Fields() {
+			name, _, _ := strings.Cut(f.Tag.Get("yaml"), ",")
 			if name == "" || name == "-" {
 				continue
 			}
-			fields[name] = t.Field(i).Type
+			fields[name] = f.Type
 			names = append(names, name)
 		}
 		for _, kv := range m {
