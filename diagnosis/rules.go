@@ -314,9 +314,9 @@ func (ru *rules) abortsRose(recent, base *stats) (up, beyond bool) {
 // queue to the inflow). It names nothing (a full cache
 // without preemptions is healthy); it holds preemptions once named
 // (incidentState.step), a rare event's count in a window saying little.
-// Without a KV gauge (ChangeUnknown) it is false.
+// Without a KV or running gauge (ChangeUnknown) it is false.
 func (e *evaluation) cacheFull() bool {
-	return e.change[sKV] == ChangeUp && e.change[sWaiting] == ChangeUp && !(e.beyond[sRunning] && e.ratio[sRunning] > 1)
+	return e.change[sKV] == ChangeUp && e.change[sWaiting] == ChangeUp && e.change[sRunning] != ChangeUp && e.change[sRunning] != ChangeUnknown
 }
 
 // naming is e (the lenient evaluation) as a cause of a named symptom is
