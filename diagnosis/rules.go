@@ -574,6 +574,6 @@ const pinnedShare = 0.01
 func queuePinned(recent, base *stats) bool { return refusesPinned(recent) && refusesPinned(base) }
 
 func refusesPinned(s *stats) bool {
-	k := s.c[cRejections]
-	return k > 0 && k >= pinnedShare*(k+s.started)
+	k, n := s.refusals()
+	return k > 0 && k >= pinnedShare*n
 }

@@ -123,6 +123,12 @@ func (s *stats) clone() stats {
 }
 
 // cloned is clone in memory of its own.
+// refusals are the requests s's window refused at admission and its
+// attempts (refused or started): the share every refusal test reads.
+func (s *stats) refusals() (refused, attempts float64) {
+	return s.c[cRejections], s.c[cRejections] + s.started
+}
+
 func (s *stats) cloned() *stats {
 	out := s.clone()
 	return &out

@@ -315,8 +315,8 @@ func topoSignals(s *stats) (v [numTopoSignals]float64) {
 		v[zBacklog] = s.gMean[gWaiting] * s.v[sPromptMean] / rate
 	}
 	v[zRefused] = math.NaN()
-	if s.c[cRejections] >= 0 && s.started >= 0 {
-		v[zRefused] = ratio(s.c[cRejections], s.c[cRejections]+s.started)
+	if k, n := s.refusals(); k >= 0 && s.started >= 0 {
+		v[zRefused] = ratio(k, n)
 	}
 	return v
 }
@@ -345,8 +345,8 @@ func (ts *topoState) admissionRefused(x *topoInput, e *topoEval, k int) {
 // beyond every sub-window's of the baseline (a burst of the size the
 // baseline shows is not a change).
 func refusedTest(ru *rules, recent, base *stats) (p float64, up, beyond bool) {
-	k1, k0 := recent.c[cRejections], base.c[cRejections]
-	a1, a0 := k1+recent.started, k0+base.started
+	k1, a1 := recent.refusals()
+	k0, a0 := base.refusals()
 	if !(a1 >= ru.minRequests && a0 >= ru.minRequests) {
 		return 1, false, false
 	}
