@@ -14,7 +14,7 @@ import (
 )
 
 // Bursty traffic for the simulator, as production request logs show it
-// (docs/diagnosis.md, "Measured: bursty traffic"): a rate that switches
+// (docs/diagnosis.md, "Bursty traffic"): a rate that switches
 // between levels (a Markov-modulated Poisson process), a share of the
 // requests coming in batches of dozens from one client with similar prompt
 // and output lengths, and a prompt and output mix that drifts slowly. The
