@@ -48,26 +48,30 @@ const (
 	chartSlots  = 120
 )
 
-// Options configure a Diagnoser.
+// Options configure a Diagnoser. New reads a field left 0 as its default
+// (the Default constants); Check reads every field as given, 0 included, so
+// a caller whose 0 is a value (a flag) checks its options with Check first.
 type Options struct {
 	Window    time.Duration // the recent window
 	Baseline  time.Duration // the window before it, compared against
 	MinChange float64       // minimum relative change, in (0, 1)
 	// MinRequests is the number of finished requests each window needs
-	// before anything is claimed; 0 means DefaultMinRequests.
+	// before anything is claimed, at least 1; New's default is
+	// DefaultMinRequests.
 	MinRequests float64
 	// Interval is the scrape interval; both windows must cover at least
 	// two of them. 0 skips that check.
 	Interval time.Duration
 	// Significance is the level at which a change must be significant,
-	// in (0, 0.5); 0 means DefaultSignificance.
+	// in (0, 0.5); New's default is DefaultSignificance.
 	Significance float64
-	// MaxIncident is how long an incident lasts at most; 0 means
-	// DefaultMaxIncident. It must exceed the two windows.
+	// MaxIncident is how long an incident lasts at most. It must exceed
+	// the two windows; New's default is DefaultMaxIncident, or twice the
+	// two windows if longer.
 	MaxIncident time.Duration
 	// BaselineLookback is how far back the incident-free baseline may
-	// reach (baseline.go); 0 means DefaultBaselineLookback, or the
-	// baseline if longer. It must be at least the baseline.
+	// reach (baseline.go), at least the baseline; New's default is
+	// DefaultBaselineLookback, or the baseline if longer.
 	BaselineLookback time.Duration
 	// SLO, when set, is compared with the recent percentiles.
 	SLO SLO
@@ -82,12 +86,24 @@ func (opts Options) withDefaults() Options {
 		opts.Significance = DefaultSignificance
 	}
 	if opts.MaxIncident == 0 {
-		opts.MaxIncident = max(DefaultMaxIncident, 2*(opts.Window+opts.Baseline))
+		opts.MaxIncident = defaultMaxIncident(opts.Window, opts.Baseline)
 	}
 	if opts.BaselineLookback == 0 {
-		opts.BaselineLookback = max(DefaultBaselineLookback, opts.Baseline)
+		opts.BaselineLookback = defaultLookback(opts.Baseline)
 	}
 	return opts
+}
+
+// defaultMaxIncident is MaxIncident's default for these windows, also the
+// fix Check offers: an incident may outlast them twice.
+func defaultMaxIncident(window, baseline time.Duration) time.Duration {
+	return max(DefaultMaxIncident, 2*(window+baseline))
+}
+
+// defaultLookback is BaselineLookback's default for this baseline, also
+// the fix Check offers: it is never shorter than the baseline.
+func defaultLookback(baseline time.Duration) time.Duration {
+	return max(DefaultBaselineLookback, baseline)
 }
 
 // SLO are latency targets; zero means none.
@@ -123,18 +139,18 @@ type Diagnoser struct {
 	gauges [gaugeFamilies]gaugeMemo
 }
 
-// Check rejects options New would refuse, as *setting.Error naming the
-// option (diagnosis.Options.X), so that cmd can name its flag.
+// Check rejects options as given, a 0 included where it is no valid value,
+// as *setting.Error naming the option (diagnosis.Options.X), so that cmd
+// can name its flag. New checks its options after filling the fields left 0.
 func (opts Options) Check() error {
-	opts = opts.withDefaults()
 	bad := func(name, value, rule, fix string) error {
 		return &setting.Error{Setting: "diagnosis.Options." + name, Value: value, Rule: rule, Fix: fix}
 	}
 	switch {
 	case opts.Window <= 0:
-		return bad("Window", model.Duration(opts.Window).String(), "is not positive", "give the recent window, such as 1m")
+		return bad("Window", model.Duration(opts.Window).String(), "is not positive", "give the recent window, such as "+model.Duration(DefaultWindow).String())
 	case opts.Baseline <= 0:
-		return bad("Baseline", model.Duration(opts.Baseline).String(), "is not positive", "give the baseline window, such as 30m")
+		return bad("Baseline", model.Duration(opts.Baseline).String(), "is not positive", "give the baseline window, such as "+model.Duration(DefaultBaseline).String())
 	}
 	if opts.Interval > 0 {
 		if err := setting.TwoIntervals("diagnosis.Options.Window", opts.Window, opts.Interval); err != nil {
@@ -146,29 +162,30 @@ func (opts Options) Check() error {
 	}
 	switch {
 	case !(opts.MinChange > 0 && opts.MinChange < 1):
-		return bad("MinChange", fmt.Sprint(opts.MinChange), "is not above 0 and below 1", "give the smallest relative change that counts, such as 0.25 (25 %)")
+		return bad("MinChange", fmt.Sprint(opts.MinChange), "is not above 0 and below 1", fmt.Sprintf("give the smallest relative change that counts, such as %v (%v %%)", DefaultMinChange, 100*DefaultMinChange))
 	case !(opts.MinRequests >= 1) || math.IsInf(opts.MinRequests, 0):
-		return bad("MinRequests", fmt.Sprint(opts.MinRequests), "is below 1", "give the finished requests each window needs, such as 20")
+		return bad("MinRequests", fmt.Sprint(opts.MinRequests), "is below 1", fmt.Sprint("give the finished requests each window needs, such as ", DefaultMinRequests))
 	case !(opts.Significance > 0 && opts.Significance < 0.5):
-		return bad("Significance", fmt.Sprint(opts.Significance), "is not above 0 and below 0.5", "give the chance of calling noise a change you accept, such as 0.01")
+		return bad("Significance", fmt.Sprint(opts.Significance), "is not above 0 and below 0.5", fmt.Sprint("give the chance of calling noise a change you accept, such as ", DefaultSignificance))
 	case opts.MaxIncident <= opts.Window+opts.Baseline:
 		return bad("MaxIncident", model.Duration(opts.MaxIncident).String(),
 			fmt.Sprintf("is not longer than the recent window plus the baseline (%s): an incident would end before its level fills the baseline", model.Duration(opts.Window+opts.Baseline)),
-			"lengthen it, such as 3h")
+			"lengthen it, such as "+model.Duration(defaultMaxIncident(opts.Window, opts.Baseline)).String())
 	case opts.BaselineLookback < opts.Baseline:
 		return bad("BaselineLookback", model.Duration(opts.BaselineLookback).String(),
 			fmt.Sprintf("is shorter than the baseline (%s): the incident-free baseline could never be whole", model.Duration(opts.Baseline)),
-			"lengthen it to at least the baseline, such as 6h")
+			"lengthen it to at least the baseline, such as "+model.Duration(defaultLookback(opts.Baseline)).String())
 	}
 	return nil
 }
 
-// New checks opts and returns a Diagnoser without history.
+// New fills the options left 0 with their defaults, checks them and
+// returns a Diagnoser without history.
 func New(opts Options) (*Diagnoser, error) {
+	opts = opts.withDefaults()
 	if err := opts.Check(); err != nil {
 		return nil, err
 	}
-	opts = opts.withDefaults()
 	d := &Diagnoser{
 		opts:      opts,
 		fineRes:   max(int64(opts.Window/fineSlots), 1),

@@ -1,9 +1,7 @@
 package main
 
 import (
-	"errors"
 	"fmt"
-	"math"
 	"slices"
 	"strconv"
 	"strings"
@@ -119,34 +117,17 @@ func flagged(err error) error {
 }
 
 // checkDiagnosis rejects diagnosis settings the diagnosis would refuse,
-// naming the flags.
+// naming the flags; the library checks every value as given, 0 included.
 func (f *flags) checkDiagnosis() error {
-	opts := f.diagnosisOptions()
-	// The library reads 0 as "its default"; a flag given 0 asks for 0, so
-	// check a value just below it against the library's rule and report 0.
-	var zero, zeroValue string
-	switch {
-	case opts.Significance == 0:
-		opts.Significance, zero, zeroValue = -math.SmallestNonzeroFloat64, "diagnosis.Options.Significance", "0"
-	case opts.MaxIncident == 0:
-		opts.MaxIncident, zero, zeroValue = -1, "diagnosis.Options.MaxIncident", "0s"
-	case opts.BaselineLookback == 0:
-		opts.BaselineLookback, zero, zeroValue = -1, "diagnosis.Options.BaselineLookback", "0s"
-	}
-	err := opts.Check()
-	var e *setting.Error
-	if zero != "" && errors.As(err, &e) && e.Setting == zero {
-		out := *e
-		out.Value = zeroValue
-		err = &out
-	}
-	return flagged(err)
+	return flagged(f.diagnosisOptions().Check())
 }
 
-// diagnosisOptions are the diagnosis' options from the flags.
+// diagnosisOptions are the diagnosis' options from the flags, each one
+// given (the flags' defaults are the library's): none is left 0 for New to
+// fill.
 func (f *flags) diagnosisOptions() diagnosis.Options {
 	return diagnosis.Options{Window: f.diagWindow, Baseline: f.diagBaseline, MinChange: f.diagMinChange, Interval: f.scrapeInterval,
-		Significance: f.diagSignificance, MaxIncident: f.diagMaxIncident, BaselineLookback: f.diagLookback,
+		MinRequests: diagnosis.DefaultMinRequests, Significance: f.diagSignificance, MaxIncident: f.diagMaxIncident, BaselineLookback: f.diagLookback,
 		SLO: diagnosis.SLO{TTFT: tightest(f.slos.TTFT), TPOT: tightest(f.slos.TPOT)}}
 }
 

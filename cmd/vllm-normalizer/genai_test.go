@@ -74,7 +74,7 @@ func TestGenAIView(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	diag, err := diagnosis.New(diagnosis.Options{Window: f.diagWindow, Baseline: f.diagBaseline, MinChange: f.diagMinChange, Interval: f.scrapeInterval})
+	diag, err := diagnosis.New(f.diagnosisOptions())
 	if err != nil {
 		t.Fatal(err)
 	}

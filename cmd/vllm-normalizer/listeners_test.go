@@ -134,7 +134,7 @@ func TestRoutingMux(t *testing.T) {
 		}
 	}
 
-	diag, err := diagnosis.New(diagnosis.Options{Window: f.diagWindow, Baseline: f.diagBaseline, MinChange: f.diagMinChange, Interval: f.scrapeInterval})
+	diag, err := diagnosis.New(f.diagnosisOptions())
 	if err != nil {
 		t.Fatal(err)
 	}

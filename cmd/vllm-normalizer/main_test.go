@@ -162,7 +162,7 @@ func TestFlagChecks(t *testing.T) {
 		{[]string{"--diagnosis.min-change=0"}, "--diagnosis.min-change=0 is not above 0"},
 		{[]string{"--diagnosis.baseline-lookback=20m"}, "--diagnosis.baseline-lookback=20m is shorter than the baseline (30m)"},
 		{[]string{"--web.routing-path=/diagnosis"}, "--web.routing-path=/diagnosis is taken"},
-		// 0 is the library's "use the default"; from the flag it is a value its rule refuses.
+		// A flag's 0 is a value the library checks as given, not its "left unset".
 		{[]string{"--diagnosis.significance=0"}, "--diagnosis.significance=0 is not above 0 and below 0.5"},
 		{[]string{"--diagnosis.max-incident=0s"}, "--diagnosis.max-incident=0s is not longer than the recent window plus the baseline (31m)"},
 		{[]string{"--diagnosis.baseline-lookback=0s"}, "--diagnosis.baseline-lookback=0s is shorter than the baseline (30m)"},
@@ -215,7 +215,7 @@ func TestPathFlags(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	diag, err := diagnosis.New(diagnosis.Options{Window: f.diagWindow, Baseline: f.diagBaseline, MinChange: f.diagMinChange, Interval: f.scrapeInterval})
+	diag, err := diagnosis.New(f.diagnosisOptions())
 	if err != nil {
 		t.Fatal(err)
 	}

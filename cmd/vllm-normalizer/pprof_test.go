@@ -37,7 +37,7 @@ func landingMux(t *testing.T, args ...string) http.Handler {
 	if err != nil {
 		t.Fatal(err)
 	}
-	diag, err := diagnosis.New(diagnosis.Options{Window: f.diagWindow, Baseline: f.diagBaseline, MinChange: f.diagMinChange, Interval: f.scrapeInterval})
+	diag, err := diagnosis.New(f.diagnosisOptions())
 	if err != nil {
 		t.Fatal(err)
 	}
