@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fos-study/vllm-normalizer/internal/closedport"
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 )
@@ -293,12 +294,7 @@ func TestRequestBodyAfterResponseHeader(t *testing.T) {
 // (well inside DialTimeout: no retry, no wait), a body naming the upstream
 // and the reason, and the reason counted.
 func TestDeadUpstream(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	dead := "http://" + ln.Addr().String()
-	ln.Close()
+	dead := "http://" + closedport.Addr(t)
 	p, base := startProxy(t, dead, noMetrics(t))
 
 	start := time.Now()
