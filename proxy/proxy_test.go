@@ -17,9 +17,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/fos-study/vllm-normalizer/internal/closedport"
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
+
+	"github.com/fos-study/vllm-normalizer/internal/closedport"
 )
 
 // guard bounds every wait of these tests. Nothing is expected to take
