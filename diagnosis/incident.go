@@ -108,6 +108,11 @@ type incidentState struct {
 	// the cache's recovery).
 	early, late causeSet
 	drift       *evaluation
+	// thin: the frozen reference is starved (starved); shown: a symptom
+	// showed at its dispersion's upper bound since the incident opened.
+	// Until then the incident keeps its time out of the reference but
+	// names nothing (Diagnoser.diagnose).
+	thin, shown bool
 }
 
 // probation is what an incident that ended left for one cause with a
