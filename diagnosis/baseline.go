@@ -557,3 +557,87 @@ func (d *Diagnoser) reference(tr *track, f *incidentFree, from, a *point, roll *
 	combine(ref, parts)
 	return ref, start, end, n, true
 }
+
+// isStarved says whether an incident-free reference of ref's time, starting
+// at start, is starved at a (the recent window's start): under half a
+// baseline of time although a baseline had passed since it began. The pod
+// named its own bursts so often that the calm between them never outlasted
+// the probation (bursty seed 12 at 65 %: 115 s in three stretches over 22
+// minutes, five sub-windows), and its dispersion rests on a handful of
+// degrees of freedom. A young pod's short reference is measured as it is.
+func isStarved(ref *stats, start, a, b int64) bool {
+	return ref.seconds*nanosPerSecond < float64(b)/2 && a-start > b
+}
+
+// ThinPhiLevel is the lower tail of χ² whose quantile bounds a starved
+// reference's dispersion factors from above: their one-sided 70 % bound.
+const ThinPhiLevel = 0.3
+
+// thinned is a copy of a starved reference with each dispersion factor at
+// the upper bound of what its few sub-windows allow: φ is a χ² over its
+// degrees of freedom, and on four of them the pod's bursts may well be
+// twice what it read. It only says whether a change is shown: widening the
+// test that opens incidents let them go unnamed and join the reference
+// (bursty seed 3 at 95 %: the overload became its own reference).
+func thinned(ref *stats) *stats {
+	out := *ref // the buckets are only read
+	if ref.phiWindows < MinDispersionWindows {
+		return &out // DefaultDispersion already
+	}
+	f := phiUpper(ref.phiWindows - 1)
+	for i := range out.phi {
+		out.phi[i] *= f
+	}
+	return &out
+}
+
+// phiUpper is df over χ²'s ThinPhiLevel quantile on df degrees of freedom:
+// the factor from a dispersion estimate to its upper bound.
+func phiUpper(df int) float64 {
+	if df < len(phiUpperTable) {
+		return phiUpperTable[df]
+	}
+	return chi2UpperFactor(df)
+}
+
+var phiUpperTable = func() (t [64]float64) {
+	for df := 1; df < len(t); df++ {
+		t[df] = chi2UpperFactor(df)
+	}
+	return t
+}()
+
+func chi2UpperFactor(df int) float64 {
+	lo, hi := 0.0, float64(df)
+	for chi2CDF(df, hi) < ThinPhiLevel {
+		hi *= 2
+	}
+	for range 60 {
+		mid := (lo + hi) / 2
+		if chi2CDF(df, mid) < ThinPhiLevel {
+			lo = mid
+		} else {
+			hi = mid
+		}
+	}
+	return float64(df) / ((lo + hi) / 2)
+}
+
+// chi2CDF is P(χ²_df ≤ x), the regularized lower incomplete gamma
+// P(df/2, x/2) by its series.
+func chi2CDF(df int, x float64) float64 {
+	if !(x > 0) {
+		return 0
+	}
+	a, y := float64(df)/2, x/2
+	lg, _ := math.Lgamma(a + 1)
+	term, sum := 1.0, 1.0
+	for n := 1; n < 1000; n++ {
+		term *= y / (a + float64(n))
+		sum += term
+		if term < sum*1e-15 {
+			break
+		}
+	}
+	return math.Min(1, math.Exp(a*math.Log(y)-y-lg)*sum)
+}

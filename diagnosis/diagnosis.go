@@ -468,7 +468,7 @@ func (d *Diagnoser) diagnose(m string, tr *track, t int64) ModelReport {
 	var refStart, refEnd int64
 	var stretches int
 	var ref *stats
-	freeOK, frozen := false, false
+	freeOK, frozen, starved := false, false, false
 	if in.open {
 		// a copy: the incident's end or adoption below resets in.base,
 		// and this evaluation still reports against it
@@ -476,6 +476,7 @@ func (d *Diagnoser) diagnose(m string, tr *track, t int64) ModelReport {
 		ref, refStart, refEnd, frozen, stretches = &frozenBase, in.baseStart, in.baseEnd, true, in.baseStretches
 	} else {
 		ref, refStart, refEnd, stretches, freeOK = d.reference(tr, &tr.free, from, a, &roll, ok)
+		starved = stretches > 0 && a != nil && isStarved(ref, refStart, a.t, b)
 		if in.ended && t-w-b >= in.endedAt {
 			in.ended = false // the rolling baseline no longer holds it
 		}
@@ -521,7 +522,7 @@ func (d *Diagnoser) diagnose(m string, tr *track, t int64) ModelReport {
 		}
 		in.step(t, w, b, &ev, &naming, &lenient, long, &recent, ref, refStart, refEnd, int64(d.opts.MaxIncident))
 		if in.open && !before.open {
-			in.baseStretches = stretches
+			in.baseStretches, in.thin = stretches, starved
 		}
 		for _, f := range tr.frees() {
 			d.follow(tr, f, before, a, now, t)
@@ -546,6 +547,17 @@ func (d *Diagnoser) diagnose(m string, tr *track, t int64) ModelReport {
 			in.loaded = in.loaded || in.open && causes[k].load && tr.topo.hyst[k].on
 		}
 		d.followFindings(tr, findings, a, now, &recent, t)
+		if in.open && in.thin && !in.shown {
+			// a cause is evidence of its own; a lone symptom is judged at
+			// the dispersion's upper bound (isStarved)
+			for k := range causes {
+				in.shown = in.shown || k != kUnexplained && (in.cause[k].on || tr.topo.hyst[k].on)
+			}
+			if !in.shown {
+				up := d.rules.evaluate(&recent, thinned(ref))
+				in.shown = anyTrue(up.symptoms[:])
+			}
+		}
 	} else {
 		tr.topo.reset()
 	}
@@ -567,7 +579,10 @@ func (d *Diagnoser) diagnose(m string, tr *track, t int64) ModelReport {
 	}
 	var sym [numSymptoms]bool
 	var named causeSet
-	if in.open && in.named {
+	// an incident on a starved reference names nothing until a symptom
+	// shows at its dispersion's upper bound (starved)
+	reported := in.open && in.named && (!in.thin || in.shown)
+	if reported {
 		for y := range sym {
 			sym[y] = in.sym[y].on
 		}
@@ -576,7 +591,7 @@ func (d *Diagnoser) diagnose(m string, tr *track, t int64) ModelReport {
 		}
 	}
 	var held *evaluation
-	if in.open && in.named {
+	if reported {
 		held = &lenient
 	}
 	if anyTrue(topoOn[:]) {
@@ -605,7 +620,7 @@ func (d *Diagnoser) diagnose(m string, tr *track, t int64) ModelReport {
 	mr.fill(ready, &ev, held, sym, named, &share, &recent, ref)
 	mr.fillTopology(ready, &tr.topo, topoOn)
 	mr.Readiness.Topology = d.topoNotes(&tr.topo)
-	if in.open && in.named && ready {
+	if reported && ready {
 		mr.Incident = d.incidentReport(in, t, &mr)
 	}
 

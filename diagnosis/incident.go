@@ -108,6 +108,11 @@ type incidentState struct {
 	// the cache's recovery).
 	early, late causeSet
 	drift       *evaluation
+	// thin: the frozen reference is starved (starved); shown: a symptom
+	// showed at its dispersion's upper bound since the incident opened.
+	// Until then the incident keeps its time out of the reference but
+	// names nothing (Diagnoser.diagnose).
+	thin, shown bool
 }
 
 // probation is what an incident that ended left for one cause with a
@@ -393,13 +398,10 @@ func (in *incidentState) step(t, w, b int64, ev, naming, lenient, long *evaluati
 		in.uncausedSince = -1
 		in.cause[kUnexplained].on = false
 	}
-	// Held with no symptom by its traffic cause's evidence (keepsQuiet);
-	// a younger chain only on a current reference with that evidence over
-	// all its windows (heldYoung). Never on a reference that ended more
-	// than a baseline before the chain began: what its cause shows then is
-	// the mix's drift since (bursty seed 5, prompts 1.45x twelve minutes
-	// after the reference, held 100 polls where no latency moved).
-	if !anyTrue(sym[:]) && !in.loaded && in.chainStart-in.baseEnd <= b && (t-in.chainStart >= HoldWindows*w || in.heldYoung(b, was, long, &prev)) && in.keepsQuiet(was, &prev, lenient, recent, ref) {
+	// Held with no symptom by its traffic cause's evidence (keepsQuiet),
+	// on a current reference only (currentRef); a younger chain only with
+	// that evidence over all its windows (heldYoung).
+	if !anyTrue(sym[:]) && !in.loaded && in.currentRef(b) && (t-in.chainStart >= HoldWindows*w || in.heldYoung(was, long, &prev)) && in.keepsQuiet(was, &prev, lenient, recent, ref) {
 		in.uncausedSince = -1
 		return
 	}
@@ -463,19 +465,31 @@ func (in *incidentState) step(t, w, b int64, ev, naming, lenient, long *evaluati
 	}
 }
 
+// currentRef says whether the frozen reference is current enough for a
+// traffic cause's evidence against it to be the shift, not the mix's drift
+// since: it ended within a baseline b of the chain's start (bursty seed 5,
+// prompts 1.45x twelve minutes after the reference held 100 polls where no
+// latency moved), and its stretches span under two baselines, so at least
+// half of that span was calm and its time is not mostly old (seed 5's
+// spanned 3.4 after a long incident, prompts drifted to 1.5x it; seed 17's
+// 3.4 after the KV cut, its newest stretch ending right before the chain,
+// and long_prompts held 25 polls at a true TTFT back within 1.2x).
+func (in *incidentState) currentRef(b int64) bool {
+	return in.chainStart-in.baseEnd <= b && in.baseEnd-in.baseStart < 2*b
+}
+
 // heldYoung says whether a chain of lulls younger than HoldWindows recent
 // windows may still be held by its traffic cause (keepsQuiet): the age rule
 // is there for a burst and for a mix that drifted from a stale reference,
-// so a young one is held when neither is so. Its reference is current (its
-// stretches span under two baselines: at least half of that time was calm;
-// seed 5's spanned 3.4 after a long incident, and prompts drifted to 1.5x
-// it), and the cause held over all its windows since the reference ended
-// (long), not only in the recent window a client's batch fills (seed 5's
-// steady pod, a batch of prompts 1.33x held 1-3 s without a latency change).
+// so a young one is held when neither is so. Its reference is current
+// (currentRef, checked by the caller), and the cause held over all its
+// windows since the reference ended (long), not only in the recent window a
+// client's batch fills (seed 5's steady pod, a batch of prompts 1.33x held
+// 1-3 s without a latency change).
 // On the bursty simulator's seed 2 long_outputs' first incident ended 12 s
 // old and the shift went unnamed for two minutes: 18.1 % wrong or missing.
-func (in *incidentState) heldYoung(b int64, was [numSymptoms]bool, long *evaluation, prev *causeSet) bool {
-	if long == nil || in.baseEnd-in.baseStart >= 2*b {
+func (in *incidentState) heldYoung(was [numSymptoms]bool, long *evaluation, prev *causeSet) bool {
+	if long == nil {
 		return false
 	}
 	sym := in.lullSym // the symptoms it was named for, as keepsQuiet reads them
