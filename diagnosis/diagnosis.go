@@ -571,6 +571,7 @@ func (d *Diagnoser) diagnose(m string, tr *track, t int64) ModelReport {
 	if frozen || stretches > 0 {
 		mr.Baseline = windowInfo(d.wall(&point{t: refStart}), ref)
 		mr.Baseline.Frozen = frozen
+		mr.Baseline.Thin = in.open && in.thin
 		if stretches > 1 {
 			mr.Baseline.Stretches = stretches
 		}

@@ -174,6 +174,10 @@ func pageData(r *Report) page {
 			end := mr.Baseline.Start.Add(time.Duration(mr.Baseline.Seconds * float64(time.Second)))
 			kind := "rolling"
 			switch {
+			case mr.Baseline.Frozen && mr.Incident == nil && mr.Baseline.Thin:
+				// an incident on a starved reference, not yet shown
+				// beyond what so little calm can tell (Baseline.Thin)
+				kind = "frozen while a change is checked; too little calm to judge it yet"
 			case mr.Baseline.Frozen && mr.Incident == nil:
 				// opened, not named: a flash, or a traffic change whose
 				// latency has not moved (yet)

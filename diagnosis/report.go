@@ -80,6 +80,12 @@ type WindowInfo struct {
 	// sums when it skips an incident (absent for one); Start is then the
 	// oldest one's start, Seconds their total.
 	Stretches int `json:"stretches,omitempty"`
+	// Thin is true for a frozen baseline starved of incident-free time
+	// (under half a baseline of it, begun more than a baseline ago): its
+	// incident is reported only once a cause of its own or a symptom at
+	// the dispersion's upper bound shows, so until then the diagnosis
+	// says it cannot judge the change rather than naming the pod's bursts.
+	Thin bool `json:"thin,omitempty"`
 }
 
 // Readiness states.

@@ -1,6 +1,9 @@
 package diagnosis
 
 import (
+	"net/http"
+	"net/http/httptest"
+	"strings"
 	"testing"
 	"time"
 )
@@ -52,9 +55,11 @@ func (p *starvedPod) calm(n int) {
 // first seconds in 1.07 % of the steady polls).
 func TestStarvedReferenceNamesNoLoneSymptom(t *testing.T) {
 	opts := Options{Window: 10 * time.Second, Baseline: 5 * time.Minute, MinChange: 0.25, Interval: time.Second}
+	var p0 *starvedPod // the last shift's pod
 	shift := func(calm, slow int, s second) (*incidentState, []string, []string) {
 		t.Helper()
 		p := &starvedPod{f: newFeeder(t, opts)}
+		p0 = p
 		p.calm(70)
 		p.f.feed(200, overload, nil)
 		if got := values(p.f.fams, FamilyCause, "cause")[CauseQueueing]; got != 1 {
@@ -85,6 +90,15 @@ func TestStarvedReferenceNamesNoLoneSymptom(t *testing.T) {
 	}
 	if len(sym) > 0 || len(cs) > 0 {
 		t.Errorf("a lone shift of 40 %% slow against a starved reference named %v %v, want nothing until it shows at the dispersion's upper bound", sym, cs)
+	}
+	// and it says it cannot judge yet, in the JSON and on the page
+	if mr := p0.f.d.Report().Models[0]; !mr.Baseline.Frozen || !mr.Baseline.Thin || mr.Incident != nil {
+		t.Errorf("the report's baseline frozen %v, thin %v, incident %v; want a thin frozen baseline and no incident", mr.Baseline.Frozen, mr.Baseline.Thin, mr.Incident)
+	}
+	rec := httptest.NewRecorder()
+	p0.f.d.PageHandler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/diagnosis", nil))
+	if body := rec.Body.String(); !strings.Contains(body, "too little calm to judge it yet") {
+		t.Errorf("the page does not say the change cannot be judged yet")
 	}
 	in, sym, _ = shift(400, 8, healthy)
 	if in.base.seconds < opts.Baseline.Seconds()/2 || len(sym) != 1 || sym[0] != SymptomTTFTUp {
