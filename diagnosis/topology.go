@@ -85,6 +85,12 @@ type topoState struct {
 	baseStart, baseEnd int64
 	frozenAt           int64
 	calm               int
+	// spanFrom is the start of the span a named admission was last held
+	// by (sinceWindows), a coarse point's time; spanRefused and
+	// spanStarted its cumulative counts, so that a point is decoded once
+	// per coarse slot, not at every evaluation
+	spanFrom                 int64
+	spanRefused, spanStarted float64
 	// the latest evaluation, for the report
 	last topoEval
 	// named: the causes the model's incident names (set by the caller
@@ -368,7 +374,8 @@ func refusedTest(ru *rules, recent, base *stats) (p float64, up, beyond bool) {
 }
 
 // sustainedRefusals tests the share refused over the last HoldWindows
-// recent windows (long, nil when they do not all lie after the baseline)
+// recent windows (long: refused and attempts, NaN when they do not all lie
+// after the baseline)
 // against the baseline's sub-windows merged as many at a time: widened by
 // their dispersion factor, and beyond every one of them. An overload at
 // the queue cap refuses for minutes, a pod's bursts for a window, which
@@ -376,11 +383,11 @@ func refusedTest(ru *rules, recent, base *stats) (p float64, up, beyond bool) {
 // seeds 10-12, refused under 45 % of a window where its baseline's bursts
 // refused up to 33-45 %). It returns the test's p-value and whether it
 // holds.
-func sustainedRefusals(ru *rules, recent, long, base *stats, alpha float64) (float64, bool) {
-	if long == nil || base.longWindows < MinDispersionWindows {
+func sustainedRefusals(ru *rules, recent *stats, long [2]float64, base *stats, alpha float64) (float64, bool) {
+	if base.longWindows < MinDispersionWindows {
 		return math.NaN(), false
 	}
-	k1, a1 := long.refusals()
+	k1, a1 := long[0], long[1]
 	k0, a0 := base.refusals()
 	kr, ar := recent.refusals()
 	if !(a1 >= ru.minRequests && a0 >= ru.minRequests && k1 >= 0 && k0 >= 0 && ar > 0 && kr >= 0) {
@@ -402,7 +409,7 @@ type topoInput struct {
 	ru                 *rules
 	t, w               int64
 	recent, base       *stats
-	long               *stats // the last HoldWindows recent windows, nil unless all after base
+	long               [2]float64 // refused and attempts over the last HoldWindows recent windows (sinceWindows), NaN unless all after base
 	alpha, holdAlpha   float64
 	started1, started0 float64  // requests started in each window
 	lifted             causeSet // the findings whose gate a named cause lifts (Cause.gate)
@@ -426,7 +433,7 @@ func (x *topoInput) sig(e *topoEval, i int, p float64) (strict, hold bool) {
 
 // evaluate tests the topology findings, recent against base, at alpha to
 // name and holdAlpha to hold.
-func (ts *topoState) evaluate(ru *rules, t, w int64, recent, base, long *stats, alpha, holdAlpha float64) topoEval {
+func (ts *topoState) evaluate(ru *rules, t, w int64, recent, base *stats, long [2]float64, alpha, holdAlpha float64) topoEval {
 	var e topoEval
 	for i := range numTopoSignals {
 		e.ratio[i], e.p[i], e.change[i] = math.NaN(), math.NaN(), ChangeUnknown
@@ -523,10 +530,10 @@ func (ts *topoState) step(d *Diagnoser, tr *track, t int64, now *point, recent, 
 	if ts.frozen && !incident {
 		base, baseEnd = ts.base, ts.baseEnd
 	}
-	var long *stats
+	long := [2]float64{math.NaN(), math.NaN()}
 	if ts.rejSeen && ts.hyst[kAdmission].on && base.longWindows >= MinDispersionWindows {
 		// only what holds a named admission reads it (admissionRefused)
-		long = d.sinceWindows(tr, t, baseEnd, now)
+		long[0], long[1] = d.sinceWindows(tr, t, baseEnd, now)
 	}
 	alpha := d.opts.Significance / numTopoSignals
 	e := ts.evaluate(&d.rules, t, w, recent, base, long, alpha, d.opts.Significance)
@@ -653,23 +660,40 @@ func (d *Diagnoser) topoNotes(ts *topoState) []string {
 	return out
 }
 
-// sinceWindows is the stats of the last HoldWindows recent windows, to
-// now, when they all lie after end (the baseline's), the scrapes covered
-// them, and they are longer than the recent window; nil otherwise. Outside
-// an incident or a finding's episode the baseline ends where the recent
-// window starts: no point is decoded then.
-func (d *Diagnoser) sinceWindows(tr *track, t, end int64, now *point) *stats {
+// sinceWindows is the refusals and attempts (refused or started) over
+// the last HoldWindows recent windows, to now, when they all lie after end
+// (the baseline's), the scrapes covered them, and they are longer than the
+// recent window; NaN otherwise. It runs only while admission is named.
+func (d *Diagnoser) sinceWindows(tr *track, t, end int64, now *point) (refused, attempts float64) {
+	refused, attempts = math.NaN(), math.NaN()
 	if now == nil {
-		return nil
+		return refused, attempts
 	}
-	w, r := int64(d.opts.Window), &tr.coarse
+	w, r, ts := int64(d.opts.Window), &tr.coarse, &tr.topo
 	cut := t - HoldWindows*w
 	i, _ := slices.BinarySearch(r.pts, cut+1)
 	i-- // the newest at or before cut
 	if i < 0 || r.pts[i] < end || r.pts[i] < cut-d.slack(d.coarseRes) || now.t-r.pts[i] <= w ||
 		float64(tr.unobserved(r.pts[i], now.t)) > MaxUnobserved*float64(now.t-r.pts[i]) {
-		return nil
+		return refused, attempts
 	}
-	s := between(tr, r.at(i), now)
-	return &s
+	if ts.spanFrom != r.pts[i] {
+		p := r.at(i)
+		ts.spanFrom, ts.spanRefused, ts.spanStarted = p.t, p.c[cRejections], started(tr, p)
+	}
+	k, n := now.c[cRejections]-ts.spanRefused, started(tr, now)-ts.spanStarted
+	if !(k >= 0 && n >= 0) {
+		return refused, attempts
+	}
+	return k, k + n
+}
+
+// started is the requests a point counts started (its TTFT observations),
+// NaN without the histogram of the track's bounds.
+func started(tr *track, p *point) float64 {
+	h := p.h[hTTFT]
+	if len(h) == 0 || len(h) != len(tr.bounds[hTTFT]) {
+		return math.NaN()
+	}
+	return h[len(h)-1]
 }
