@@ -40,10 +40,15 @@ type burstiness struct {
 	phi, lo, hi [numDispersed]float64
 	windows     int
 	split       bool // measured on sub-windows shorter than the recent window
+	// the refused share's dispersion and greatest value over the
+	// sub-windows merged HoldWindows at a time (stats.longPhi)
+	longPhi, longHi float64
+	longWindows     int
 }
 
 func burstinessOf(s *stats) burstiness {
-	return burstiness{phi: s.phi, lo: s.subLo, hi: s.subHi, windows: s.phiWindows, split: s.phiSplit}
+	return burstiness{phi: s.phi, lo: s.subLo, hi: s.subHi, windows: s.phiWindows, split: s.phiSplit,
+		longPhi: s.longPhi, longHi: s.longHi, longWindows: s.longWindows}
 }
 
 // combine sets ref's dispersion from the parts it sums: each signal's
@@ -57,7 +62,7 @@ func burstinessOf(s *stats) burstiness {
 // share, a second later 36.5, and the largest factor left the overload's
 // later bursts unnamed (the bursty simulator, seed 4).
 func combine(ref *stats, parts []burstiness) {
-	ref.phiWindows = 0
+	ref.phiWindows, ref.longWindows, ref.longPhi, ref.longHi = 0, 0, math.NaN(), math.NaN()
 	for i := range ref.phi {
 		ref.phi[i], ref.subLo[i], ref.subHi[i] = math.NaN(), math.NaN(), math.NaN()
 	}
@@ -74,6 +79,10 @@ func combine(ref *stats, parts []burstiness) {
 			ref.phi[i] = nanMax(ref.phi[i], p.phi[i])
 			ref.subLo[i] = -nanMax(-ref.subLo[i], -p.lo[i])
 			ref.subHi[i] = nanMax(ref.subHi[i], p.hi[i])
+		}
+		if p.longWindows >= MinDispersionWindows {
+			ref.longWindows += p.longWindows
+			ref.longPhi, ref.longHi = nanMax(ref.longPhi, p.longPhi), nanMax(ref.longHi, p.longHi)
 		}
 	}
 	for i := range ref.phi {

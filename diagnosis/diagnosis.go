@@ -540,7 +540,7 @@ func (d *Diagnoser) diagnose(m string, tr *track, t int64) ModelReport {
 				topoRef, topoStart, topoEnd = r, s, e
 			}
 		}
-		tr.topo.step(d, t, &recent, topoRef, topoStart, topoEnd, in.open)
+		tr.topo.step(d, tr, t, now, &recent, topoRef, topoStart, topoEnd, in.open)
 		for k := range causes {
 			// refusals at the queue cap are the load's too: their end
 			// explains the latency's return (Cause.load)

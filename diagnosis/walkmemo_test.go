@@ -230,7 +230,7 @@ func refDispersions(tr *track, from, a *point, w int64, base *stats) int {
 	for i := range base.phi {
 		base.phi[i], base.subLo[i], base.subHi[i] = DefaultDispersion, math.NaN(), math.NaN()
 	}
-	base.phiSplit = false
+	base.phiSplit, base.longWindows = false, 0
 	if from == nil || a == nil || w <= 0 || base.seconds <= 0 {
 		return 0
 	}
@@ -270,6 +270,9 @@ func refDispersions(tr *track, from, a *point, w int64, base *stats) int {
 	for i := range numDispersed {
 		phi, lo, hi := pearson(subs, measureOf(i, base))
 		base.phi[i], base.subLo[i], base.subHi[i] = max(1, phi), lo, hi
+	}
+	if !base.phiSplit {
+		mergedRefusals(subs, HoldWindows, base)
 	}
 	return len(subs)
 }
