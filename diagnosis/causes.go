@@ -322,7 +322,7 @@ type causeSet [maxCauses]bool
 
 // Indexes of the records a rule names; set by init from the names, so
 // that the records may be reordered.
-var kQueueing, kLongPrompts, kPrefixMisses, kLongOutputs, kUnexplained, kPreemptions, kBatchGrowth, kAdmission int
+var kQueueing, kLongPrompts, kPrefixMisses, kLongOutputs, kUnexplained, kPreemptions, kBatchGrowth int
 
 // maxProbations bounds the causes with a probation rule, whose records
 // (incidentState.probations) are an array copied with the incident.
@@ -338,7 +338,7 @@ func init() {
 		name string
 	}{{&kQueueing, CauseQueueing}, {&kLongPrompts, CauseLongPrompts}, {&kPrefixMisses, CausePrefixCacheMisses},
 		{&kLongOutputs, CauseLongOutputs}, {&kUnexplained, CauseUnexplained}, {&kPreemptions, CausePreemptions},
-		{&kBatchGrowth, CauseBatchGrowth}, {&kAdmission, CauseAdmission}} {
+		{&kBatchGrowth, CauseBatchGrowth}} {
 		*k.at = causeIndex(k.name)
 	}
 	if len(causes) > maxCauses {

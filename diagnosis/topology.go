@@ -348,7 +348,11 @@ func (ts *topoState) admissionRefused(x *topoInput, e *topoEval, k int) {
 	// by the minimum change, so never on windows that refuse nothing more.
 	// Naming asks the recent window's own evidence, as before: named on
 	// the span, the tail of a pod's long refusal bursts flickered.
-	pl, sustained := sustainedRefusals(x.ru, recent, x.long, base, x.alpha)
+	long := [2]float64{math.NaN(), math.NaN()}
+	if ts.hyst[k].on && base.longWindows >= MinDispersionWindows {
+		long[0], long[1] = x.span.refusals(x.t) // only a named finding pays for its span
+	}
+	pl, sustained := sustainedRefusals(x.ru, recent, long, base, x.alpha)
 	sustained = up && beyond && sustained
 	held := up && p <= x.holdAlpha
 	if sustained && !held {
@@ -409,7 +413,7 @@ type topoInput struct {
 	ru                 *rules
 	t, w               int64
 	recent, base       *stats
-	long               [2]float64 // refused and attempts over the last HoldWindows recent windows (sinceWindows), NaN unless all after base
+	span               spanReader // the counts over the last HoldWindows recent windows, read on demand
 	alpha, holdAlpha   float64
 	started1, started0 float64  // requests started in each window
 	lifted             causeSet // the findings whose gate a named cause lifts (Cause.gate)
@@ -433,7 +437,7 @@ func (x *topoInput) sig(e *topoEval, i int, p float64) (strict, hold bool) {
 
 // evaluate tests the topology findings, recent against base, at alpha to
 // name and holdAlpha to hold.
-func (ts *topoState) evaluate(ru *rules, t, w int64, recent, base *stats, long [2]float64, alpha, holdAlpha float64) topoEval {
+func (ts *topoState) evaluate(ru *rules, t, w int64, recent, base *stats, span spanReader, alpha, holdAlpha float64) topoEval {
 	var e topoEval
 	for i := range numTopoSignals {
 		e.ratio[i], e.p[i], e.change[i] = math.NaN(), math.NaN(), ChangeUnknown
@@ -443,7 +447,7 @@ func (ts *topoState) evaluate(ru *rules, t, w int64, recent, base *stats, long [
 		e.recent[i], e.base[i] = rv[i], bv[i]
 	}
 	e.recent[zImbalance], e.base[zImbalance] = math.NaN(), math.NaN()
-	x := &topoInput{ru: ru, t: t, w: w, recent: recent, base: base, long: long, alpha: alpha, holdAlpha: holdAlpha,
+	x := &topoInput{ru: ru, t: t, w: w, recent: recent, base: base, span: span, alpha: alpha, holdAlpha: holdAlpha,
 		started1: firstPositive(recent.started, recent.requests), started0: firstPositive(base.started, base.requests)}
 	for k := range causes {
 		x.lifted[k] = ts.lifted(k)
@@ -530,13 +534,8 @@ func (ts *topoState) step(d *Diagnoser, tr *track, t int64, now *point, recent, 
 	if ts.frozen && !incident {
 		base, baseEnd = ts.base, ts.baseEnd
 	}
-	long := [2]float64{math.NaN(), math.NaN()}
-	if ts.rejSeen && ts.hyst[kAdmission].on && base.longWindows >= MinDispersionWindows {
-		// only what holds a named admission reads it (admissionRefused)
-		long[0], long[1] = d.sinceWindows(tr, t, baseEnd, now)
-	}
 	alpha := d.opts.Significance / numTopoSignals
-	e := ts.evaluate(&d.rules, t, w, recent, base, long, alpha, d.opts.Significance)
+	e := ts.evaluate(&d.rules, t, w, recent, base, spanReader{d: d, tr: tr, now: now, end: baseEnd}, alpha, d.opts.Significance)
 	baselined := false
 	for k := range causes {
 		if causes[k].finding == nil {
@@ -658,6 +657,21 @@ func (d *Diagnoser) topoNotes(ts *topoState) []string {
 		out = append(out, "The pod's role is not prefill (--upstream.role): no prefill-pool finding.")
 	}
 	return out
+}
+
+// spanReader reads a track's counts over the last HoldWindows recent
+// windows to its latest point, when they all lie after end (the
+// baseline's end): a finding held on that span reads it only while named.
+type spanReader struct {
+	d   *Diagnoser
+	tr  *track
+	now *point
+	end int64
+}
+
+// refusals is the span's refusals and attempts at evaluation t (sinceWindows).
+func (s spanReader) refusals(t int64) (refused, attempts float64) {
+	return s.d.sinceWindows(s.tr, t, s.end, s.now)
 }
 
 // sinceWindows is the refusals and attempts (refused or started) over
