@@ -246,11 +246,13 @@ func (e *evaluation) splitQueue(recent, base *stats, growth, minChange float64) 
 	}
 	// While the cache is full (cacheFull) the queue waits for memory,
 	// whether a preemption fell in this window or not: all of it but what
-	// the window's arrivals above the baseline's rate added (at the
-	// baseline's rate the pod served without this queue). Seed 7's KV
-	// cut: 225 waiting, served 47.3 a second against 46.8, the batch
-	// 0.75 times: the inflow's rise adds 5 of them.
-	arrived := max(orZero(served+orZero(growth)-baseServed), 0) * recent.seconds
+	// the window's arrivals above the baseline's bursts added (at the rate
+	// of the busiest of its sub-windows the pod served without this
+	// queue). Seed 7's KV cut: 225 waiting, served 47.3 a second against
+	// 46.8, the batch 0.75 times: the inflow's rise adds 5 of them; seed
+	// 17's: a burst at 42 a second, against a mean of 35 that the
+	// baseline's sub-windows reached 57 over, was credited 70 of 88.
+	arrived := max(orZero(served+orZero(growth)-base.burstServed()), 0) * recent.seconds
 	e.memoryFullShown = max(excess+max(orZero(base.gMean[gRunning]-recent.gMean[gRunning]), 0), servedLess, grown-arrived)
 	e.inflowQueueShare, e.memoryQueueShare, e.memoryQueueShown = 0, 0, 0
 	if rise := e.queueTime - e.baseQueueTime; rise > 0 && grown > 0 && base.v[sTTFT] > 0 {
@@ -274,6 +276,17 @@ func (e *evaluation) splitQueue(recent, base *stats, growth, minChange float64) 
 	}
 	ch, _ = compare(base.gMean[gWaiting]+e.inflowQueue, base.gMean[gWaiting], minChange)
 	e.inflowQueueUp = ch == ChangeUp
+}
+
+// burstServed is the most requests a second that base's sub-windows
+// started (dStarted), the bursts it served; its mean rate when their range
+// is unknown.
+func (base *stats) burstServed() float64 {
+	mean := ratio(firstPositive(base.started, base.requests), base.seconds)
+	if hi := base.subHi[dStarted]; base.phiWindows >= MinDispersionWindows && hi > mean {
+		return hi
+	}
+	return mean
 }
 
 // queueGrowth is how fast the waiting requests grew from a to b (requests
