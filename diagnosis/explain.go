@@ -291,8 +291,9 @@ func (base *stats) burstServed() float64 {
 
 // queueGrowth is how fast the waiting requests grew from a to b (requests
 // per second), each end read as the mean since the ring's point before it
-// (a ring keeps cumulative sums, not the gauge itself); NaN without a
-// point before each.
+// (a ring keeps cumulative sums, not the gauge itself), a from the slot
+// after it when it is the ring's oldest point (the fine ring is pruned to
+// the recent window, whose start is that point); NaN without two slots.
 func queueGrowth(r *ring, a, b *point) float64 {
 	at := func(p *point) float64 {
 		q := r.atOrBefore(p.t - 1)
@@ -303,6 +304,13 @@ func queueGrowth(r *ring, a, b *point) float64 {
 	}
 	if a == nil || b == nil || b.t <= a.t {
 		return math.NaN()
+	}
+	if r.atOrBefore(a.t-1) == nil {
+		// a is the ring's oldest point (the ring keeps the recent window
+		// and no more): the queue is read from the slot after it on
+		if a = r.atOrAfter(a.t + 1); a == nil || b.t <= a.t {
+			return math.NaN()
+		}
 	}
 	return (at(b) - at(a)) / (float64(b.t-a.t) / nanosPerSecond)
 }
