@@ -290,27 +290,47 @@ func (base *stats) burstServed() float64 {
 }
 
 // queueGrowth is how fast the waiting requests grew from a to b (requests
-// per second), each end read as the mean since the ring's point before it
-// (a ring keeps cumulative sums, not the gauge itself), a from the slot
-// after it when it is the ring's oldest point (the fine ring is pruned to
-// the recent window, whose start is that point); NaN without two slots.
+// per second), each end read as the gauge's mean over the ring's slot that
+// ends there (a ring keeps cumulative sums, not the gauge itself), a's
+// over the slot after it when a is the ring's oldest point (the fine ring
+// is pruned to the recent window, whose start is that point); NaN without
+// two slots.
 func queueGrowth(r *ring, a, b *point) float64 {
-	at := func(p *point) float64 {
-		q := r.atOrBefore(p.t - 1)
-		if q == nil {
-			return math.NaN()
-		}
-		return ratio(p.gsum[gWaiting]-q.gsum[gWaiting], p.gn[gWaiting]-q.gn[gWaiting])
-	}
 	if a == nil || b == nil || b.t <= a.t {
 		return math.NaN()
 	}
-	if r.atOrBefore(a.t-1) == nil {
-		// a is the ring's oldest point (the ring keeps the recent window
-		// and no more): the queue is read from the slot after it on
-		if a = r.atOrAfter(a.t + 1); a == nil || b.t <= a.t {
-			return math.NaN()
-		}
+	n := len(r.pts)
+	ia, ib := slices.Index(r.pts, a.t), slices.Index(r.pts, b.t)
+	if ia < 0 || ib < 0 {
+		return math.NaN() // not the ring's points
 	}
-	return (at(b) - at(a)) / (float64(b.t-a.t) / nanosPerSecond)
+	at := a
+	if ia == 0 {
+		ia, at = 1, nil
+	}
+	if ib <= ia {
+		return math.NaN()
+	}
+	// the cumulative sums at each slot's ends, oldest first: a and b are
+	// decoded, the ring keeps the point before its newest decoded, and a
+	// walk decodes the window's first points, no further
+	w := walker{r: r, at: -1}
+	sums := func(i int) (sum, cnt float64) {
+		p := &r.prev
+		switch {
+		case i == ib:
+			p = b
+		case i == ia && at != nil:
+			p = at
+		case i != n-2:
+			p = w.to(i)
+		}
+		return p.gsum[gWaiting], p.gn[gWaiting]
+	}
+	s0, n0 := sums(ia - 1)
+	s1, n1 := sums(ia)
+	s2, n2 := sums(ib - 1)
+	s3, n3 := sums(ib)
+	from, to := ratio(s1-s0, n1-n0), ratio(s3-s2, n3-n2)
+	return (to - from) / (float64(r.pts[ib]-r.pts[ia]) / nanosPerSecond)
 }
