@@ -501,6 +501,8 @@ func (m measure) get(s *subWindow) (x, n float64) {
 	case dRefused:
 		// refused of the attempts (refused or started), as the finding reads them
 		return s.c[cRejections], s.c[cRejections] + s.started
+	case dStarted:
+		return s.started, s.seconds
 	}
 	return s.c[cPrefixHits], s.c[cPrefixQueries]
 }
@@ -509,7 +511,7 @@ func (m measure) term(x, n, p float64, s *subWindow) float64 {
 	switch m.i {
 	case sTTFT, sITL, dRefused:
 		return shareTerm(x, n, p)
-	case sGenTPS, sPreempt:
+	case sGenTPS, sPreempt, dStarted:
 		return countTerm(x, n, p)
 	case sHitRatio:
 		// weighted by the requests started, as the test counts them

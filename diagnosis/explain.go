@@ -246,11 +246,13 @@ func (e *evaluation) splitQueue(recent, base *stats, growth, minChange float64) 
 	}
 	// While the cache is full (cacheFull) the queue waits for memory,
 	// whether a preemption fell in this window or not: all of it but what
-	// the window's arrivals above the baseline's rate added (at the
-	// baseline's rate the pod served without this queue). Seed 7's KV
-	// cut: 225 waiting, served 47.3 a second against 46.8, the batch
-	// 0.75 times: the inflow's rise adds 5 of them.
-	arrived := max(orZero(served+orZero(growth)-baseServed), 0) * recent.seconds
+	// the window's arrivals above the baseline's bursts added (at the rate
+	// of the busiest of its sub-windows the pod served without this
+	// queue). Seed 7's KV cut: 225 waiting, served 47.3 a second against
+	// 46.8, the batch 0.75 times: the inflow's rise adds 5 of them; seed
+	// 17's: a burst at 42 a second, against a mean of 35 that the
+	// baseline's sub-windows reached 57 over, was credited 70 of 88.
+	arrived := max(orZero(served+orZero(growth)-base.burstServed()), 0) * recent.seconds
 	e.memoryFullShown = max(excess+max(orZero(base.gMean[gRunning]-recent.gMean[gRunning]), 0), servedLess, grown-arrived)
 	e.inflowQueueShare, e.memoryQueueShare, e.memoryQueueShown = 0, 0, 0
 	if rise := e.queueTime - e.baseQueueTime; rise > 0 && grown > 0 && base.v[sTTFT] > 0 {
@@ -276,20 +278,59 @@ func (e *evaluation) splitQueue(recent, base *stats, growth, minChange float64) 
 	e.inflowQueueUp = ch == ChangeUp
 }
 
-// queueGrowth is how fast the waiting requests grew from a to b (requests
-// per second), each end read as the mean since the ring's point before it
-// (a ring keeps cumulative sums, not the gauge itself); NaN without a
-// point before each.
-func queueGrowth(r *ring, a, b *point) float64 {
-	at := func(p *point) float64 {
-		q := r.atOrBefore(p.t - 1)
-		if q == nil {
-			return math.NaN()
-		}
-		return ratio(p.gsum[gWaiting]-q.gsum[gWaiting], p.gn[gWaiting]-q.gn[gWaiting])
+// burstServed is the most requests a second that base's sub-windows
+// started (dStarted), the bursts it served; its mean rate when their range
+// is unknown.
+func (base *stats) burstServed() float64 {
+	mean := ratio(firstPositive(base.started, base.requests), base.seconds)
+	if hi := base.subHi[dStarted]; base.phiWindows >= MinDispersionWindows && hi > mean {
+		return hi
 	}
+	return mean
+}
+
+// queueGrowth is how fast the waiting requests grew from a to b (requests
+// per second), each end read as the gauge's mean over the ring's slot that
+// ends there (a ring keeps cumulative sums, not the gauge itself), a's
+// over the slot after it when a is the ring's oldest point (the fine ring
+// is pruned to the recent window, whose start is that point); NaN without
+// two slots.
+func queueGrowth(r *ring, a, b *point) float64 {
 	if a == nil || b == nil || b.t <= a.t {
 		return math.NaN()
 	}
-	return (at(b) - at(a)) / (float64(b.t-a.t) / nanosPerSecond)
+	n := len(r.pts)
+	ia, ib := slices.Index(r.pts, a.t), slices.Index(r.pts, b.t)
+	if ia < 0 || ib < 0 {
+		return math.NaN() // not the ring's points
+	}
+	at := a
+	if ia == 0 {
+		ia, at = 1, nil
+	}
+	if ib <= ia {
+		return math.NaN()
+	}
+	// the cumulative sums at each slot's ends, oldest first: a and b are
+	// decoded, the ring keeps the point before its newest decoded, and a
+	// walk decodes the window's first points, no further
+	w := walker{r: r, at: -1}
+	sums := func(i int) (sum, cnt float64) {
+		p := &r.prev
+		switch {
+		case i == ib:
+			p = b
+		case i == ia && at != nil:
+			p = at
+		case i != n-2:
+			p = w.to(i)
+		}
+		return p.gsum[gWaiting], p.gn[gWaiting]
+	}
+	s0, n0 := sums(ia - 1)
+	s1, n1 := sums(ia)
+	s2, n2 := sums(ib - 1)
+	s3, n3 := sums(ib)
+	from, to := ratio(s1-s0, n1-n0), ratio(s3-s2, n3-n2)
+	return (to - from) / (float64(r.pts[ib]-r.pts[ia]) / nanosPerSecond)
 }

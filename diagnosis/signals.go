@@ -30,9 +30,12 @@ const (
 	// numDispersed are the statistics whose dispersion factor and
 	// sub-windows' range a baseline keeps: the signals, and after them the
 	// share of attempts refused at admission (dRefused), a topology
-	// signal whose refusals come in the pod's bursts (a queue at its cap)
-	numDispersed   = numSignals + 1
+	// signal whose refusals come in the pod's bursts (a queue at its cap),
+	// and the requests started per second (dStarted), the arrivals the
+	// pod's bursts brought that its baseline served without a queue
+	numDispersed   = numSignals + 2
 	dRefused       = numSignals
+	dStarted       = numSignals + 1
 	signalQuantile = 0.9
 	nanosPerSecond = 1e9
 )
