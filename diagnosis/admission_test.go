@@ -40,20 +40,12 @@ func (f *feeder) admissionTopo() *topoState {
 func TestAdmissionBurstsOfTheBaselineAreNoChange(t *testing.T) {
 	f := newFeeder(t, testOpts)
 	rng := rand.New(rand.NewPCG(30, 30))
-	named, next := 0, 0
-	for k := range 32 * 60 {
-		if k == next {
-			next += 90 + rng.IntN(60)
-		}
-		s := healthy
-		if k >= next-20 {
-			s = refusing(3)
-		}
-		f.feed(1, s, nil)
+	named := 0
+	f.refusalBursts(32*60, 90, 60, rng, func(k int) {
 		if k >= 12*60 && f.admissionNamed() {
 			named++
 		}
-	}
+	})
 	if named > 0 {
 		t.Errorf("admission named in %d of the 1200 polls of a pod refusing in the bursts its baseline shows every two minutes, want none", named)
 	}
@@ -364,22 +356,31 @@ func TestAdmissionSustainedWithinTheBurstsRange(t *testing.T) {
 	}
 }
 
-// windowBursts feeds n seconds of a pod refusing in bursts of 20 s (3 of
-// every 7 attempts), one every 60 to 100 s, calling each after every second.
+// windowBursts feeds n seconds of a pod refusing in bursts of 20 s, one
+// every 60 to 100 s, calling each after every second.
 func (f *feeder) windowBursts(n int, rng *rand.Rand, each func()) {
+	f.refusalBursts(n, 60, 40, rng, func(int) {
+		if each != nil {
+			each()
+		}
+	})
+}
+
+// refusalBursts feeds n seconds of a pod refusing in bursts of 20 s (3 of
+// every 7 attempts), one every gap to gap+spread seconds, calling each
+// with the second's index after it.
+func (f *feeder) refusalBursts(n, gap, spread int, rng *rand.Rand, each func(k int)) {
 	next := 0
 	for k := range n {
 		if k == next {
-			next += 60 + rng.IntN(40)
+			next += gap + rng.IntN(spread)
 		}
 		s := healthy
 		if k >= next-20 {
 			s = refusing(3)
 		}
 		f.feed(1, s, nil)
-		if each != nil {
-			each()
-		}
+		each(k)
 	}
 }
 
