@@ -204,9 +204,13 @@ func (e *evaluation) splitQueue(recent, base *stats, growth, minChange float64) 
 	// starves (the Poisson rank_imbalance: the batch 1.00 times, served
 	// 0.86, 0.13 preemptions a second, was read as memory's).
 	redo := e.excessPreemptions >= MinPreemptionShare
+	// The arrivals are the requests started plus the queue's growth, less
+	// the preempted requests that went back to wait: those are memory's,
+	// not new inflow (at most one a preemption; fewer once re-admitted).
+	arrivals := served + orZero(growth) - orZero(ratio(max(recent.c[cPreemptions], 0), recent.seconds))
 	servedLess := 0.0
 	loss := max(orZero(baseServed-served), 0)
-	if rise := max(orZero(served+orZero(growth)-baseServed), 0); loss+rise > 0 {
+	if rise := max(orZero(arrivals-baseServed), 0); loss+rise > 0 {
 		held := loss
 		if !redo {
 			held = min(loss, baseServed*max(1-orZero(e.ratio[sRunning]), 0))
@@ -252,7 +256,7 @@ func (e *evaluation) splitQueue(recent, base *stats, growth, minChange float64) 
 	// 46.8, the batch 0.75 times: the inflow's rise adds 5 of them; seed
 	// 17's: a burst at 42 a second, against a mean of 35 that the
 	// baseline's sub-windows reached 57 over, was credited 70 of 88.
-	arrived := max(orZero(served+orZero(growth)-base.burstServed()), 0) * recent.seconds
+	arrived := max(orZero(arrivals-base.burstServed()), 0) * recent.seconds
 	e.memoryFullShown = max(excess+max(orZero(base.gMean[gRunning]-recent.gMean[gRunning]), 0), servedLess, grown-arrived)
 	e.inflowQueueShare, e.memoryQueueShare, e.memoryQueueShown = 0, 0, 0
 	if rise := e.queueTime - e.baseQueueTime; rise > 0 && grown > 0 && base.v[sTTFT] > 0 {

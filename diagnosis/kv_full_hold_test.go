@@ -179,3 +179,36 @@ func TestFullCacheQueueNotCreditedToTheBaselinesBursts(t *testing.T) {
 		t.Errorf("at 7 requests a second, beyond the baseline's bursts of 5, queueing was never listed first (%d evaluations naming both): want the inflow credited with the queue it built", both)
 	}
 }
+
+// TestPreemptedRequestsWaitingAgainAreNoInflow: a KV cache cut at an
+// unchanged inflow of 4 requests a second admits 3 of them a second into a
+// batch of 6 (the baseline's 8) and preempts 2 a second, which go back to
+// wait: the queue grows 2 a second (1 new request that is not admitted, 2
+// preempted, 1 of them re-admitted). The arrivals are the starts plus the
+// queue's growth less the preempted requests waiting again, 3 + 2 - 2: no
+// more than the baseline's, so the queue is memory's and queueing is not
+// named beside preemptions. Fails on the code before: the preempted
+// requests counted as arrivals, 5 a second against 4, the inflow was
+// credited with half the queue and queueing was named (the demo's
+// preemptions scenario, 28 s after its cut, once the queue's growth was
+// read at all).
+func TestPreemptedRequestsWaitingAgainAreNoInflow(t *testing.T) {
+	f := newFeeder(t, testOpts)
+	f.feed(11*60, healthy, nil)
+	preempted, queued := 0, 0
+	for k := range 300 {
+		s := healthy
+		s.requests, s.running, s.ttft, s.kv, s.preemptions, s.waiting = 3, 6, 0.6, 0.95, 2, float64(1+2*k)
+		f.feed(1, s, nil)
+		got := values(f.fams, FamilyCause, "cause")
+		if got[CausePreemptions] == 1 {
+			preempted++
+			if got[CauseQueueing] == 1 {
+				queued++
+			}
+		}
+	}
+	if preempted == 0 || queued > 0 {
+		t.Errorf("a KV cut at an unchanged inflow named preemptions in %d of 300 evaluations, queueing beside them in %d: want preemptions, and no queueing (the preempted requests waiting again are no arrivals)", preempted, queued)
+	}
+}
