@@ -606,47 +606,12 @@ func phiUpper(df int) float64 {
 	if df < len(phiUpperTable) {
 		return phiUpperTable[df]
 	}
-	return chi2UpperFactor(df)
+	return chi2UpperFactor(df, ThinPhiLevel)
 }
 
 var phiUpperTable = func() (t [64]float64) {
 	for df := 1; df < len(t); df++ {
-		t[df] = chi2UpperFactor(df)
+		t[df] = chi2UpperFactor(df, ThinPhiLevel)
 	}
 	return t
 }()
-
-func chi2UpperFactor(df int) float64 {
-	lo, hi := 0.0, float64(df)
-	for chi2CDF(df, hi) < ThinPhiLevel {
-		hi *= 2
-	}
-	for range 60 {
-		mid := (lo + hi) / 2
-		if chi2CDF(df, mid) < ThinPhiLevel {
-			lo = mid
-		} else {
-			hi = mid
-		}
-	}
-	return float64(df) / ((lo + hi) / 2)
-}
-
-// chi2CDF is P(χ²_df ≤ x), the regularized lower incomplete gamma
-// P(df/2, x/2) by its series.
-func chi2CDF(df int, x float64) float64 {
-	if !(x > 0) {
-		return 0
-	}
-	a, y := float64(df)/2, x/2
-	lg, _ := math.Lgamma(a + 1)
-	term, sum := 1.0, 1.0
-	for n := 1; n < 1000; n++ {
-		term *= y / (a + float64(n))
-		sum += term
-		if term < sum*1e-15 {
-			break
-		}
-	}
-	return math.Min(1, math.Exp(a*math.Log(y)-y-lg)*sum)
-}

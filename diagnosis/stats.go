@@ -123,3 +123,40 @@ func welch(m1, v1, n1, m0, v0, n0 float64, dir int) float64 {
 	}
 	return zTail(m1-m0, math.Sqrt(v1/n1+v0/n0), dir)
 }
+
+// chi2UpperFactor is df over χ²'s level quantile on df degrees of
+// freedom, the quantile found by bisection on chi2CDF.
+func chi2UpperFactor(df int, level float64) float64 {
+	lo, hi := 0.0, float64(df)
+	for chi2CDF(df, hi) < level {
+		hi *= 2
+	}
+	for range 60 {
+		mid := (lo + hi) / 2
+		if chi2CDF(df, mid) < level {
+			lo = mid
+		} else {
+			hi = mid
+		}
+	}
+	return float64(df) / ((lo + hi) / 2)
+}
+
+// chi2CDF is P(χ²_df ≤ x), the regularized lower incomplete gamma
+// P(df/2, x/2) by its series.
+func chi2CDF(df int, x float64) float64 {
+	if !(x > 0) {
+		return 0
+	}
+	a, y := float64(df)/2, x/2
+	lg, _ := math.Lgamma(a + 1)
+	term, sum := 1.0, 1.0
+	for n := 1; n < 1000; n++ {
+		term *= y / (a + float64(n))
+		sum += term
+		if term < sum*1e-15 {
+			break
+		}
+	}
+	return math.Min(1, math.Exp(a*math.Log(y)-y-lg)*sum)
+}
