@@ -41,6 +41,8 @@ type simBurst struct {
 	driftSD, driftTau float64
 }
 
+func (b *simBurst) source(rng *rand.Rand) simSource { return &simBurstSource{rng: rng} }
+
 // simBursty is the bursty traffic of the tests: three rate levels held
 // about 20 s each, 25 % of the requests in batches of 12 to 48, a mix that
 // drifts by about 15 % over ten minutes.
@@ -48,12 +50,6 @@ var simBursty = simBurst{
 	levels: []float64{0.7, 1, 1.3}, sojourn: 20,
 	batchShare: 0.25, batchMin: 12, batchMax: 48, batchSpread: 0.4,
 	driftSD: 0.15, driftTau: 600,
-}
-
-// simArrival is a request the pod's bursty source sends an engine.
-type simArrival struct {
-	t              float64
-	prompt, output int
 }
 
 // simBurstSource is the pod's bursty arrivals: the router spreads them
@@ -72,7 +68,7 @@ type simBurstSource struct {
 // generate sends the engines the arrivals up to until, under load l (the
 // rate per engine, as for Poisson arrivals).
 func (s *simBurstSource) generate(until float64, l *simLoad, engines []*simEngine) {
-	b := l.burst
+	b := l.traffic.(*simBurst)
 	rate := l.rate * float64(len(engines))
 	meanBatch := float64(b.batchMin+b.batchMax) / 2
 	singleRate := func() float64 { return rate * s.level * (1 - b.batchShare) }
@@ -84,16 +80,7 @@ func (s *simBurstSource) generate(until float64, l *simLoad, engines []*simEngin
 		s.batch = s.t + s.rng.ExpFloat64()/batchRate()
 		s.driftAt = s.t
 	}
-	// an engine for the next request: round the engines, skewed
-	pick := func(next int) *simEngine {
-		if l.skew > 0 && len(engines) > 1 {
-			if s.rng.Float64() < (1+l.skew)/2 {
-				return engines[0]
-			}
-			return engines[1+s.rng.IntN(len(engines)-1)]
-		}
-		return engines[next%len(engines)]
-	}
+	pick := func(next int) *simEngine { return simRoute(s.rng, l, engines, next) }
 	for {
 		next := min(s.switchAt, s.single, s.batch)
 		if next > until {
@@ -110,7 +97,8 @@ func (s *simBurstSource) generate(until float64, l *simLoad, engines []*simEngin
 			s.batch = next + s.rng.ExpFloat64()/batchRate()
 		case s.single:
 			e := pick(s.rng.IntN(len(engines)))
-			e.incoming = append(e.incoming, simArrival{next, lognormalOf(s.rng, l.promptMedian*math.Exp(s.dPrompt)), lognormalOf(s.rng, l.outputMedian*math.Exp(s.dOuput))})
+			p := lognormalOf(s.rng, l.promptMedian*math.Exp(s.dPrompt))
+			e.incoming = append(e.incoming, simArrival{next, p, lognormalOf(s.rng, l.outputMedian*math.Exp(s.dOuput)), int(float64(p) * (1 - l.hit))})
 			s.single = next + s.rng.ExpFloat64()/singleRate()
 		default:
 			n := b.batchMin + s.rng.IntN(b.batchMax-b.batchMin+1)
@@ -119,7 +107,8 @@ func (s *simBurstSource) generate(until float64, l *simLoad, engines []*simEngin
 			for range n {
 				e := pick(s.rr)
 				s.rr++
-				e.incoming = append(e.incoming, simArrival{next, max(1, int(pm*math.Exp(0.1*s.rng.NormFloat64()))), max(1, int(om*math.Exp(0.1*s.rng.NormFloat64())))})
+				p := max(1, int(pm*math.Exp(0.1*s.rng.NormFloat64())))
+				e.incoming = append(e.incoming, simArrival{next, p, max(1, int(om*math.Exp(0.1*s.rng.NormFloat64()))), int(float64(p) * (1 - l.hit))})
 			}
 			s.batch = next + s.rng.ExpFloat64()/batchRate()
 		}
@@ -143,13 +132,13 @@ func (s *simBurstSource) drift(b *simBurst, t float64) {
 	s.driftAt = t
 }
 
-// burstArrivals queues the arrivals the source sent up to the engine's
-// time and sets e.next to the next one.
-func (e *simEngine) burstArrivals(l *simLoad) {
+// sourcedArrivals queues the arrivals the pod's source sent up to the
+// engine's time and sets e.next to the next one.
+func (e *simEngine) sourcedArrivals() {
 	n := 0
 	for n < len(e.incoming) && e.incoming[n].t <= e.t {
 		r := e.incoming[n]
-		e.arrive(r.t, r.prompt, r.output, l)
+		e.arrive(r.t, r.prompt, r.output, r.pending)
 		n++
 	}
 	e.incoming = e.incoming[n:]
@@ -223,7 +212,7 @@ func simBurstyPlan(sc string, seed uint64, load float64) simPlan {
 			before.maxRunning, during.maxRunning = 1024, 1024
 		}
 	}
-	before.burst, during.burst = &simBursty, &simBursty
+	before.traffic, during.traffic = &simBursty, &simBursty
 
 	if sc == simRelapse {
 		over, flash, relapse := before, before, before
@@ -269,7 +258,7 @@ var simCapacities sync.Map
 // their 20 requests/s are 35 % and 63 % of capacity. Issue 30 measured
 // production at 65 % and 90 % of it.
 func simCapacity(l simLoad) float64 {
-	l.rate, l.burst, l.skew = 0, nil, 0
+	l.rate, l.traffic, l.skew = 0, nil, 0
 	if c, ok := simCapacities.Load(l); ok {
 		return c.(float64)
 	}
