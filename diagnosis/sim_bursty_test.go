@@ -174,10 +174,11 @@ var simOverloadPod = simLoad{rate: 20, promptMedian: 350, outputMedian: 90, hit:
 // minute of calm with a flash of five seconds at three times the inflow,
 // then the inflow × 1.8 for three minutes.
 //
-// At load (a share of capacity, 0 for the scenarios' own rates) the steady
-// pod and the overload's pod run at that share of what their engine serves
-// saturated (simCapacity); the overload then doubles it.
-func simBurstyPlan(sc string, seed uint64, load float64) simPlan {
+// At load (a share of capacity, 0 for the scenarios' own rates) the pod
+// before the shift runs at that share of what its engine serves saturated
+// (simCapacity); the shift keeps its own ratio to it (the overload doubles
+// it). The arrivals are tr's (simBursty, or simSelfExciting).
+func simBurstyPlan(tr simTraffic, sc string, seed uint64, load float64) simPlan {
 	s := simBurstySetting
 	pl := simPlan{scenario: sc, seed: seed, window: s.window, baseline: s.baseline, truth: true}
 	pl.shift = s.window + s.baseline + 10*time.Minute
@@ -192,6 +193,7 @@ func simBurstyPlan(sc string, seed uint64, load float64) simPlan {
 	switch sc {
 	case simOverload:
 		before = simOverloadPod
+		before.traffic = tr
 		if load > 0 {
 			before.rate = load * simCapacity(before)
 		}
@@ -202,9 +204,11 @@ func simBurstyPlan(sc string, seed uint64, load float64) simPlan {
 		pl.restarts = pl.restarts[:1]
 	default:
 		before, during = simScenario(sc)
-		if sc == "steady" && load > 0 {
+		before.traffic = tr
+		if load > 0 {
+			ratio := during.rate / before.rate
 			before.rate = load * simCapacity(before)
-			during = before
+			during.rate = before.rate * ratio
 		}
 		if sc == CauseBatchGrowth || sc == CauseLongOutputs {
 			// room in the batch for the bursts on top of the shift, so that
@@ -212,7 +216,7 @@ func simBurstyPlan(sc string, seed uint64, load float64) simPlan {
 			before.maxRunning, during.maxRunning = 1024, 1024
 		}
 	}
-	before.traffic, during.traffic = &simBursty, &simBursty
+	before.traffic, during.traffic = tr, tr
 
 	if sc == simRelapse {
 		over, flash, relapse := before, before, before
@@ -257,17 +261,34 @@ var simCapacities sync.Map
 // engine, the overload's pod (96, KV cache 44 000 tokens) 31.7, so that
 // their 20 requests/s are 35 % and 63 % of capacity. Issue 30 measured
 // production at 65 % and 90 % of it.
+//
+// A traffic with lengths of its own (simSelfExciting's heavy tails and
+// sessions) floods the engine with its own arrivals, so that its load is a
+// share of what the engine serves of it.
 func simCapacity(l simLoad) float64 {
-	l.rate, l.traffic, l.skew = 0, nil, 0
+	l.rate, l.skew = 0, 0
+	if _, own := l.traffic.(*simHawkes); !own {
+		l.traffic = nil
+	}
 	if c, ok := simCapacities.Load(l); ok {
 		return c.(float64)
 	}
 	e := newSimEngine(1, 0)
 	flood := l
 	flood.rate = 200
-	e.run(60, &flood)
+	run := e.run
+	if l.traffic != nil {
+		src := l.traffic.source(rand.New(rand.NewPCG(1, 77)))
+		run = func(until float64, l *simLoad) {
+			for t := math.Floor(e.t) + 1; t <= until; t++ {
+				src.generate(t, l, []*simEngine{e})
+				e.run(t, l)
+			}
+		}
+	}
+	run(60, &flood)
 	n := e.finished
-	e.run(360, &flood)
+	run(360, &flood)
 	c := (e.finished - n) / 300
 	simCapacities.Store(l, c)
 	return c
@@ -281,6 +302,15 @@ func simLoadShare() float64 {
 		return p / 100
 	}
 	return 0
+}
+
+// simTrafficShape is DIAGNOSIS_TRAFFIC: the arrivals TestSimulatorBursty
+// runs on, "selfexciting" (simSelfExciting) or bursty (simBursty, unset).
+func simTrafficShape() simTraffic {
+	if os.Getenv("DIAGNOSIS_TRAFFIC") == "selfexciting" {
+		return &simSelfExciting
+	}
+	return &simBursty
 }
 
 // simTrafficCauses are the causes read from the traffic's exact means.
@@ -351,8 +381,8 @@ func latencyBack(polls []simPoll, back, window, at time.Duration) time.Duration 
 	return at
 }
 
-func simBurstyRun(sc string, seed uint64, load float64) (simRun, simBurstyResult) {
-	pl := simBurstyPlan(sc, seed, load)
+func simBurstyRun(tr simTraffic, sc string, seed uint64, load float64) (simRun, simBurstyResult) {
+	pl := simBurstyPlan(tr, sc, seed, load)
 	run := simulatePlan(pl)
 	switch sc {
 	case simOverload:
@@ -590,9 +620,10 @@ func TestSimulatorBursty(t *testing.T) {
 	var table strings.Builder
 	s := simBurstySetting
 	load := simLoadShare()
+	traffic := simTrafficShape()
 	for _, sc := range simBurstyScenarios {
-		if load > 0 && sc != "steady" && sc != simOverload {
-			continue // the load moves only these
+		if load > 0 && sc != "steady" && sc != simOverload && traffic == simTraffic(&simBursty) {
+			continue // the bursty sweeps run only these at a load
 		}
 		if raceEnabled && sc != "steady" && sc != simOverload {
 			// The race detector makes the simulation ten times slower; two
@@ -600,7 +631,7 @@ func TestSimulatorBursty(t *testing.T) {
 			continue
 		}
 		t.Run(sc, func(t *testing.T) {
-			run, r := simBurstyRun(sc, simSeed(), load)
+			run, r := simBurstyRun(traffic, sc, simSeed(), load)
 			var gaps []string
 			expect := func(target string, ok bool, format string, args ...any) {
 				if ok {
@@ -1045,12 +1076,12 @@ func bucketsShow(bounds []float64, recent, base float64) bool {
 
 var simTruthTrace = os.Getenv("DIAGNOSIS_TRACE") != ""
 
-// simBurstySteadyRun is the steady bursty pod at load (a share of
+// simBurstySteadyRun is the steady pod of traffic tr at load (a share of
 // capacity) for d after the windows are covered, judged as
 // TestSimulatorBursty judges steady.
-func simBurstySteadyRun(seed uint64, load float64, d time.Duration) simBurstyResult {
+func simBurstySteadyRun(tr simTraffic, seed uint64, load float64, d time.Duration) simBurstyResult {
 	s := simBurstySetting
-	pl := simBurstyPlan("steady", seed, load)
+	pl := simBurstyPlan(tr, "steady", seed, load)
 	pl.shift = s.window + s.baseline + d
 	pl.back, pl.end = pl.shift, pl.shift
 	pl.restarts = []time.Duration{pl.shift / 2, pl.shift}
@@ -1081,29 +1112,37 @@ func TestSimulatorBurstySteadyLoads(t *testing.T) {
 		for seed := 1; seed <= 6; seed++ {
 			t.Run(fmt.Sprintf("%d%%/seed%d", load, seed), func(t *testing.T) {
 				t.Parallel()
-				r := simBurstySteadyRun(uint64(seed), float64(load)/100, 20*time.Minute)
-				var bad []string
-				if r.falseShare > 0.01 || r.symptomShare > 0.01 {
-					bad = append(bad, fmt.Sprintf("a cause named where no latency truly moved in %.2f %% and a symptom in %.2f %% of %d judged polls, want at most 1 %%", 100*r.falseShare, 100*r.symptomShare, r.steadyPolls))
-				}
-				if r.flips > 1 {
-					bad = append(bad, fmt.Sprintf("the named causes changed %.1f times per 10 minutes where no latency truly moved for a recent window, want at most 1", r.flips))
-				}
-				if r.steadyPolls < 20*60/2 {
-					bad = append(bad, fmt.Sprintf("only %d steady polls judged (ready)", r.steadyPolls))
-				}
-				t.Logf("at %d %%, seed %d: false causes %.2f %%, symptoms %.2f %% (named at all %.2f %%, %.2f %%) of %d; flicker %.1f (%.1f) per 10 min",
-					load, seed, 100*r.falseShare, 100*r.symptomShare, 100*r.namedShare, 100*r.namedSymptom, r.steadyPolls, r.flips, r.allFlips)
-				if len(bad) == 0 {
-					return
-				}
-				if why := simSteadyLoadGaps[[2]int{load, seed}]; why != "" {
-					t.Skipf("known gap: %s (%s)", strings.Join(bad, "; "), why)
-				}
-				t.Error(strings.Join(bad, "; "))
+				checkSteadyRun(t, &simBursty, load, seed, simSteadyLoadGaps)
 			})
 		}
 	}
+}
+
+// checkSteadyRun runs the steady pod of traffic tr at load (percent of
+// capacity) for twenty minutes once the windows are covered, and fails t
+// where it misses the steady targets of issue 30, unless gaps names why
+// (then it skips).
+func checkSteadyRun(t *testing.T, tr simTraffic, load, seed int, gaps map[[2]int]string) {
+	r := simBurstySteadyRun(tr, uint64(seed), float64(load)/100, 20*time.Minute)
+	var bad []string
+	if r.falseShare > 0.01 || r.symptomShare > 0.01 {
+		bad = append(bad, fmt.Sprintf("a cause named where no latency truly moved in %.2f %% and a symptom in %.2f %% of %d judged polls, want at most 1 %%", 100*r.falseShare, 100*r.symptomShare, r.steadyPolls))
+	}
+	if r.flips > 1 {
+		bad = append(bad, fmt.Sprintf("the named causes changed %.1f times per 10 minutes where no latency truly moved for a recent window, want at most 1", r.flips))
+	}
+	if r.steadyPolls < 20*60/2 {
+		bad = append(bad, fmt.Sprintf("only %d steady polls judged (ready)", r.steadyPolls))
+	}
+	t.Logf("at %d %%, seed %d: false causes %.2f %%, symptoms %.2f %% (named at all %.2f %%, %.2f %%) of %d; flicker %.1f (%.1f) per 10 min",
+		load, seed, 100*r.falseShare, 100*r.symptomShare, 100*r.namedShare, 100*r.namedSymptom, r.steadyPolls, r.flips, r.allFlips)
+	if len(bad) == 0 {
+		return
+	}
+	if why := gaps[[2]int{load, seed}]; why != "" {
+		t.Skipf("known gap: %s (%s)", strings.Join(bad, "; "), why)
+	}
+	t.Error(strings.Join(bad, "; "))
 }
 
 // TestLatencyYardsticks: the naming and the clearing are timed from the
