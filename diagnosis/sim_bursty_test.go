@@ -97,8 +97,7 @@ func (s *simBurstSource) generate(until float64, l *simLoad, engines []*simEngin
 			s.batch = next + s.rng.ExpFloat64()/batchRate()
 		case s.single:
 			e := pick(s.rng.IntN(len(engines)))
-			p := lognormalOf(s.rng, l.promptMedian*math.Exp(s.dPrompt))
-			e.incoming = append(e.incoming, simArrival{next, p, lognormalOf(s.rng, l.outputMedian*math.Exp(s.dOuput)), int(float64(p) * (1 - l.hit))})
+			e.incoming = append(e.incoming, simArrival{next, lognormalOf(s.rng, l.promptMedian*math.Exp(s.dPrompt)), lognormalOf(s.rng, l.outputMedian*math.Exp(s.dOuput)), -1})
 			s.single = next + s.rng.ExpFloat64()/singleRate()
 		default:
 			n := b.batchMin + s.rng.IntN(b.batchMax-b.batchMin+1)
@@ -107,8 +106,7 @@ func (s *simBurstSource) generate(until float64, l *simLoad, engines []*simEngin
 			for range n {
 				e := pick(s.rr)
 				s.rr++
-				p := max(1, int(pm*math.Exp(0.1*s.rng.NormFloat64())))
-				e.incoming = append(e.incoming, simArrival{next, p, max(1, int(om*math.Exp(0.1*s.rng.NormFloat64()))), int(float64(p) * (1 - l.hit))})
+				e.incoming = append(e.incoming, simArrival{next, max(1, int(pm*math.Exp(0.1*s.rng.NormFloat64()))), max(1, int(om*math.Exp(0.1*s.rng.NormFloat64()))), -1})
 			}
 			s.batch = next + s.rng.ExpFloat64()/batchRate()
 		}
@@ -133,11 +131,14 @@ func (s *simBurstSource) drift(b *simBurst, t float64) {
 }
 
 // sourcedArrivals queues the arrivals the pod's source sent up to the
-// engine's time and sets e.next to the next one.
-func (e *simEngine) sourcedArrivals() {
+// engine's time, under load l, and sets e.next to the next one.
+func (e *simEngine) sourcedArrivals(l *simLoad) {
 	n := 0
 	for n < len(e.incoming) && e.incoming[n].t <= e.t {
 		r := e.incoming[n]
+		if r.pending < 0 {
+			r.pending = int(float64(r.prompt) * (1 - l.hit))
+		}
 		e.arrive(r.t, r.prompt, r.output, r.pending)
 		n++
 	}

@@ -61,7 +61,8 @@ type simSource interface {
 }
 
 // simArrival is a request a source sends an engine: pending of its
-// prompt's tokens are not in the prefix cache.
+// prompt's tokens are not in the prefix cache (-1: the hit share of the
+// load the engine admits it under, as for Poisson arrivals).
 type simArrival struct {
 	t                       float64
 	prompt, output, pending int
@@ -203,7 +204,7 @@ func (e *simEngine) run(until float64, l *simLoad) {
 	e.kvCapacity = l.kvCapacity
 	for e.t < until {
 		if l.traffic != nil {
-			e.sourcedArrivals()
+			e.sourcedArrivals(l)
 		}
 		for l.traffic == nil && e.next <= e.t {
 			if len(e.waiting) < simMaxWaiting {
