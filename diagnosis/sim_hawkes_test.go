@@ -45,18 +45,17 @@ type simHawkes struct {
 
 // simSelfExciting is the self-exciting traffic of the tests.
 var simSelfExciting = simHawkes{
-	// Hawkes fits of request logs give branching ratios of 0.6-0.8: most
-	// requests are a session's follow-ups, the counts' dispersion about 11×
-	// Poisson's over minutes
+	// most requests are a session's follow-ups (chats' turns, agents'
+	// calls): a 10 s window's count varies 15× as much as Poisson's
 	branching: 0.7,
 	// follow-ups a few seconds apart (median 3 s, mean 10 s), the tail a
 	// power law out to minutes (p99 100 s), as think times and agents' calls
 	delayScale: 5, delayShape: 1.5,
-	// lengths spread wider than the Poisson pod's (0.5): BurstGPT's and
-	// Mooncake's span two decades
+	// lengths spread wider than the Poisson pod's (0.5): the public traces'
+	// (BurstGPT, Mooncake) span two decades
 	sigma: 0.8,
-	// the top 5 % Pareto of index 1.5 (infinite variance), as the public
-	// traces' tails fall; capped at vLLM's usual max_tokens
+	// the top 5 % a Pareto tail of index 1.5 (infinite variance), as those
+	// traces' tails are heavy; a message or an output at most 4096 tokens
 	tailZ: 1.645, tailIndex: 1.5, maxTokens: 4096,
 	// a model of 16k context: a chat that outgrows it starts over
 	maxContext: 16384,
@@ -102,7 +101,8 @@ func (q *simHawkesQueue) Pop() any {
 
 func (s *simHawkesSource) generate(until float64, l *simLoad, engines []*simEngine) {
 	h := l.traffic.(*simHawkes)
-	// sessions start at the drifting rate, constant over each call (a second)
+	// sessions start at the drifting rate, constant over each call (a
+	// second; the warm-up's at its start)
 	rate := l.rate * float64(len(engines)) * (1 - h.branching) * (1 + h.driftAmp*math.Sin(2*math.Pi*s.t/h.driftPeriod+s.phase))
 	for t := s.t + s.rng.ExpFloat64()/rate; t <= until; t += s.rng.ExpFloat64() / rate {
 		e := simRoute(s.rng, l, engines, s.rng.IntN(len(engines)))
@@ -132,7 +132,7 @@ func (s *simHawkesSource) generate(until float64, l *simLoad, engines []*simEngi
 			e.incoming = append(e.incoming, simArrival{r.t, prompt, output, pending})
 		}
 		for k := simPoisson(s.rng, h.branching); k > 0; k-- {
-			d := h.delayScale * (math.Pow(s.rng.Float64(), -1/h.delayShape) - 1)
+			d := h.delayScale * (math.Pow(max(s.rng.Float64(), 1e-12), -1/h.delayShape) - 1) // U = 0 would wait forever
 			heap.Push(&s.pending, simHawkesRequest{t: r.t + d, engine: r.engine, context: prompt + output})
 		}
 	}
@@ -143,7 +143,7 @@ func (h *simHawkes) length(rng *rand.Rand, median float64) int {
 	z := rng.NormFloat64()
 	x := median * math.Exp(h.sigma*z)
 	if z > h.tailZ {
-		x = median * math.Exp(h.sigma*h.tailZ) * math.Pow(rng.Float64(), -1/h.tailIndex)
+		x = median * math.Exp(h.sigma*h.tailZ) * math.Pow(max(rng.Float64(), 1e-12), -1/h.tailIndex) // U = 0 would be infinite
 	}
 	return max(1, min(int(x), h.maxTokens))
 }
