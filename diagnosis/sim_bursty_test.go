@@ -616,7 +616,9 @@ func init() {
 // pod's bursts); a relapse after a long incident
 // named within the recent window + 15 s and held in at least 95 % of its
 // such polls. Targets listed in simBurstyGaps are reported, not failed.
-// DIAGNOSIS_TABLE=1 prints the table of docs/diagnosis.md.
+// DIAGNOSIS_TABLE=1 prints the table of docs/diagnosis.md;
+// DIAGNOSIS_TRAFFIC=selfexciting runs it on simSelfExciting's arrivals,
+// every scenario at DIAGNOSIS_LOAD.
 func TestSimulatorBursty(t *testing.T) {
 	var table strings.Builder
 	s := simBurstySetting
