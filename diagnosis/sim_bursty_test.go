@@ -41,6 +41,8 @@ type simBurst struct {
 	driftSD, driftTau float64
 }
 
+func (b *simBurst) source(rng *rand.Rand) simSource { return &simBurstSource{rng: rng} }
+
 // simBursty is the bursty traffic of the tests: three rate levels held
 // about 20 s each, 25 % of the requests in batches of 12 to 48, a mix that
 // drifts by about 15 % over ten minutes.
@@ -48,12 +50,6 @@ var simBursty = simBurst{
 	levels: []float64{0.7, 1, 1.3}, sojourn: 20,
 	batchShare: 0.25, batchMin: 12, batchMax: 48, batchSpread: 0.4,
 	driftSD: 0.15, driftTau: 600,
-}
-
-// simArrival is a request the pod's bursty source sends an engine.
-type simArrival struct {
-	t              float64
-	prompt, output int
 }
 
 // simBurstSource is the pod's bursty arrivals: the router spreads them
@@ -72,7 +68,7 @@ type simBurstSource struct {
 // generate sends the engines the arrivals up to until, under load l (the
 // rate per engine, as for Poisson arrivals).
 func (s *simBurstSource) generate(until float64, l *simLoad, engines []*simEngine) {
-	b := l.burst
+	b := l.traffic.(*simBurst)
 	rate := l.rate * float64(len(engines))
 	meanBatch := float64(b.batchMin+b.batchMax) / 2
 	singleRate := func() float64 { return rate * s.level * (1 - b.batchShare) }
@@ -84,16 +80,7 @@ func (s *simBurstSource) generate(until float64, l *simLoad, engines []*simEngin
 		s.batch = s.t + s.rng.ExpFloat64()/batchRate()
 		s.driftAt = s.t
 	}
-	// an engine for the next request: round the engines, skewed
-	pick := func(next int) *simEngine {
-		if l.skew > 0 && len(engines) > 1 {
-			if s.rng.Float64() < (1+l.skew)/2 {
-				return engines[0]
-			}
-			return engines[1+s.rng.IntN(len(engines)-1)]
-		}
-		return engines[next%len(engines)]
-	}
+	pick := func(next int) *simEngine { return simRoute(s.rng, l, engines, next) }
 	for {
 		next := min(s.switchAt, s.single, s.batch)
 		if next > until {
@@ -110,7 +97,7 @@ func (s *simBurstSource) generate(until float64, l *simLoad, engines []*simEngin
 			s.batch = next + s.rng.ExpFloat64()/batchRate()
 		case s.single:
 			e := pick(s.rng.IntN(len(engines)))
-			e.incoming = append(e.incoming, simArrival{next, lognormalOf(s.rng, l.promptMedian*math.Exp(s.dPrompt)), lognormalOf(s.rng, l.outputMedian*math.Exp(s.dOuput))})
+			e.incoming = append(e.incoming, simArrival{next, lognormalOf(s.rng, l.promptMedian*math.Exp(s.dPrompt)), lognormalOf(s.rng, l.outputMedian*math.Exp(s.dOuput)), -1})
 			s.single = next + s.rng.ExpFloat64()/singleRate()
 		default:
 			n := b.batchMin + s.rng.IntN(b.batchMax-b.batchMin+1)
@@ -119,7 +106,7 @@ func (s *simBurstSource) generate(until float64, l *simLoad, engines []*simEngin
 			for range n {
 				e := pick(s.rr)
 				s.rr++
-				e.incoming = append(e.incoming, simArrival{next, max(1, int(pm*math.Exp(0.1*s.rng.NormFloat64()))), max(1, int(om*math.Exp(0.1*s.rng.NormFloat64())))})
+				e.incoming = append(e.incoming, simArrival{next, max(1, int(pm*math.Exp(0.1*s.rng.NormFloat64()))), max(1, int(om*math.Exp(0.1*s.rng.NormFloat64()))), -1})
 			}
 			s.batch = next + s.rng.ExpFloat64()/batchRate()
 		}
@@ -143,13 +130,16 @@ func (s *simBurstSource) drift(b *simBurst, t float64) {
 	s.driftAt = t
 }
 
-// burstArrivals queues the arrivals the source sent up to the engine's
-// time and sets e.next to the next one.
-func (e *simEngine) burstArrivals(l *simLoad) {
+// sourcedArrivals queues the arrivals the pod's source sent up to the
+// engine's time, under load l, and sets e.next to the next one.
+func (e *simEngine) sourcedArrivals(l *simLoad) {
 	n := 0
 	for n < len(e.incoming) && e.incoming[n].t <= e.t {
 		r := e.incoming[n]
-		e.arrive(r.t, r.prompt, r.output, l)
+		if r.pending < 0 {
+			r.pending = int(float64(r.prompt) * (1 - l.hit))
+		}
+		e.arrive(r.t, r.prompt, r.output, r.pending)
 		n++
 	}
 	e.incoming = e.incoming[n:]
@@ -185,10 +175,11 @@ var simOverloadPod = simLoad{rate: 20, promptMedian: 350, outputMedian: 90, hit:
 // minute of calm with a flash of five seconds at three times the inflow,
 // then the inflow × 1.8 for three minutes.
 //
-// At load (a share of capacity, 0 for the scenarios' own rates) the steady
-// pod and the overload's pod run at that share of what their engine serves
-// saturated (simCapacity); the overload then doubles it.
-func simBurstyPlan(sc string, seed uint64, load float64) simPlan {
+// At load (a share of capacity, 0 for the scenarios' own rates) the pod
+// before the shift runs at that share of what its engine serves saturated
+// (simCapacity); the shift keeps its own ratio to it (the overload doubles
+// it). The arrivals are tr's (simBursty, or simSelfExciting).
+func simBurstyPlan(tr simTraffic, sc string, seed uint64, load float64) simPlan {
 	s := simBurstySetting
 	pl := simPlan{scenario: sc, seed: seed, window: s.window, baseline: s.baseline, truth: true}
 	pl.shift = s.window + s.baseline + 10*time.Minute
@@ -203,6 +194,7 @@ func simBurstyPlan(sc string, seed uint64, load float64) simPlan {
 	switch sc {
 	case simOverload:
 		before = simOverloadPod
+		before.traffic = tr
 		if load > 0 {
 			before.rate = load * simCapacity(before)
 		}
@@ -213,9 +205,11 @@ func simBurstyPlan(sc string, seed uint64, load float64) simPlan {
 		pl.restarts = pl.restarts[:1]
 	default:
 		before, during = simScenario(sc)
-		if sc == "steady" && load > 0 {
+		before.traffic = tr
+		if load > 0 {
+			ratio := during.rate / before.rate
 			before.rate = load * simCapacity(before)
-			during = before
+			during.rate = before.rate * ratio
 		}
 		if sc == CauseBatchGrowth || sc == CauseLongOutputs {
 			// room in the batch for the bursts on top of the shift, so that
@@ -223,7 +217,7 @@ func simBurstyPlan(sc string, seed uint64, load float64) simPlan {
 			before.maxRunning, during.maxRunning = 1024, 1024
 		}
 	}
-	before.burst, during.burst = &simBursty, &simBursty
+	before.traffic, during.traffic = tr, tr
 
 	if sc == simRelapse {
 		over, flash, relapse := before, before, before
@@ -268,17 +262,34 @@ var simCapacities sync.Map
 // engine, the overload's pod (96, KV cache 44 000 tokens) 31.7, so that
 // their 20 requests/s are 35 % and 63 % of capacity. Issue 30 measured
 // production at 65 % and 90 % of it.
+//
+// A traffic with lengths of its own (simSelfExciting's heavy tails and
+// sessions) floods the engine with its own arrivals, so that its load is a
+// share of what the engine serves of it.
 func simCapacity(l simLoad) float64 {
-	l.rate, l.burst, l.skew = 0, nil, 0
+	l.rate, l.skew = 0, 0
+	if _, own := l.traffic.(*simHawkes); !own {
+		l.traffic = nil
+	}
 	if c, ok := simCapacities.Load(l); ok {
 		return c.(float64)
 	}
 	e := newSimEngine(1, 0)
 	flood := l
 	flood.rate = 200
-	e.run(60, &flood)
+	run := e.run
+	if l.traffic != nil {
+		src := l.traffic.source(rand.New(rand.NewPCG(1, 77)))
+		run = func(until float64, l *simLoad) {
+			for t := math.Floor(e.t) + 1; t <= until; t++ {
+				src.generate(t, l, []*simEngine{e})
+				e.run(t, l)
+			}
+		}
+	}
+	run(60, &flood)
 	n := e.finished
-	e.run(360, &flood)
+	run(360, &flood)
 	c := (e.finished - n) / 300
 	simCapacities.Store(l, c)
 	return c
@@ -292,6 +303,15 @@ func simLoadShare() float64 {
 		return p / 100
 	}
 	return 0
+}
+
+// simTrafficShape is DIAGNOSIS_TRAFFIC: the arrivals TestSimulatorBursty
+// runs on, "selfexciting" (simSelfExciting) or bursty (simBursty, unset).
+func simTrafficShape() simTraffic {
+	if os.Getenv("DIAGNOSIS_TRAFFIC") == "selfexciting" {
+		return &simSelfExciting
+	}
+	return &simBursty
 }
 
 // simTrafficCauses are the causes read from the traffic's exact means.
@@ -362,8 +382,8 @@ func latencyBack(polls []simPoll, back, window, at time.Duration) time.Duration 
 	return at
 }
 
-func simBurstyRun(sc string, seed uint64, load float64) (simRun, simBurstyResult) {
-	pl := simBurstyPlan(sc, seed, load)
+func simBurstyRun(tr simTraffic, sc string, seed uint64, load float64) (simRun, simBurstyResult) {
+	pl := simBurstyPlan(tr, sc, seed, load)
 	run := simulatePlan(pl)
 	switch sc {
 	case simOverload:
@@ -596,14 +616,17 @@ func init() {
 // pod's bursts); a relapse after a long incident
 // named within the recent window + 15 s and held in at least 95 % of its
 // such polls. Targets listed in simBurstyGaps are reported, not failed.
-// DIAGNOSIS_TABLE=1 prints the table of docs/diagnosis.md.
+// DIAGNOSIS_TABLE=1 prints the table of docs/diagnosis.md;
+// DIAGNOSIS_TRAFFIC=selfexciting runs it on simSelfExciting's arrivals,
+// every scenario at DIAGNOSIS_LOAD.
 func TestSimulatorBursty(t *testing.T) {
 	var table strings.Builder
 	s := simBurstySetting
 	load := simLoadShare()
+	traffic := simTrafficShape()
 	for _, sc := range simBurstyScenarios {
-		if load > 0 && sc != "steady" && sc != simOverload {
-			continue // the load moves only these
+		if load > 0 && sc != "steady" && sc != simOverload && traffic == simTraffic(&simBursty) {
+			continue // the bursty sweeps run only these at a load
 		}
 		if raceEnabled && sc != "steady" && sc != simOverload {
 			// The race detector makes the simulation ten times slower; two
@@ -611,7 +634,7 @@ func TestSimulatorBursty(t *testing.T) {
 			continue
 		}
 		t.Run(sc, func(t *testing.T) {
-			run, r := simBurstyRun(sc, simSeed(), load)
+			run, r := simBurstyRun(traffic, sc, simSeed(), load)
 			var gaps []string
 			expect := func(target string, ok bool, format string, args ...any) {
 				if ok {
@@ -1056,12 +1079,12 @@ func bucketsShow(bounds []float64, recent, base float64) bool {
 
 var simTruthTrace = os.Getenv("DIAGNOSIS_TRACE") != ""
 
-// simBurstySteadyRun is the steady bursty pod at load (a share of
+// simBurstySteadyRun is the steady pod of traffic tr at load (a share of
 // capacity) for d after the windows are covered, judged as
 // TestSimulatorBursty judges steady.
-func simBurstySteadyRun(seed uint64, load float64, d time.Duration) simBurstyResult {
+func simBurstySteadyRun(tr simTraffic, seed uint64, load float64, d time.Duration) simBurstyResult {
 	s := simBurstySetting
-	pl := simBurstyPlan("steady", seed, load)
+	pl := simBurstyPlan(tr, "steady", seed, load)
 	pl.shift = s.window + s.baseline + d
 	pl.back, pl.end = pl.shift, pl.shift
 	pl.restarts = []time.Duration{pl.shift / 2, pl.shift}
@@ -1092,29 +1115,37 @@ func TestSimulatorBurstySteadyLoads(t *testing.T) {
 		for seed := 1; seed <= 6; seed++ {
 			t.Run(fmt.Sprintf("%d%%/seed%d", load, seed), func(t *testing.T) {
 				t.Parallel()
-				r := simBurstySteadyRun(uint64(seed), float64(load)/100, 20*time.Minute)
-				var bad []string
-				if r.falseShare > 0.01 || r.symptomShare > 0.01 {
-					bad = append(bad, fmt.Sprintf("a cause named where no latency truly moved in %.2f %% and a symptom in %.2f %% of %d judged polls, want at most 1 %%", 100*r.falseShare, 100*r.symptomShare, r.steadyPolls))
-				}
-				if r.flips > 1 {
-					bad = append(bad, fmt.Sprintf("the named causes changed %.1f times per 10 minutes where no latency truly moved for a recent window, want at most 1", r.flips))
-				}
-				if r.steadyPolls < 20*60/2 {
-					bad = append(bad, fmt.Sprintf("only %d steady polls judged (ready)", r.steadyPolls))
-				}
-				t.Logf("at %d %%, seed %d: false causes %.2f %%, symptoms %.2f %% (named at all %.2f %%, %.2f %%) of %d; flicker %.1f (%.1f) per 10 min",
-					load, seed, 100*r.falseShare, 100*r.symptomShare, 100*r.namedShare, 100*r.namedSymptom, r.steadyPolls, r.flips, r.allFlips)
-				if len(bad) == 0 {
-					return
-				}
-				if why := simSteadyLoadGaps[[2]int{load, seed}]; why != "" {
-					t.Skipf("known gap: %s (%s)", strings.Join(bad, "; "), why)
-				}
-				t.Error(strings.Join(bad, "; "))
+				checkSteadyRun(t, &simBursty, load, seed, simSteadyLoadGaps)
 			})
 		}
 	}
+}
+
+// checkSteadyRun runs the steady pod of traffic tr at load (percent of
+// capacity) for twenty minutes once the windows are covered, and fails t
+// where it misses the steady targets of issue 30, unless gaps names why
+// (then it skips).
+func checkSteadyRun(t *testing.T, tr simTraffic, load, seed int, gaps map[[2]int]string) {
+	r := simBurstySteadyRun(tr, uint64(seed), float64(load)/100, 20*time.Minute)
+	var bad []string
+	if r.falseShare > 0.01 || r.symptomShare > 0.01 {
+		bad = append(bad, fmt.Sprintf("a cause named where no latency truly moved in %.2f %% and a symptom in %.2f %% of %d judged polls, want at most 1 %%", 100*r.falseShare, 100*r.symptomShare, r.steadyPolls))
+	}
+	if r.flips > 1 {
+		bad = append(bad, fmt.Sprintf("the named causes changed %.1f times per 10 minutes where no latency truly moved for a recent window, want at most 1", r.flips))
+	}
+	if r.steadyPolls < 20*60/2 {
+		bad = append(bad, fmt.Sprintf("only %d steady polls judged (ready)", r.steadyPolls))
+	}
+	t.Logf("at %d %%, seed %d: false causes %.2f %%, symptoms %.2f %% (named at all %.2f %%, %.2f %%) of %d; flicker %.1f (%.1f) per 10 min",
+		load, seed, 100*r.falseShare, 100*r.symptomShare, 100*r.namedShare, 100*r.namedSymptom, r.steadyPolls, r.flips, r.allFlips)
+	if len(bad) == 0 {
+		return
+	}
+	if why := gaps[[2]int{load, seed}]; why != "" {
+		t.Skipf("known gap: %s (%s)", strings.Join(bad, "; "), why)
+	}
+	t.Error(strings.Join(bad, "; "))
 }
 
 // TestLatencyYardsticks: the naming and the clearing are timed from the

@@ -40,9 +40,45 @@ type simLoad struct {
 	// skew sends more of the pod's arrivals to engine 0 and fewer to the
 	// others (rate × (1 ± skew)), as a router blind to ranks does.
 	skew float64
-	// burst, when set, makes the arrivals bursty (sim_bursty_test.go)
-	// instead of Poisson, at the same mean rate.
-	burst *simBurst
+	// traffic, when set, shapes the arrivals (bursty, sim_bursty_test.go;
+	// self-exciting, sim_hawkes_test.go) instead of Poisson, at the same
+	// mean rate.
+	traffic simTraffic
+}
+
+// simTraffic is a shape of the pod's arrivals other than Poisson; the
+// engines and the judge are the same whatever the shape.
+type simTraffic interface {
+	// source is the pod's arrivals of this shape, drawn from rng
+	source(rng *rand.Rand) simSource
+}
+
+// simSource sends the engines the pod's arrivals (simEngine.incoming).
+type simSource interface {
+	// generate sends the arrivals up to until under load l (its rate is
+	// per engine, as for Poisson arrivals)
+	generate(until float64, l *simLoad, engines []*simEngine)
+}
+
+// simArrival is a request a source sends an engine: pending of its
+// prompt's tokens are not in the prefix cache (-1: the hit share of the
+// load the engine admits it under, as for Poisson arrivals).
+type simArrival struct {
+	t                       float64
+	prompt, output, pending int
+}
+
+// simRoute is the engine a source sends its next request: round the
+// engines (next), or engine 0 more under a skew, as a router blind to
+// ranks does.
+func simRoute(rng *rand.Rand, l *simLoad, engines []*simEngine, next int) *simEngine {
+	if l.skew > 0 && len(engines) > 1 {
+		if rng.Float64() < (1+l.skew)/2 {
+			return engines[0]
+		}
+		return engines[1+rng.IntN(len(engines)-1)]
+	}
+	return engines[next%len(engines)]
 }
 
 // Engine timing: a step costs a fixed part, a part per running request
@@ -113,7 +149,7 @@ type simEngine struct {
 	// refused counts the arrivals turned away at the queue's cap (vLLM's
 	// admission_rejections_total), accepted those queued
 	refused, accepted float64
-	incoming          []simArrival // from a bursty source, oldest first
+	incoming          []simArrival // from the pod's source (simLoad.traffic), oldest first
 	// trueTTFT and trueITL count the exact latencies in fine bins
 	// (simTrueBin), for the truth a poll is judged against; their last
 	// element (simTrueSum) is the latencies' exact sum
@@ -167,12 +203,13 @@ func (e *simEngine) restart() {
 func (e *simEngine) run(until float64, l *simLoad) {
 	e.kvCapacity = l.kvCapacity
 	for e.t < until {
-		if l.burst != nil {
-			e.burstArrivals(l)
+		if l.traffic != nil {
+			e.sourcedArrivals(l)
 		}
-		for l.burst == nil && e.next <= e.t {
+		for l.traffic == nil && e.next <= e.t {
 			if len(e.waiting) < simMaxWaiting {
-				e.arrive(e.next, e.lognormal(l.promptMedian), e.lognormal(l.outputMedian), l)
+				p := e.lognormal(l.promptMedian)
+				e.arrive(e.next, p, e.lognormal(l.outputMedian), int(float64(p)*(1-l.hit)))
 			} else {
 				e.refused++ // drawn no lengths: the arrivals' draws stay those of a silent cap
 			}
@@ -263,17 +300,17 @@ func (e *simEngine) run(until float64, l *simLoad) {
 	}
 }
 
-// arrive queues a request arriving at t, unless the queue is full: then
-// it is refused at admission (HTTP 503) and counted, as vLLM 0.29 on does
-// at its --max-num-queued-reqs.
-func (e *simEngine) arrive(t float64, prompt, output int, l *simLoad) {
+// arrive queues a request arriving at t, pending of its prompt's tokens
+// not in the prefix cache, unless the queue is full: then it is refused at
+// admission (HTTP 503) and counted, as vLLM 0.29 on does at its
+// --max-num-queued-reqs.
+func (e *simEngine) arrive(t float64, prompt, output, pending int) {
 	if len(e.waiting) >= simMaxWaiting {
 		e.refused++
 		return
 	}
 	e.accepted++
-	r := &simRequest{arrival: t, prompt: prompt, output: output}
-	r.pending = int(float64(r.prompt) * (1 - l.hit))
+	r := &simRequest{arrival: t, prompt: prompt, output: output, pending: pending}
 	e.hitTok += float64(r.prompt - r.pending)
 	e.queryTok += float64(r.prompt)
 	e.waiting = append(e.waiting, r)
@@ -290,7 +327,7 @@ func (e *simEngine) preemptNewest() {
 // simPod is the engines of one model, observed as the adapter would.
 type simPod struct {
 	engines []*simEngine
-	burst   simBurstSource
+	src     simSource // the arrivals of a shaped traffic, from its first load
 }
 
 func cumulate(bounds []float64, engines []*simEngine, get func(*simEngine) []float64) Histogram {
@@ -448,7 +485,6 @@ func simulatePlan(pl simPlan) simRun {
 		panic(err)
 	}
 	pod := &simPod{engines: []*simEngine{newSimEngine(pl.seed, 0), newSimEngine(pl.seed, 1)}}
-	pod.burst.rng = rand.New(rand.NewPCG(pl.seed, 77))
 	rng := rand.New(rand.NewPCG(pl.seed, 99))
 	run := simRun{scenario: scenario, window: window, baseline: pl.baseline, shift: pl.shift, back: pl.back, end: pl.end, truth: pl.truth}
 	var causes, symptoms []string
@@ -463,8 +499,11 @@ func simulatePlan(pl simPlan) simRun {
 	truth := &simTruth{window: window, shift: pl.shift, baseline: pl.baseline}
 	for at := time.Second; at <= pl.end; at += time.Second {
 		l := pl.load(at)
-		if l.burst != nil {
-			pod.burst.generate(at.Seconds(), l, pod.engines)
+		if l.traffic != nil {
+			if pod.src == nil {
+				pod.src = l.traffic.source(rand.New(rand.NewPCG(pl.seed, 77)))
+			}
+			pod.src.generate(at.Seconds(), l, pod.engines)
 		}
 		for i, e := range pod.engines {
 			le := *l
