@@ -76,6 +76,8 @@ type flags struct {
 	diagSignificance float64
 	diagMaxIncident  time.Duration
 	diagLookback     time.Duration
+	diagMaxIncSet    bool // given on the command line, else derived from the windows
+	diagLookbackSet  bool // given on the command line, else derived from the baseline
 	genai            genai.Options
 	otlpEndpoint     string
 	otlpView         string
@@ -205,10 +207,11 @@ func newApp(f *flags, stdout, stderr io.Writer) *kingpin.Application {
 		Default(strconv.FormatFloat(diagnosis.DefaultMinChange, 'g', -1, 64)).Float64Var(&f.diagMinChange)
 	app.Flag("diagnosis.significance", "Level at which a change must also be significant for the data each window holds (0.01 = 1 %).").
 		Default(strconv.FormatFloat(diagnosis.DefaultSignificance, 'g', -1, 64)).Float64Var(&f.diagSignificance)
-	app.Flag("diagnosis.max-incident", "Longest an incident stays open against its frozen baseline; then the new level becomes the baseline.").
-		Default(model.Duration(diagnosis.DefaultMaxIncident).String()).DurationVar(&f.diagMaxIncident)
-	app.Flag("diagnosis.baseline-lookback", "How far back the baseline may reach for time that was not in an incident (at least the baseline).").
-		Default(model.Duration(diagnosis.DefaultBaselineLookback).String()).DurationVar(&f.diagLookback)
+	// No fixed default: left unset, the diagnosis derives them from the windows given.
+	app.Flag("diagnosis.max-incident", "Longest an incident stays open against its frozen baseline; then the new level becomes the baseline. Longer than --diagnosis.window plus --diagnosis.baseline; default: the longer of "+model.Duration(diagnosis.DefaultMaxIncident).String()+" and twice that.").
+		IsSetByUser(&f.diagMaxIncSet).DurationVar(&f.diagMaxIncident)
+	app.Flag("diagnosis.baseline-lookback", "How far back the baseline may reach for time that was not in an incident; at least --diagnosis.baseline; default: the longer of "+model.Duration(diagnosis.DefaultBaselineLookback).String()+" and --diagnosis.baseline.").
+		IsSetByUser(&f.diagLookbackSet).DurationVar(&f.diagLookback)
 
 	// Demo.
 	app.Flag("demo", "Scrape a simulated vLLM started in-process, for trying without a GPU.").
