@@ -209,9 +209,9 @@ func newApp(f *flags, stdout, stderr io.Writer) *kingpin.Application {
 		Default(strconv.FormatFloat(diagnosis.DefaultSignificance, 'g', -1, 64)).Float64Var(&f.diagSignificance)
 	// No fixed default: left unset, the diagnosis derives them from the windows given.
 	app.Flag("diagnosis.max-incident", "Longest an incident stays open against its frozen baseline; then the new level becomes the baseline. Longer than --diagnosis.window plus --diagnosis.baseline; default: the longer of "+model.Duration(diagnosis.DefaultMaxIncident).String()+" and twice that.").
-		IsSetByUser(&f.diagMaxIncSet).DurationVar(&f.diagMaxIncident)
+		PlaceHolder("DURATION").IsSetByUser(&f.diagMaxIncSet).DurationVar(&f.diagMaxIncident)
 	app.Flag("diagnosis.baseline-lookback", "How far back the baseline may reach for time that was not in an incident; at least --diagnosis.baseline; default: the longer of "+model.Duration(diagnosis.DefaultBaselineLookback).String()+" and --diagnosis.baseline.").
-		IsSetByUser(&f.diagLookbackSet).DurationVar(&f.diagLookback)
+		PlaceHolder("DURATION").IsSetByUser(&f.diagLookbackSet).DurationVar(&f.diagLookback)
 
 	// Demo.
 	app.Flag("demo", "Scrape a simulated vLLM started in-process, for trying without a GPU.").
