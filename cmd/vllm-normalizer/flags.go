@@ -43,6 +43,8 @@ type flags struct {
 	labelLimits      exposition.LabelLimits
 	maxSeries        int
 	maxModels        int
+	maxSeriesSet     bool // given on the command line, else derived from the body limit
+	maxModelsSet     bool // given on the command line, else derived from the series bound
 	windows          []time.Duration
 	slos             derive.SLOTargets
 	legacyAliases    bool
@@ -96,6 +98,14 @@ func parseFlags(args []string, stdout, stderr io.Writer) (*flags, error) {
 	if err := wholeNumbers(app, args); err != nil {
 		return nil, err
 	}
+	// Bounds left unset follow the limits given, as their defaults follow
+	// the defaults: a page the body limit admits is kept whole.
+	if !f.maxSeriesSet {
+		f.maxSeries = collector.MaxSeriesFor(int64(f.maxBody))
+	}
+	if !f.maxModelsSet {
+		f.maxModels = collector.MaxModelsFor(f.maxSeries)
+	}
 	if _, env := os.LookupEnv("GOMAXPROCS"); f.proxyListen != "" && !f.maxProcsSet && !env {
 		// The proxy's streams need more than one CPU (200 streams: 5x
 		// slower first byte on one); the default of one is for the scrape loop.
@@ -143,10 +153,11 @@ func newApp(f *flags, stdout, stderr io.Writer) *kingpin.Application {
 		Default("0").IntVar(&f.queuedReqsCap)
 
 	// History and derived gauges.
-	app.Flag("history.max-series", "Most upstream series kept for the derived gauges, each model kept taking the room of "+strconv.Itoa(collector.ModelSeries)+" more for its own state (its diagnosis); the default admits every page of a few models --vllm.max-body-bytes admits. 0 means no limit.").
-		Default(strconv.Itoa(collector.DefaultMaxSeries)).IntVar(&f.maxSeries)
-	app.Flag("history.max-models", "Most model_name values whose state (windows, idle times, the diagnosis) is kept; models beyond have no derived gauges and no diagnosis. The default is the most --history.max-series' default admits. 0 means no limit.").
-		Default(strconv.Itoa(collector.DefaultMaxModels)).IntVar(&f.maxModels)
+	// No fixed defaults: left unset, each follows the limit before it.
+	app.Flag("history.max-series", "Most upstream series kept for the derived gauges, each model kept taking the room of "+strconv.Itoa(collector.ModelSeries)+" more for its own state (its diagnosis); default: one per "+strconv.Itoa(collector.PageBytesPerSeries)+" bytes of --vllm.max-body-bytes ("+strconv.Itoa(collector.DefaultMaxSeries)+" at its default), so that every page of a few models it admits is kept whole. 0 means no limit.").
+		PlaceHolder("SERIES").IsSetByUser(&f.maxSeriesSet).IntVar(&f.maxSeries)
+	app.Flag("history.max-models", "Most model_name values whose state (windows, idle times, the diagnosis) is kept; models beyond have no derived gauges and no diagnosis; default: the most --history.max-series admits, one per "+strconv.Itoa(collector.ModelSeries)+" series ("+strconv.Itoa(collector.DefaultMaxModels)+" at its default, no limit when it is 0). 0 means no limit.").
+		PlaceHolder("MODELS").IsSetByUser(&f.maxModelsSet).IntVar(&f.maxModels)
 	app.Flag("derive.window", "Window of the derived gauges, repeatable; each gives a window label.").
 		Default(durationStrings(derive.DefaultWindows())...).DurationListVar(&f.windows)
 	app.Flag("derive.legacy-labels", "Label latency quantiles quantile and SLO targets le, the names before q and target. Deprecated.").
