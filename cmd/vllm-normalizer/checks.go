@@ -122,23 +122,13 @@ func (f *flags) checkDiagnosis() error {
 	return flagged(f.diagnosisOptions().Check())
 }
 
-// diagnosisOptions are the diagnosis' options from the flags. A flag given
-// is kept as given, 0 included, for Check to judge; --diagnosis.max-incident
-// and --diagnosis.baseline-lookback left unset take the library's default
-// for the windows given (WithDefaults), so that a longer baseline alone
-// starts.
+// diagnosisOptions are the diagnosis' options from the flags, each one
+// given, 0 included, for Check to judge: the flags' defaults are the
+// library's, those that follow the windows filled by deriveUnset.
 func (f *flags) diagnosisOptions() diagnosis.Options {
-	opts := diagnosis.Options{Window: f.diagWindow, Baseline: f.diagBaseline, MinChange: f.diagMinChange, Interval: f.scrapeInterval,
+	return diagnosis.Options{Window: f.diagWindow, Baseline: f.diagBaseline, MinChange: f.diagMinChange, Interval: f.scrapeInterval,
 		MinRequests: diagnosis.DefaultMinRequests, Significance: f.diagSignificance, MaxIncident: f.diagMaxIncident, BaselineLookback: f.diagLookback,
 		SLO: diagnosis.SLO{TTFT: tightest(f.slos.TTFT), TPOT: tightest(f.slos.TPOT)}}
-	derived := opts.WithDefaults()
-	if !f.diagMaxIncSet {
-		opts.MaxIncident = derived.MaxIncident
-	}
-	if !f.diagLookbackSet {
-		opts.BaselineLookback = derived.BaselineLookback
-	}
-	return opts
 }
 
 // checkGenAI rejects GenAI view settings the view would refuse, naming the

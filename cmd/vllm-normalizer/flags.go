@@ -98,14 +98,7 @@ func parseFlags(args []string, stdout, stderr io.Writer) (*flags, error) {
 	if err := wholeNumbers(app, args); err != nil {
 		return nil, err
 	}
-	// Bounds left unset follow the limits given, as their defaults follow
-	// the defaults: a page the body limit admits is kept whole.
-	if !f.maxSeriesSet {
-		f.maxSeries = collector.MaxSeriesFor(int64(f.maxBody))
-	}
-	if !f.maxModelsSet {
-		f.maxModels = collector.MaxModelsFor(f.maxSeries)
-	}
+	f.deriveUnset()
 	if _, env := os.LookupEnv("GOMAXPROCS"); f.proxyListen != "" && !f.maxProcsSet && !env {
 		// The proxy's streams need more than one CPU (200 streams: 5x
 		// slower first byte on one); the default of one is for the scrape loop.
@@ -115,6 +108,26 @@ func parseFlags(args []string, stdout, stderr io.Writer) (*flags, error) {
 		return nil, err
 	}
 	return f, nil
+}
+
+// deriveUnset fills the flags left unset whose defaults follow other flags,
+// with what the libraries derive from the flags given, so that a default
+// never contradicts a flag given (a page the body limit admits is kept
+// whole; a longer baseline alone starts).
+func (f *flags) deriveUnset() {
+	if !f.maxSeriesSet {
+		f.maxSeries = collector.MaxSeriesFor(int64(f.maxBody))
+	}
+	if !f.maxModelsSet {
+		f.maxModels = collector.MaxModelsFor(f.maxSeries)
+	}
+	derived := f.diagnosisOptions().WithDefaults() // the unset are still 0
+	if !f.diagMaxIncSet {
+		f.diagMaxIncident = derived.MaxIncident
+	}
+	if !f.diagLookbackSet {
+		f.diagLookback = derived.BaselineLookback
+	}
 }
 
 // newApp declares every flag, filling f when the application parses.
