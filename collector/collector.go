@@ -46,10 +46,12 @@ type Config struct {
 	// set no limit.
 	LabelLimits exposition.LabelLimits
 	// MaxSeries bounds the series the history keeps; 0 means no bound.
-	// DefaultMaxSeries admits every page DefaultMaxBodyBytes admits.
+	// MaxSeriesFor(MaxBodyBytes) admits every page of a few models
+	// MaxBodyBytes admits.
 	MaxSeries int
 	// MaxModels bounds the model_name values whose state is kept across
 	// scrapes (windows, idle times, the diagnosis); 0 means no bound.
+	// MaxModelsFor(MaxSeries) is the most MaxSeries admits.
 	MaxModels int
 	Windows   []time.Duration
 	// SLOs are the latency targets of vllm_derived_slo_attainment_ratio;
@@ -103,7 +105,19 @@ const DefaultMaxBodyBytes = 4 << 20
 // fixtures 02 and 04) and data-parallel vLLM V1 pages 407 to 445 (the demo
 // upstream, 110 kept series an engine with its NIXL histograms, ~107 engines in 4 MiB), so a page
 // within the size limit is never cut by the series limit.
-const DefaultMaxSeries = DefaultMaxBodyBytes / 256
+const DefaultMaxSeries = DefaultMaxBodyBytes / PageBytesPerSeries
+
+// PageBytesPerSeries is the page bytes a kept series is given room for:
+// the densest pages measured print one per 252 to 259 bytes.
+const PageBytesPerSeries = 256
+
+// MaxSeriesFor is MaxSeries' default for a body limit, DefaultMaxSeries at
+// DefaultMaxBodyBytes: one series per PageBytesPerSeries, so that a page of
+// a few models the limit admits is kept whole (cmd's --history.max-series
+// left unset follows --vllm.max-body-bytes with it).
+func MaxSeriesFor(maxBodyBytes int64) int {
+	return int(maxBodyBytes / PageBytesPerSeries)
+}
 
 // Collector owns the scrape loop and the prepared output.
 type Collector struct {

@@ -34,6 +34,15 @@ const ModelSeries = modelSeries
 // measured at the worst of them (e2e's TestManyModelsFitTheContainer).
 const DefaultMaxModels = DefaultMaxSeries / modelSeries
 
+// MaxModelsFor is MaxModels' default for a series bound, DefaultMaxModels
+// at DefaultMaxSeries: the most models it admits, each taking modelSeries,
+// and no bound (0) for none (cmd's --history.max-models left unset follows
+// --history.max-series with it). Below modelSeries it is 0 too: the
+// series bound then admits no model.
+func MaxModelsFor(maxSeries int) int {
+	return maxSeries / modelSeries
+}
+
 // modelCap decides which models the sidecar keeps state for: at most max
 // model_name values (series without one, the server's, are always kept),
 // those it admitted before first, then the page's in name order while

@@ -456,3 +456,19 @@ func TestModelCapSamePageMatchesCounting(t *testing.T) {
 		t.Fatalf("%d of 600 pages were taken as the last one's: the test would not test it", fast)
 	}
 }
+
+// TestBoundsForTheirLimits: the bounds' defaults are what MaxSeriesFor and
+// MaxModelsFor give at the default limits (cmd derives the bounds left
+// unset from the limits given with them), and no series bound is no model
+// bound.
+func TestBoundsForTheirLimits(t *testing.T) {
+	if got := MaxSeriesFor(DefaultMaxBodyBytes); got != DefaultMaxSeries {
+		t.Errorf("MaxSeriesFor(%d) = %d, DefaultMaxSeries %d", DefaultMaxBodyBytes, got, DefaultMaxSeries)
+	}
+	if got := MaxModelsFor(DefaultMaxSeries); got != DefaultMaxModels {
+		t.Errorf("MaxModelsFor(%d) = %d, DefaultMaxModels %d", DefaultMaxSeries, got, DefaultMaxModels)
+	}
+	if got := MaxModelsFor(0); got != 0 {
+		t.Errorf("MaxModelsFor(0) = %d, want 0 (no bound)", got)
+	}
+}

@@ -49,8 +49,10 @@ const (
 )
 
 // Options configure a Diagnoser. New reads a field left 0 as its default
-// (the Default constants); Check reads every field as given, 0 included, so
-// a caller whose 0 is a value (a flag) checks its options with Check first.
+// (the Default constants; MaxIncident's and BaselineLookback's follow the
+// windows), as WithDefaults does; Check reads every field as given, 0
+// included, so a caller whose 0 is a value (a flag) checks its options with
+// Check first.
 type Options struct {
 	Window    time.Duration // the recent window
 	Baseline  time.Duration // the window before it, compared against
@@ -77,8 +79,10 @@ type Options struct {
 	SLO SLO
 }
 
-// withDefaults fills the options left 0 with their defaults.
-func (opts Options) withDefaults() Options {
+// WithDefaults fills the options left 0 with their defaults, as New does:
+// a caller (cmd's flags) checks what New will run with, never restating how
+// a default follows from the windows.
+func (opts Options) WithDefaults() Options {
 	if opts.MinRequests == 0 {
 		opts.MinRequests = DefaultMinRequests
 	}
@@ -182,7 +186,7 @@ func (opts Options) Check() error {
 // New fills the options left 0 with their defaults, checks them and
 // returns a Diagnoser without history.
 func New(opts Options) (*Diagnoser, error) {
-	opts = opts.withDefaults()
+	opts = opts.WithDefaults()
 	if err := opts.Check(); err != nil {
 		return nil, err
 	}

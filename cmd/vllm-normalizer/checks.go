@@ -123,8 +123,8 @@ func (f *flags) checkDiagnosis() error {
 }
 
 // diagnosisOptions are the diagnosis' options from the flags, each one
-// given (the flags' defaults are the library's): none is left 0 for New to
-// fill.
+// given, 0 included, for Check to judge: the flags' defaults are the
+// library's, those that follow the windows filled by deriveUnset.
 func (f *flags) diagnosisOptions() diagnosis.Options {
 	return diagnosis.Options{Window: f.diagWindow, Baseline: f.diagBaseline, MinChange: f.diagMinChange, Interval: f.scrapeInterval,
 		MinRequests: diagnosis.DefaultMinRequests, Significance: f.diagSignificance, MaxIncident: f.diagMaxIncident, BaselineLookback: f.diagLookback,

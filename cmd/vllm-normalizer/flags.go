@@ -43,6 +43,8 @@ type flags struct {
 	labelLimits      exposition.LabelLimits
 	maxSeries        int
 	maxModels        int
+	maxSeriesSet     bool // given on the command line, else derived from the body limit
+	maxModelsSet     bool // given on the command line, else derived from the series bound
 	windows          []time.Duration
 	slos             derive.SLOTargets
 	legacyAliases    bool
@@ -76,6 +78,8 @@ type flags struct {
 	diagSignificance float64
 	diagMaxIncident  time.Duration
 	diagLookback     time.Duration
+	diagMaxIncSet    bool // given on the command line, else derived from the windows
+	diagLookbackSet  bool // given on the command line, else derived from the baseline
 	genai            genai.Options
 	otlpEndpoint     string
 	otlpView         string
@@ -94,6 +98,7 @@ func parseFlags(args []string, stdout, stderr io.Writer) (*flags, error) {
 	if err := wholeNumbers(app, args); err != nil {
 		return nil, err
 	}
+	f.deriveUnset()
 	if _, env := os.LookupEnv("GOMAXPROCS"); f.proxyListen != "" && !f.maxProcsSet && !env {
 		// The proxy's streams need more than one CPU (200 streams: 5x
 		// slower first byte on one); the default of one is for the scrape loop.
@@ -103,6 +108,26 @@ func parseFlags(args []string, stdout, stderr io.Writer) (*flags, error) {
 		return nil, err
 	}
 	return f, nil
+}
+
+// deriveUnset fills the flags left unset whose defaults follow other flags,
+// with what the libraries derive from the flags given, so that a default
+// never contradicts a flag given (a page the body limit admits is kept
+// whole; a longer baseline alone starts).
+func (f *flags) deriveUnset() {
+	if !f.maxSeriesSet {
+		f.maxSeries = collector.MaxSeriesFor(int64(f.maxBody))
+	}
+	if !f.maxModelsSet {
+		f.maxModels = collector.MaxModelsFor(f.maxSeries)
+	}
+	derived := f.diagnosisOptions().WithDefaults() // the unset are still 0
+	if !f.diagMaxIncSet {
+		f.diagMaxIncident = derived.MaxIncident
+	}
+	if !f.diagLookbackSet {
+		f.diagLookback = derived.BaselineLookback
+	}
 }
 
 // newApp declares every flag, filling f when the application parses.
@@ -141,10 +166,11 @@ func newApp(f *flags, stdout, stderr io.Writer) *kingpin.Application {
 		Default("0").IntVar(&f.queuedReqsCap)
 
 	// History and derived gauges.
-	app.Flag("history.max-series", "Most upstream series kept for the derived gauges, each model kept taking the room of "+strconv.Itoa(collector.ModelSeries)+" more for its own state (its diagnosis); the default admits every page of a few models --vllm.max-body-bytes admits. 0 means no limit.").
-		Default(strconv.Itoa(collector.DefaultMaxSeries)).IntVar(&f.maxSeries)
-	app.Flag("history.max-models", "Most model_name values whose state (windows, idle times, the diagnosis) is kept; models beyond have no derived gauges and no diagnosis. The default is the most --history.max-series' default admits. 0 means no limit.").
-		Default(strconv.Itoa(collector.DefaultMaxModels)).IntVar(&f.maxModels)
+	// No fixed defaults: left unset, each follows the limit before it.
+	app.Flag("history.max-series", "Most upstream series kept for the derived gauges, each model kept taking the room of "+strconv.Itoa(collector.ModelSeries)+" more for its own state (its diagnosis); default: one per "+strconv.Itoa(collector.PageBytesPerSeries)+" bytes of --vllm.max-body-bytes ("+strconv.Itoa(collector.DefaultMaxSeries)+" at its default), so that every page of a few models it admits is kept whole. 0 means no limit.").
+		PlaceHolder("SERIES").IsSetByUser(&f.maxSeriesSet).IntVar(&f.maxSeries)
+	app.Flag("history.max-models", "Most model_name values whose state (windows, idle times, the diagnosis) is kept; models beyond have no derived gauges and no diagnosis; default: the most --history.max-series admits, one per "+strconv.Itoa(collector.ModelSeries)+" series ("+strconv.Itoa(collector.DefaultMaxModels)+" at its default, no limit when it is 0). 0 means no limit.").
+		PlaceHolder("MODELS").IsSetByUser(&f.maxModelsSet).IntVar(&f.maxModels)
 	app.Flag("derive.window", "Window of the derived gauges, repeatable; each gives a window label.").
 		Default(durationStrings(derive.DefaultWindows())...).DurationListVar(&f.windows)
 	app.Flag("derive.legacy-labels", "Label latency quantiles quantile and SLO targets le, the names before q and target. Deprecated.").
@@ -205,10 +231,11 @@ func newApp(f *flags, stdout, stderr io.Writer) *kingpin.Application {
 		Default(strconv.FormatFloat(diagnosis.DefaultMinChange, 'g', -1, 64)).Float64Var(&f.diagMinChange)
 	app.Flag("diagnosis.significance", "Level at which a change must also be significant for the data each window holds (0.01 = 1 %).").
 		Default(strconv.FormatFloat(diagnosis.DefaultSignificance, 'g', -1, 64)).Float64Var(&f.diagSignificance)
-	app.Flag("diagnosis.max-incident", "Longest an incident stays open against its frozen baseline; then the new level becomes the baseline.").
-		Default(model.Duration(diagnosis.DefaultMaxIncident).String()).DurationVar(&f.diagMaxIncident)
-	app.Flag("diagnosis.baseline-lookback", "How far back the baseline may reach for time that was not in an incident (at least the baseline).").
-		Default(model.Duration(diagnosis.DefaultBaselineLookback).String()).DurationVar(&f.diagLookback)
+	// No fixed default: left unset, the diagnosis derives them from the windows given.
+	app.Flag("diagnosis.max-incident", "Longest an incident stays open against its frozen baseline; then the new level becomes the baseline. Longer than --diagnosis.window plus --diagnosis.baseline; default: the longer of "+model.Duration(diagnosis.DefaultMaxIncident).String()+" and twice that.").
+		PlaceHolder("DURATION").IsSetByUser(&f.diagMaxIncSet).DurationVar(&f.diagMaxIncident)
+	app.Flag("diagnosis.baseline-lookback", "How far back the baseline may reach for time that was not in an incident; at least --diagnosis.baseline; default: the longer of "+model.Duration(diagnosis.DefaultBaselineLookback).String()+" and --diagnosis.baseline.").
+		PlaceHolder("DURATION").IsSetByUser(&f.diagLookbackSet).DurationVar(&f.diagLookback)
 
 	// Demo.
 	app.Flag("demo", "Scrape a simulated vLLM started in-process, for trying without a GPU.").

@@ -25,8 +25,9 @@ import (
 )
 
 // readmeFlags returns docs/flags.md's flag tables: flag name -> the default
-// cell's values (backticked tokens; "off" is false, "none" is empty).
-func readmeFlags(t *testing.T) map[string][]string {
+// cell's values (backticked tokens; "off" is false, "none" is empty), and
+// for a cell saying "derived:" (no fixed default) the flag -> its tokens.
+func readmeFlags(t *testing.T) (defaults, derived map[string][]string) {
 	t.Helper()
 	b, err := os.ReadFile("../../docs/flags.md")
 	if err != nil {
@@ -34,7 +35,7 @@ func readmeFlags(t *testing.T) map[string][]string {
 	}
 	table := string(b)
 	tick := regexp.MustCompile("`([^`]*)`")
-	out := map[string][]string{}
+	out, derived := map[string][]string{}, map[string][]string{}
 	for line := range strings.SplitSeq(table, "\n") {
 		cells := strings.Split(line, "|")
 		if len(cells) < 4 || !strings.HasPrefix(strings.TrimSpace(cells[1]), "`--") {
@@ -47,10 +48,15 @@ func readmeFlags(t *testing.T) map[string][]string {
 		for _, m := range tick.FindAllStringSubmatch(cells[2], -1) {
 			defaults = append(defaults, m[1])
 		}
-		switch strings.TrimSpace(cells[2]) {
-		case "off":
+		switch cell := strings.TrimSpace(cells[2]); {
+		case cell == "off":
 			defaults = []string{"false"}
-		case "none":
+		case cell == "none":
+			defaults = []string{""}
+		case strings.Contains(cell, "derived:"):
+			for _, n := range names {
+				derived[n] = defaults
+			}
 			defaults = []string{""}
 		}
 		if len(names) > 1 && len(names) == len(defaults) {
@@ -67,13 +73,13 @@ func readmeFlags(t *testing.T) map[string][]string {
 	if len(out) < 10 {
 		t.Fatalf("read only %d flags from docs/flags.md's tables", len(out))
 	}
-	return out
+	return out, derived
 }
 
 // TestFlagTable: every flag of docs/flags.md exists with the
 // default it states, and every visible flag is in the table.
 func TestFlagTable(t *testing.T) {
-	doc := readmeFlags(t)
+	doc, derived := readmeFlags(t)
 	app := newApp(&flags{log: &promslog.Config{}}, io.Discard, io.Discard)
 	have := map[string][]string{}
 	for _, fl := range app.Model().Flags {
@@ -102,6 +108,23 @@ func TestFlagTable(t *testing.T) {
 		}
 		if !slices.Equal(got, want) {
 			t.Errorf("--%s: docs/flags.md says default %q, the flag has %q", name, want, got)
+		}
+	}
+	// A default derived from other flags is stated by --help, with the
+	// same values as docs/flags.md.
+	for name, tokens := range derived {
+		fl := app.GetFlag(name)
+		if fl == nil {
+			continue // reported above
+		}
+		help := fl.Model().Help
+		if !strings.Contains(help, "default: ") {
+			t.Errorf("--%s: docs/flags.md says its default is derived, --help %q does not say from what", name, help)
+		}
+		for _, tok := range tokens {
+			if !strings.Contains(help, tok) {
+				t.Errorf("--%s: docs/flags.md's derived default names %q, --help %q does not", name, tok, help)
+			}
 		}
 	}
 }
