@@ -773,6 +773,7 @@ type simTruth struct {
 	// free sums the seconds (their bins, oldest first in freeSecs) of the
 	// last baseline of time no claim's recent window covered
 	claimed  []bool
+	refusing []bool // the same polls': a symptom or admission named
 	free     [2][]float64
 	freeSecs [][2][]float64
 	// base is the baseline's p90s before the shift (judge)
@@ -930,26 +931,30 @@ func (tr *simTruth) observe(at time.Duration, engines []*simEngine) {
 	tr.qRecent = append(tr.qRecent, qr)
 }
 
-// claim records whether the poll just observed named a symptom, and says
-// whether its recent window truly moved: its exact TTFT or ITL p90 is at
-// least 1 + the minimum change times that of the time without a claim
-// before it (the last baseline of seconds that no claiming poll's recent
-// window covered, as the diagnosis' reference skips its incidents and is
-// frozen during one); or, where the claim was made from that latency's
-// exact mean (fromMean: its signal named or held the symptom), its exact
-// mean is, against the same time's.
-func (tr *simTruth) claim(claimed bool, fromMean [2]bool) {
+// claim records whether the poll just observed named a symptom (claimed)
+// and whether it named admission (refusing), and says whether its recent
+// window truly moved: its exact TTFT or ITL p90 is at least 1 + the minimum
+// change times that of the time without a claim before it (the last
+// baseline of seconds that no claiming poll's recent window covered, as the
+// diagnosis' reference skips its incidents and is frozen during one); or,
+// where the claim was made from that latency's exact mean (fromMean: its
+// signal named or held the symptom), its exact mean is, against the same
+// time's. The refusals' free time also skips the seconds a poll naming
+// admission covered, as the finding's own reference skips its episodes.
+func (tr *simTruth) claim(claimed, refusing bool, fromMean [2]bool) {
 	w, b := int(tr.window/time.Second), int(tr.baseline/time.Second)
 	if tr.free[0] == nil {
 		tr.free = [2][]float64{make([]float64, simTrueBins+1), make([]float64, simTrueBins+1)}
 	}
 	tr.claimed = append(tr.claimed, claimed)
+	tr.refusing = append(tr.refusing, claimed || refusing)
 	if len(tr.claimed) > w+1 {
-		tr.claimed = tr.claimed[1:]
+		tr.claimed, tr.refusing = tr.claimed[1:], tr.refusing[1:]
 	}
 	// the second leaving the recent window joins the free time unless a
 	// claiming poll's window covered it
-	if n := len(tr.ring); n == w+2 && !slices.Contains(tr.claimed, true) {
+	n := len(tr.ring)
+	if n == w+2 && !slices.Contains(tr.claimed, true) {
 		var sec [2][]float64
 		if len(tr.freeSecs) == b {
 			sec, tr.freeSecs = tr.freeSecs[0], tr.freeSecs[1:]
@@ -968,7 +973,10 @@ func (tr *simTruth) claim(claimed bool, fromMean [2]bool) {
 			}
 		}
 		tr.freeSecs = append(tr.freeSecs, sec)
-		// the refusals of the same second
+	}
+	// the refusals of the same second, unless a poll naming a symptom or
+	// admission covered it
+	if n == w+2 && !slices.Contains(tr.refusing, true) {
 		if len(tr.rFreeSecs) == b {
 			tr.rFree[0] -= tr.rFreeSecs[0][0]
 			tr.rFree[1] -= tr.rFreeSecs[0][1]
@@ -994,6 +1002,8 @@ func (tr *simTruth) claim(claimed bool, fromMean [2]bool) {
 			moved = moved || r[j] >= 1.25*simTrueQuantile(zero, tr.free[j], signalQuantile) ||
 				fromMean[j] && m[j] >= 1.25*simTrueMean(zero, tr.free[j])
 		}
+	}
+	if len(tr.rFreeSecs) >= MinBaselineWindows*w && len(tr.rlog) > w {
 		rMoved = refusedRose(tr.refusedRecent(len(tr.rlog)-1), tr.rFree)
 	}
 	tr.moved = append(tr.moved, moved)

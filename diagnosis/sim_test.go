@@ -582,7 +582,7 @@ func simulatePlan(pl simPlan) simRun {
 			traces = append(traces, line)
 		}
 		if pl.truth {
-			truth.claim(len(symptoms) > 0, fromMean)
+			truth.claim(len(symptoms) > 0, slices.Contains(causes, CauseAdmission), fromMean)
 		}
 		run.polls = append(run.polls, simPoll{at: at, causes: causes, symptoms: symptoms, ready: ready, queueingFirst: queueingFirst,
 			gapWindow: !ready && gapEnd >= 0 && at < gapEnd+window+2*time.Second})
