@@ -65,6 +65,9 @@ type Cause struct {
 	// baselined marks a topology finding judged against the baseline:
 	// outside an incident it freezes its own while it shows.
 	baselined bool
+	// hysteretic marks a baselined finding cleared through the hysteresis
+	// (HoldEvaluations), not as soon as its evidence is gone
+	hysteretic bool
 	// load marks a topology finding that is the load's, as the causes of
 	// the steps before the traffic's are: an incident naming it is loaded
 	// (incidentState.loaded), its end explaining the latency's return.
@@ -279,9 +282,12 @@ var causes = []Cause{
 		PromQL: "(max by (namespace, pod, model_name) (avg_over_time({requests_waiting}[1m])) >= 1) and (min by (namespace, pod, model_name) (avg_over_time({requests_waiting}[1m])) < 0.5)",
 		NoDemo: "the demo's ranks share one inflow; the simulator of diagnosis/sim_test.go has the scenario",
 		finding: func(ts *topoState, x *topoInput, e *topoEval, k int) {
-			ts.ranks(e, k, x.t, x.w, x.ru.minChange, x.alpha, x.holdAlpha, x.lifted[k])
+			ts.ranks(e, k, x.t, x.w, x.ru.minChange, x.alpha, x.holdAlpha, max(1, x.base.phi[dRank]), x.lifted[k])
 		},
-		signal: zImbalance, sentenceOf: rankSentence,
+		// judged against the reference's spread of the ranks: it freezes
+		// that reference while it holds, as the P/D findings do, but a
+		// starved rank's queue drains now and then: cleared as before
+		signal: zImbalance, sentenceOf: rankSentence, baselined: true, hysteretic: true,
 		// While the incident names queueing on the pod's own evidence, a
 		// draining queue is no burst of the pod ending.
 		gate: &gateRule{liftedBy: func(named *causeSet) bool { return named[kQueueing] }}},

@@ -252,6 +252,7 @@ func (d *Diagnoser) Observe(now time.Time, obs []Observation) []exposition.Famil
 		// fine point at or before it), and its baseline starts b before
 		// that: keep a coarse point at or before the earliest such start.
 		tr.coarse.prune(t - w - b - d.slack(d.fineRes))
+		tr.topo.pruneSlots(t-w-b-d.slack(d.fineRes), d.coarseRes)
 		tr.chart.prune(t - d.chartSpan)
 		for len(tr.gaps) > 0 && tr.gaps[0].to < t-w-b-d.slack(d.fineRes)-d.slack(d.coarseRes) {
 			tr.gaps = tr.gaps[1:]

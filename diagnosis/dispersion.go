@@ -178,6 +178,9 @@ func dispersions(tr *track, from, a *point, w int64, base *stats, keep bool) int
 		phi, lo, hi := pearson(subs, measureOf(i, base))
 		base.phi[i], base.subLo[i], base.subHi[i] = max(1, phi), lo, hi
 	}
+	if tr.topo.slots != nil {
+		base.phi[dRank] = tr.topo.rankSpread(r, ends, from.t, a.t)
+	}
 	if !base.phiSplit {
 		mergedRefusals(subs, HoldWindows, base)
 	}
@@ -503,6 +506,8 @@ func (m measure) get(s *subWindow) (x, n float64) {
 		return s.c[cRejections], s.c[cRejections] + s.started
 	case dStarted:
 		return s.started, s.seconds
+	case dRank:
+		return math.NaN(), 0 // not a ratio of counts: rankSpread measures it
 	}
 	return s.c[cPrefixHits], s.c[cPrefixQueries]
 }

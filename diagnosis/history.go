@@ -124,7 +124,7 @@ func (tr *track) observe(t int64, o *Observation) {
 	tr.lastT = t
 	tr.server = o.Server
 	tr.missing = missingInputs(o)
-	tr.topo.observe(t, o, tr.fine.res)
+	tr.topo.observe(t, o, tr.fine.res, tr.coarse.res)
 }
 
 // Which histogram of a point.

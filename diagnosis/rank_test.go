@@ -17,10 +17,10 @@ func rankWindow(run0, run1 float64, waiting func(s int) float64) topoEval {
 	var t int64
 	for s := 0; s <= 10; s++ {
 		t = int64(s) * res
-		ts.observe(t, &Observation{Engines: []EngineLoad{{Engine: "0", Running: run0}, {Engine: "1", Running: run1, Waiting: waiting(s)}}}, res)
+		ts.observe(t, &Observation{Engines: []EngineLoad{{Engine: "0", Running: run0}, {Engine: "1", Running: run1, Waiting: waiting(s)}}}, res, res)
 	}
 	var e topoEval
-	ts.ranks(&e, 0, t, w, 0.25, 0.01/4, 0.01, false)
+	ts.ranks(&e, 0, t, w, 0.25, 0.01/4, 0.01, 1, false)
 	return e
 }
 
@@ -117,5 +117,64 @@ func TestRankNamedBesideNamedQueueing(t *testing.T) {
 		if got := values(fams, FamilyCause, "cause"); got[CauseRankImbalance] == 1 && got[CauseQueueing] != 1 {
 			t.Fatalf("causes %v %d s after rank 0's queue was gone: rank_imbalance, named on a draining queue beside queueing, outlived it", active(got), k+1)
 		}
+	}
+}
+
+// TestRankTurnsQueueingNotNamed: the pod's ranks take turns queueing, one
+// minute in three, 40 waiting on the queueing rank while the other runs 3
+// with none waiting (sessions that stay on their rank, its prefix cache
+// holding their context: the self-exciting simulator at 80-90 %), the
+// latency flat. That is the pod's normal, shown all through its reference:
+// rank_imbalance is not named. Then the router sends everything to rank 0
+// for fifteen minutes, longer than the baseline, its queue of 150 far
+// beyond the turns': named, and kept named while it lasts, the reference it
+// was named against frozen. On main the turns named rank_imbalance.
+func TestRankTurnsQueueingNotNamed(t *testing.T) {
+	d, err := New(testOpts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := newPod()
+	i := 0
+	var fams []exposition.Family
+	tick := func(engines []EngineLoad) map[string]float64 {
+		s := healthy
+		s.running, s.waiting = 0, 0
+		for _, e := range engines {
+			s.running, s.waiting = s.running+e.Running, s.waiting+e.Waiting
+		}
+		o := p.tick(s)
+		o.Engines = engines
+		fams = d.Observe(t0.Add(time.Duration(i)*time.Second), []Observation{o})
+		i++
+		return values(fams, FamilyCause, "cause")
+	}
+	named := 0
+	for k := range 36 * 60 {
+		cycle, at := k/180, k%180
+		e := []EngineLoad{{Engine: "0", Running: 4}, {Engine: "1", Running: 4}}
+		if at < 60 {
+			e[cycle%2] = EngineLoad{Engine: e[cycle%2].Engine, Running: 5, Waiting: 40}
+			e[1-cycle%2].Running = 3
+		}
+		if got := tick(e); got[CauseRankImbalance] == 1 && k >= 12*60 {
+			named++
+		}
+	}
+	if named > 0 {
+		t.Errorf("rank_imbalance named in %d of the 24 minutes' polls where the ranks took turns queueing as they did all through the reference", named)
+	}
+	first := -1
+	for k := range 15 * 60 {
+		got := tick([]EngineLoad{{Engine: "0", Running: 8, Waiting: 150}, {Engine: "1"}})
+		switch {
+		case got[CauseRankImbalance] == 1 && first < 0:
+			first = k
+		case got[CauseRankImbalance] != 1 && first >= 0:
+			t.Fatalf("rank_imbalance named %d s after rank 0 took all the requests, cleared %d s after, the skew still there", first+1, k+1)
+		}
+	}
+	if first < 0 || first > 60 {
+		t.Errorf("rank_imbalance first named %d s after rank 0 took all the requests with 150 waiting, want within the recent window", first+1)
 	}
 }

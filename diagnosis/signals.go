@@ -32,10 +32,13 @@ const (
 	// share of attempts refused at admission (dRefused), a topology
 	// signal whose refusals come in the pod's bursts (a queue at its cap),
 	// and the requests started per second (dStarted), the arrivals the
-	// pod's bursts brought that its baseline served without a queue
-	numDispersed   = numSignals + 2
+	// pod's bursts brought that its baseline served without a queue, and
+	// the ranks' spread (dRank, rankSpread), whose sticky sessions keep one
+	// rank queueing for minutes as the pod's normal
+	numDispersed   = numSignals + 3
 	dRefused       = numSignals
 	dStarted       = numSignals + 1
+	dRank          = numSignals + 2
 	signalQuantile = 0.9
 	nanosPerSecond = 1e9
 )

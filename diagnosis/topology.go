@@ -77,6 +77,15 @@ type topoState struct {
 	// snaps keeps one snapshot per fine slot over the recent window, and
 	// the newest at or before its start.
 	snaps []rankSnap
+	// slots sum each rank's requests in the system over each coarse slot
+	// of the baseline, for the reference's spread of the ranks
+	// (rankSpread); nil for a model that never showed two ranks
+	slots     []rankSlot
+	rankNames []string // the ranks slots index
+	seen      []bool   // scratch of observe
+	// scratch of rankSpread
+	sums  []float64
+	pairs [][5]float64
 	hyst  [maxCauses]hysteresis // of the findings' records
 	// Outside an incident, a change found by a baseline-based finding
 	// freezes its own baseline until it clears, as an incident does.
@@ -129,7 +138,18 @@ func (ts *topoState) lifted(k int) bool {
 	return r != nil && r.liftedBy(&ts.named)
 }
 
-func (ts *topoState) observe(t int64, o *Observation, res int64) {
+// rankSlot is one coarse slot's scrapes: how many, and each rank's running
+// plus waiting summed over them (by topoState.rankNames, NaN for a rank
+// missing from one of them or absent).
+type rankSlot struct {
+	slot int64
+	n    int32
+	sum  []float32
+}
+
+// observe keeps the latest snapshot of the fine slot (res) and adds the
+// ranks' loads to the coarse slot's sums (coarse).
+func (ts *topoState) observe(t int64, o *Observation, res, coarse int64) {
 	ts.role = o.Role
 	ts.xferSeen = validHistogram(o.KVTransferTime)
 	ts.failSeen = !math.IsNaN(o.KVTransferFailures) && !math.IsInf(o.KVTransferFailures, 0)
@@ -144,6 +164,7 @@ func (ts *topoState) observe(t int64, o *Observation, res int64) {
 		}
 	}
 	ts.engines = len(loads)
+	ts.addSlot(t, loads, coarse)
 	s := rankSnap{t: t, loads: loads}
 	switch n := len(ts.snaps); {
 	case n > 0 && slotOf(t, res) == slotOf(ts.snaps[n-1].t, res):
@@ -159,6 +180,143 @@ func (ts *topoState) observe(t int64, o *Observation, res int64) {
 	default:
 		ts.snaps = append(ts.snaps, s)
 	}
+}
+
+// addSlot adds one scrape's loads to its coarse slot's sums.
+func (ts *topoState) addSlot(t int64, loads []EngineLoad, res int64) {
+	if len(loads) < 2 && ts.slots == nil {
+		return // a model of one rank keeps none
+	}
+	k := slotOf(t, res)
+	if n := len(ts.slots); n == 0 || ts.slots[n-1].slot != k {
+		ts.slots = append(ts.slots, rankSlot{slot: k, sum: make([]float32, len(ts.rankNames))})
+	}
+	s := &ts.slots[len(ts.slots)-1]
+	ts.seen = append(ts.seen[:0], make([]bool, len(ts.rankNames))...)
+	for _, l := range loads {
+		i := slices.Index(ts.rankNames, l.Engine)
+		if i < 0 {
+			i = len(ts.rankNames)
+			ts.rankNames = append(ts.rankNames, l.Engine)
+			ts.seen = append(ts.seen, false)
+		}
+		for len(s.sum) <= i {
+			v := float32(0)
+			if s.n > 0 {
+				v = float32(math.NaN()) // absent from the slot's earlier scrapes
+			}
+			s.sum = append(s.sum, v)
+		}
+		s.sum[i] += float32(l.Running + l.Waiting)
+		ts.seen[i] = true
+	}
+	for i := range s.sum {
+		if !ts.seen[i] {
+			s.sum[i] = float32(math.NaN())
+		}
+	}
+	s.n++
+}
+
+// pruneSlots drops the coarse slots before cut's.
+func (ts *topoState) pruneSlots(cut, res int64) {
+	k := slotOf(cut, res)
+	i := 0
+	for i < len(ts.slots) && ts.slots[i].slot < k {
+		i++
+	}
+	if i > 0 {
+		ts.slots = slices.Delete(ts.slots, 0, i)
+	}
+}
+
+// rankSpread is the reference's spread of the ranks' loads, over its
+// sub-windows (ends, as dispersions reads them from the coarse ring r,
+// fromT and aT the times of its fromEnd and aEnd; those within a coarse
+// slot read the whole slots after and before them): each sub-window's mean
+// running plus waiting per rank, and for each pair of ranks present all
+// along it the difference d = a - b, whose variance is a + b when the
+// requests spread evenly and independently (the rank test's null).
+// Pearson's χ² of d about the pair's mean over the sub-windows, over its
+// degrees of freedom, floored at 1, is the factor the rank test is widened
+// by, as the signals' tests are by theirs: ranks that take turns queueing
+// spread d far beyond a + b, while a rank starved all along keeps d
+// steady and its imbalance is tested as before. DefaultDispersion with
+// fewer than MinDispersionWindows sub-windows.
+func (ts *topoState) rankSpread(r *ring, ends [][2]int, fromT, aT int64) float64 {
+	e := len(ts.rankNames)
+	// per pair: sub-windows, Σd, Σd²/s, Σd/s, Σ1/s
+	acc := ts.pairs[:0]
+	for range e * (e - 1) / 2 {
+		acc = append(acc, [5]float64{})
+	}
+	ts.pairs = acc
+	sum := ts.sums[:0]
+	k := 0
+	for _, en := range ends {
+		s0, s1 := slotOf(fromT, r.res)+1, slotOf(aT, r.res)-1
+		if en[0] >= 0 {
+			s0 = slotOf(r.pts[en[0]], r.res) + 1
+		}
+		if en[1] >= 0 {
+			s1 = slotOf(r.pts[en[1]], r.res)
+		}
+		i, _ := slices.BinarySearchFunc(ts.slots, s0, func(s rankSlot, k int64) int { return compareInt(s.slot, k) })
+		sum = append(sum[:0], make([]float64, e)...)
+		n := 0.0
+		for ; i < len(ts.slots) && ts.slots[i].slot <= s1; i++ {
+			s := &ts.slots[i]
+			for j := range sum {
+				v := math.NaN()
+				if j < len(s.sum) {
+					v = float64(s.sum[j])
+				}
+				sum[j] += v
+			}
+			n += float64(s.n)
+		}
+		if n == 0 {
+			continue
+		}
+		used, p := false, 0
+		for a := range sum {
+			for b := a + 1; b < e; b, p = b+1, p+1 {
+				x, y := sum[a]/n, sum[b]/n
+				if !(x+y > 0) {
+					continue
+				}
+				d, q := x-y, &acc[p]
+				q[0], q[1], q[2], q[3], q[4] = q[0]+1, q[1]+d, q[2]+d*d/(x+y), q[3]+d/(x+y), q[4]+1/(x+y)
+				used = true
+			}
+		}
+		if used {
+			k++
+		}
+	}
+	ts.sums = sum
+	chi2, df := 0.0, 0.0
+	for _, q := range acc {
+		if q[0] < 2 {
+			continue
+		}
+		m := q[1] / q[0]
+		chi2, df = chi2+q[2]-2*m*q[3]+m*m*q[4], df+q[0]-1
+	}
+	if k < MinDispersionWindows || !(df > 0) {
+		return DefaultDispersion
+	}
+	return max(1, chi2/df)
+}
+
+func compareInt(a, b int64) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
 }
 
 // prune drops the snapshots before the newest one at or before cut.
@@ -194,7 +352,13 @@ type topoEval struct {
 // the queueing rank's share is Binomial(n, 1/2). The test takes the window
 // means, not the sum over scrapes (a queue persists from one scrape to the
 // next), and is exact for the few requests of small ranks.
-func (ts *topoState) ranks(e *topoEval, k int, t, w int64, minChange, alpha, holdAlpha float64, lifted bool) {
+//
+// The pod's own reference widens it: a pod whose sessions stay on their
+// rank (its prefix cache holds their context) has one rank queueing for
+// minutes every few minutes, as its normal. Both window means are divided
+// by phi, the reference's spread of the ranks (rankSpread), as the
+// signals' tests are widened by their dispersion.
+func (ts *topoState) ranks(e *topoEval, k int, t, w int64, minChange, alpha, holdAlpha, phi float64, lifted bool) {
 	e.recent[zImbalance] = math.NaN()
 	if len(ts.snaps) == 0 || ts.snaps[0].t > t-w {
 		return
@@ -268,7 +432,7 @@ func (ts *topoState) ranks(e *topoEval, k int, t, w int64, minChange, alpha, hol
 			if j == q || j.wait >= rankIdle || j.r > (1-minChange)*q.r {
 				continue
 			}
-			lq, lj := math.Round(q.r+q.wait), math.Round(j.r+j.wait)
+			lq, lj := math.Round((q.r+q.wait)/phi), math.Round((j.r+j.wait)/phi)
 			p := binomialTail(int(lq+lj), int(lq), 0.5, +1)
 			if !(p >= e.p[zImbalance]) {
 				e.p[zImbalance] = p
@@ -544,7 +708,7 @@ func (ts *topoState) step(d *Diagnoser, tr *track, t int64, now *point, recent, 
 		raw := e.strict[k]
 		if ts.hyst[k].on {
 			raw = e.hold[k]
-			if !raw && causes[k].baselined {
+			if !raw && causes[k].baselined && !causes[k].hysteretic {
 				// held by its own evidence against the baseline, at the
 				// undivided α, and cleared as soon as that is gone, as the
 				// incident's causes are: not HoldEvaluations later (the

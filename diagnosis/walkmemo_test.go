@@ -244,6 +244,17 @@ func refDispersions(tr *track, from, a *point, w int64, base *stats) int {
 		base.phiSplit = true
 	}
 	var subs []subWindow
+	var ends [][2]int // as dispersions reads them, for the ranks' spread
+	idx := func(p *point) int {
+		switch p {
+		case from:
+			return fromEnd
+		case a:
+			return aEnd
+		}
+		i, _ := slices.BinarySearch(tr.coarse.pts, p.t)
+		return i
+	}
 	atOrBefore := tr.coarse.walk().atOrBefore
 	prev := atOrBefore(a.t - int64(k)*w)
 	if prev == nil || prev.t < from.t {
@@ -258,6 +269,7 @@ func refDispersions(tr *track, from, a *point, w int64, base *stats) int {
 			continue
 		}
 		if float64(tr.unobserved(prev.t, end.t)) <= MaxUnobserved*float64(end.t-prev.t) {
+			ends = append(ends, [2]int{idx(prev), idx(end)})
 			if sw, ok := refSubWindowOf(tr, prev, end, base); ok {
 				subs = append(subs, sw)
 			}
@@ -270,6 +282,9 @@ func refDispersions(tr *track, from, a *point, w int64, base *stats) int {
 	for i := range numDispersed {
 		phi, lo, hi := pearson(subs, measureOf(i, base))
 		base.phi[i], base.subLo[i], base.subHi[i] = max(1, phi), lo, hi
+	}
+	if tr.topo.slots != nil {
+		base.phi[dRank] = tr.topo.rankSpread(&tr.coarse, ends, from.t, a.t)
 	}
 	if !base.phiSplit {
 		mergedRefusals(subs, HoldWindows, base)
