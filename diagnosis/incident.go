@@ -411,7 +411,7 @@ func (in *incidentState) step(t, w, b int64, ev, naming, lenient, long *evaluati
 		return
 	}
 	// Held with no symptom by the batch's own evidence (keepsBatched).
-	if !anyTrue(sym[:]) && t-in.start >= HoldWindows*w && t-in.start < maxIncident && in.keepsBatched(was, &prev, lenient) {
+	if !anyTrue(sym[:]) && in.aged(t, w, kBatchGrowth) && t-in.start < maxIncident && in.keepsBatched(was, &prev, lenient) {
 		in.uncausedSince = -1
 		return
 	}
@@ -463,6 +463,24 @@ func (in *incidentState) step(t, w, b int64, ev, naming, lenient, long *evaluati
 		// becomes the baseline.
 		*in = incidentState{adopted: true, adoptedAt: t, adoptedOf: in.start, uncausedSince: -1}
 	}
+}
+
+// aged says whether the incident is at least HoldWindows recent windows
+// old, or resumed an old one from cause k's probation (from, not young): a
+// resumed incident is as old as the one it resumed (probationRule), so a
+// hold that keeps the pod's bursts out does not wait again (bursty seed
+// 12's batch_growth, resumed with the batch 1.7x, ended at the ITL mean's
+// first dip under 1.25x and was resumed and ended every other second).
+func (in *incidentState) aged(t, w int64, k int) bool {
+	if t-in.start >= HoldWindows*w {
+		return true
+	}
+	for i, c := range probationCauses {
+		if p := &in.probations[i]; c == k && p.from && !p.young {
+			return true
+		}
+	}
+	return false
 }
 
 // currentRef says whether the frozen reference is current enough for a
