@@ -447,6 +447,10 @@ type simPoll struct {
 	// against the baseline's rate before the shift and beyond the count the
 	// pod's own bursts reach (simTruth.preemptUp)
 	truePreemptUp bool
+	// trueBatchUp: with a plan's truth, after the shift, the pod's mean
+	// batch over the recent window truly grew by the minimum change
+	// against the baseline's before the shift (simTruth.batchUp)
+	trueBatchUp bool
 	// gapWindow: the poll is not ready within a recent window (and a
 	// scrape) of the end of a gap in the scrapes, which the diagnosis
 	// does not judge (the window is under-observed).
@@ -612,6 +616,7 @@ func simulatePlan(pl simPlan) simRun {
 			run.polls[i].trueQueueUp = truth.queueUp(i)
 			run.polls[i].refusedMoved = truth.rMoved[i]
 			run.polls[i].truePreemptUp = truth.preemptUp(i)
+			run.polls[i].trueBatchUp = truth.batchUp(i)
 		}
 	}
 	for i := range run.polls {
@@ -722,8 +727,9 @@ func simExpected(sc string) []string {
 // symptom the scenario's own rule (right, or exactly simExpected) judges
 // the other causes. Where only the refusals moved, the others must be ones
 // the shift truly brings: its own cause (an overload's is queueing), a
-// traffic cause (exact means), queueing where the requests truly waited,
-// preemptions in an overload.
+// traffic cause (exact means), queueing where the requests truly waited
+// or a rate shift's batch did not truly grow (an overload at the cache),
+// preemptions in an overload or where they truly rose.
 func (r *simRun) rightAt(p *simPoll) bool {
 	adm := slices.Contains(p.causes, CauseAdmission)
 	if adm && !p.refusedUp {
@@ -737,7 +743,8 @@ func (r *simRun) rightAt(p *simPoll) bool {
 		}
 		for _, c := range q.causes {
 			ok := slices.Contains(simExpected(r.scenario), c) || c == r.named || slices.Contains(simTrafficCauses, c) ||
-				c == CauseQueueing && p.trueQueueUp || c == CausePreemptions && (r.scenario == simOverload || r.scenario == simRelapse || p.truePreemptUp)
+				c == CauseQueueing && (p.trueQueueUp || r.scenario == CauseBatchGrowth && !p.trueBatchUp) ||
+				c == CausePreemptions && (r.scenario == simOverload || r.scenario == simRelapse || p.truePreemptUp)
 			if !ok {
 				return false
 			}
