@@ -532,6 +532,7 @@ func (d *Diagnoser) diagnose(m string, tr *track, t int64) ModelReport {
 		for _, f := range tr.frees() {
 			d.follow(tr, f, before, a, now, t)
 		}
+		d.resume(tr, now)
 		d.lull(tr, &recent, ref, &lenient, now, t)
 		tr.topo.named = causeSet{}
 		for k := range causes {
@@ -565,6 +566,7 @@ func (d *Diagnoser) diagnose(m string, tr *track, t int64) ModelReport {
 		}
 	} else {
 		tr.topo.reset()
+		d.stall(tr, mr.Readiness.State, &ev, &recent, ref, a)
 	}
 	topoOn := tr.topo.on()
 	if in.adopted && t-in.adoptedAt > w+b {

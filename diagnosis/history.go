@@ -89,6 +89,7 @@ type track struct {
 	inc           incidentState
 	free          incidentFree // the incident-free time (baseline.go)
 	findings      findingTime  // the topology findings' own reference time (baseline.go)
+	stalled       bool         // the incident-free time closed at a stall (Diagnoser.stall)
 	topo          topoState
 }
 

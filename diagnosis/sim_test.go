@@ -442,6 +442,15 @@ type simPoll struct {
 	// with a plan's truth, it rose so against the time without a claim
 	// before the recent window (simTruth.claim), as trueMoved for latency
 	refusedUp, refusedBeyond, refusedMoved bool
+	// truePreemptUp: with a plan's truth, after the shift, the pod's
+	// preemptions in the recent window truly rose: by the minimum change
+	// against the baseline's rate before the shift and beyond the count the
+	// pod's own bursts reach (simTruth.preemptUp)
+	truePreemptUp bool
+	// trueBatchUp: with a plan's truth, after the shift, the pod's mean
+	// batch over the recent window truly grew by the minimum change
+	// against the baseline's before the shift (simTruth.batchUp)
+	trueBatchUp bool
 	// gapWindow: the poll is not ready within a recent window (and a
 	// scrape) of the end of a gap in the scrapes, which the diagnosis
 	// does not judge (the window is under-observed).
@@ -606,6 +615,8 @@ func simulatePlan(pl simPlan) simRun {
 			run.polls[i].trueSymptom, run.polls[i].trueMoved, run.polls[i].bucketShown = s, truth.moved[i], shown[i]
 			run.polls[i].trueQueueUp = truth.queueUp(i)
 			run.polls[i].refusedMoved = truth.rMoved[i]
+			run.polls[i].truePreemptUp = truth.preemptUp(i)
+			run.polls[i].trueBatchUp = truth.batchUp(i)
 		}
 	}
 	for i := range run.polls {
@@ -688,7 +699,7 @@ type simResult struct {
 	falseShare       float64       // steady polls naming anything
 	firstNamed       time.Duration // after the shift; -1 never
 	cleared          time.Duration // after the load returned, from when nothing is named to the end; -1 never
-	preemptionBlamed int           // polls naming preemptions where there are only background ones
+	preemptionBlamed int           // polls naming preemptions where there are only background ones (none truly rose: truePreemptUp)
 	notJudged        int           // incident polls not ready after a gap in the scrapes, not counted in wrongShare
 	// incidentPolls are the incident's polls judged (from window + 15 s);
 	// truePolls those of them with a true latency symptom (all without a
@@ -716,8 +727,9 @@ func simExpected(sc string) []string {
 // symptom the scenario's own rule (right, or exactly simExpected) judges
 // the other causes. Where only the refusals moved, the others must be ones
 // the shift truly brings: its own cause (an overload's is queueing), a
-// traffic cause (exact means), queueing where the requests truly waited,
-// preemptions in an overload.
+// traffic cause (exact means), queueing where the requests truly waited
+// or a rate shift's batch did not truly grow (an overload at the cache),
+// preemptions in an overload or where they truly rose.
 func (r *simRun) rightAt(p *simPoll) bool {
 	adm := slices.Contains(p.causes, CauseAdmission)
 	if adm && !p.refusedUp {
@@ -731,7 +743,8 @@ func (r *simRun) rightAt(p *simPoll) bool {
 		}
 		for _, c := range q.causes {
 			ok := slices.Contains(simExpected(r.scenario), c) || c == r.named || slices.Contains(simTrafficCauses, c) ||
-				c == CauseQueueing && p.trueQueueUp || c == CausePreemptions && (r.scenario == simOverload || r.scenario == simRelapse)
+				c == CauseQueueing && (p.trueQueueUp || r.scenario == CauseBatchGrowth && !p.trueBatchUp) ||
+				c == CausePreemptions && (r.scenario == simOverload || r.scenario == simRelapse || p.truePreemptUp)
 			if !ok {
 				return false
 			}
@@ -753,7 +766,7 @@ func (r *simRun) result() simResult {
 	wrong, n := 0, 0
 	lastNamed := time.Duration(-1)
 	for _, p := range r.polls {
-		if r.scenario != CausePreemptions && slices.Contains(p.causes, CausePreemptions) {
+		if r.scenario != CausePreemptions && slices.Contains(p.causes, CausePreemptions) && !p.truePreemptUp {
 			res.preemptionBlamed++
 		}
 		if strings.HasPrefix(r.scenario, "steady") {
