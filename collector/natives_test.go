@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/prometheus/common/model"
 
@@ -43,8 +44,15 @@ func TestNativeNamesKeepNativeValues(t *testing.T) {
 			}
 			printed := printedValues(exposition.DropCreated(fams))
 			up := serveFile(t, file)
-			c := newTestCollector(t, up.URL+"/metrics", newFakeClock(), nil)
+			c := newTestCollector(t, up.URL+"/metrics", newFakeClock(), func(cfg *Config) {
+				// a static page: the fake interval leaves a busy machine's
+				// -race run the real timeout's room (CI timed out at 1 s)
+				cfg.Interval, cfg.Timeout = 15*time.Second, 15*time.Second
+			})
 			c.ScrapeOnce(context.Background())
+			if c.lastReason != "" {
+				t.Fatalf("the scrape failed: %s", c.lastReason)
+			}
 			full := get(t, c.MetricsHandler(), "/metrics", nil).Body.Bytes()
 			for k := range samplesOf(t, full) {
 				if strings.HasPrefix(k, `{__name__="vllm_normalizer_upstream_info"`) {
