@@ -406,7 +406,7 @@ func (in *incidentState) step(t, w, b int64, ev, naming, lenient, long *evaluati
 		return
 	}
 	// Held with no symptom by the queue's own evidence (keepsQueued).
-	if !anyTrue(sym[:]) && t-in.start >= HoldWindows*w && t-in.start < maxIncident && in.keepsQueued(was, &prev, ev, lenient) {
+	if !anyTrue(sym[:]) && in.aged(t, w, kQueueing) && t-in.start < maxIncident && in.keepsQueued(was, &prev, ev, lenient) {
 		in.uncausedSince = -1
 		return
 	}
@@ -435,6 +435,12 @@ func (in *incidentState) step(t, w, b int64, ev, naming, lenient, long *evaluati
 			probSym = in.lullSym // held with no symptom: those it was named for
 		}
 		start, inc := in.start, in.probations
+		// a resumed incident is as old as the one it resumed, for every
+		// probation alike (queueing's too: a short resumed overload left none)
+		var aged [maxProbations]bool
+		for i, k := range probationCauses {
+			aged[i] = in.aged(t, w, k)
+		}
 		*in = incidentState{ended: true, endedAt: t, endStart: in.start, endedCauses: prev, endedSym: probSym, uncausedSince: -1,
 			adopted: in.adopted, adoptedAt: in.adoptedAt, adoptedOf: in.adoptedOf,
 			lull: lull, lullSym: was, chainStart: in.chainStart, lullPeak: in.peak, loaded: in.loaded}
@@ -442,7 +448,7 @@ func (in *incidentState) step(t, w, b int64, ev, naming, lenient, long *evaluati
 			r, e, p := causes[k].probation, &inc[i], &in.probations[i]
 			// named, or (waits) opened in the probation and not resumed
 			named := prev[k] || r.lastHeld && e.held || e.on
-			old := t-start >= r.age*w || r.young && e.from && !e.young
+			old := t-start >= r.age*w || aged[i]
 			p.sym, p.on = probSym, named && (old || r.young)
 			p.young = p.on && !old
 			switch {
@@ -579,7 +585,7 @@ func (in *incidentState) keepsQuiet(was [numSymptoms]bool, prev *causeSet, lenie
 // bursty simulator, seed 4, every missed poll of queueing, 14.6 %, and of
 // the overload, 11.9 %, was such a resumption). Every other cause clears;
 // the caller holds only an incident at least HoldWindows recent windows
-// old (a burst of the steady pod is not held). The waiting requests' rise
+// old, or resumed from an old one (aged): a burst of the steady pod is not held. The waiting requests' rise
 // must be significant at the level a symptom is named at (ev.alpha), the
 // range check aside: at 90 % of capacity (seed 2) requests waited 4.4
 // times a reference whose queue the pod had long left, at p = 0.009, the

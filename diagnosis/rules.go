@@ -322,7 +322,8 @@ func (e *evaluation) cacheFull() bool {
 // naming is e (the lenient evaluation) as a cause of a named symptom is
 // named on: each signal at the undivided level and beyond the baseline's
 // bursts; preemptions at the strict evaluation's share and aborts at its
-// level (their share has no sub-windows' range).
+// level (their share has no sub-windows' range). Its caller splits the queue
+// again (splitQueue) at that queueShare: memory's part names at m, not m/4.
 func (e *evaluation) naming(strict *evaluation) evaluation {
 	out := *e
 	out.preemptionShare, out.queueShare, out.abortsUp = strict.preemptionShare, strict.queueShare, strict.abortsUp
