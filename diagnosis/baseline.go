@@ -456,12 +456,8 @@ func (tr *track) frees() []*incidentFree {
 // preemptions 0.3x, unexplained (the self-exciting simulator at 65 %,
 // seed 1; at 90 % its queue was as long before the cut, 276 waiting). A
 // quiet pod, its queue empty or shorter, keeps its time as before.
-func (d *Diagnoser) stall(tr *track, state string, ev *evaluation, recent, ref *stats, a *point) {
-	if state != ReadyLowTraffic || tr.inc.open || a == nil || !(ref.requests >= d.opts.MinRequests) {
-		return
-	}
-	slower := poissonRates(recent.requests, recent.seconds, ref.requests, ref.seconds, -1) <= d.rules.alpha
-	if !slower || !(recent.v[sWaiting] > 0) || ev.ratio[sWaiting] < 1/(1+d.opts.MinChange) {
+func (d *Diagnoser) stall(tr *track, stalled bool, a *point) {
+	if !stalled || tr.inc.open {
 		return
 	}
 	for _, f := range tr.frees() {
@@ -472,6 +468,17 @@ func (d *Diagnoser) stall(tr *track, state string, ev *evaluation, recent, ref *
 		d.closeStretch(f)
 	}
 	tr.stalled = true
+}
+
+// stalled says whether the pod stalls (stall): too_little_traffic with
+// the finished requests' rate down significantly against the reference's
+// and requests waiting, not fewer by the minimum change.
+func (d *Diagnoser) stalled(state string, ev *evaluation, recent, ref *stats, a *point) bool {
+	if state != ReadyLowTraffic || a == nil || !(ref.requests >= d.opts.MinRequests) {
+		return false
+	}
+	slower := poissonRates(recent.requests, recent.seconds, ref.requests, ref.seconds, -1) <= d.rules.alpha
+	return slower && recent.v[sWaiting] > 0 && !(ev.ratio[sWaiting] < 1/(1+d.opts.MinChange))
 }
 
 // resume starts the incident-free time again, on probation, at the first

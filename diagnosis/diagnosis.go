@@ -473,7 +473,7 @@ func (d *Diagnoser) diagnose(m string, tr *track, t int64) ModelReport {
 	var refStart, refEnd int64
 	var stretches int
 	var ref *stats
-	freeOK, frozen, starved := false, false, false
+	freeOK, frozen, starved, holding := false, false, false, false
 	if in.open {
 		// a copy: the incident's end or adoption below resets in.base,
 		// and this evaluation still reports against it
@@ -566,7 +566,16 @@ func (d *Diagnoser) diagnose(m string, tr *track, t int64) ModelReport {
 		}
 	} else {
 		tr.topo.reset()
-		d.stall(tr, mr.Readiness.State, &ev, &recent, ref, a)
+		stalled := d.stalled(mr.Readiness.State, &ev, &recent, ref, a)
+		d.stall(tr, stalled, a)
+		mr.Readiness.Stall = stalled
+		// An incident whose requests stop finishing while requests wait has
+		// not ended: its verdict is held, not judged again, until the stall
+		// ends or the incident outlives the maximum.
+		holding = stalled && in.open && in.named && (!in.thin || in.shown) && t-in.start < int64(d.opts.MaxIncident)
+		if stalled {
+			mr.Readiness.Message += stallNote(&recent, holding)
+		}
 	}
 	topoOn := tr.topo.on()
 	if in.adopted && t-in.adoptedAt > w+b {
@@ -589,7 +598,7 @@ func (d *Diagnoser) diagnose(m string, tr *track, t int64) ModelReport {
 	var named causeSet
 	// an incident on a starved reference names nothing until a symptom
 	// shows at its dispersion's upper bound (starved)
-	reported := in.open && in.named && (!in.thin || in.shown)
+	reported := in.open && in.named && (!in.thin || in.shown) && (ready || holding)
 	if reported {
 		for y := range sym {
 			sym[y] = in.sym[y].on
@@ -599,7 +608,7 @@ func (d *Diagnoser) diagnose(m string, tr *track, t int64) ModelReport {
 		}
 	}
 	var held *evaluation
-	if reported {
+	if reported && ready {
 		held = &lenient
 	}
 	if anyTrue(topoOn[:]) {
@@ -625,10 +634,10 @@ func (d *Diagnoser) diagnose(m string, tr *track, t int64) ModelReport {
 		ev.memoryShown = max(ev.memoryShown, ev.memoryFullShown)
 	}
 	share := explains(&recent, ref, &ev, sym, &named)
-	mr.fill(ready, &ev, held, sym, named, &share, &recent, ref)
+	mr.fill(ready, reported, &ev, held, sym, named, &share, &recent, ref)
 	mr.fillTopology(ready, &tr.topo, topoOn)
 	mr.Readiness.Topology = d.topoNotes(&tr.topo)
-	if reported && ready {
+	if reported {
 		mr.Incident = d.incidentReport(in, t, &mr)
 	}
 
@@ -737,9 +746,9 @@ func (d *Diagnoser) families(rep *Report) []exposition.Family {
 	ratio := exposition.Family{Name: FamilyChangeRatio, Type: model.MetricTypeGauge,
 		Help: "Diagnosis: a signal over the recent window divided by the same signal over the baseline (frozen during an incident), per model with engines collapsed. +Inf: up from 0. Absent when not ready or without a ratio (both 0)."}
 	symptom := exposition.Family{Name: FamilySymptom, Type: model.MetricTypeGauge,
-		Help: "Diagnosis: 1 while the incident's symptom holds (ttft_up, itl_up: the 90th percentile or the exact mean, sum over count, rose significantly by the minimum change; throughput_down: fewer tokens per second without fewer requests running), else 0. Absent when not ready."}
+		Help: "Diagnosis: 1 while the incident's symptom holds (ttft_up, itl_up: the 90th percentile or the exact mean, sum over count, rose significantly by the minimum change; throughput_down: fewer tokens per second without fewer requests running), else 0. Absent when not ready, except while an incident is held through a stall (ready 0): its symptoms as named before the stall."}
 	cause := exposition.Family{Name: FamilyCause, Type: model.MetricTypeGauge,
-		Help: "Diagnosis: 1 while the incident's cause holds, else 0; the topology causes (rank_imbalance, kv_transfer_slow, kv_transfer_failures, prefill_saturated, admission) also without an incident; unexplained = a symptom with none of the others (look at parallelism and hardware). Absent when not ready. See docs/diagnosis.md for each rule."}
+		Help: "Diagnosis: 1 while the incident's cause holds, else 0; the topology causes (rank_imbalance, kv_transfer_slow, kv_transfer_failures, prefill_saturated, admission) also without an incident; unexplained = a symptom with none of the others (look at parallelism and hardware). Absent when not ready, except while an incident is held through a stall (ready 0, requests waiting and too few finishing): its causes as named before the stall. See docs/diagnosis.md for each rule."}
 	ready := exposition.Family{Name: FamilyReady, Type: model.MetricTypeGauge,
 		Help: "Diagnosis: 1 when both windows are covered, the server prints the inputs and traffic suffices, else 0; /api/v1/diagnosis says why."}
 	incident := exposition.Family{Name: FamilyIncident, Type: model.MetricTypeGauge,
@@ -776,6 +785,15 @@ func (d *Diagnoser) families(rep *Report) []exposition.Family {
 		}
 		add(&incident, "", "", age)
 		if !mr.EnoughData {
+			if mr.Incident != nil && mr.Incident.Held != "" {
+				// held through a stall: the incident's record, no ratio
+				for _, f := range mr.Symptoms {
+					add(&symptom, "symptom", f.Name, boolValue(f.Active))
+				}
+				for _, f := range mr.Causes {
+					add(&cause, "cause", f.Name, boolValue(f.Active))
+				}
+			}
 			continue
 		}
 		for _, st := range mr.Steps {

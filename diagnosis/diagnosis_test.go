@@ -342,14 +342,15 @@ func TestTooLittleData(t *testing.T) {
 	})
 	t.Run("too few requests recently", func(t *testing.T) {
 		// 19 requests in the recent window (one every 3 s, about), a
-		// doubled TTFT: nothing is claimed.
+		// doubled TTFT, nothing waiting: nothing is claimed (with requests
+		// waiting it is a stall, TestIncidentHeldThroughStall).
 		var secs []second
 		for range 640 {
 			secs = append(secs, healthy)
 		}
 		for i := range 61 {
 			s := healthy
-			s.requests, s.ttft = 0, 0.3
+			s.requests, s.ttft, s.waiting = 0, 0.3, 0
 			if i%3 == 0 && i < 57 {
 				s.requests = 1
 			}

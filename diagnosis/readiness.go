@@ -123,6 +123,19 @@ func (d *Diagnoser) readiness(tr *track, t int64, covered bool, recent, base *st
 	return r
 }
 
+// HeldStall is Incident.Held while the incident is held through a stall.
+const HeldStall = "stall"
+
+// stallNote is what the readiness message adds during a stall: why it is
+// no quiet pod, and whether the incident is held through it.
+func stallNote(recent *stats, held bool) string {
+	s := fmt.Sprintf(" This is a stall, not a quiet pod: fewer requests finish than in the baseline while %s wait.", formatNumber(finite(recent.v[sWaiting])))
+	if held {
+		s += " The incident open before it is held, not judged again, until the stall ends."
+	}
+	return s
+}
+
 func roundDuration(seconds float64) string {
 	d := time.Duration(math.Ceil(seconds)) * time.Second
 	if d == 0 {
@@ -173,6 +186,11 @@ func (d *Diagnoser) incidentReport(in *incidentState, t int64, mr *ModelReport) 
 	}
 	if len(parts) > 0 {
 		what = strings.Join(parts, "; ")
+	}
+	if !mr.EnoughData {
+		// held through a stall (Diagnoser.stalled): nothing judged again
+		inc.Held = HeldStall
+		what = "held through a stall: the pod finishes too few requests to judge while requests wait, so the causes named before it stand until it ends"
 	}
 	inc.Sentence = fmt.Sprintf("Since %s (%s): %s.", start.UTC().Format("15:04:05"),
 		roundDuration(inc.Seconds), upperFirst(what))

@@ -109,6 +109,9 @@ type Readiness struct {
 	// Topology says which topology findings (ranks, prefill/decode) the
 	// page cannot feed, and why.
 	Topology []string `json:"topology,omitempty"`
+	// Stall: too_little_traffic because the pod stopped finishing
+	// requests while requests wait (Diagnoser.stalled), not a quiet pod.
+	Stall bool `json:"stall,omitempty"`
 }
 
 // Incident is a change that holds against the frozen baseline.
@@ -117,6 +120,9 @@ type Incident struct {
 	Seconds  float64   `json:"seconds"`
 	Sentence string    `json:"sentence"`
 	Causes   []Action  `json:"causes"`
+	// Held is "stall" while the incident is held through a stall: its
+	// symptoms and causes are those named before it, not judged again.
+	Held string `json:"held,omitempty"`
 }
 
 // Action is what a cause means and what to do about it.
@@ -275,7 +281,10 @@ var hurts = [numSignals]Change{sTTFT: ChangeUp, sITL: ChangeUp, sGenTPS: ChangeD
 // named are the causes and topology findings named, by record. During an
 // incident, held is the lenient evaluation: a signal that holds the
 // incident is marked bad while it does; nil otherwise.
-func (mr *ModelReport) fill(ready bool, ev, held *evaluation, sym [numSymptoms]bool, named causeSet, share *[maxCauses]float64, recent, base *stats) {
+//
+// reported says the incident's symptoms and causes are reported: judged
+// when ready, else held through a stall (the incident's record, no share).
+func (mr *ModelReport) fill(ready, reported bool, ev, held *evaluation, sym [numSymptoms]bool, named causeSet, share *[maxCauses]float64, recent, base *stats) {
 	// Every slice at its final length: growing them was half of fill's
 	// CPU (BenchmarkScrapeCycle's profile).
 	mr.Symptoms, mr.Causes, mr.share = make([]Finding, 0, len(symptomNames)), make([]Finding, 0, len(causes)), *share
@@ -292,11 +301,11 @@ func (mr *ModelReport) fill(ready bool, ev, held *evaluation, sym [numSymptoms]b
 		return &nums[len(nums)-1]
 	}
 	for i, n := range symptomNames {
-		mr.Symptoms = append(mr.Symptoms, Finding{Name: n, Active: ready && sym[i]})
+		mr.Symptoms = append(mr.Symptoms, Finding{Name: n, Active: (ready || reported) && sym[i]})
 	}
 	for k := range causes {
-		f := Finding{Name: causes[k].Name, Active: ready && named[k]}
-		if f.Active {
+		f := Finding{Name: causes[k].Name, Active: (ready || reported) && named[k]}
+		if f.Active && ready {
 			f.Explains = finite(math.Min(share[k], 1))
 		}
 		mr.Causes = append(mr.Causes, f)
