@@ -285,16 +285,7 @@ func TestBatchResumedAtTheHoldLevel(t *testing.T) {
 	strictITL.change[sITL], strictITL.symptoms[yITL] = ChangeUp, true
 	var ref stats
 	const w, b = 10, 50
-	// an incident named batch_growth on itl_up from 0 to 25 (over the
-	// probation's length, under the hold's age: it ends with its symptom)
-	in := incidentState{uncausedSince: -1}
-	in.open, in.named, in.start, in.base = true, true, 0, &ref
-	in.sym[yITL], in.cause[kBatchGrowth] = hysteresis{on: true}, hysteresis{on: true}
-	in.step(25, w, b, &quiet, &quiet, &quiet, nil, nil, &ref, 0, 0, 1<<60)
-	if in.open || !in.batched() {
-		t.Fatalf("after the steps came back: open %v, batched %v, want ended on probation", in.open, in.batched())
-	}
-	ended := in
+	ended := batchEndedOnProbation(t, &ref, w, b)
 	for _, c := range []struct {
 		name      string
 		strict    *evaluation
@@ -354,14 +345,7 @@ func TestBatchReopenedAtOnceBesideItsProbation(t *testing.T) {
 	itlAlone.change[sITL], itlAlone.symptoms[yITL] = ChangeUp, true
 	var ref stats
 	const w, b = 10, 50
-	in := incidentState{uncausedSince: -1}
-	in.open, in.named, in.start, in.base = true, true, 0, &ref
-	in.sym[yITL], in.cause[kBatchGrowth] = hysteresis{on: true}, hysteresis{on: true}
-	in.step(25, w, b, &quiet, &quiet, &quiet, nil, nil, &ref, 0, 0, 1<<60)
-	if in.open || !in.batched() {
-		t.Fatalf("after the steps came back: open %v, batched %v, want ended on probation", in.open, in.batched())
-	}
-	ended := in
+	ended := batchEndedOnProbation(t, &ref, w, b)
 	for _, c := range []struct {
 		name      string
 		probation bool // on at the opening
@@ -594,4 +578,20 @@ func flatEvaluation() evaluation {
 	}
 	e.enough = true
 	return e
+}
+
+// batchEndedOnProbation is an incident that named batch_growth on itl_up
+// from 0 and ended at 25 s (over the probation's length, under the hold's
+// age: it ends with its symptom), the calm on the batch's probation.
+func batchEndedOnProbation(t *testing.T, ref *stats, w, b int64) incidentState {
+	t.Helper()
+	quiet := flatEvaluation()
+	in := incidentState{uncausedSince: -1}
+	in.open, in.named, in.start, in.base = true, true, 0, ref
+	in.sym[yITL], in.cause[kBatchGrowth] = hysteresis{on: true}, hysteresis{on: true}
+	in.step(25, w, b, &quiet, &quiet, &quiet, nil, nil, ref, 0, 0, 1<<60)
+	if in.open || !in.batched() {
+		t.Fatalf("after the steps came back: open %v, batched %v, want ended on probation", in.open, in.batched())
+	}
+	return in
 }
