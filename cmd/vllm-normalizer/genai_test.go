@@ -12,7 +12,6 @@ import (
 
 	"github.com/fos-study/vllm-normalizer/collector"
 	"github.com/fos-study/vllm-normalizer/diagnosis"
-	"github.com/fos-study/vllm-normalizer/mapping"
 )
 
 func TestGenAIFlagChecks(t *testing.T) {
@@ -66,14 +65,7 @@ func TestGenAIView(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cat, err := mapping.LoadCatalogue()
-	if err != nil {
-		t.Fatal(err)
-	}
-	m, err := mapping.New(cat, mapping.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	m := testMapper(t)
 	diag, err := diagnosis.New(f.diagnosisOptions())
 	if err != nil {
 		t.Fatal(err)

@@ -13,7 +13,6 @@ import (
 
 	"github.com/fos-study/vllm-normalizer/collector"
 	"github.com/fos-study/vllm-normalizer/demo"
-	"github.com/fos-study/vllm-normalizer/mapping"
 )
 
 // The history's bounds left unset follow the limits given (the series
@@ -70,14 +69,7 @@ func TestRaisedBodyLimitKeepsItsPage(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cat, err := mapping.LoadCatalogue()
-	if err != nil {
-		t.Fatal(err)
-	}
-	m, err := mapping.New(cat, mapping.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	m := testMapper(t)
 	cfg := f.collectorConfig()
 	cfg.Mapper, cfg.Registry, cfg.Now = m, prometheus.NewRegistry(), clock
 	coll, err := collector.New(cfg)

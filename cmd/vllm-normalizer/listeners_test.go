@@ -13,7 +13,6 @@ import (
 
 	"github.com/fos-study/vllm-normalizer/collector"
 	"github.com/fos-study/vllm-normalizer/diagnosis"
-	"github.com/fos-study/vllm-normalizer/mapping"
 )
 
 func TestListenerFlagChecks(t *testing.T) {
@@ -85,14 +84,7 @@ func TestProxyUpstreamDefault(t *testing.T) {
 func TestRoutingMux(t *testing.T) {
 	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, smallPage) }))
 	defer up.Close()
-	cat, err := mapping.LoadCatalogue()
-	if err != nil {
-		t.Fatal(err)
-	}
-	m, err := mapping.New(cat, mapping.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	m := testMapper(t)
 	f, err := parseFlags([]string{"--web.routing-listen-address=:9401", "--proxy.listen-address=:8001"}, io.Discard, io.Discard)
 	if err != nil {
 		t.Fatal(err)

@@ -230,14 +230,7 @@ func TestPathFlags(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cat, err := mapping.LoadCatalogue()
-	if err != nil {
-		t.Fatal(err)
-	}
-	m, err := mapping.New(cat, mapping.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	m := testMapper(t)
 	diag, err := diagnosis.New(f.diagnosisOptions())
 	if err != nil {
 		t.Fatal(err)
@@ -365,4 +358,19 @@ func TestReservedPaths(t *testing.T) {
 			t.Errorf("%s is not served", p)
 		}
 	}
+}
+
+// testMapper is the built-in catalogue's mapper with the default options,
+// as the command builds it without --mapping.config.
+func testMapper(t *testing.T) *mapping.Mapper {
+	t.Helper()
+	cat, err := mapping.LoadCatalogue()
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := mapping.New(cat, mapping.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
 }

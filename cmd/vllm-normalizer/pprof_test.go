@@ -14,20 +14,12 @@ import (
 
 	"github.com/fos-study/vllm-normalizer/collector"
 	"github.com/fos-study/vllm-normalizer/diagnosis"
-	"github.com/fos-study/vllm-normalizer/mapping"
 )
 
 // landingMux is the main mux of a sidecar started with args.
 func landingMux(t *testing.T, args ...string) http.Handler {
 	t.Helper()
-	cat, err := mapping.LoadCatalogue()
-	if err != nil {
-		t.Fatal(err)
-	}
-	m, err := mapping.New(cat, mapping.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	m := testMapper(t)
 	f, err := parseFlags(args, io.Discard, io.Discard)
 	if err != nil {
 		t.Fatal(err)
