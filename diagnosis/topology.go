@@ -1,6 +1,7 @@
 package diagnosis
 
 import (
+	"cmp"
 	"fmt"
 	"math"
 	"slices"
@@ -192,7 +193,8 @@ func (ts *topoState) addSlot(t int64, loads []EngineLoad, res int64) {
 		ts.slots = append(ts.slots, rankSlot{slot: k, sum: make([]float32, len(ts.rankNames))})
 	}
 	s := &ts.slots[len(ts.slots)-1]
-	ts.seen = append(ts.seen[:0], make([]bool, len(ts.rankNames))...)
+	ts.seen = slices.Grow(ts.seen[:0], len(ts.rankNames))[:len(ts.rankNames)]
+	clear(ts.seen)
 	for _, l := range loads {
 		i := slices.Index(ts.rankNames, l.Engine)
 		if i < 0 {
@@ -261,8 +263,9 @@ func (ts *topoState) rankSpread(r *ring, ends [][2]int, fromT, aT int64) float64
 		if en[1] >= 0 {
 			s1 = slotOf(r.pts[en[1]], r.res)
 		}
-		i, _ := slices.BinarySearchFunc(ts.slots, s0, func(s rankSlot, k int64) int { return compareInt(s.slot, k) })
-		sum = append(sum[:0], make([]float64, e)...)
+		i, _ := slices.BinarySearchFunc(ts.slots, s0, func(s rankSlot, k int64) int { return cmp.Compare(s.slot, k) })
+		sum = slices.Grow(sum[:0], e)[:e]
+		clear(sum)
 		n := 0.0
 		for ; i < len(ts.slots) && ts.slots[i].slot <= s1; i++ {
 			s := &ts.slots[i]
@@ -307,16 +310,6 @@ func (ts *topoState) rankSpread(r *ring, ends [][2]int, fromT, aT int64) float64
 		return DefaultDispersion
 	}
 	return max(1, chi2/df)
-}
-
-func compareInt(a, b int64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 // prune drops the snapshots before the newest one at or before cut.
