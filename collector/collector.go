@@ -529,6 +529,9 @@ func (c *Collector) scrape(ctx context.Context, sent time.Time) (*scrapeResult, 
 			d.Forget(m)
 		}
 	}
+	if d := c.cfg.Diagnosis; d != nil {
+		d.SetLeftOut(slices.Collect(maps.Keys(leftOut)), c.leftOutReason())
+	}
 	c.metrics.set(c.metrics.historyModels, float64(c.models.Len()))
 	c.metrics.set(c.metrics.modelsLeftOut, float64(len(leftOut)))
 

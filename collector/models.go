@@ -1,8 +1,10 @@
 package collector
 
 import (
+	"fmt"
 	"maps"
 	"slices"
+	"strings"
 
 	"github.com/prometheus/prometheus/model/labels"
 
@@ -212,3 +214,16 @@ func (m *modelCap) forget(gone []string) []string {
 
 // Len is the number of models admitted.
 func (m *modelCap) Len() int { return len(m.admitted) }
+
+// leftOutReason is why the diagnosis has no verdict for a model modelCap
+// left out: the bounds that can bite (0 is none) and the flags that set them.
+func (c *Collector) leftOutReason() string {
+	var bounds []string
+	if c.cfg.MaxModels > 0 {
+		bounds = append(bounds, fmt.Sprintf("at most %d models (--history.max-models)", c.cfg.MaxModels))
+	}
+	if c.cfg.MaxSeries > 0 {
+		bounds = append(bounds, fmt.Sprintf("%d history series, %d a model beside its own (--history.max-series)", c.cfg.MaxSeries, modelSeries))
+	}
+	return "the sidecar keeps state for " + strings.Join(bounds, " and ") + "; raise the bound or give the other models a sidecar of their own"
+}

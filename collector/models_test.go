@@ -2,6 +2,7 @@ package collector
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"maps"
 	"math/rand/v2"
@@ -94,6 +95,26 @@ func TestModelCapAllOrNothing(t *testing.T) {
 	if fmt.Sprint(diagnosed) != fmt.Sprint([]string{model(0), model(1), model(2), model(3)}) {
 		t.Errorf("the diagnosis holds %v, want the 4 admitted models", diagnosed)
 	}
+	// The JSON and the page say which models have no diagnosis and why,
+	// where a missing model used to look like one gone from the page.
+	var api struct {
+		LeftOut *struct {
+			Count  int      `json:"count"`
+			Models []string `json:"models"`
+			Reason string   `json:"reason"`
+		} `json:"models_left_out"`
+	}
+	if err := json.Unmarshal(get(t, d.APIHandler(), "/api/v1/diagnosis", nil).Body.Bytes(), &api); err != nil {
+		t.Fatal(err)
+	}
+	if lo := api.LeftOut; lo == nil || lo.Count != 2 || fmt.Sprint(lo.Models) != fmt.Sprint([]string{model(4), model(5)}) ||
+		!strings.Contains(lo.Reason, "at most 4 models (--history.max-models)") {
+		t.Errorf("models_left_out = %+v; want models 4 and 5, and the bound of 4 models that left them out", lo)
+	}
+	if body := get(t, d.PageHandler(), "/diagnosis", nil).Body.String(); !strings.Contains(body, `id="models-left-out">2 models on the page have no diagnosis`) ||
+		!strings.Contains(body, model(5)) {
+		t.Errorf("the page does not say models 4 and 5 have no diagnosis")
+	}
 	// New models in front do not take the admitted ones' places.
 	from.Store(-2) // models -2 and -1 sort first
 	n.Store(8)
@@ -119,6 +140,9 @@ func TestModelCapAllOrNothing(t *testing.T) {
 		if m.Model == model(0) || m.Model == model(1) {
 			t.Errorf("the diagnosis still holds %s, which gave its place up", m.Model)
 		}
+	}
+	if lo := d.Report().ModelsLeftOut; lo != nil {
+		t.Errorf("models_left_out = %+v with every model on the page admitted; want none", lo)
 	}
 }
 

@@ -141,6 +141,8 @@ type Diagnoser struct {
 	// gauges are the label sets the last scrape's gauges had, in the
 	// order families adds them: mostly the same every scrape.
 	gauges [gaugeFamilies]gaugeMemo
+	// leftOut is what SetLeftOut last said, for the next observation.
+	leftOut *LeftOut
 }
 
 // Check rejects options as given, a 0 included where it is no valid value,
@@ -240,6 +242,7 @@ func (d *Diagnoser) Observe(now time.Time, obs []Observation) []exposition.Famil
 	}
 	w, b := int64(d.opts.Window), int64(d.opts.Baseline)
 	rep := d.emptyReport(now, StatusOK)
+	rep.ModelsLeftOut = d.leftOut
 	models := make([]string, 0, len(d.tracks))
 	for m, tr := range d.tracks {
 		if t-tr.lastT > w+b {
@@ -270,6 +273,20 @@ func (d *Diagnoser) Observe(now time.Time, obs []Observation) []exposition.Famil
 	}
 	d.report, d.view, d.lastT = rep, nil, t
 	return d.families(rep)
+}
+
+// SetLeftOut tells the diagnosis which models of the page the caller
+// keeps no state for (none when models is empty), and why; the next
+// observation's report lists them. models need not be sorted.
+func (d *Diagnoser) SetLeftOut(models []string, reason string) {
+	var lo *LeftOut
+	if len(models) > 0 {
+		listed := slices.Sorted(slices.Values(models))
+		lo = &LeftOut{Count: len(models), Models: listed[:min(len(listed), MaxListedLeftOut)], Reason: reason}
+	}
+	d.mu.Lock()
+	d.leftOut = lo
+	d.mu.Unlock()
 }
 
 // Forget drops all the diagnosis keeps of model, as when it has been off

@@ -27,7 +27,24 @@ type Report struct {
 	// ChartsLeftOut is how many models are listed without their charts,
 	// beyond MaxChartedModels.
 	ChartsLeftOut int `json:"charts_left_out,omitempty"`
+	// ModelsLeftOut are the models on the page the sidecar keeps no
+	// state for, so has no diagnosis of (SetLeftOut); nil when none.
+	ModelsLeftOut *LeftOut `json:"models_left_out,omitempty"`
 }
+
+// LeftOut says which models have no diagnosis because the caller keeps no
+// state for them, and why: a model missing from Models is otherwise
+// indistinguishable from one that left the page.
+type LeftOut struct {
+	Count int `json:"count"`
+	// Models are the first MaxListedLeftOut of them, in name order.
+	Models []string `json:"models"`
+	Reason string   `json:"reason"`
+}
+
+// MaxListedLeftOut is the most left-out models a report names: a pod of
+// thousands of models over the bound would otherwise answer them all.
+const MaxListedLeftOut = 16
 
 // SLOReport is the targets the recent percentiles are compared with.
 type SLOReport struct {
