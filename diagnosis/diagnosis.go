@@ -582,7 +582,14 @@ func (d *Diagnoser) diagnose(m string, tr *track, t int64) ModelReport {
 			}
 		}
 	} else {
-		tr.topo.reset()
+		if in.open && in.named {
+			// kept with the incident's own verdict, and held by their
+			// evidence once ready again (the self-exciting rank_imbalance
+			// at 50 %, seed 3: named again 2 polls after queueing)
+			tr.topo.keep()
+		} else {
+			tr.topo.reset()
+		}
 		stalled := d.stalled(mr.Readiness.State, &ev, &recent, ref, a)
 		d.stall(tr, stalled, a)
 		mr.Readiness.Stall = stalled
@@ -594,7 +601,10 @@ func (d *Diagnoser) diagnose(m string, tr *track, t int64) ModelReport {
 			mr.Readiness.Message += stallNote(&recent, holding)
 		}
 	}
-	topoOn := tr.topo.on()
+	var topoOn causeSet
+	if ready {
+		topoOn = tr.topo.on() // kept through a gap, not shown while not ready
+	}
 	if in.adopted && t-in.adoptedAt > w+b {
 		in.adopted = false // the page said so for a baseline's length
 	}

@@ -106,6 +106,9 @@ type topoState struct {
 	// named: the causes the model's incident names (set by the caller
 	// before step), which may lift a finding's gate (Cause.gate).
 	named causeSet
+	// kept: the findings were kept through a time not ready (keep); the
+	// next evaluation holds them by their evidence only
+	kept  bool
 	gates [maxCauses]gate // of the findings' records with a gate rule
 }
 
@@ -701,7 +704,9 @@ func (ts *topoState) step(d *Diagnoser, tr *track, t int64, now *point, recent, 
 		raw := e.strict[k]
 		if ts.hyst[k].on {
 			raw = e.hold[k]
-			if !raw && causes[k].baselined && !causes[k].hysteretic {
+			// kept through a time not ready, a finding whose evidence is
+			// gone clears at once: its hysteresis is from before the gap
+			if !raw && (ts.kept || causes[k].baselined && !causes[k].hysteretic) {
 				// held by its own evidence against the baseline, at the
 				// undivided α, and cleared as soon as that is gone, as the
 				// incident's causes are: not HoldEvaluations later (the
@@ -742,7 +747,7 @@ func (ts *topoState) step(d *Diagnoser, tr *track, t int64, now *point, recent, 
 	default:
 		ts.calm = 0
 	}
-	ts.last = e
+	ts.last, ts.kept = e, false
 }
 
 // baselinedOn says whether a finding judged against the baseline is named.
@@ -772,6 +777,10 @@ func (ts *topoState) reset() {
 	ts.hyst = [maxCauses]hysteresis{}
 	ts.gates = [maxCauses]gate{}
 }
+
+// keep keeps the findings through a time not ready, as an open named
+// incident keeps its verdict: judged again by their evidence once ready.
+func (ts *topoState) keep() { ts.kept = true }
 
 func rankWord(names []string) string {
 	if len(names) == 1 {
