@@ -343,8 +343,13 @@ func (in *incidentState) step(t, w, b int64, ev, naming, lenient, long *evaluati
 	// (cacheFull), on the TTFT its queue moves: the memory limit they
 	// showed is still there between two of them (seed 7's KV cut: no
 	// preemption in 10 s at 0.94 of the cache, 18.6 times the baseline,
-	// and queueing was named alone). Never named on it.
-	if in.cause[kPreemptions].on && lenient.cacheFull() && (sym[yTTFT] || !sym[yITL] && sym[yThroughput]) {
+	// and queueing was named alone). Never named on it, and only while
+	// the windows it is held by still show that limit (memoryHeld).
+	span := lenient
+	if long != nil {
+		span = long
+	}
+	if in.cause[kPreemptions].on && lenient.cacheFull() && span.memoryHeld() && (sym[yTTFT] || !sym[yITL] && sym[yThroughput]) {
 		hold[kPreemptions] = true
 	}
 	named, explained := false, false

@@ -108,6 +108,13 @@ type evaluation struct {
 	// A rare event's count in one window says little: no preemption in
 	// 10 s after 10 in the 20 s before is chance (p = 0.017).
 	preemptsFit bool
+	// cacheShrank: each running request holds more of the KV cache than
+	// its tokens account for by the minimum change (kvPerRequest), with
+	// the usage's rise or the batch's fall significant at e's level and
+	// beyond every sub-window: the cache admits fewer requests of the same
+	// length, as a cut does, not as longer prompts filling it do (the
+	// self-exciting cut: the batch 0.03x, the usage within the pod's own).
+	cacheShrank bool
 	// queued: queueing shown at the strict level, its queue time alone
 	// (1 + m)² times the baseline's TTFT p90 (ledBy): it leads TTFT as a
 	// traffic cause leads its symptom, and in the probation after an
@@ -203,6 +210,8 @@ func (ru *rules) evaluate(recent, base *stats) evaluation {
 		e.tokensPerStartUp = r >= b*(1+ru.minChange)
 	}
 	e.batchBeyondWork = e.ratio[sRunning] >= (1+ru.minChange)*workGrowth(&e, recent, base)
+	e.cacheShrank = (e.change[sKV] == ChangeUp && e.outside[sKV] || e.change[sRunning] == ChangeDown && e.outside[sRunning]) &&
+		kvPerRequest(&e, recent, base) >= 1+ru.minChange
 	e.preemptionShare, e.queueShare, e.alpha, e.holdAlpha = ru.preemptionShare, ru.queueShare, ru.alpha, ru.clearAlpha
 	if n := firstPositive(recent.started, recent.requests); n > 0 && recent.seconds > 0 && base.seconds > 0 {
 		excess := recent.c[cPreemptions] - base.c[cPreemptions]*recent.seconds/base.seconds
@@ -317,6 +326,36 @@ func (ru *rules) abortsRose(recent, base *stats) (up, beyond bool) {
 // Without a KV or running gauge (ChangeUnknown) it is false.
 func (e *evaluation) cacheFull() bool {
 	return e.change[sKV] == ChangeUp && e.change[sWaiting] == ChangeUp && e.change[sRunning] != ChangeUp && e.change[sRunning] != ChangeUnknown
+}
+
+// memoryHeld says whether e, over the windows a named cause is held by,
+// still shows the memory limit preemptions were named for, at e's level
+// and beyond every sub-window of the baseline (the pod's own bursts): the
+// preemptions themselves, or a cache that shrank (cacheShrank). A full
+// cache alone is no such evidence: longer prompts fill it too (the
+// self-exciting long_prompts shift: prompts 2.2x took the cache 0.60 ->
+// 0.96 with 0-1 preemptions a window, and a full cache held preemptions
+// for 8 minutes after one window of 3).
+func (e *evaluation) memoryHeld() bool {
+	return e.change[sPreempt] == ChangeUp && e.outside[sPreempt] || e.cacheShrank
+}
+
+// kvPerRequest is the share of the KV cache each running request holds,
+// recent over base, against the tokens it holds (its prompt and half its
+// output, the finished requests' means): above 1 the cache holds fewer
+// requests than their length accounts for. NaN where a gauge or the
+// prompt length is unknown.
+func kvPerRequest(e *evaluation, recent, base *stats) float64 {
+	// the output counts only where both windows know it
+	r, b := recent.v[sPromptMean], base.v[sPromptMean]
+	if recent.v[sGenMean] > 0 && base.v[sGenMean] > 0 {
+		r, b = r+recent.v[sGenMean]/2, b+base.v[sGenMean]/2
+	}
+	work := ratio(r, b)
+	if !(work > 0) || !(e.ratio[sRunning] > 0) || math.IsInf(e.ratio[sKV], 0) {
+		return math.NaN()
+	}
+	return e.ratio[sKV] / e.ratio[sRunning] / work
 }
 
 // naming is e (the lenient evaluation) as a cause of a named symptom is

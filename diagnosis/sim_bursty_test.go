@@ -807,10 +807,10 @@ type simTruth struct {
 	rMoved    []bool
 	rBurst    *float64 // the share refused that the pod's own bursts reach (refusedUp)
 	// plog is the pod's cumulative preemptions at each second, pBurst the
-	// count one recent window before the shift in simBurstQuantile reaches
-	// (preemptUp)
+	// count one span of each length (seconds) before the shift in
+	// simBurstQuantile reaches (preemptUpOver)
 	plog   []float64
-	pBurst *float64
+	pBurst map[int]float64
 	// blog is the pod's cumulative requests running, sampled each second
 	// (batchUp)
 	blog []float64
@@ -855,39 +855,56 @@ func (tr *simTruth) batchUp(i int) bool {
 	return recent >= 1.25*base
 }
 
-// preemptUp says whether poll i's recent window (after the shift) truly
-// preempted more than the baseline before the shift: its count at least
-// 1 + the minimum change times the baseline's rate over a window (any where
-// none were), and beyond the count the pod's own bursts reach (one recent
-// window in simBurstQuantile before the shift), as refusedUp reads the
-// refusals. The background preemptions (simBackgroundPr) are in both.
+// preemptUp says whether poll i (after the shift) truly preempted more
+// than the baseline before the shift, over its recent window or over the
+// windows a named cause is held by (HoldWindows recent windows, all after
+// the shift): preemptions are rare, and the diagnosis holds them over
+// those windows while their count there is significant (issue 30: holds
+// with evidence, over the windows a cause is held by). One window of 4
+// after 0-2 is the pod's preempting for those windows, not a false claim.
 func (tr *simTruth) preemptUp(i int) bool {
-	b, w := int(tr.baseline/time.Second), int(tr.window/time.Second)
+	w := int(tr.window / time.Second)
+	return tr.preemptUpOver(i, w, false) || tr.preemptUpOver(i, HoldWindows*w, true)
+}
+
+// preemptUpOver says whether the span seconds ending at poll i truly
+// preempted more than the baseline before the shift: its count at least 1 +
+// the minimum change times the baseline's rate over as long (any where
+// none were), and beyond the count the pod's own bursts reach (one span of
+// that length in simBurstQuantile before the shift), as refusedUp reads the
+// refusals. The background preemptions (simBackgroundPr) are in both. With
+// after, the span must lie after the shift.
+func (tr *simTruth) preemptUpOver(i, span int, after bool) bool {
+	b := int(tr.baseline / time.Second)
 	s := int(tr.shift / time.Second)
-	if time.Duration(i+1)*time.Second <= tr.shift || i < w || s-1 >= len(tr.plog) || s-1-b < 0 {
+	if time.Duration(i+1)*time.Second <= tr.shift || i < span || s-1 >= len(tr.plog) || s-1-b < 0 || after && i-span < s-1 {
 		return false
 	}
-	r := tr.plog[i] - tr.plog[i-w]
-	base := (tr.plog[s-1] - tr.plog[s-1-b]) * float64(w) / float64(b)
+	r := tr.plog[i] - tr.plog[i-span]
+	base := (tr.plog[s-1] - tr.plog[s-1-b]) * float64(span) / float64(b)
 	if !(r > 0) || r < 1.25*base {
 		return false
 	}
-	if tr.pBurst == nil {
+	burst, ok := tr.pBurst[span]
+	if !ok {
 		var ws []float64
-		for j := w; j < s && j < len(tr.plog); j++ {
-			ws = append(ws, tr.plog[j]-tr.plog[j-w])
+		for j := span; j < s && j < len(tr.plog); j++ {
+			ws = append(ws, tr.plog[j]-tr.plog[j-span])
 		}
 		slices.Sort(ws)
-		burst := math.Inf(1)
+		burst = math.Inf(1)
 		if len(ws) > 0 {
 			burst = ws[min(int(simBurstQuantile*float64(len(ws))), len(ws)-1)]
 		}
-		tr.pBurst = &burst
+		if tr.pBurst == nil {
+			tr.pBurst = map[int]float64{}
+		}
+		tr.pBurst[span] = burst
 		if simTruthTrace {
-			fmt.Printf("truth preemptions: baseline %.3g a window, bursts %.3g\n", (tr.plog[s-1]-tr.plog[s-1-b])*float64(w)/float64(b), burst)
+			fmt.Printf("truth preemptions over %d s: baseline %.3g, bursts %.3g\n", span, base, burst)
 		}
 	}
-	return r > *tr.pBurst
+	return r > burst
 }
 
 // refusedRecent is the refused and attempted arrivals of poll i's recent

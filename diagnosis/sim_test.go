@@ -443,9 +443,10 @@ type simPoll struct {
 	// before the recent window (simTruth.claim), as trueMoved for latency
 	refusedUp, refusedBeyond, refusedMoved bool
 	// truePreemptUp: with a plan's truth, after the shift, the pod's
-	// preemptions in the recent window truly rose: by the minimum change
-	// against the baseline's rate before the shift and beyond the count the
-	// pod's own bursts reach (simTruth.preemptUp)
+	// preemptions in the recent window, or in the windows a named cause is
+	// held by, truly rose: by the minimum change against the baseline's
+	// rate before the shift and beyond the count the pod's own bursts
+	// reach over as long (simTruth.preemptUp)
 	truePreemptUp bool
 	// trueBatchUp: with a plan's truth, after the shift, the pod's mean
 	// batch over the recent window truly grew by the minimum change
