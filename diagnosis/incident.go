@@ -186,7 +186,9 @@ func (in *incidentState) step(t, w, b int64, ev, naming, lenient, long *evaluati
 		// symptom yet: the reference freezes before the shift enters it
 		// (ledBy). Not in the calm an incident left, whose lull and
 		// probation rules say what its causes' evidence means there.
-		traffic := ev.traffic && !in.inLull() && !lulled
+		// So does the preemptions' (evaluation.preempted): a KV cache cut
+		// preempts most before its latency shows.
+		traffic := (ev.traffic || ev.preempted) && !in.inLull() && !lulled
 		if !anyTrue(raw[:]) && !traffic {
 			return
 		}
@@ -259,7 +261,7 @@ func (in *incidentState) step(t, w, b int64, ev, naming, lenient, long *evaluati
 		if anyTrue(sym[:]) {
 			in.named = true
 		} else {
-			if anyTrue(raw[:]) || ev.traffic && t-in.start < b {
+			if anyTrue(raw[:]) || (ev.traffic || ev.preempted) && t-in.start < b {
 				in.calm = 0
 			} else if in.calm++; in.calm >= HoldEvaluations {
 				// A flash: nothing held. The incident-free time runs on
@@ -713,6 +715,11 @@ func (in *incidentState) symptomsHeld(t, w, b int64, lenient, long *evaluation) 
 	var held [numSymptoms]bool
 	for y := range held {
 		held[y] = lenient.holds(y)
+	}
+	if lenient.stall {
+		// a judged stall tests no latency (too few finished requests):
+		// the latency symptoms named stand, as a held stall's do
+		held[yTTFT], held[yITL] = in.sym[yTTFT].on, in.sym[yITL].on
 	}
 	if long == nil || t-in.start >= HoldWindows*w || in.chainStart-in.baseEnd > b {
 		return held

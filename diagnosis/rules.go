@@ -113,6 +113,18 @@ type evaluation struct {
 	// traffic cause leads its symptom, and in the probation after an
 	// overload, the overload resumed.
 	queued bool
+	// stall: too few requests finished in the recent window to test a
+	// latency, their rate down significantly against the baseline's while
+	// requests wait, not fewer by the minimum change (Diagnoser.stalled):
+	// no quiet pod. Only the throughput is judged then (evaluate).
+	stall bool
+	// preempted: the preemptions rose at the strict level, beyond every
+	// sub-window, by (1 + m)² and by the share of the requests started
+	// they must reach to be a cause: a load cause's own strong change
+	// opens an incident before a symptom shows, as a traffic cause does
+	// (ledBy), so that the first seconds of a KV cache cut, when the
+	// preemptions are the most, never join the reference.
+	preempted bool
 }
 
 // rules are the settings the tests need.
@@ -209,7 +221,25 @@ func (ru *rules) evaluate(recent, base *stats) evaluation {
 		e.excessPreemptions = excess / n
 	}
 	e.abortsUp, e.abortsBeyond = ru.abortsRose(recent, base)
+	e.preempted = e.change[sPreempt] == ChangeUp && e.ratio[sPreempt] >= (1+ru.minChange)*(1+ru.minChange) && e.excessPreemptions >= ru.preemptionShare
+	// Less output with fewer requests running is less traffic, not a
+	// slower server, unless the demand it leaves unserved rose: more
+	// requests wait, or the queue's cap refuses more of them (each at e's
+	// level, beyond the bursts where it asks that); then the server admits
+	// fewer than it is asked to (a KV cache cut: 0.1x the requests
+	// running, 12 -> 300 waiting; at 90 %, the queue at its cap before,
+	// 1 % -> 45-100 % of the attempts refused).
+	pr, refusedUp, refusedBeyond := refusedTest(ru, recent, base)
+	unserved := e.change[sWaiting] == ChangeUp || refusedUp && pr <= ru.alpha && (refusedBeyond || !ru.outsideBursts)
+	throughputDown := e.change[sGenTPS] == ChangeDown && (e.change[sRunning] != ChangeDown && !(e.ratio[sRunning] <= 1-ru.minChange) || unserved)
+	waits := recent.v[sWaiting] > 0 && !(e.ratio[sWaiting] < 1/(1+ru.minChange))
 	if !e.enough {
+		// A stall is judged on its throughput alone, the one symptom that
+		// needs no finished request to test: a latency from a handful of
+		// first tokens says nothing (a cut read TTFT 125x at p = 1).
+		e.stall = base.requests >= ru.minRequests && waits &&
+			poissonRates(recent.requests, recent.seconds, base.requests, base.seconds, -1) <= ru.alpha
+		e.symptoms[yThroughput] = e.stall && throughputDown
 		return e
 	}
 	// Step 1: which side of the request got slower. Less output with
@@ -219,7 +249,7 @@ func (ru *rules) evaluate(recent, base *stats) evaluation {
 	// a rise that the histogram's sum shows exactly (issue 30).
 	e.symptoms[yTTFT] = e.change[sTTFT] == ChangeUp || e.change[sTTFTMean] == ChangeUp
 	e.symptoms[yITL] = e.change[sITL] == ChangeUp || e.change[sITLMean] == ChangeUp
-	e.symptoms[yThroughput] = e.change[sGenTPS] == ChangeDown && e.change[sRunning] != ChangeDown && !(e.ratio[sRunning] <= 1-ru.minChange)
+	e.symptoms[yThroughput] = throughputDown
 	return e
 }
 
