@@ -346,7 +346,9 @@ func (in *incidentState) step(t, w, b int64, ev, naming, lenient, long *evaluati
 	// showed is still there between two of them (seed 7's KV cut: no
 	// preemption in 10 s at 0.94 of the cache, 18.6 times the baseline,
 	// and queueing was named alone). Never named on it.
-	if in.cause[kPreemptions].on && lenient.cacheFull() && (sym[yTTFT] || !sym[yITL] && sym[yThroughput]) {
+	// So while the batch stays held back with requests waiting
+	// (batchHeldBack): the limit seen from the batch's side.
+	if in.cause[kPreemptions].on && (lenient.cacheFull() || lenient.batchHeldBack()) && (sym[yTTFT] || !sym[yITL] && sym[yThroughput]) {
 		hold[kPreemptions] = true
 	}
 	named, explained := false, false

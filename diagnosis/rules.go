@@ -349,6 +349,18 @@ func (e *evaluation) cacheFull() bool {
 	return e.change[sKV] == ChangeUp && e.change[sWaiting] == ChangeUp && e.change[sRunning] != ChangeUp && e.change[sRunning] != ChangeUnknown
 }
 
+// batchHeldBack says whether e shows the batch held back while requests
+// wait: the requests running down against the baseline (at e's level)
+// with requests waiting, not fewer by the minimum change. A KV cache cut
+// to a few contexts' room admits a handful while 300 wait, its usage gauge
+// read against the cut cache no fuller than before (the self-exciting
+// simulator at 90 %: 3-10 running against 293, usage 0.5-0.8 against
+// 0.85, windows without a preemption). Like cacheFull it names nothing;
+// it holds preemptions once named.
+func (e *evaluation) batchHeldBack() bool {
+	return e.change[sRunning] == ChangeDown && e.ratio[sWaiting] > 0 && !(e.beyond[sWaiting] && e.ratio[sWaiting] < 1)
+}
+
 // naming is e (the lenient evaluation) as a cause of a named symptom is
 // named on: each signal at the undivided level and beyond the baseline's
 // bursts; preemptions at the strict evaluation's share and aborts at its
