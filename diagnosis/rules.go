@@ -125,6 +125,7 @@ type evaluation struct {
 	// (ledBy), so that the first seconds of a KV cache cut, when the
 	// preemptions are the most, never join the reference.
 	preempted bool
+	minChange float64 // the rules' minimum change
 }
 
 // rules are the settings the tests need.
@@ -215,7 +216,7 @@ func (ru *rules) evaluate(recent, base *stats) evaluation {
 		e.tokensPerStartUp = r >= b*(1+ru.minChange)
 	}
 	e.batchBeyondWork = e.ratio[sRunning] >= (1+ru.minChange)*workGrowth(&e, recent, base)
-	e.preemptionShare, e.queueShare, e.alpha, e.holdAlpha = ru.preemptionShare, ru.queueShare, ru.alpha, ru.clearAlpha
+	e.preemptionShare, e.queueShare, e.alpha, e.holdAlpha, e.minChange = ru.preemptionShare, ru.queueShare, ru.alpha, ru.clearAlpha, ru.minChange
 	if n := firstPositive(recent.started, recent.requests); n > 0 && recent.seconds > 0 && base.seconds > 0 {
 		excess := recent.c[cPreemptions] - base.c[cPreemptions]*recent.seconds/base.seconds
 		e.excessPreemptions = excess / n
@@ -349,16 +350,20 @@ func (e *evaluation) cacheFull() bool {
 	return e.change[sKV] == ChangeUp && e.change[sWaiting] == ChangeUp && e.change[sRunning] != ChangeUp && e.change[sRunning] != ChangeUnknown
 }
 
-// batchHeldBack says whether e shows the batch held back while requests
-// wait: the requests running down against the baseline (at e's level)
-// with requests waiting, not fewer by the minimum change. A KV cache cut
-// to a few contexts' room admits a handful while 300 wait, its usage gauge
-// read against the cut cache no fuller than before (the self-exciting
-// simulator at 90 %: 3-10 running against 293, usage 0.5-0.8 against
-// 0.85, windows without a preemption). Like cacheFull it names nothing;
-// it holds preemptions once named.
+// batchHeldBack says whether e shows the batch held back by a smaller
+// cache while requests wait: the requests running down against the
+// baseline (at e's level), requests waiting, not fewer by the minimum
+// change, and the KV cache's usage per request running up (1 + m)² times
+// (each request holds that much more of it: a cache cut reports its usage
+// against its new size). A KV cache cut to a few contexts' room admits a
+// handful while 300 wait, its usage gauge no fuller than before (the
+// self-exciting simulator at 90 %: 3-10 running against 293, usage 0.5-0.8
+// against 0.85, windows without a preemption); a batch 0.75x at the same
+// usage is not held back by memory. Like cacheFull it names nothing; it
+// holds preemptions once named. Without a KV or running gauge it is false.
 func (e *evaluation) batchHeldBack() bool {
-	return e.change[sRunning] == ChangeDown && e.ratio[sWaiting] > 0 && !(e.beyond[sWaiting] && e.ratio[sWaiting] < 1)
+	return e.change[sRunning] == ChangeDown && e.ratio[sWaiting] > 0 && !(e.beyond[sWaiting] && e.ratio[sWaiting] < 1) &&
+		e.ratio[sKV]/e.ratio[sRunning] >= (1+e.minChange)*(1+e.minChange)
 }
 
 // naming is e (the lenient evaluation) as a cause of a named symptom is

@@ -120,11 +120,13 @@ func TestFewerRunningWhileRequestsQueueIsThroughputDown(t *testing.T) {
 }
 
 // TestPreemptionsHeldWhileTheBatchIsHeldBack: a KV cache cut named as
-// preemptions (3 a second, the requests running 8 -> 4 with 40 waiting,
+// preemptions (3 a second, the requests running 8 -> 2 with 40 waiting,
 // the output halved) whose cache is then too small to preempt at all (no
-// preemption, the batch still at 4 with 40 waiting, its usage gauge no
-// fuller than before) keeps preemptions named: the limit they showed is
-// still there, seen from the batch's side. Fails on the code before: the
+// preemption, the batch still at 2 with 40 waiting, its usage gauge 0.35
+// against 0.4: each request holds 3.5 times the share of it) keeps
+// preemptions named: the limit they showed is still there, seen from the
+// batch's side (TestPreemptionsHeldWhileTheCacheStaysFull's freed cache,
+// a batch 0.75x at the baseline's usage, still clears them). Fails on the code before: the
 // cut named nothing (fewer running read as less traffic); with it named,
 // preemptions cleared at the first windows without one (the self-exciting
 // simulator at 90 %, seed 1: 98 judged polls naming admission alone). The
@@ -132,13 +134,13 @@ func TestFewerRunningWhileRequestsQueueIsThroughputDown(t *testing.T) {
 func TestPreemptionsHeldWhileTheBatchIsHeldBack(t *testing.T) {
 	f := fed(t, testOpts, phase{700, healthy})
 	cut := healthy
-	cut.requests, cut.running, cut.waiting, cut.preemptions = 2, 4, 40, 3
+	cut.requests, cut.running, cut.waiting, cut.preemptions = 2, 2, 40, 3
 	f.feed(90, cut, nil)
 	if got := values(f.fams, FamilyCause, "cause")[CausePreemptions]; got != 1 {
 		t.Fatalf("preemptions %v after 90 s of the cut (causes %v), want named: the test does not test a hold", got, values(f.fams, FamilyCause, "cause"))
 	}
 	small := cut
-	small.preemptions, small.kv = 0, 0.3
+	small.preemptions, small.kv = 0, 0.35
 	held := 0
 	f.feed(120, small, func(fams []exposition.Family) {
 		if values(fams, FamilyCause, "cause")[CausePreemptions] == 1 {
