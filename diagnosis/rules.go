@@ -230,7 +230,16 @@ func (ru *rules) evaluate(recent, base *stats) evaluation {
 	// waiting). Refusals at the queue's cap are admission's to name: read
 	// here too, a rank's turn at the cap (the self-exciting
 	// rank_imbalance at 90 %, seed 10) opened incidents that cleared it.
-	throughputDown := e.change[sGenTPS] == ChangeDown && (e.change[sRunning] != ChangeDown && !(e.ratio[sRunning] <= 1-ru.minChange) || e.change[sWaiting] == ChangeUp)
+	// Held (the undivided level, no range check), the queue's cap refusing
+	// more stands for the queue that cannot grow: at 90 % a cut's queue
+	// stood at 321 against 187 (p = 0.04) while it refused all, and
+	// throughput_down ended and re-opened every few seconds.
+	unserved := e.change[sWaiting] == ChangeUp
+	if !ru.outsideBursts {
+		pr, refusedUp, _ := refusedTest(ru, recent, base)
+		unserved = unserved || refusedUp && pr <= ru.alpha
+	}
+	throughputDown := e.change[sGenTPS] == ChangeDown && (e.change[sRunning] != ChangeDown && !(e.ratio[sRunning] <= 1-ru.minChange) || unserved)
 	if !e.enough {
 		// A stall (the finished requests' rate down significantly while
 		// requests wait, not fewer by the minimum change: the demand
