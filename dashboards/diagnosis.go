@@ -37,7 +37,7 @@ func diagnosis() Dashboard {
 		"s", nil, greenRed,
 		q(fmt.Sprintf(`max by (%s) (vllm_diagnosis_incident_seconds{%s})`, inst, selModel), "{{pod}}")), 4, 6)
 	l.add(stat("Symptoms",
-		"Which side got slower against this pod's own past? ttft_up and itl_up: the 90th percentile over the recent window rose by --diagnosis.min-change, significantly, against the baseline (frozen during an incident); throughput_down: fewer tokens per second without fewer requests running. Absent while not ready.",
+		"Which side got slower against this pod's own past? ttft_up and itl_up: the 90th percentile over the recent window rose by --diagnosis.min-change, significantly, against the baseline (frozen during an incident); throughput_down: fewer tokens per second without fewer requests running, or with more requests waiting; in a stall fewer tokens per second. Absent while not ready.",
 		"short", yesNo, greenRed,
 		q(fmt.Sprintf(`max by (%s, symptom) (vllm_diagnosis_symptom{%s})`, inst, selModel), "{{pod}} {{symptom}}")), 6, 6)
 	l.add(stat("Causes",

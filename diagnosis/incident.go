@@ -186,7 +186,9 @@ func (in *incidentState) step(t, w, b int64, ev, naming, lenient, long *evaluati
 		// symptom yet: the reference freezes before the shift enters it
 		// (ledBy). Not in the calm an incident left, whose lull and
 		// probation rules say what its causes' evidence means there.
-		traffic := ev.traffic && !in.inLull() && !lulled
+		// So does the preemptions' (evaluation.preempted): a KV cache cut
+		// preempts most before its latency shows.
+		traffic := (ev.traffic || ev.preempted) && !in.inLull() && !lulled
 		if !anyTrue(raw[:]) && !traffic {
 			return
 		}
@@ -259,7 +261,7 @@ func (in *incidentState) step(t, w, b int64, ev, naming, lenient, long *evaluati
 		if anyTrue(sym[:]) {
 			in.named = true
 		} else {
-			if anyTrue(raw[:]) || ev.traffic && t-in.start < b {
+			if anyTrue(raw[:]) || (ev.traffic || ev.preempted) && t-in.start < b {
 				in.calm = 0
 			} else if in.calm++; in.calm >= HoldEvaluations {
 				// A flash: nothing held. The incident-free time runs on
@@ -344,12 +346,14 @@ func (in *incidentState) step(t, w, b int64, ev, naming, lenient, long *evaluati
 	// showed is still there between two of them (seed 7's KV cut: no
 	// preemption in 10 s at 0.94 of the cache, 18.6 times the baseline,
 	// and queueing was named alone). Never named on it, and only while
-	// the windows it is held by still show that limit (memoryHeld).
+	// the windows it is held by still show that limit (memoryHeld); or
+	// while the batch stays held back with requests waiting
+	// (batchHeldBack): the limit seen from the batch's side.
 	span := lenient
 	if long != nil {
 		span = long
 	}
-	if in.cause[kPreemptions].on && lenient.cacheFull() && span.memoryHeld() && (sym[yTTFT] || !sym[yITL] && sym[yThroughput]) {
+	if in.cause[kPreemptions].on && (lenient.cacheFull() && span.memoryHeld() || lenient.batchHeldBack()) && (sym[yTTFT] || !sym[yITL] && sym[yThroughput]) {
 		hold[kPreemptions] = true
 	}
 	named, explained := false, false
@@ -718,6 +722,11 @@ func (in *incidentState) symptomsHeld(t, w, b int64, lenient, long *evaluation) 
 	var held [numSymptoms]bool
 	for y := range held {
 		held[y] = lenient.holds(y)
+	}
+	if lenient.stall {
+		// a judged stall tests no latency (too few finished requests):
+		// the latency symptoms named stand, as a held stall's do
+		held[yTTFT], held[yITL] = in.sym[yTTFT].on, in.sym[yITL].on
 	}
 	if long == nil || t-in.start >= HoldWindows*w || in.chainStart-in.baseEnd > b {
 		return held

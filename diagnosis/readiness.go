@@ -136,6 +136,12 @@ func stallNote(recent *stats, held bool) string {
 	return s
 }
 
+// stallJudged is the readiness message of a stall judged on its throughput.
+func stallJudged(recent *stats, minRequests float64) string {
+	return fmt.Sprintf("A stall: the recent window holds %s finished requests, too few to test a latency (each window needs %v), while %s wait and fewer finish than in the baseline; judged on the throughput, the latency symptoms named before it stand.",
+		formatNumber(finite(recent.requests)), minRequests, formatNumber(finite(recent.v[sWaiting])))
+}
+
 func roundDuration(seconds float64) string {
 	d := time.Duration(math.Ceil(seconds)) * time.Second
 	if d == 0 {

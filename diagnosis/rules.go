@@ -115,11 +115,27 @@ type evaluation struct {
 	// length, as a cut does, not as longer prompts filling it do (the
 	// self-exciting cut: the batch 0.03x, the usage within the pod's own).
 	cacheShrank bool
+	// kvPerRequest: the KV cache's share each running request holds,
+	// recent over base, against its tokens (kvPerRequest); NaN unknown.
+	kvPerRequest float64
 	// queued: queueing shown at the strict level, its queue time alone
 	// (1 + m)² times the baseline's TTFT p90 (ledBy): it leads TTFT as a
 	// traffic cause leads its symptom, and in the probation after an
 	// overload, the overload resumed.
 	queued bool
+	// stall: too few requests finished in the recent window to test a
+	// latency, their rate down significantly against the baseline's while
+	// requests wait, not fewer by the minimum change (Diagnoser.stalled):
+	// no quiet pod. Only the throughput is judged then (evaluate).
+	stall bool
+	// preempted: the preemptions rose at the strict level, beyond every
+	// sub-window, by (1 + m)² and by the share of the requests started
+	// they must reach to be a cause: a load cause's own strong change
+	// opens an incident before a symptom shows, as a traffic cause does
+	// (ledBy), so that the first seconds of a KV cache cut, when the
+	// preemptions are the most, never join the reference.
+	preempted bool
+	minChange float64 // the rules' minimum change
 }
 
 // rules are the settings the tests need.
@@ -210,15 +226,43 @@ func (ru *rules) evaluate(recent, base *stats) evaluation {
 		e.tokensPerStartUp = r >= b*(1+ru.minChange)
 	}
 	e.batchBeyondWork = e.ratio[sRunning] >= (1+ru.minChange)*workGrowth(&e, recent, base)
+	e.kvPerRequest = kvPerRequest(&e, recent, base)
 	e.cacheShrank = (e.change[sKV] == ChangeUp && e.outside[sKV] || e.change[sRunning] == ChangeDown && e.outside[sRunning]) &&
-		kvPerRequest(&e, recent, base) >= 1+ru.minChange
-	e.preemptionShare, e.queueShare, e.alpha, e.holdAlpha = ru.preemptionShare, ru.queueShare, ru.alpha, ru.clearAlpha
+		e.kvPerRequest >= 1+ru.minChange
+	e.preemptionShare, e.queueShare, e.alpha, e.holdAlpha, e.minChange = ru.preemptionShare, ru.queueShare, ru.alpha, ru.clearAlpha, ru.minChange
 	if n := firstPositive(recent.started, recent.requests); n > 0 && recent.seconds > 0 && base.seconds > 0 {
 		excess := recent.c[cPreemptions] - base.c[cPreemptions]*recent.seconds/base.seconds
 		e.excessPreemptions = excess / n
 	}
 	e.abortsUp, e.abortsBeyond = ru.abortsRose(recent, base)
+	e.preempted = e.change[sPreempt] == ChangeUp && e.ratio[sPreempt] >= (1+ru.minChange)*(1+ru.minChange) && e.excessPreemptions >= ru.preemptionShare
+	// Less output with fewer requests running is less traffic, not a
+	// slower server, unless more requests wait (at e's level, beyond the
+	// bursts where it asks that): then the server admits fewer than it is
+	// asked to (a KV cache cut: 0.1x the requests running, 0 -> 300
+	// waiting). Refusals at the queue's cap are admission's to name: read
+	// here too, a rank's turn at the cap (the self-exciting
+	// rank_imbalance at 90 %, seed 10) opened incidents that cleared it.
+	// Held (the undivided level, no range check), the queue's cap refusing
+	// more stands for the queue that cannot grow: at 90 % a cut's queue
+	// stood at 321 against 187 (p = 0.04) while it refused all, and
+	// throughput_down ended and re-opened every few seconds.
+	unserved := e.change[sWaiting] == ChangeUp
+	if !ru.outsideBursts {
+		pr, refusedUp, _ := refusedTest(ru, recent, base)
+		unserved = unserved || refusedUp && pr <= ru.alpha
+	}
+	throughputDown := e.change[sGenTPS] == ChangeDown && (e.change[sRunning] != ChangeDown && !(e.ratio[sRunning] <= 1-ru.minChange) || unserved)
 	if !e.enough {
+		// A stall (the finished requests' rate down significantly while
+		// requests wait, not fewer by the minimum change: the demand
+		// stands) is judged on its throughput alone, the one symptom
+		// that needs no finished request to test: a latency from a
+		// handful of first tokens says nothing (a cut read TTFT 125x at
+		// p = 1); at 90 % the queue stood at its cap before the cut.
+		e.stall = base.requests >= ru.minRequests && recent.v[sWaiting] > 0 && !(e.ratio[sWaiting] < 1/(1+ru.minChange)) &&
+			poissonRates(recent.requests, recent.seconds, base.requests, base.seconds, -1) <= ru.alpha
+		e.symptoms[yThroughput] = e.stall && e.change[sGenTPS] == ChangeDown
 		return e
 	}
 	// Step 1: which side of the request got slower. Less output with
@@ -228,7 +272,7 @@ func (ru *rules) evaluate(recent, base *stats) evaluation {
 	// a rise that the histogram's sum shows exactly (issue 30).
 	e.symptoms[yTTFT] = e.change[sTTFT] == ChangeUp || e.change[sTTFTMean] == ChangeUp
 	e.symptoms[yITL] = e.change[sITL] == ChangeUp || e.change[sITLMean] == ChangeUp
-	e.symptoms[yThroughput] = e.change[sGenTPS] == ChangeDown && e.change[sRunning] != ChangeDown && !(e.ratio[sRunning] <= 1-ru.minChange)
+	e.symptoms[yThroughput] = throughputDown
 	return e
 }
 
@@ -356,6 +400,25 @@ func kvPerRequest(e *evaluation, recent, base *stats) float64 {
 		return math.NaN()
 	}
 	return e.ratio[sKV] / e.ratio[sRunning] / work
+}
+
+// batchHeldBack says whether e shows the batch held back by a smaller
+// cache while requests wait: the requests running down against the
+// baseline (at e's level), requests waiting, not fewer by the minimum
+// change, and each running request holding (1 + m)² times the cache's
+// share it did, beyond what its tokens account for (kvPerRequest; a cache
+// cut reports its usage against its new size). A KV cache cut to a few
+// contexts' room admits a handful while 300 wait, its usage gauge no
+// fuller than before (the self-exciting simulator at 90 %: 3-10 running
+// against 293, usage 0.5-0.8 against 0.85, windows without a
+// preemption); prompts 2.2x halve the batch a full cache holds, which is
+// no memory limit (self-exciting seed 12 at 90 %, long_prompts: without
+// the tokens, preemptions held 4 minutes on a window of 4). Like
+// cacheFull it names nothing; it holds preemptions once named. Without a
+// KV, running or prompt-length gauge it is false.
+func (e *evaluation) batchHeldBack() bool {
+	return e.change[sRunning] == ChangeDown && e.ratio[sWaiting] > 0 && !(e.beyond[sWaiting] && e.ratio[sWaiting] < 1) &&
+		e.kvPerRequest >= (1+e.minChange)*(1+e.minChange)
 }
 
 // naming is e (the lenient evaluation) as a cause of a named symptom is

@@ -24,6 +24,9 @@ import (
 func TestIncidentHeldThroughStall(t *testing.T) {
 	cut := healthy
 	cut.itl, cut.kv, cut.preemptions = 0.15, 0.95, 3
+	// A stall whose output fell is judged on it (TestStallJudgedOnItsThroughput);
+	// one whose generated tokens a second stay (each of its few requests
+	// far longer) has nothing to judge, and its incident is held.
 	for _, tc := range []struct {
 		name    string
 		waiting float64
@@ -35,7 +38,7 @@ func TestIncidentHeldThroughStall(t *testing.T) {
 			t.Fatalf("%s: preemptions %v after 120 s of the cut (causes %v), want named: the test does not test a named incident", tc.name, got, values(f.fams, FamilyCause, "cause"))
 		}
 		low := cut
-		low.requests, low.running, low.waiting = 0.1, 1, tc.waiting
+		low.requests, low.running, low.waiting, low.output = 0.1, 1, tc.waiting, cut.output*cut.requests/0.1
 		lowTraffic, held := 0, 0
 		f.feed(150, low, func(fams []exposition.Family) {
 			m := &f.d.Report().Models[0]
@@ -103,7 +106,7 @@ func TestStallHoldEndsAtMaxIncident(t *testing.T) {
 	cut.itl, cut.kv, cut.preemptions = 0.15, 0.95, 3
 	f := fed(t, opts, phase{700, healthy}, phase{120, cut})
 	stall := cut
-	stall.requests, stall.running, stall.waiting = 0.1, 1, 300
+	stall.requests, stall.running, stall.waiting, stall.output = 0.1, 1, 300, cut.output*cut.requests/0.1 // no throughput to judge
 	first, last := -1, -1
 	k := 0
 	f.feed(420, stall, func(fams []exposition.Family) {
