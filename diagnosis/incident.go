@@ -113,6 +113,8 @@ type incidentState struct {
 	// Until then the incident keeps its time out of the reference but
 	// names nothing (Diagnoser.diagnose).
 	thin, shown bool
+	// had: the symptoms named in the incident (probationRule.had)
+	had [numSymptoms]bool
 }
 
 // probation is what an incident that ended left for one cause with a
@@ -256,6 +258,7 @@ func (in *incidentState) step(t, w, b int64, ev, naming, lenient, long *evaluati
 			hold = held[y]
 		}
 		sym[y] = in.sym[y].step(hold)
+		in.had[y] = in.had[y] || sym[y]
 	}
 	if !in.named {
 		if anyTrue(sym[:]) {
@@ -443,7 +446,7 @@ func (in *incidentState) step(t, w, b int64, ev, naming, lenient, long *evaluati
 		if quiet {
 			probSym = in.lullSym // held with no symptom: those it was named for
 		}
-		start, inc := in.start, in.probations
+		start, inc, had := in.start, in.probations, in.had
 		// a resumed incident is as old as the one it resumed, for every
 		// probation alike (queueing's too: a short resumed overload left none)
 		var aged [maxProbations]bool
@@ -460,6 +463,11 @@ func (in *incidentState) step(t, w, b int64, ev, naming, lenient, long *evaluati
 			old := t-start >= r.age*w || aged[i]
 			p.sym, p.on = probSym, named && (old || r.young)
 			p.young = p.on && !old
+			if r.had && p.on && !p.young {
+				for y := range p.sym {
+					p.sym[y] = p.sym[y] || had[y] || e.from && e.sym[y]
+				}
+			}
 			switch {
 			case r.holds == nil:
 				p.until = t + HoldWindows*w
