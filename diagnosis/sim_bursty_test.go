@@ -1293,3 +1293,37 @@ func TestLatencyYardsticks(t *testing.T) {
 		t.Errorf("held %s past the latency's return, want 23s", got)
 	}
 }
+
+// TestJudgeQueueStandsForAdmission: where only the refusals rose beyond the
+// pod's bursts, a queue scenario's own cause named on a queue that truly
+// grew is right without admission (the refusals are that queue's overflow
+// at its cap); admission alone stays right, and a queue that did not truly
+// grow, or another scenario's queueing, still needs admission.
+func TestJudgeQueueStandsForAdmission(t *testing.T) {
+	overload := simRun{scenario: simOverload, named: CauseQueueing, namedOrRefused: true, truth: true,
+		right: func(p *simPoll) bool { return slices.Contains(p.causes, CauseQueueing) }}
+	queueing := simRun{scenario: CauseQueueing, truth: true}
+	prompts := simRun{scenario: CauseLongPrompts, truth: true}
+	// the latency moved within the pod's bursts, the refusals beyond them
+	poll := func(queueUp bool, causes ...string) *simPoll {
+		return &simPoll{causes: causes, symptoms: []string{"ttft_up"}, refusedUp: true, refusedBeyond: true, trueQueueUp: queueUp}
+	}
+	for _, c := range []struct {
+		name string
+		run  simRun
+		p    *simPoll
+		want bool
+	}{
+		{"overload, queueing on a queue truly longer", overload, poll(true, CauseQueueing), true},
+		{"overload, queueing and preemptions", overload, poll(true, CausePreemptions, CauseQueueing), true},
+		{"queueing scenario, queueing on a queue truly longer", queueing, poll(true, CauseQueueing), true},
+		{"overload, admission alone", overload, poll(false, CauseAdmission), true},
+		{"overload, queueing on a queue that did not truly grow", overload, poll(false, CauseQueueing), false},
+		{"overload, nothing named", overload, poll(true), false},
+		{"long_prompts, queueing on a queue truly longer", prompts, poll(true, CauseLongPrompts, CauseQueueing), false},
+	} {
+		if got := c.run.rightAt(c.p); got != c.want {
+			t.Errorf("%s: right %v, want %v", c.name, got, c.want)
+		}
+	}
+}

@@ -724,7 +724,9 @@ func simExpected(sc string) []string {
 // latency symptom, or its refusals beyond the pod's bursts). Admission is
 // judged by the refusals alone: named, it is wrong where the share refused
 // did not truly rise (refusedUp), and required where they rose beyond the
-// pod's bursts while the latency did not truly move; beside a true latency
+// pod's bursts while the latency did not truly move, unless a queue
+// scenario's own cause is named where its requests truly waited longer
+// (trueQueueUp: the refusals are its overflow at the cap); beside a true latency
 // symptom the scenario's own rule (right, or exactly simExpected) judges
 // the other causes. Where only the refusals moved, the others must be ones
 // the shift truly brings: its own cause (an overload's is queueing), a
@@ -739,7 +741,10 @@ func (r *simRun) rightAt(p *simPoll) bool {
 	q := *p
 	q.causes = slices.DeleteFunc(slices.Clone(p.causes), func(c string) bool { return c == CauseAdmission })
 	if r.truth && !p.trueSymptom {
-		if !adm {
+		// the queue the scenario names, its requests truly waiting longer,
+		// stands in for the refusals it overflows into at its cap
+		queued := cmp.Or(r.named, r.scenario) == CauseQueueing && p.trueQueueUp && slices.Contains(q.causes, CauseQueueing)
+		if !adm && !queued {
 			return false
 		}
 		for _, c := range q.causes {
