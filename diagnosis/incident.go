@@ -356,7 +356,7 @@ func (in *incidentState) step(t, w, b int64, ev, naming, lenient, long *evaluati
 	if long != nil {
 		span = long
 	}
-	if in.cause[kPreemptions].on && (lenient.cacheFull() && span.memoryHeld() || lenient.batchHeldBack()) && (sym[yTTFT] || !sym[yITL] && sym[yThroughput]) {
+	if in.cause[kPreemptions].on && (lenient.cacheFull() && span.memoryHeld() || lenient.batchHeldBack) && (sym[yTTFT] || !sym[yITL] && sym[yThroughput]) {
 		hold[kPreemptions] = true
 	}
 	named, explained := false, false

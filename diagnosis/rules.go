@@ -115,9 +115,21 @@ type evaluation struct {
 	// length, as a cut does, not as longer prompts filling it do (the
 	// self-exciting cut: the batch 0.03x, the usage within the pod's own).
 	cacheShrank bool
-	// kvPerRequest: the KV cache's share each running request holds,
-	// recent over base, against its tokens (kvPerRequest); NaN unknown.
-	kvPerRequest float64
+	// batchHeldBack: e shows the batch held back by a smaller
+	// cache while requests wait: the requests running down against the
+	// baseline (at e's level), requests waiting, not fewer by the minimum
+	// change, and each running request holding (1 + m)² times the cache's
+	// share it did, beyond what its tokens account for (kvPerRequest; a cache
+	// cut reports its usage against its new size). A KV cache cut to a few
+	// contexts' room admits a handful while 300 wait, its usage gauge no
+	// fuller than before (the self-exciting simulator at 90 %: 3-10 running
+	// against 293, usage 0.5-0.8 against 0.85, windows without a
+	// preemption); prompts 2.2x halve the batch a full cache holds, which is
+	// no memory limit (self-exciting seed 12 at 90 %, long_prompts: without
+	// the tokens, preemptions held 4 minutes on a window of 4). Like
+	// cacheFull it names nothing; it holds preemptions once named. Without a
+	// KV, running or prompt-length gauge it is false.
+	batchHeldBack bool
 	// queued: queueing shown at the strict level, its queue time alone
 	// (1 + m)² times the baseline's TTFT p90 (ledBy): it leads TTFT as a
 	// traffic cause leads its symptom, and in the probation after an
@@ -135,7 +147,6 @@ type evaluation struct {
 	// (ledBy), so that the first seconds of a KV cache cut, when the
 	// preemptions are the most, never join the reference.
 	preempted bool
-	minChange float64 // the rules' minimum change
 }
 
 // rules are the settings the tests need.
@@ -226,10 +237,12 @@ func (ru *rules) evaluate(recent, base *stats) evaluation {
 		e.tokensPerStartUp = r >= b*(1+ru.minChange)
 	}
 	e.batchBeyondWork = e.ratio[sRunning] >= (1+ru.minChange)*workGrowth(&e, recent, base)
-	e.kvPerRequest = kvPerRequest(&e, recent, base)
+	perRequest := kvPerRequest(&e, recent, base)
 	e.cacheShrank = (e.change[sKV] == ChangeUp && e.outside[sKV] || e.change[sRunning] == ChangeDown && e.outside[sRunning]) &&
-		e.kvPerRequest >= 1+ru.minChange
-	e.preemptionShare, e.queueShare, e.alpha, e.holdAlpha, e.minChange = ru.preemptionShare, ru.queueShare, ru.alpha, ru.clearAlpha, ru.minChange
+		perRequest >= 1+ru.minChange
+	e.batchHeldBack = e.change[sRunning] == ChangeDown && e.ratio[sWaiting] > 0 && !(e.beyond[sWaiting] && e.ratio[sWaiting] < 1) &&
+		perRequest >= (1+ru.minChange)*(1+ru.minChange)
+	e.preemptionShare, e.queueShare, e.alpha, e.holdAlpha = ru.preemptionShare, ru.queueShare, ru.alpha, ru.clearAlpha
 	if n := firstPositive(recent.started, recent.requests); n > 0 && recent.seconds > 0 && base.seconds > 0 {
 		excess := recent.c[cPreemptions] - base.c[cPreemptions]*recent.seconds/base.seconds
 		e.excessPreemptions = excess / n
@@ -400,25 +413,6 @@ func kvPerRequest(e *evaluation, recent, base *stats) float64 {
 		return math.NaN()
 	}
 	return e.ratio[sKV] / e.ratio[sRunning] / work
-}
-
-// batchHeldBack says whether e shows the batch held back by a smaller
-// cache while requests wait: the requests running down against the
-// baseline (at e's level), requests waiting, not fewer by the minimum
-// change, and each running request holding (1 + m)² times the cache's
-// share it did, beyond what its tokens account for (kvPerRequest; a cache
-// cut reports its usage against its new size). A KV cache cut to a few
-// contexts' room admits a handful while 300 wait, its usage gauge no
-// fuller than before (the self-exciting simulator at 90 %: 3-10 running
-// against 293, usage 0.5-0.8 against 0.85, windows without a
-// preemption); prompts 2.2x halve the batch a full cache holds, which is
-// no memory limit (self-exciting seed 12 at 90 %, long_prompts: without
-// the tokens, preemptions held 4 minutes on a window of 4). Like
-// cacheFull it names nothing; it holds preemptions once named. Without a
-// KV, running or prompt-length gauge it is false.
-func (e *evaluation) batchHeldBack() bool {
-	return e.change[sRunning] == ChangeDown && e.ratio[sWaiting] > 0 && !(e.beyond[sWaiting] && e.ratio[sWaiting] < 1) &&
-		e.kvPerRequest >= (1+e.minChange)*(1+e.minChange)
 }
 
 // naming is e (the lenient evaluation) as a cause of a named symptom is
