@@ -530,7 +530,11 @@ func (c *Collector) scrape(ctx context.Context, sent time.Time) (*scrapeResult, 
 		}
 	}
 	if d := c.cfg.Diagnosis; d != nil {
-		d.SetLeftOut(slices.Collect(maps.Keys(leftOut)), c.leftOutReason())
+		if len(leftOut) == 0 {
+			d.SetLeftOut(nil, "") // nothing built on a scrape that leaves none out
+		} else {
+			d.SetLeftOut(slices.Collect(maps.Keys(leftOut)), c.leftOutReason())
+		}
 	}
 	c.metrics.set(c.metrics.historyModels, float64(c.models.Len()))
 	c.metrics.set(c.metrics.modelsLeftOut, float64(len(leftOut)))
