@@ -196,6 +196,10 @@ func (cfg Config) Validate() error {
 			return bad(n.field, strconv.Itoa(n.v), "is negative", "give 0 (no limit) or a positive number")
 		}
 	}
+	if cfg.MaxSeries > 0 && cfg.MaxSeries <= modelSeries {
+		return bad("MaxSeries", strconv.Itoa(cfg.MaxSeries), fmt.Sprintf("admits no model: each model kept takes %d series for its own state beside its page's", modelSeries),
+			fmt.Sprintf("give 0 (no limit) or room for the models' pages, %d series a model beside them", modelSeries))
+	}
 	if len(cfg.Windows) == 0 {
 		return bad("Windows", "", "is empty", "give at least one derivation window, e.g. 1m")
 	}

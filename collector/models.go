@@ -39,8 +39,8 @@ const DefaultMaxModels = DefaultMaxSeries / modelSeries
 // MaxModelsFor is MaxModels' default for a series bound, DefaultMaxModels
 // at DefaultMaxSeries: the most models it admits, each taking modelSeries,
 // and no bound (0) for none (cmd's --history.max-models left unset follows
-// --history.max-series with it). Below modelSeries it is 0 too: the
-// series bound then admits no model.
+// --history.max-series with it). Validate rejects a bound of modelSeries or
+// less, which would admit no model.
 func MaxModelsFor(maxSeries int) int {
 	return maxSeries / modelSeries
 }
