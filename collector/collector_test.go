@@ -30,6 +30,7 @@ import (
 
 	"github.com/fos-study/vllm-normalizer/exposition"
 	"github.com/fos-study/vllm-normalizer/internal/closedport"
+	"github.com/fos-study/vllm-normalizer/internal/mappingtest"
 	"github.com/fos-study/vllm-normalizer/internal/pagetest"
 	"github.com/fos-study/vllm-normalizer/internal/setting"
 	"github.com/fos-study/vllm-normalizer/mapping"
@@ -57,16 +58,7 @@ func (c *fakeClock) Advance(d time.Duration) {
 }
 
 func testMapper(t testing.TB, opts mapping.Options) *mapping.Mapper {
-	t.Helper()
-	cat, err := mapping.LoadCatalogue()
-	if err != nil {
-		t.Fatal(err)
-	}
-	m, err := mapping.New(cat, opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return m
+	return mappingtest.Mapper(t, opts)
 }
 
 // newTestCollector builds a collector on a fake clock without Go/process

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/fos-study/vllm-normalizer/exposition"
+	"github.com/fos-study/vllm-normalizer/internal/mappingtest"
 	"github.com/fos-study/vllm-normalizer/mapping"
 )
 
@@ -152,18 +153,7 @@ func mergeFamilies(text string) string {
 
 // ---- now gauges: in flight, free KV tokens ----------------------------------
 
-func testMapper(t testing.TB) *mapping.Mapper {
-	t.Helper()
-	cat, err := mapping.LoadCatalogue()
-	if err != nil {
-		t.Fatal(err)
-	}
-	m, err := mapping.New(cat, mapping.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return m
-}
+func testMapper(t testing.TB) *mapping.Mapper { return mappingtest.Mapper(t, mapping.Options{}) }
 
 // normalizedPage is the page as the collector hands it to derive: vLLM's
 // normalised page made canonical by its profile.

@@ -16,6 +16,7 @@ import (
 
 	"github.com/fos-study/vllm-normalizer/collector"
 	"github.com/fos-study/vllm-normalizer/derive"
+	"github.com/fos-study/vllm-normalizer/internal/mappingtest"
 	"github.com/fos-study/vllm-normalizer/internal/pagetest"
 	"github.com/fos-study/vllm-normalizer/mapping"
 )
@@ -59,14 +60,7 @@ func TestOneSpecEntryIsServed(t *testing.T) {
 	}))
 	defer upstream.Close()
 
-	cat, err := mapping.LoadCatalogue()
-	if err != nil {
-		t.Fatal(err)
-	}
-	m, err := mapping.New(cat, mapping.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	m := mappingtest.Mapper(t, mapping.Options{})
 	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	c, err := collector.New(collector.Config{
 		ScrapeURI: upstream.URL, Interval: time.Second, Timeout: time.Second,

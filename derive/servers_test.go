@@ -10,6 +10,7 @@ import (
 
 	"github.com/fos-study/vllm-normalizer/exposition"
 	"github.com/fos-study/vllm-normalizer/internal/fixtures"
+	"github.com/fos-study/vllm-normalizer/internal/mappingtest"
 	"github.com/fos-study/vllm-normalizer/mapping"
 	"github.com/fos-study/vllm-normalizer/window"
 )
@@ -22,19 +23,12 @@ import (
 // raised by one on the second page, so that the per-request speed has a
 // denominator.
 func TestDerivedWhereRolesExist(t *testing.T) {
-	cat, err := mapping.LoadCatalogue()
-	if err != nil {
-		t.Fatal(err)
-	}
-	roles := cat.Roles()
+	roles := mappingtest.Catalogue(t).Roles()
 	profiles, err := mapping.LoadProfiles(roles)
 	if err != nil {
 		t.Fatal(err)
 	}
-	mapper, err := mapping.New(cat, mapping.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	mapper := mappingtest.Mapper(t, mapping.Options{})
 	d, err := New(roles).WithSLOs(SLOTargets{TTFT: []time.Duration{time.Second}, TPOT: []time.Duration{time.Second}, E2E: []time.Duration{time.Second}})
 	if err != nil {
 		t.Fatal(err)

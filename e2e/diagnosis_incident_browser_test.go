@@ -15,6 +15,7 @@ import (
 	"github.com/fos-study/vllm-normalizer/collector"
 	"github.com/fos-study/vllm-normalizer/demo"
 	"github.com/fos-study/vllm-normalizer/diagnosis"
+	"github.com/fos-study/vllm-normalizer/internal/mappingtest"
 	"github.com/fos-study/vllm-normalizer/internal/testbin"
 	"github.com/fos-study/vllm-normalizer/mapping"
 )
@@ -62,14 +63,7 @@ func TestDiagnosisLongIncidentInBrowser(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cat, err := mapping.LoadCatalogue()
-	if err != nil {
-		t.Fatal(err)
-	}
-	mapper, err := mapping.New(cat, mapping.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	mapper := mappingtest.Mapper(t, mapping.Options{})
 	c, err := collector.New(collector.Config{ScrapeURI: upstream.URL + "/metrics", Interval: time.Second, Timeout: time.Second,
 		MaxBodyBytes: 32 << 20, SampleLimit: 50000, Windows: []time.Duration{time.Minute}, Mapper: mapper, Now: clock.Now, Diagnosis: d})
 	if err != nil {

@@ -20,6 +20,7 @@ import (
 
 	"github.com/fos-study/vllm-normalizer/exposition"
 	"github.com/fos-study/vllm-normalizer/internal/fixtures"
+	"github.com/fos-study/vllm-normalizer/internal/mappingtest"
 	"github.com/fos-study/vllm-normalizer/internal/pagetest"
 	"github.com/fos-study/vllm-normalizer/internal/testbin"
 	"github.com/fos-study/vllm-normalizer/mapping"
@@ -35,15 +36,8 @@ func canonical(t testing.TB, prefix string) ([]exposition.Family, *mapping.Roles
 
 func canonicalOf(t testing.TB, fams []exposition.Family) ([]exposition.Family, *mapping.Roles, string) {
 	t.Helper()
-	cat, err := mapping.LoadCatalogue()
-	if err != nil {
-		t.Fatal(err)
-	}
-	m, err := mapping.New(cat, mapping.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	norm, _ := m.Normalize(fams)
+	cat := mappingtest.Catalogue(t)
+	norm, _ := mappingtest.Mapper(t, mapping.Options{}).Normalize(fams)
 	roles := cat.Roles()
 	ps, err := mapping.LoadProfiles(roles)
 	if err != nil {

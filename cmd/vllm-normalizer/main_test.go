@@ -21,6 +21,7 @@ import (
 	"github.com/fos-study/vllm-normalizer/collector"
 	"github.com/fos-study/vllm-normalizer/demo"
 	"github.com/fos-study/vllm-normalizer/diagnosis"
+	"github.com/fos-study/vllm-normalizer/internal/mappingtest"
 	"github.com/fos-study/vllm-normalizer/mapping"
 )
 
@@ -364,15 +365,4 @@ func TestReservedPaths(t *testing.T) {
 
 // testMapper is the built-in catalogue's mapper with the default options,
 // as the command builds it without --mapping.config.
-func testMapper(t *testing.T) *mapping.Mapper {
-	t.Helper()
-	cat, err := mapping.LoadCatalogue()
-	if err != nil {
-		t.Fatal(err)
-	}
-	m, err := mapping.New(cat, mapping.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return m
-}
+func testMapper(t *testing.T) *mapping.Mapper { return mappingtest.Mapper(t, mapping.Options{}) }
