@@ -147,6 +147,9 @@ type modelTotals struct {
 	// aborted is the finished requests with the abort reason, a part
 	// of c[mapping.CounterRequestsFinished].
 	aborted float64
+	// engineFinished is c[mapping.CounterRequestsFinished] by engine
+	// label value, for the rank finding's requests each rank was sent.
+	engineFinished map[string]float64
 }
 
 // forgetAfter is how many scrapes a vanished series' state is kept, so
@@ -174,6 +177,8 @@ func (in *diagnosisInput) observations(canon []exposition.Family, gauges map[str
 		// reasons: the finished requests came with a finished reason,
 		// so those without the abort one are known not aborted.
 		reasons bool
+		// engines printing the finished counter this round
+		engines map[string]bool
 	}
 	seen := map[string]*present{}
 	get := func(m string) *present {
@@ -227,6 +232,16 @@ func (in *diagnosisInput) observations(canon []exposition.Family, gauges map[str
 				p.c[c] = true
 			}
 			if c == mapping.CounterRequestsFinished {
+				if e := s.Labels.Get(mapping.LabelEngine); e != "" {
+					if tot.engineFinished == nil {
+						tot.engineFinished = map[string]float64{}
+					}
+					if p.engines == nil {
+						p.engines = map[string]bool{}
+					}
+					tot.engineFinished[e] += d
+					p.engines[e] = true
+				}
 				if reason := s.Labels.Get(mapping.LabelFinishedReason); reason != "" {
 					p.reasons = true
 					if reason == mapping.FinishedReasonAbort {
@@ -266,6 +281,13 @@ func (in *diagnosisInput) observations(canon []exposition.Family, gauges map[str
 		o.Aborted = math.NaN()
 		if tot != nil && p.reasons {
 			o.Aborted = tot.aborted
+		}
+		if tot != nil && len(p.engines) > 0 && len(o.Engines) > 0 {
+			for i := range o.Engines {
+				if e := &o.Engines[i]; p.engines[e.Engine] {
+					e.Finished, e.Counted = tot.engineFinished[e.Engine], true
+				}
+			}
 		}
 		if tot != nil {
 			for _, db := range diagnosisBuckets {

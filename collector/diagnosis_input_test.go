@@ -156,6 +156,44 @@ func TestDiagnosisInputResetPerSeries(t *testing.T) {
 	}
 }
 
+// Each engine's finished requests (request_success_total by its engine
+// label, every finished reason) reach the rank finding reset-corrected per
+// engine, as the model's total is: engine 0 doubled its counts, engine 1
+// restarted at a quarter of its old ones. Fails on the code before: the
+// engines carried their running and waiting only.
+func TestDiagnosisInputEngineFinished(t *testing.T) {
+	ident := func(s string) string { return s }
+	roles := testMapper(t, mapping.Options{}).Catalogue().Roles()
+	var in diagnosisInput
+	p1 := twoEngines(t)
+	in.observations(p1, viewGauges(p1, roles, ident), roles, "vllm", "")
+	p2 := clone(p1)
+	scale(p2, "vllm:request_success_total", "0", 2)
+	scale(p2, "vllm:request_success_total", "1", 0.25)
+	obs := in.observations(p2, viewGauges(p2, roles, ident), roles, "vllm", "")
+	v := sampleSum(p1, "vllm:request_success_total", "0")
+	want := map[string]float64{"0": v, "1": 0.25 * v}
+	if len(obs) != 1 || len(obs[0].Engines) != 2 {
+		t.Fatalf("observations %+v", obs)
+	}
+	for _, e := range obs[0].Engines {
+		if !e.Counted || math.Abs(e.Finished-want[e.Engine]) > 1e-9*v {
+			t.Errorf("engine %s: finished %v (counted %v), want %v", e.Engine, e.Finished, e.Counted, want[e.Engine])
+		}
+	}
+	// a page without the counter leaves the engines uncounted
+	for i := range p2 {
+		if p2[i].Name == "vllm:request_success" || p2[i].Name == "vllm:request_success_total" {
+			p2[i].Samples = nil
+		}
+	}
+	for _, e := range in.observations(p2, viewGauges(p2, roles, ident), roles, "vllm", "")[0].Engines {
+		if e.Counted {
+			t.Errorf("engine %s counted without request_success_total", e.Engine)
+		}
+	}
+}
+
 // viewGauges is the routing view's collapsed gauges of page, as the
 // collector hands them to the diagnosis.
 func viewGauges(page []exposition.Family, roles *mapping.Roles, style func(string) string) map[string]routing.ModelGauges {

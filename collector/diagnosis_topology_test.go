@@ -210,6 +210,22 @@ func TestTopologyStarvedRank(t *testing.T) {
 	}
 }
 
+// The fixture 34 pod with every rank sent the same requests (each finishes
+// 0.75 a second, vLLM V1's request_success_total per engine): rank 2 still
+// queues 21 beside idle ones, on its own long-context sessions, not on the
+// router's skew. The rank finding reads what each rank was sent and names
+// nothing. Fails on the code before: rank_imbalance named from the first
+// ready poll on the running and waiting gauges alone.
+func TestTopologyRankOwnSessions(t *testing.T) {
+	pod := scenario.DataParallel
+	pod.Engines = slices.Clone(pod.Engines)
+	for i := range pod.Engines {
+		pod.Engines[i].Requests = 0.75
+	}
+	polls, _ := runTopology(t, pod, pod, "")
+	neverNamed(t, polls, false, topoCauses...)
+}
+
 // Four ranks sharing the same load, busy or not, never make the finding;
 // neither do two ranks both queueing with two idle ones... that is the
 // finding: only ranks that idle beside a queueing one count.

@@ -44,11 +44,12 @@ type burstiness struct {
 	// sub-windows merged HoldWindows at a time (stats.longPhi)
 	longPhi, longHi float64
 	longWindows     int
+	rankSentPhi     float64 // stats.rankSentPhi
 }
 
 func burstinessOf(s *stats) burstiness {
 	return burstiness{phi: s.phi, lo: s.subLo, hi: s.subHi, windows: s.phiWindows, split: s.phiSplit,
-		longPhi: s.longPhi, longHi: s.longHi, longWindows: s.longWindows}
+		longPhi: s.longPhi, longHi: s.longHi, longWindows: s.longWindows, rankSentPhi: s.rankSentPhi}
 }
 
 // combine sets ref's dispersion from the parts it sums: each signal's
@@ -63,6 +64,7 @@ func burstinessOf(s *stats) burstiness {
 // later bursts unnamed (the bursty simulator, seed 4).
 func combine(ref *stats, parts []burstiness) {
 	ref.phiWindows, ref.longWindows, ref.longPhi, ref.longHi = 0, 0, math.NaN(), math.NaN()
+	ref.rankSentPhi = math.NaN()
 	for i := range ref.phi {
 		ref.phi[i], ref.subLo[i], ref.subHi[i] = math.NaN(), math.NaN(), math.NaN()
 	}
@@ -75,6 +77,7 @@ func combine(ref *stats, parts []burstiness) {
 			continue
 		}
 		ref.phiWindows += p.windows
+		ref.rankSentPhi = nanMax(ref.rankSentPhi, p.rankSentPhi)
 		for i := range ref.phi {
 			ref.phi[i] = nanMax(ref.phi[i], p.phi[i])
 			ref.subLo[i] = -nanMax(-ref.subLo[i], -p.lo[i])
@@ -89,6 +92,9 @@ func combine(ref *stats, parts []burstiness) {
 		if math.IsNaN(ref.phi[i]) {
 			ref.phi[i], ref.subLo[i], ref.subHi[i] = DefaultDispersion, math.NaN(), math.NaN()
 		}
+	}
+	if math.IsNaN(ref.rankSentPhi) {
+		ref.rankSentPhi = DefaultDispersion
 	}
 }
 

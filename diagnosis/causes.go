@@ -290,7 +290,7 @@ var causes = []Cause{
 		PromQL: "(max by (namespace, pod, model_name) (avg_over_time({requests_waiting}[1m])) >= 1) and (min by (namespace, pod, model_name) (avg_over_time({requests_waiting}[1m])) < 0.5)",
 		NoDemo: "the demo's ranks share one inflow; the simulator of diagnosis/sim_test.go has the scenario",
 		finding: func(ts *topoState, x *topoInput, e *topoEval, k int) {
-			ts.ranks(e, k, x.t, x.w, x.ru.minChange, x.alpha, x.holdAlpha, max(1, x.base.phi[dRank]), x.lifted[k])
+			ts.ranks(e, k, x.t, x.w, x.ru.minChange, x.alpha, x.holdAlpha, max(1, x.base.phi[dRank]), max(1, x.base.rankSentPhi), x.lifted[k])
 		},
 		// judged against the reference's spread of the ranks: it freezes
 		// that reference while it holds, as the P/D findings do, but a

@@ -179,7 +179,7 @@ func dispersions(tr *track, from, a *point, w int64, base *stats, keep bool) int
 		base.phi[i], base.subLo[i], base.subHi[i] = max(1, phi), lo, hi
 	}
 	if tr.topo.slots != nil {
-		base.phi[dRank] = tr.topo.rankSpread(r, ends, from.t, a.t)
+		base.phi[dRank], base.rankSentPhi = tr.topo.rankSpread(r, ends, from.t, a.t)
 	}
 	if !base.phiSplit {
 		mergedRefusals(subs, HoldWindows, base)

@@ -57,10 +57,17 @@ type Observation struct {
 	Rejections float64
 }
 
-// EngineLoad is one data-parallel engine's gauges now.
+// EngineLoad is one data-parallel engine's gauges now, and its finished
+// requests where the page counts them per engine (vLLM V1's
+// request_success_total with its engine label).
 type EngineLoad struct {
 	Engine           string
 	Running, Waiting float64
+	// Finished is the engine's finished requests, cumulative and
+	// reset-corrected as the Observation's counters are; read only where
+	// Counted (a zero value is no count).
+	Finished float64
+	Counted  bool
 }
 
 // Histogram is a classic histogram's cumulative buckets: Counts[i]

@@ -20,7 +20,7 @@ func rankWindow(run0, run1 float64, waiting func(s int) float64) topoEval {
 		ts.observe(t, &Observation{Engines: []EngineLoad{{Engine: "0", Running: run0}, {Engine: "1", Running: run1, Waiting: waiting(s)}}}, res, res)
 	}
 	var e topoEval
-	ts.ranks(&e, 0, t, w, 0.25, 0.01/4, 0.01, 1, false)
+	ts.ranks(&e, 0, t, w, 0.25, 0.01/4, 0.01, 1, 1, false)
 	return e
 }
 
@@ -247,5 +247,85 @@ func TestRankKeptThroughAGap(t *testing.T) {
 		if after == "even" && wrong > 0 {
 			t.Errorf("rank_imbalance named in %d ready polls after the gap, the ranks even again, want none: kept through the gap, it is held by its evidence only", wrong)
 		}
+	}
+}
+
+// rankWindowSent is rankWindow with each rank's finished requests counted
+// (vLLM V1's request_success_total per engine): rank 0 runs run0 with no
+// queue and is sent sent0 over the window, rank 1 runs run1 with wait1
+// waiting and is sent sent1; the loads stay put, so what each finishes is
+// what it was sent. counted false leaves the counts out, as a server
+// without them.
+func rankWindowSent(run0, run1, wait1, sent0, sent1, phiSent float64, counted bool) topoEval {
+	const w = int64(10 * time.Second)
+	var ts topoState
+	res := int64(time.Second)
+	var t int64
+	for s := 0; s <= 10; s++ {
+		t = int64(s) * res
+		f := float64(s) / 10
+		ts.observe(t, &Observation{Engines: []EngineLoad{
+			{Engine: "0", Running: run0, Finished: 1000 + sent0*f, Counted: counted},
+			{Engine: "1", Running: run1, Waiting: wait1, Finished: 1000 + sent1*f, Counted: counted},
+		}}, res, res)
+	}
+	var e topoEval
+	ts.ranks(&e, 0, t, w, 0.25, 0.01/4, 0.01, 1, phiSent, false)
+	return e
+}
+
+// TestRankOwnSessionsNotNamed: the self-exciting simulator at 50 %, seed 3,
+// prefix_cache_misses (each follow-up recomputes its context): rank 1 holds
+// 296 requests (its sessions' contexts fill its KV cache) beside rank 0's
+// 96, yet over the window the router sent them 125 and 136 (the
+// reference's spread of the ranks' shares 1.7). A rank slowed by its own
+// sessions is no router's skew: not named, nor held. The same window
+// without per-engine counts names it, as before; and the router's skew of
+// the rank_imbalance scenario (seed 3, 1031 s: 159 against none, sent 221
+// against 1, spread 2.3) is named. Before, the finding read the gauges
+// alone and named rank 1 (scenario wrong in 28 % of its polls).
+func TestRankOwnSessionsNotNamed(t *testing.T) {
+	own := rankWindowSent(96, 240, 56, 136, 125, 1.7, true)
+	if own.strict[0] || own.hold[0] {
+		t.Errorf("rank 1 sent fewer requests than rank 0 is named (strict %v, hold %v, queued %v)", own.strict[0], own.hold[0], own.queued)
+	}
+	blind := rankWindowSent(96, 240, 56, 136, 125, 1.7, false)
+	if !blind.strict[0] {
+		t.Error("without per-engine counts the queueing rank is no longer named on its load")
+	}
+	skew := rankWindowSent(0, 96, 63, 1, 221, 2.3, true)
+	if !skew.strict[0] || len(skew.queued) != 1 || skew.queued[0] != "1" || len(skew.idle) != 1 || skew.idle[0] != "0" {
+		t.Errorf("the router's skew is not named: strict %v, queued %v, idle %v", skew.strict[0], skew.queued, skew.idle)
+	}
+}
+
+// TestSentPhiLevelShift: the spread of the ranks' shares is measured on
+// their changes from one sub-window to the next, so a router's skew that
+// began within the reference (sent 95 and 105 in turn, then from the 19th
+// of 30 sub-windows 195 against 5) does not widen the test of that skew
+// beyond the pod's steady spread, while shares that swing with the
+// sessions (35 and 65 % in turn) do.
+func TestSentPhiLevelShift(t *testing.T) {
+	phiOf := func(share func(i int) float64) float64 {
+		var ts topoState
+		for i := range 30 {
+			x := share(i)
+			ts.sentD = append(ts.sentD, [3]float64{0, x, 200}, [3]float64{1, 1 - x, 200})
+		}
+		return ts.sentPhi(30)
+	}
+	even := func(i int) float64 { return 0.475 + 0.05*float64(i%2) }
+	steady := phiOf(even)
+	shifted := phiOf(func(i int) float64 {
+		if i >= 18 {
+			return 0.975
+		}
+		return even(i)
+	})
+	if shifted > 1.25*steady {
+		t.Errorf("a skew that began within the reference widens the test %.1f-fold, the steady pod's %.1f", shifted, steady)
+	}
+	if swing := phiOf(func(i int) float64 { return 0.35 + 0.3*float64(i%2) }); swing < 10*steady {
+		t.Errorf("shares swinging with the sessions widen the test %.1f-fold, the steady pod's %.1f", swing, steady)
 	}
 }

@@ -98,6 +98,9 @@ type stats struct {
 	// phiWindows is how many sub-windows it was measured on.
 	phi        [numDispersed]float64
 	phiWindows int
+	// rankSentPhi is the ranks' spread of the requests each was sent
+	// (rankSpread), beside phi[dRank] of their loads; 0 counts as 1.
+	rankSentPhi float64
 	// phiSplit: phi was measured on sub-windows shorter than the recent
 	// window (a baseline shorter than MinDispersionWindows of them)
 	phiSplit bool

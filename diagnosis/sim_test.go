@@ -345,7 +345,9 @@ func cumulate(bounds []float64, engines []*simEngine, get func(*simEngine) []flo
 func (p *simPod) observe() Observation {
 	o := Observation{Model: "sim", Server: "vllm", KVTransferFailures: math.NaN()}
 	for i, e := range p.engines {
-		o.Engines = append(o.Engines, EngineLoad{Engine: strconv.Itoa(i), Running: float64(len(e.running)), Waiting: float64(len(e.waiting))})
+		// each engine's finished requests, as vLLM V1 labels request_success_total by engine
+		o.Engines = append(o.Engines, EngineLoad{Engine: strconv.Itoa(i), Running: float64(len(e.running)), Waiting: float64(len(e.waiting)),
+			Finished: e.finished, Counted: true})
 		o.Running += float64(len(e.running))
 		o.Waiting += float64(len(e.waiting))
 		o.Finished += e.finished

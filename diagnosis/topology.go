@@ -87,6 +87,9 @@ type topoState struct {
 	// scratch of rankSpread
 	sums  []float64
 	pairs [][5]float64
+	sentD [][3]float64
+	terms []float64
+	sh    []float64
 	hyst  [maxCauses]hysteresis // of the findings' records
 	// Outside an incident, a change found by a baseline-based finding
 	// freezes its own baseline until it clears, as an incident does.
@@ -149,6 +152,20 @@ type rankSlot struct {
 	slot int64
 	n    int32
 	sum  []float32
+	// in is each rank's requests sent to it so far (sentSoFar) at the
+	// slot's latest scrape, NaN where unknown
+	in []float64
+}
+
+// sentSoFar is the requests an engine was sent up to now, where its page
+// counts its finished ones: those finished plus those still in it. Over a
+// window its increase is what the router sent the rank (less the ones an
+// engine restart dropped); NaN without the count.
+func sentSoFar(l EngineLoad) float64 {
+	if !l.Counted {
+		return math.NaN()
+	}
+	return l.Finished + l.Running + l.Waiting
 }
 
 // observe keeps the latest snapshot of the fine slot (res) and adds the
@@ -193,7 +210,7 @@ func (ts *topoState) addSlot(t int64, loads []EngineLoad, res int64) {
 	}
 	k := slotOf(t, res)
 	if n := len(ts.slots); n == 0 || ts.slots[n-1].slot != k {
-		ts.slots = append(ts.slots, rankSlot{slot: k, sum: make([]float32, len(ts.rankNames))})
+		ts.slots = append(ts.slots, rankSlot{slot: k, sum: make([]float32, len(ts.rankNames)), in: make([]float64, len(ts.rankNames))})
 	}
 	s := &ts.slots[len(ts.slots)-1]
 	ts.seen = slices.Grow(ts.seen[:0], len(ts.rankNames))[:len(ts.rankNames)]
@@ -212,12 +229,21 @@ func (ts *topoState) addSlot(t int64, loads []EngineLoad, res int64) {
 			}
 			s.sum = append(s.sum, v)
 		}
+		for len(s.in) <= i {
+			s.in = append(s.in, math.NaN())
+		}
 		s.sum[i] += float32(l.Running + l.Waiting)
+		s.in[i] = sentSoFar(l)
 		ts.seen[i] = true
 	}
 	for i := range s.sum {
 		if !ts.seen[i] {
 			s.sum[i] = float32(math.NaN())
+		}
+	}
+	for i := range s.in {
+		if !ts.seen[i] {
+			s.in[i] = math.NaN()
 		}
 	}
 	s.n++
@@ -235,29 +261,34 @@ func (ts *topoState) pruneSlots(cut, res int64) {
 	}
 }
 
-// rankSpread is the reference's spread of the ranks' loads, over its
-// sub-windows (ends, as dispersions reads them from the coarse ring r,
-// fromT and aT the times of its fromEnd and aEnd; those within a coarse
-// slot read the whole slots after and before them): each sub-window's mean
-// running plus waiting per rank, and for each pair of ranks present all
-// along it the difference d = a - b, whose variance is a + b when the
-// requests spread evenly and independently (the rank test's null).
-// Pearson's χ² of d about the pair's mean over the sub-windows, over its
-// degrees of freedom, floored at 1, is the factor the rank test is widened
-// by, as the signals' tests are by theirs: ranks that take turns queueing
-// spread d far beyond a + b, while a rank starved all along keeps d
-// steady and its imbalance is tested as before. DefaultDispersion with
-// fewer than MinDispersionWindows sub-windows.
-func (ts *topoState) rankSpread(r *ring, ends [][2]int, fromT, aT int64) float64 {
+// rankSpread is the reference's spread of the ranks, over its sub-windows
+// (ends, as dispersions reads them from the coarse ring r, fromT and aT
+// the times of its fromEnd and aEnd; those within a coarse slot read the
+// whole slots after and before them). load: for each pair of ranks present
+// all along a sub-window the difference d = a - b of their mean running
+// plus waiting, whose variance is a + b when the requests spread evenly
+// and independently (the rank test's null). Pearson's χ² of d about the
+// pair's mean over the sub-windows, over its degrees of freedom, floored
+// at 1, is the factor the rank test is widened by, as the signals' tests
+// are by theirs: ranks that take turns queueing spread d far beyond a + b,
+// while a rank starved all along keeps d steady and its imbalance is
+// tested as before. sent: the spread of each rank's share of the requests
+// the ranks were sent, where the page counts them per engine (sentPhi).
+// DefaultDispersion with fewer than MinDispersionWindows sub-windows.
+func (ts *topoState) rankSpread(r *ring, ends [][2]int, fromT, aT int64) (load, sent float64) {
 	e := len(ts.rankNames)
-	// per pair: sub-windows, Σd, Σd²/s, Σd/s, Σ1/s
+	np := e * (e - 1) / 2
+	// per pair of loads: sub-windows, Σd, Σd²/s, Σd/s, Σ1/s
 	acc := ts.pairs[:0]
-	for range e * (e - 1) / 2 {
+	for range np {
 		acc = append(acc, [5]float64{})
 	}
 	ts.pairs = acc
+	// per sub-window and rank of what was sent: the rank, its share of
+	// the ranks' requests, their number
+	sentD := ts.sentD[:0]
 	sum := ts.sums[:0]
-	k := 0
+	kl, ks := 0, 0
 	for _, en := range ends {
 		s0, s1 := slotOf(fromT, r.res)+1, slotOf(aT, r.res)-1
 		if en[0] >= 0 {
@@ -267,6 +298,12 @@ func (ts *topoState) rankSpread(r *ring, ends [][2]int, fromT, aT int64) float64
 			s1 = slotOf(r.pts[en[1]], r.res)
 		}
 		i, _ := slices.BinarySearchFunc(ts.slots, s0, func(s rankSlot, k int64) int { return cmp.Compare(s.slot, k) })
+		// what each rank was sent: from the slot before the sub-window's
+		// first to its last
+		var in0, in1 []float64
+		if i > 0 && ts.slots[i-1].slot == s0-1 {
+			in0 = ts.slots[i-1].in
+		}
 		sum = slices.Grow(sum[:0], e)[:e]
 		clear(sum)
 		n := 0.0
@@ -280,27 +317,118 @@ func (ts *topoState) rankSpread(r *ring, ends [][2]int, fromT, aT int64) float64
 				sum[j] += v
 			}
 			n += float64(s.n)
+			in1 = s.in
 		}
 		if n == 0 {
 			continue
 		}
-		used, p := false, 0
+		usedL, p := false, 0
 		for a := range sum {
 			for b := a + 1; b < e; b, p = b+1, p+1 {
-				x, y := sum[a]/n, sum[b]/n
-				if !(x+y > 0) {
-					continue
-				}
-				d, q := x-y, &acc[p]
-				q[0], q[1], q[2], q[3], q[4] = q[0]+1, q[1]+d, q[2]+d*d/(x+y), q[3]+d/(x+y), q[4]+1/(x+y)
-				used = true
+				usedL = addPair(&acc[p], sum[a]/n, sum[b]/n) || usedL
 			}
 		}
-		if used {
-			k++
+		usedS := false
+		if in0 != nil {
+			all, known := 0.0, 0
+			for j := range e {
+				if x := sentIn(in0, in1, j); x >= 0 {
+					all, known = all+x, known+1
+				}
+			}
+			for j := range e {
+				if x := sentIn(in0, in1, j); x >= 0 && known >= 2 && all > 0 {
+					sentD, usedS = append(sentD, [3]float64{float64(j), x / all, all}), true
+				}
+			}
+		}
+		if usedL {
+			kl++
+		}
+		if usedS {
+			ks++
 		}
 	}
-	ts.sums = sum
+	ts.sums, ts.sentD = sum, sentD
+	return pairsPhi(acc, kl), ts.sentPhi(ks)
+}
+
+// chi2Median1 is the median of χ² with one degree of freedom.
+const chi2Median1 = 0.4549364231195724
+
+// sentPhi is the dispersion factor of what the ranks were sent (ts.sentD,
+// in sub-window order, over k sub-windows): for each rank, the change of
+// its share of the ranks' requests from one sub-window to the next, whose
+// variance is m (1 - m) (1/n + 1/n') under a binomial split at its median
+// share m; the median of those Pearson terms over χ²₁'s median, floored at
+// 1. The share, not the counts: sessions that stay on their rank spread
+// what each is sent beyond a binomial split, while the pod's bursts, sent
+// evenly, do not. Successive changes and a median, not the spread about
+// the mean: a router's skew that began within the reference (a rolling one
+// takes it in while no incident freezes one, and the skew grows as the
+// other rank's sessions end) is a shift of the level, which would widen
+// the test of that very skew (the self-exciting simulator at 50 %, seed
+// 1: φ 24 about the median two minutes after the shift, 3 before); a rank
+// sent more all along keeps its share steady.
+func (ts *topoState) sentPhi(k int) float64 {
+	if k < MinDispersionWindows {
+		return DefaultDispersion
+	}
+	sentD := ts.sentD
+	slices.SortStableFunc(sentD, func(a, b [3]float64) int { return cmp.Compare(a[0], b[0]) })
+	terms := ts.terms[:0]
+	for i := 0; i < len(sentD); {
+		j := i
+		for j < len(sentD) && sentD[j][0] == sentD[i][0] {
+			j++
+		}
+		sh := ts.sh[:0]
+		for _, q := range sentD[i:j] {
+			sh = append(sh, q[1])
+		}
+		slices.Sort(sh)
+		ts.sh = sh
+		m := (sh[(len(sh)-1)/2] + sh[len(sh)/2]) / 2 // the rank's median share
+		if v := m * (1 - m); j-i >= 2 && v > 0 {
+			for l := i + 1; l < j; l++ {
+				d := sentD[l][1] - sentD[l-1][1]
+				terms = append(terms, d*d/(v*(1/sentD[l][2]+1/sentD[l-1][2])))
+			}
+		}
+		i = j
+	}
+	ts.terms = terms
+	if len(terms) < MinDispersionWindows {
+		return DefaultDispersion
+	}
+	slices.Sort(terms)
+	med := (terms[(len(terms)-1)/2] + terms[len(terms)/2]) / 2
+	return max(1, med/chi2Median1)
+}
+
+// sentIn is the requests rank j was sent from in0 to in1 (rankSlot.in),
+// NaN where unknown or dropped by a restart.
+func sentIn(in0, in1 []float64, j int) float64 {
+	if j >= len(in0) || j >= len(in1) || !(in1[j] >= in0[j]) {
+		return math.NaN()
+	}
+	return in1[j] - in0[j]
+}
+
+// addPair adds one sub-window's pair of rank values x, y to q (rankSpread)
+// and says whether it was used.
+func addPair(q *[5]float64, x, y float64) bool {
+	if !(x+y > 0) {
+		return false
+	}
+	d := x - y
+	q[0], q[1], q[2], q[3], q[4] = q[0]+1, q[1]+d, q[2]+d*d/(x+y), q[3]+d/(x+y), q[4]+1/(x+y)
+	return true
+}
+
+// pairsPhi is the dispersion factor of rankSpread's pairs acc, measured on
+// k sub-windows.
+func pairsPhi(acc [][5]float64, k int) float64 {
 	chi2, df := 0.0, 0.0
 	for _, q := range acc {
 		if q[0] < 2 {
@@ -354,7 +482,15 @@ type topoEval struct {
 // minutes every few minutes, as its normal. Both window means are divided
 // by phi, the reference's spread of the ranks (rankSpread), as the
 // signals' tests are widened by their dispersion.
-func (ts *topoState) ranks(e *topoEval, k int, t, w int64, minChange, alpha, holdAlpha, phi float64, lifted bool) {
+//
+// Where the page counts each engine's finished requests, a rank that
+// queues because the router sends it more is told from one slowed by its
+// own heavier sessions (their contexts fill its KV cache) by what each was
+// sent over the window: the queueing rank is named only where it was sent
+// more than an even share of the ranks' requests (Binomial(n, 1/ranks),
+// the counts divided by phiSent, the reference's spread of the ranks'
+// shares).
+func (ts *topoState) ranks(e *topoEval, k int, t, w int64, minChange, alpha, holdAlpha, phi, phiSent float64, lifted bool) {
 	e.recent[zImbalance] = math.NaN()
 	if len(ts.snaps) == 0 || ts.snaps[0].t > t-w {
 		return
@@ -364,25 +500,37 @@ func (ts *topoState) ranks(e *topoEval, k int, t, w int64, minChange, alpha, hol
 		r, wait float64
 		last    float64 // waiting at the latest scrape
 		n       int
+		// requests sent so far (sentSoFar) before the window and at its
+		// latest scrape
+		in0, in1 float64
 	}
 	by := map[string]*acc{}
 	var order []*acc
+	in0 := map[string]float64{}
 	n := 0
 	for _, s := range ts.snaps {
 		if s.t <= t-w {
+			clear(in0)
+			for _, l := range s.loads {
+				in0[l.Engine] = sentSoFar(l)
+			}
 			continue
 		}
 		n++
 		for _, l := range s.loads {
 			a := by[l.Engine]
 			if a == nil {
-				a = &acc{name: l.Engine}
+				a = &acc{name: l.Engine, in0: math.NaN()}
+				if v, ok := in0[l.Engine]; ok {
+					a.in0 = v
+				}
 				by[l.Engine] = a
 				order = append(order, a)
 			}
 			a.r += l.Running
 			a.wait += l.Waiting
 			a.last = l.Waiting
+			a.in1 = sentSoFar(l)
 			a.n++
 		}
 	}
@@ -406,6 +554,16 @@ func (ts *topoState) ranks(e *topoEval, k int, t, w int64, minChange, alpha, hol
 	}
 	e.recent[zImbalance] = ratio(top, sum/float64(len(es)))
 	pairs := float64(len(es) * (len(es) - 1) / 2)
+	// what the ranks were sent over the window, NaN unless every rank's
+	// page counts it and no restart dropped it
+	all := 0.0
+	for _, a := range es {
+		all += a.in1 - a.in0
+		if !(a.in1 >= a.in0) {
+			all = math.NaN()
+			break
+		}
+	}
 	queued, idle := map[string]bool{}, map[string]bool{}
 	heldQ, heldI := false, false
 	e.p[zImbalance] = math.NaN()
@@ -424,12 +582,20 @@ func (ts *topoState) ranks(e *topoEval, k int, t, w int64, minChange, alpha, hol
 		// queue is no burst of the pod ending: the gate is lifted, and the
 		// finding so named clears with that queueing (Cause.gate, step).
 		draining := q.last < max(rankQueued, q.wait/2)
+		// sent more than an even share of the ranks' requests: the
+		// router's skew, not the rank's own sessions
+		pSent := 0.0
+		if all >= 0 {
+			x, n := math.Round((q.in1-q.in0)/phiSent), math.Round(all/phiSent)
+			pSent = binomialTail(int(n), int(x), 1/float64(len(es)), +1)
+		}
 		for _, j := range es {
 			if j == q || j.wait >= rankIdle || j.r > (1-minChange)*q.r {
 				continue
 			}
 			lq, lj := math.Round((q.r+q.wait)/phi), math.Round((j.r+j.wait)/phi)
 			p := binomialTail(int(lq+lj), int(lq), 0.5, +1)
+			p = max(p, pSent)
 			if !(p >= e.p[zImbalance]) {
 				e.p[zImbalance] = p
 			}

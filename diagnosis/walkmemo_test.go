@@ -284,7 +284,7 @@ func refDispersions(tr *track, from, a *point, w int64, base *stats) int {
 		base.phi[i], base.subLo[i], base.subHi[i] = max(1, phi), lo, hi
 	}
 	if tr.topo.slots != nil {
-		base.phi[dRank] = tr.topo.rankSpread(&tr.coarse, ends, from.t, a.t)
+		base.phi[dRank], base.rankSentPhi = tr.topo.rankSpread(&tr.coarse, ends, from.t, a.t)
 	}
 	if !base.phiSplit {
 		mergedRefusals(subs, HoldWindows, base)
