@@ -418,3 +418,43 @@ func TestAdmissionNotHeldByTheSpanOnceTheRefusalsFell(t *testing.T) {
 		t.Errorf("admission held in %d of the %d polls whose recent window refused a fifth (the pod's bursts 3 of 7) on the last %d windows' refusals, want none", held, 2*60-window, HoldWindows)
 	}
 }
+
+// TestAdmissionResumedWithinTheBurstsRangeNamedOnItsSpan: a pod refusing
+// in bursts of one recent window (20 s refusing 3 of every 7 attempts) is
+// overloaded at its queue cap: a minute refusing two thirds (named), a dip
+// of 30 s refusing nothing (admission clears with its evidence, the
+// episode runs on: the dip is shorter than the minute), then 3 minutes
+// refusing half, one window at a time within what the bursts widen the
+// test by. Over the last HoldWindows windows it refuses more than any
+// HoldWindows of the baseline did, significantly at the naming α: within
+// the episode that named it, admission is named again on that span once
+// it covers the resumed refusals. Fails on the code before: the span only
+// held a named admission, naming asked one window at α / 5, and the
+// resumed overload was never named (the bursty simulator at 90 %, seed 11:
+// 17m03-17m49, 47 s of windows refusing 35-53 % against 18 %, missed).
+func TestAdmissionResumedWithinTheBurstsRangeNamedOnItsSpan(t *testing.T) {
+	opts := testOpts
+	opts.Window = 20 * time.Second
+	f := newFeeder(t, opts)
+	rng := rand.New(rand.NewPCG(31, 31))
+	f.windowBursts(12*60, rng, nil)
+	f.feed(60, refusing(8), nil)
+	if !f.admissionNamed() {
+		t.Fatal("admission not named after a minute refusing two thirds of the attempts: the test needs the onset named")
+	}
+	f.feed(30, healthy, nil)
+	if f.admissionNamed() {
+		t.Fatal("admission still named after 30 s refusing nothing: the test needs the dip to clear it")
+	}
+	window := int(opts.Window / time.Second)
+	missed := 0
+	for i := range 3 * 60 {
+		f.feed(1, refusing(4), nil)
+		if i >= HoldWindows*window+HoldEvaluations && !f.admissionNamed() {
+			missed++
+		}
+	}
+	if want := 3*60 - HoldWindows*window - HoldEvaluations; missed > 0 {
+		t.Errorf("the overload resumed after a dip of 30 s, refusing half the attempts of a pod whose bursts of a window refuse 3 of 7: admission not named in %d of the %d polls once the last %d windows covered it, want none", missed, want, HoldWindows)
+	}
+}
