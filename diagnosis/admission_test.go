@@ -458,3 +458,45 @@ func TestAdmissionResumedWithinTheBurstsRangeNamedOnItsSpan(t *testing.T) {
 		t.Errorf("the overload resumed after a dip of 30 s, refusing half the attempts of a pod whose bursts of a window refuse 3 of 7: admission not named in %d of the %d polls once the last %d windows covered it, want none", missed, want, HoldWindows)
 	}
 }
+
+// TestAdmissionKeptThroughAGapInItsEpisode: admission named outside an
+// incident (a pod refusing a third of its attempts, its latency flat) is
+// kept through a gap in the scrapes, as a named incident keeps its
+// findings: at the first ready evaluation it is held by its own evidence
+// (refusing on: named at once), and it clears with that evidence (refusing
+// nothing: not named once the recent window lies after the refusals).
+// Fails on the code before: the verdicts were forgotten and admission was
+// missing for the HoldEvaluations evaluations naming takes (the bursty
+// simulator at 95 %, seeds 5 and 8: 7.0, 7.4 -> 6.3, 7.0 % wrong or
+// missing).
+func TestAdmissionKeptThroughAGapInItsEpisode(t *testing.T) {
+	window := int(testOpts.Window / time.Second)
+	for _, after := range []string{"refusing", "calm"} {
+		f := fed(t, testOpts, phase{11 * 60, healthy}, phase{3 * 60, refusing(2)})
+		if !f.admissionNamed() {
+			t.Fatal("admission not named after 3 minutes refusing a third of the attempts")
+		}
+		s := refusing(2)
+		if after == "calm" {
+			s = healthy
+		}
+		f.i += 5 // no scrape for 5 s
+		notReady, wrong := 0, 0
+		for k := range 2 * 60 {
+			f.feed(1, s, nil)
+			if values(f.fams, FamilyReady, "")[""] != 1 {
+				notReady++
+				continue
+			}
+			if after == "refusing" && !f.admissionNamed() || after == "calm" && k >= window && f.admissionNamed() {
+				wrong++
+			}
+		}
+		if notReady == 0 {
+			t.Fatal("never not ready after the gap: the test needs the gap to count")
+		}
+		if wrong > 0 {
+			t.Errorf("%s after the gap: admission named %t in %d of the ready polls of the 2 minutes after it, want none", after, after == "calm", wrong)
+		}
+	}
+}
