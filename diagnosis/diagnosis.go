@@ -596,10 +596,11 @@ func (d *Diagnoser) diagnose(m string, tr *track, t int64) ModelReport {
 			}
 		}
 	} else {
-		if in.open && in.named {
-			// kept with the incident's own verdict, and held by their
-			// evidence once ready again (the self-exciting rank_imbalance
-			// at 50 %, seed 3: named again 2 polls after queueing)
+		if in.open && in.named || !in.open && tr.findings.on && tr.topo.baselinedOn() {
+			// kept with the incident's own verdict, or the refusal
+			// episode's, and held by their evidence once ready again (the
+			// self-exciting rank_imbalance at 50 %, seed 3: named again 2
+			// polls after queueing)
 			tr.topo.keep()
 		} else {
 			tr.topo.reset()

@@ -672,11 +672,14 @@ func (ts *topoState) admissionRefused(x *topoInput, e *topoEval, k int) {
 	// average out: only while the recent window itself refuses more than
 	// every sub-window of the baseline (beyond) and no less than the span
 	// by the minimum change, so never on windows that refuse nothing more.
-	// Naming asks the recent window's own evidence, as before: named on
-	// the span, the tail of a pod's long refusal bursts flickered.
+	// Naming asks the recent window's own evidence, except within a
+	// refusal episode that named it (an overload's dip cleared it): the
+	// span, at the naming α, names it again. Named on the span outside an
+	// episode, a steady pod at 95 % whose refusals rose for minutes against
+	// a quiet reference was named (bursty seed 2).
 	long := [2]float64{math.NaN(), math.NaN()}
-	if ts.hyst[k].on && base.longWindows >= MinDispersionWindows {
-		long[0], long[1] = x.span.refusals(x.t) // only a named finding pays for its span
+	if (ts.hyst[k].on || x.episode[k]) && base.longWindows >= MinDispersionWindows {
+		long[0], long[1] = x.span.refusals(x.t) // only a named finding or its episode pays for its span
 	}
 	pl, sustained := sustainedRefusals(x.ru, recent, long, base, x.alpha)
 	sustained = up && beyond && sustained
@@ -684,7 +687,7 @@ func (ts *topoState) admissionRefused(x *topoInput, e *topoEval, k int) {
 	if sustained && !held {
 		e.change[zRefused], e.p[zRefused] = ChangeUp, pl
 	}
-	e.strict[k], e.hold[k] = up && p <= x.alpha && beyond, held || sustained
+	e.strict[k], e.hold[k] = up && beyond && (p <= x.alpha || x.episode[k] && sustained), held || sustained
 }
 
 // refusedTest tests the share of attempts refused at admission, recent
@@ -743,6 +746,7 @@ type topoInput struct {
 	alpha, holdAlpha   float64
 	started1, started0 float64  // requests started in each window
 	lifted             causeSet // the findings whose gate a named cause lifts (Cause.gate)
+	episode            causeSet // the findings the running refusal episode named (findingTime)
 }
 
 // sig classifies topology signal i, recent against base, with the
@@ -763,7 +767,7 @@ func (x *topoInput) sig(e *topoEval, i int, p float64) (strict, hold bool) {
 
 // evaluate tests the topology findings, recent against base, at alpha to
 // name and holdAlpha to hold.
-func (ts *topoState) evaluate(ru *rules, t, w int64, recent, base *stats, span spanReader, alpha, holdAlpha float64) topoEval {
+func (ts *topoState) evaluate(ru *rules, t, w int64, recent, base *stats, span spanReader, alpha, holdAlpha float64, episode causeSet) topoEval {
 	var e topoEval
 	for i := range numTopoSignals {
 		e.ratio[i], e.p[i], e.change[i] = math.NaN(), math.NaN(), ChangeUnknown
@@ -774,7 +778,7 @@ func (ts *topoState) evaluate(ru *rules, t, w int64, recent, base *stats, span s
 	}
 	e.recent[zImbalance], e.base[zImbalance] = math.NaN(), math.NaN()
 	x := &topoInput{ru: ru, t: t, w: w, recent: recent, base: base, span: span, alpha: alpha, holdAlpha: holdAlpha,
-		started1: firstPositive(recent.started, recent.requests), started0: firstPositive(base.started, base.requests)}
+		started1: firstPositive(recent.started, recent.requests), started0: firstPositive(base.started, base.requests), episode: episode}
 	for k := range causes {
 		x.lifted[k] = ts.lifted(k)
 	}
@@ -861,7 +865,11 @@ func (ts *topoState) step(d *Diagnoser, tr *track, t int64, now *point, recent, 
 		base, baseEnd = ts.base, ts.baseEnd
 	}
 	alpha := d.opts.Significance / numTopoSignals
-	e := ts.evaluate(&d.rules, t, w, recent, base, spanReader{d: d, tr: tr, now: now, end: baseEnd}, alpha, d.opts.Significance)
+	var episode causeSet
+	if ft := &tr.findings; ft.on && !incident {
+		episode = ft.named
+	}
+	e := ts.evaluate(&d.rules, t, w, recent, base, spanReader{d: d, tr: tr, now: now, end: baseEnd}, alpha, d.opts.Significance, episode)
 	baselined := false
 	for k := range causes {
 		if causes[k].finding == nil {
