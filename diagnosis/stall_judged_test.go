@@ -161,3 +161,33 @@ func TestPreemptionsHeldWhileTheBatchIsHeldBack(t *testing.T) {
 		t.Errorf("preemptions cleared %d s after the batch came back (-1: never), want within %d s", cleared, limit)
 	}
 }
+
+// TestStallJudgedHeldAtTheUndividedLevel: a stall judged on its throughput
+// (0.1 requests a second, 300 waiting, the output 400 -> 4 tokens a
+// second: throughput_down named) whose few requests then generate more
+// (each 3000 tokens: the output 0.75x, p = 0.004, significant at the
+// undivided α but not at α / 10) stays judged, throughput_down named, as a
+// named symptom is held. Fails without that hold (diagnosis.go,
+// judgedStall on the strict symptom alone): judged in 57 of the 120
+// evaluations, the rest not ready, the verdict held instead of judged.
+func TestStallJudgedHeldAtTheUndividedLevel(t *testing.T) {
+	f := fed(t, testOpts, phase{700, healthy})
+	stall := healthy
+	stall.requests, stall.running, stall.waiting, stall.kv, stall.preemptions = 0.1, 1, 300, 0.95, 5
+	f.feed(120, stall, nil)
+	if m := &f.d.Report().Models[0]; !m.Readiness.Stall || values(f.fams, FamilySymptom, "symptom")[SymptomThroughputDown] != 1 {
+		t.Fatalf("after 120 s of the stall: readiness %+v, symptoms %v, want a judged stall naming throughput_down: the test does not test its hold", m.Readiness, active(values(f.fams, FamilySymptom, "symptom")))
+	}
+	longer := stall
+	longer.output = 0.75 * healthy.requests * healthy.output / stall.requests
+	judged := 0
+	f.feed(120, longer, func(fams []exposition.Family) {
+		m := &f.d.Report().Models[0]
+		if m.Readiness.State == ReadyOK && m.Readiness.Stall && values(fams, FamilySymptom, "symptom")[SymptomThroughputDown] == 1 {
+			judged++
+		}
+	})
+	if judged < 120 {
+		t.Errorf("the stall judged with throughput_down named in %d of the 120 evaluations at 0.75x the output, want all: named, it is held at the undivided level", judged)
+	}
+}
