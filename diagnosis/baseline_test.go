@@ -28,14 +28,32 @@ func newFeeder(t *testing.T, opts Options) *feeder {
 
 // feed runs n seconds of s; each, if given, sees the families after each.
 func (f *feeder) feed(n int, s second, each func(fams []exposition.Family)) {
-	for range n {
-		f.fams = f.d.Observe(t0.Add(time.Duration(f.i)*time.Second), []Observation{f.p.tick(s)})
-		f.i++
+	f.feedRanks(n, s, nil, each)
+}
+
+// feedRanks is feed with the k-th second's ranks engines(k) (nil: none).
+func (f *feeder) feedRanks(n int, s second, engines func(k int) []EngineLoad, each func(fams []exposition.Family)) {
+	for k := range n {
+		o := f.p.tick(s)
+		if engines != nil {
+			o.Engines = engines(k)
+		}
+		f.observe(o)
 		if each != nil {
 			each(f.fams)
 		}
 	}
 }
+
+// observe scrapes o at the feeder's next second (one a second from t0).
+func (f *feeder) observe(o Observation) []exposition.Family {
+	f.fams = f.d.Observe(t0.Add(time.Duration(f.i)*time.Second), []Observation{o})
+	f.i++
+	return f.fams
+}
+
+// causes are the cause family's values after the last second fed.
+func (f *feeder) causes() map[string]float64 { return values(f.fams, FamilyCause, "cause") }
 
 // phase is n seconds of s.
 type phase struct {

@@ -616,8 +616,10 @@ func (d *Diagnoser) diagnose(m string, tr *track, t int64) ModelReport {
 		}
 	}
 	var topoOn causeSet
-	if ready {
-		topoOn = tr.topo.on() // kept through a gap, not shown while not ready
+	if ready || holding {
+		// kept through a gap, not shown while not ready; held through a
+		// stall with the incident's verdict they were named in
+		topoOn = tr.topo.on()
 	}
 	if in.adopted && t-in.adoptedAt > w+b {
 		in.adopted = false // the page said so for a baseline's length

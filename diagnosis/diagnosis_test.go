@@ -120,16 +120,11 @@ var t0 = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 // last families and the last report.
 func run(t *testing.T, opts Options, secs []second) (*Diagnoser, []exposition.Family, *Report) {
 	t.Helper()
-	d, err := New(opts)
-	if err != nil {
-		t.Fatal(err)
+	f := newFeeder(t, opts)
+	for _, s := range secs {
+		f.feed(1, s, nil)
 	}
-	p := newPod()
-	var fams []exposition.Family
-	for i, s := range secs {
-		fams = d.Observe(t0.Add(time.Duration(i)*time.Second), []Observation{p.tick(s)})
-	}
-	return d, fams, d.Report()
+	return f.d, f.fams, f.d.Report()
 }
 
 // timeline is steady for before seconds, then shifted for after seconds.
@@ -299,11 +294,7 @@ func TestEachCause(t *testing.T) {
 // The verdict appears as soon as the shifted part of the recent window is
 // large enough, well within one window of the shift.
 func TestCauseAppearsWithinWindow(t *testing.T) {
-	d, err := New(testOpts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := newPod()
+	f := newFeeder(t, testOpts)
 	shifted := healthy
 	shifted.waiting, shifted.ttft = 6, 0.3
 	first := -1
@@ -312,8 +303,8 @@ func TestCauseAppearsWithinWindow(t *testing.T) {
 		if i >= 640 {
 			s = shifted
 		}
-		fams := d.Observe(t0.Add(time.Duration(i)*time.Second), []Observation{p.tick(s)})
-		ca := values(fams, FamilyCause, "cause")
+		f.feed(1, s, nil)
+		ca := f.causes()
 		if i < 640 && len(active(ca)) > 0 {
 			t.Fatalf("cause %v before the shift, at %d s", active(ca), i)
 		}
@@ -440,19 +431,15 @@ func TestMinimumChangeBoundary(t *testing.T) {
 }
 
 func TestHistogramBoundsChangeRestartsIt(t *testing.T) {
-	d, err := New(testOpts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := newPod()
+	f := newFeeder(t, testOpts)
 	for i := range 700 {
-		o := p.tick(healthy)
+		o := f.p.tick(healthy)
 		if i >= 650 {
 			// Another vLLM behind the port, with other bounds: the old
 			// counts cannot be subtracted from the new ones.
 			o.TTFT = Histogram{Bounds: []float64{1, math.Inf(1)}, Counts: []float64{float64(i), float64(i)}}
 		}
-		fams := d.Observe(t0.Add(time.Duration(i)*time.Second), []Observation{o})
+		fams := f.observe(o)
 		if i >= 650 {
 			if _, ok := values(fams, FamilyChangeRatio, "signal")[SignalTTFTP90]; ok {
 				t.Fatalf("TTFT ratio across a change of bounds at %d s", i)
@@ -757,37 +744,25 @@ func TestBaselineKeptWhateverTheSpacing(t *testing.T) {
 func TestIncidentOutlivesTheBaseline(t *testing.T) {
 	s := healthy
 	s.waiting, s.ttft = 6, 0.3
-	d, err := New(testOpts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := newPod()
-	var fams []exposition.Family
-	tick := 0
-	feed := func(n int, sec second) {
-		for range n {
-			fams = d.Observe(t0.Add(time.Duration(tick)*time.Second), []Observation{p.tick(sec)})
-			tick++
-		}
-	}
-	feed(640, healthy)
-	feed(30*60, s) // three baselines of 10 min
-	if got := active(values(fams, FamilyCause, "cause")); strings.Join(got, ",") != CauseQueueing {
+	f := newFeeder(t, testOpts)
+	f.feed(640, healthy, nil)
+	f.feed(30*60, s, nil) // three baselines of 10 min
+	if got := active(f.causes()); strings.Join(got, ",") != CauseQueueing {
 		t.Fatalf("after three baselines of the shift: causes %v, want queueing", got)
 	}
-	age := values(fams, FamilyIncident, "")[""]
+	age := values(f.fams, FamilyIncident, "")[""]
 	if age < 30*60-70 || age > 30*60 {
 		t.Fatalf("incident age %v s, want about 1800", age)
 	}
-	rep := d.Report()
+	rep := f.d.Report()
 	if r := rep.Models[0].Steps[1].Signals[0]; r.Ratio == nil || *r.Ratio != 6 || !rep.Models[0].Baseline.Frozen {
 		t.Fatalf("waiting against the frozen baseline: %+v frozen=%v", r, rep.Models[0].Baseline.Frozen)
 	}
-	feed(60+HoldEvaluations, healthy) // a whole recent window back, and the hold
-	if got := active(values(fams, FamilyCause, "cause")); len(got) != 0 || values(fams, FamilyIncident, "")[""] != 0 {
-		t.Fatalf("after the load returned: causes %v, incident %v s", got, values(fams, FamilyIncident, "")[""])
+	f.feed(60+HoldEvaluations, healthy, nil) // a whole recent window back, and the hold
+	if got := active(f.causes()); len(got) != 0 || values(f.fams, FamilyIncident, "")[""] != 0 {
+		t.Fatalf("after the load returned: causes %v, incident %v s", got, values(f.fams, FamilyIncident, "")[""])
 	}
-	if rep := d.Report(); rep.Models[0].Recovered == nil {
+	if rep := f.d.Report(); rep.Models[0].Recovered == nil {
 		t.Fatalf("no recovery noted")
 	}
 }
@@ -817,15 +792,11 @@ func TestOneEvaluationNamesNothing(t *testing.T) {
 		s.waiting, s.ttft = 6, 0.3
 		secs = append(secs, s)
 	}
-	d, err := New(testOpts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := newPod()
+	f := newFeeder(t, testOpts)
 	named := -1
 	for i, s := range secs {
-		fams := d.Observe(t0.Add(time.Duration(i)*time.Second), []Observation{p.tick(s)})
-		if named < 0 && values(fams, FamilySymptom, "symptom")[SymptomTTFTUp] == 1 {
+		f.feed(1, s, nil)
+		if named < 0 && values(f.fams, FamilySymptom, "symptom")[SymptomTTFTUp] == 1 {
 			named = i
 		}
 	}
@@ -834,7 +805,7 @@ func TestOneEvaluationNamesNothing(t *testing.T) {
 	}
 	// The incident starts where the symptom first showed, HoldEvaluations-1
 	// evaluations before it was named.
-	raw := int(d.Report().Models[0].Incident.Start.Sub(t0) / time.Second)
+	raw := int(f.d.Report().Models[0].Incident.Start.Sub(t0) / time.Second)
 	if named-raw != HoldEvaluations-1 {
 		t.Fatalf("symptom first showed at %d s, named at %d s: want a hold of %d evaluations", raw, named, HoldEvaluations)
 	}

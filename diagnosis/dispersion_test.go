@@ -113,17 +113,14 @@ func burstyTimeline(before, after int, shifted second) []second {
 // still named within the recent window. Fails on the code before the
 // dispersion factor (ttft_up and long_prompts named at every burst).
 func TestBurstTheBaselineShowsIsNoChange(t *testing.T) {
-	d, err := New(testOpts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := newPod()
+	f := newFeeder(t, testOpts)
 	shifted := second{requests: 4, ttft: 0.7, itl: 0.05, itlPerReq: 100, prompt: 3000, output: 100,
 		running: 8, waiting: 1, kv: 0.4, hitRatio: 0.5}
 	secs := burstyTimeline(1800, 120, shifted)
 	var named [][]string
 	for i, s := range secs {
-		fams := d.Observe(t0.Add(time.Duration(i)*time.Second), []Observation{p.tick(s)})
+		f.feed(1, s, nil)
+		fams := f.fams
 		got := append(active(values(fams, FamilySymptom, "symptom")), active(values(fams, FamilyCause, "cause"))...)
 		if i < 1800 && len(got) > 0 {
 			named = append(named, append([]string{time.Duration(i * int(time.Second)).String()}, got...))

@@ -4,7 +4,6 @@ import (
 	"math"
 	"strings"
 	"testing"
-	"time"
 )
 
 // TestHoldNeedsEvidence: a named cause stays named only while its own
@@ -15,20 +14,14 @@ import (
 // by the three-window hold on data that stopped showing it (issue 30:
 // 56-89 % of the false claims were such holds).
 func TestHoldNeedsEvidence(t *testing.T) {
-	d, err := New(testOpts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := newPod()
+	f := newFeeder(t, testOpts)
 	queue, prompts := healthy, healthy
 	queue.waiting, queue.ttft = 6, 0.3
 	prompts.prompt, prompts.ttft = 1000, 0.3
-	i := 0
 	feed := func(n int, s second) (named []bool) {
 		for range n {
-			fams := d.Observe(t0.Add(time.Duration(i)*time.Second), []Observation{p.tick(s)})
-			i++
-			named = append(named, values(fams, FamilyCause, "cause")[CauseQueueing] == 1)
+			f.feed(1, s, nil)
+			named = append(named, f.causes()[CauseQueueing] == 1)
 		}
 		return named
 	}

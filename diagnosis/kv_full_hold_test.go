@@ -263,3 +263,34 @@ func TestLongPromptsFillingTheCacheHoldNoPreemptions(t *testing.T) {
 		t.Errorf("preemptions dropped %d s into the shift (-1: never; named at %d s) with the cache full of prompts 2.5x and no preemption since 10 s: want cleared once the clump left the %d windows a cause is held by (%d s)", dropped, named, HoldWindows, limit)
 	}
 }
+
+// TestPreemptionsNotHeldByACacheALargerBatchFills: preemptions named on a
+// KV cache cut (2 a second, the cache 0.95 against 0.4, 30 waiting, the
+// TTFT 4x); then none falls while the batch runs 12 against 8 (1.5x, past
+// the minimum change), the cache as full and the queue as long. A cache
+// that a larger batch fills is no memory limit held between two
+// preemptions (cacheFull asks the batch no larger than the baseline's):
+// preemptions clear once the recent window shows none, within the window
+// and a few evaluations. Fails without that condition: held all 240 s, the
+// full cache standing for the limit the preemptions no longer show.
+func TestPreemptionsNotHeldByACacheALargerBatchFills(t *testing.T) {
+	f := fed(t, testOpts, phase{700, healthy})
+	cut := healthy
+	cut.ttft, cut.waiting, cut.kv, cut.preemptions = 0.6, 30, 0.95, 2
+	f.feed(90, cut, nil)
+	if got := f.causes()[CausePreemptions]; got != 1 {
+		t.Fatalf("preemptions %v after 90 s of the cut (causes %v), want named: the test does not test a hold", got, active(f.causes()))
+	}
+	larger := cut
+	larger.preemptions, larger.running = 0, 12
+	cleared := -1
+	for k := range 240 {
+		f.feed(1, larger, nil)
+		if cleared < 0 && f.causes()[CausePreemptions] == 0 {
+			cleared = k
+		}
+	}
+	if limit := 60 + 10; cleared < 0 || cleared > limit {
+		t.Errorf("preemptions cleared %d s after the last one (-1: never in 240 s), the batch 1.5x filling the cache, want within %d s", cleared, limit)
+	}
+}

@@ -5,7 +5,6 @@ import (
 	"math/rand/v2"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/fos-study/vllm-normalizer/exposition"
 )
@@ -16,22 +15,17 @@ import (
 // 1.4x), and returns the last families and report.
 func inBucketShift(t *testing.T, mean float64) ([]exposition.Family, *Report) {
 	t.Helper()
-	d, err := New(testOpts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := newPod()
-	p.o.ITL = Histogram{Bounds: simITLBounds, Counts: make([]float64, len(simITLBounds))}
-	var fams []exposition.Family
+	f := newFeeder(t, testOpts)
+	f.p.o.ITL = Histogram{Bounds: simITLBounds, Counts: make([]float64, len(simITLBounds))}
 	for i := range 640 + 90 {
 		s := healthy
 		s.itl = []float64{0.026, 0.030}[i%2]
 		if i >= 640 {
 			s.itl *= mean
 		}
-		fams = d.Observe(t0.Add(time.Duration(i)*time.Second), []Observation{p.tick(s)})
+		f.feed(1, s, nil)
 	}
-	return fams, d.Report()
+	return f.fams, f.d.Report()
 }
 
 // TestShiftInsideABucketNamedByItsMean: the inter-token latency rises 1.3x

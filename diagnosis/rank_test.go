@@ -3,9 +3,12 @@ package diagnosis
 import (
 	"testing"
 	"time"
-
-	"github.com/fos-study/vllm-normalizer/exposition"
 )
+
+// ranks are the same ranks every second (feeder.feedRanks).
+func ranks(engines []EngineLoad) func(int) []EngineLoad {
+	return func(int) []EngineLoad { return engines }
+}
 
 // rankWindow feeds a topoState one scrape a second over a recent window of
 // 10 s, rank 0 at its running and no queue, rank 1 at its running with the
@@ -70,25 +73,11 @@ func TestRankDrainingQueueNotNamed(t *testing.T) {
 // gone, the router still skewed (no rank queues). Fails on the code
 // before: queueing named alone.
 func TestRankNamedBesideNamedQueueing(t *testing.T) {
-	d, err := New(testOpts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := newPod()
-	i := 0
-	var fams []exposition.Family
-	feed := func(n int, s second, engines func(k int) []EngineLoad) {
-		for k := range n {
-			o := p.tick(s)
-			o.Engines = engines(k)
-			fams = d.Observe(t0.Add(time.Duration(i)*time.Second), []Observation{o})
-			i++
-		}
-	}
+	f := newFeeder(t, testOpts)
 	even := func(int) []EngineLoad {
 		return []EngineLoad{{Engine: "0", Running: 4, Waiting: 0.5}, {Engine: "1", Running: 4, Waiting: 0.5}}
 	}
-	feed(640, healthy, even)
+	f.feedRanks(640, healthy, even, nil)
 	starved := func(k int) []EngineLoad {
 		w := 0.0
 		if k%5 == 0 {
@@ -101,20 +90,20 @@ func TestRankNamedBesideNamedQueueing(t *testing.T) {
 		s := healthy
 		s.ttft = 0.3
 		s.waiting = starved(k)[0].Waiting
-		feed(1, s, func(int) []EngineLoad { return starved(k) })
-		got := values(fams, FamilyCause, "cause")
+		f.feedRanks(1, s, ranks(starved(k)), nil)
+		got := f.causes()
 		both = both || got[CauseQueueing] == 1 && got[CauseRankImbalance] == 1
 	}
 	if !both {
-		t.Fatalf("causes %v after three minutes of rank 0 queueing in bursts beside an idle rank 1, never queueing and rank_imbalance together", active(values(fams, FamilyCause, "cause")))
+		t.Fatalf("causes %v after three minutes of rank 0 queueing in bursts beside an idle rank 1, never queueing and rank_imbalance together", active(f.causes()))
 	}
 	// rank 0's queue is gone, the router still skewed: queueing clears
 	skewed := func(int) []EngineLoad { return []EngineLoad{{Engine: "0", Running: 8}, {Engine: "1"}} }
 	calm := healthy
 	calm.waiting = 0
 	for k := range 120 {
-		feed(1, calm, skewed)
-		if got := values(fams, FamilyCause, "cause"); got[CauseRankImbalance] == 1 && got[CauseQueueing] != 1 {
+		f.feedRanks(1, calm, skewed, nil)
+		if got := f.causes(); got[CauseRankImbalance] == 1 && got[CauseQueueing] != 1 {
 			t.Fatalf("causes %v %d s after rank 0's queue was gone: rank_imbalance, named on a draining queue beside queueing, outlived it", active(got), k+1)
 		}
 	}
@@ -130,24 +119,15 @@ func TestRankNamedBesideNamedQueueing(t *testing.T) {
 // beyond the turns': named, and kept named while it lasts, the reference it
 // was named against frozen. On main the turns named rank_imbalance.
 func TestRankTurnsQueueingNotNamed(t *testing.T) {
-	d, err := New(testOpts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := newPod()
-	i := 0
-	var fams []exposition.Family
+	f := newFeeder(t, testOpts)
 	tick := func(engines []EngineLoad) map[string]float64 {
 		s := healthy
 		s.running, s.waiting = 0, 0
 		for _, e := range engines {
 			s.running, s.waiting = s.running+e.Running, s.waiting+e.Waiting
 		}
-		o := p.tick(s)
-		o.Engines = engines
-		fams = d.Observe(t0.Add(time.Duration(i)*time.Second), []Observation{o})
-		i++
-		return values(fams, FamilyCause, "cause")
+		f.feedRanks(1, s, ranks(engines), nil)
+		return f.causes()
 	}
 	named := 0
 	for k := range 36 * 60 {
@@ -194,19 +174,10 @@ func TestRankTurnsQueueingNotNamed(t *testing.T) {
 // ready polls.
 func TestRankKeptThroughAGap(t *testing.T) {
 	for _, after := range []string{"starved", "even"} {
-		d, err := New(testOpts)
-		if err != nil {
-			t.Fatal(err)
-		}
-		p := newPod()
-		i := 0
-		var fams []exposition.Family
+		f := newFeeder(t, testOpts)
 		feed := func(s second, engines []EngineLoad) map[string]float64 {
-			o := p.tick(s)
-			o.Engines = engines
-			fams = d.Observe(t0.Add(time.Duration(i)*time.Second), []Observation{o})
-			i++
-			return values(fams, FamilyCause, "cause")
+			f.feedRanks(1, s, ranks(engines), nil)
+			return f.causes()
 		}
 		even := []EngineLoad{{Engine: "0", Running: 4, Waiting: 0.5}, {Engine: "1", Running: 4, Waiting: 0.5}}
 		for range 640 {
@@ -222,7 +193,7 @@ func TestRankKeptThroughAGap(t *testing.T) {
 		if got[CauseQueueing] != 1 || got[CauseRankImbalance] != 1 {
 			t.Fatalf("causes %v after three minutes of rank 0 queueing 30 beside an idle rank 1, want queueing and rank_imbalance", active(got))
 		}
-		i += 10 // no scrape for 10 s: warming up until the window is observed whole again
+		f.i += 10 // no scrape for 10 s: warming up until the window is observed whole again
 		s, e := queued, starved
 		if after == "even" {
 			s, e = healthy, even
@@ -230,7 +201,7 @@ func TestRankKeptThroughAGap(t *testing.T) {
 		notReady, wrong := 0, 0
 		for range 120 {
 			got = feed(s, e)
-			if values(fams, FamilyReady, "")[""] != 1 {
+			if values(f.fams, FamilyReady, "")[""] != 1 {
 				notReady++
 				continue
 			}

@@ -257,7 +257,8 @@ const (
 )
 
 // fillTopology writes the topology findings' evidence into the report:
-// the topology step's signals, and the named findings' sentences.
+// the topology step's signals (while ready), and the sentences of the
+// findings on (while ready, or held through a stall with its incident).
 func (mr *ModelReport) fillTopology(ready bool, ts *topoState, on causeSet) {
 	e := &ts.last
 	mr.Topology = []Action{}
@@ -267,7 +268,7 @@ func (mr *ModelReport) fillTopology(ready bool, ts *topoState, on causeSet) {
 		if c.finding == nil {
 			continue
 		}
-		if ready && on[k] {
+		if on[k] {
 			sentence := c.Sentence
 			if c.sentenceOf != nil {
 				sentence = c.sentenceOf(e)

@@ -125,3 +125,48 @@ func TestStallHoldEndsAtMaxIncident(t *testing.T) {
 		t.Errorf("preemptions last named %d s into the 420 s stall (held from %d s), want released once the incident, opened about 120 s before the stall, outlived the maximum (7m)", last, first)
 	}
 }
+
+// TestStallHoldKeepsTheRankFinding: the router sends every request to rank
+// 0, which queues 30 beside an idle rank 1: queueing and rank_imbalance
+// are named. Then the pod all but stops finishing requests (0.1 a second,
+// each far longer, the output as before) while 300 wait on rank 0: the
+// incident is held through the stall, and so is the finding named in it,
+// in vllm_diagnosis_cause and the held incident's causes (the page's list
+// under the not-ready banner), as last named (the
+// router's skew is what the on-call has to fix; queueing alone says add
+// replicas). Fails on the code before: the held verdict showed queueing
+// without rank_imbalance in every held evaluation.
+func TestStallHoldKeepsTheRankFinding(t *testing.T) {
+	f := newFeeder(t, testOpts)
+	even := []EngineLoad{{Engine: "0", Running: 4, Waiting: 0.5}, {Engine: "1", Running: 4, Waiting: 0.5}}
+	f.feedRanks(640, healthy, ranks(even), nil)
+	queued := healthy
+	queued.ttft, queued.waiting = 0.3, 30
+	f.feedRanks(180, queued, ranks([]EngineLoad{{Engine: "0", Running: 8, Waiting: 30}, {Engine: "1"}}), nil)
+	if got := f.causes(); got[CauseQueueing] != 1 || got[CauseRankImbalance] != 1 {
+		t.Fatalf("causes %v after three minutes of rank 0 queueing 30 beside an idle rank 1, want queueing and rank_imbalance: the test does not test a held finding", active(got))
+	}
+	stall := queued
+	stall.requests, stall.running, stall.waiting, stall.output = 0.1, 1, 300, queued.output*queued.requests/0.1
+	held, kept := 0, 0
+	f.feedRanks(150, stall, ranks([]EngineLoad{{Engine: "0", Running: 1, Waiting: 300}, {Engine: "1"}}), func(fams []exposition.Family) {
+		m := &f.d.Report().Models[0]
+		if m.Incident == nil || m.Incident.Held != HeldStall {
+			return
+		}
+		held++
+		listed := false
+		for _, a := range m.Incident.Causes {
+			listed = listed || a.Cause == CauseRankImbalance
+		}
+		if got := values(fams, FamilyCause, "cause"); got[CauseQueueing] == 1 && got[CauseRankImbalance] == 1 && listed {
+			kept++
+		}
+	})
+	if held < 80 {
+		t.Fatalf("the incident held through the stall in %d of 150 evaluations, want at least 80: the test does not test a held verdict", held)
+	}
+	if kept != held {
+		t.Errorf("queueing and rank_imbalance named, the finding among the held incident's causes, in %d of the %d evaluations held through the stall, want all: the held verdict is the one last named", kept, held)
+	}
+}

@@ -2,6 +2,7 @@ package diagnosis
 
 import (
 	"testing"
+	"time"
 
 	"github.com/fos-study/vllm-normalizer/exposition"
 )
@@ -159,5 +160,86 @@ func TestPreemptionsHeldWhileTheBatchIsHeldBack(t *testing.T) {
 	}
 	if limit := 60 + 30; cleared < 0 || cleared > limit {
 		t.Errorf("preemptions cleared %d s after the batch came back (-1: never), want within %d s", cleared, limit)
+	}
+}
+
+// TestStallJudgedHeldAtTheUndividedLevel: a stall judged on its throughput
+// (0.1 requests a second, 300 waiting, the output 400 -> 4 tokens a
+// second: throughput_down named) whose few requests then generate more
+// (each 3000 tokens: the output 0.75x, p = 0.004, significant at the
+// undivided α but not at α / 10) stays judged, throughput_down named, as a
+// named symptom is held. Fails without that hold (diagnosis.go,
+// judgedStall on the strict symptom alone): judged in 57 of the 120
+// evaluations, the rest not ready, the verdict held instead of judged.
+func TestStallJudgedHeldAtTheUndividedLevel(t *testing.T) {
+	f := fed(t, testOpts, phase{700, healthy})
+	stall := healthy
+	stall.requests, stall.running, stall.waiting, stall.kv, stall.preemptions = 0.1, 1, 300, 0.95, 5
+	f.feed(120, stall, nil)
+	if m := &f.d.Report().Models[0]; !m.Readiness.Stall || values(f.fams, FamilySymptom, "symptom")[SymptomThroughputDown] != 1 {
+		t.Fatalf("after 120 s of the stall: readiness %+v, symptoms %v, want a judged stall naming throughput_down: the test does not test its hold", m.Readiness, active(values(f.fams, FamilySymptom, "symptom")))
+	}
+	longer := stall
+	longer.output = 0.75 * healthy.requests * healthy.output / stall.requests
+	judged := 0
+	f.feed(120, longer, func(fams []exposition.Family) {
+		m := &f.d.Report().Models[0]
+		if m.Readiness.State == ReadyOK && m.Readiness.Stall && values(fams, FamilySymptom, "symptom")[SymptomThroughputDown] == 1 {
+			judged++
+		}
+	})
+	if judged < 120 {
+		t.Errorf("the stall judged with throughput_down named in %d of the 120 evaluations at 0.75x the output, want all: named, it is held at the undivided level", judged)
+	}
+}
+
+// preemptionsFrozen feeds 900 s of the healthy pod preempting rate a
+// second after a baseline without one, and returns the seconds its
+// reference was frozen, the first and the last (-1: never).
+func preemptionsFrozen(t *testing.T, rate float64) (frozen, first, last int) {
+	t.Helper()
+	f := fed(t, testOpts, phase{700, healthy})
+	s := healthy
+	s.preemptions = rate
+	first, last = -1, -1
+	for k := range 900 {
+		f.feed(1, s, nil)
+		if f.d.Report().Models[0].Baseline.Frozen {
+			frozen++
+			if first < 0 {
+				first = k
+			}
+			last = k
+		}
+	}
+	return frozen, first, last
+}
+
+// TestPreemptionsOnsetNeedsItsShare: preemptions from none to 0.07 a
+// second (4 a window, p < 0.001 against none, beyond every sub-window) are
+// 1.75 % of the requests started, under the share that names them
+// (MinPreemptionShare, 2 %): they open no incident, and the reference is
+// never frozen. Fails without the share in the onset's rule
+// (evaluation.preempted): frozen for 602 s, the calm kept out of the
+// reference for a rate that explains nothing.
+func TestPreemptionsOnsetNeedsItsShare(t *testing.T) {
+	if frozen, first, _ := preemptionsFrozen(t, 0.07); frozen > 0 {
+		t.Errorf("the reference frozen %d s from %d s after 0.07 preemptions a second began (1.75 %% of the requests), want never", frozen, first)
+	}
+}
+
+// TestPreemptionsOnsetThawsAfterABaseline: preemptions from none to one a
+// second (a quarter of the requests) with no latency moved open an
+// incident that names nothing; with no symptom after a baseline (10 min)
+// it closes and the reference thaws, so the rolling baseline takes the
+// new rate in. Fails without that end (incident.go, the calm counted
+// only after a baseline): frozen for all 900 s.
+func TestPreemptionsOnsetThawsAfterABaseline(t *testing.T) {
+	frozen, first, last := preemptionsFrozen(t, 1)
+	if first < 0 || first > 10 {
+		t.Fatalf("the reference first frozen %d s after one preemption a second began (-1: never), want within seconds: the test does not test the onset", first)
+	}
+	if limit := int(testOpts.Baseline/time.Second) + 10; last > limit {
+		t.Errorf("the reference frozen %d s, until %d s after the onset with no symptom, want thawed within a baseline and a few evaluations (%d s)", frozen, last, limit)
 	}
 }
