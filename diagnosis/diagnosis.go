@@ -498,6 +498,9 @@ func (d *Diagnoser) diagnose(m string, tr *track, t int64) ModelReport {
 		ref, refStart, refEnd, frozen, stretches = &frozenBase, in.baseStart, in.baseEnd, true, in.baseStretches
 	} else {
 		ref, refStart, refEnd, stretches, freeOK = d.reference(tr, &tr.free, from, a, &roll, ok)
+		if r, s, e, n, ok := d.refusingReference(tr, from, a, &roll, ok); ok {
+			ref, refStart, refEnd, stretches, freeOK = r, s, e, n, ok
+		}
 		starved = stretches > 0 && a != nil && isStarved(ref, refStart, a.t, b)
 		if in.ended && t-w-b >= in.endedAt {
 			in.ended = false // the rolling baseline no longer holds it

@@ -780,11 +780,11 @@ type simTruth struct {
 	freeQ      [][2]float64 // the free time's exact p90s at each poll (DIAGNOSIS_TRACE)
 	freeM      [][2]float64 // the recent window's exact means over the free time's (DIAGNOSIS_TRACE)
 	at         []time.Duration
-	// claimed are the last window + 1 polls' claims (a symptom named);
-	// free sums the seconds (their bins, oldest first in freeSecs) of the
-	// last baseline of time no claim's recent window covered
-	claimed  []bool
-	refusing []bool // the same polls': a symptom or admission named
+	// refusing are the last window + 1 polls' claims (a symptom or
+	// admission named); free sums the seconds (their bins, oldest first in
+	// freeSecs) of the last baseline of time no claim's recent window
+	// covered
+	refusing []bool
 	free     [2][]float64
 	freeSecs [][2][]float64
 	// base is the baseline's p90s before the shift (judge)
@@ -1038,22 +1038,24 @@ func (tr *simTruth) observe(at time.Duration, engines []*simEngine) {
 // diagnosis' reference skips its incidents and is frozen during one); or,
 // where the claim was made from that latency's exact mean (fromMean: its
 // signal named or held the symptom), its exact mean is, against the same
-// time's. The refusals' free time also skips the seconds a poll naming
-// admission covered, as the finding's own reference skips its episodes.
+// time's. Both free times also skip the seconds a poll naming admission
+// covered, as the finding's own reference skips its episodes and the
+// latency's the time admission is named.
 func (tr *simTruth) claim(claimed, refusing bool, fromMean [2]bool) {
 	w, b := int(tr.window/time.Second), int(tr.baseline/time.Second)
 	if tr.free[0] == nil {
 		tr.free = [2][]float64{make([]float64, simTrueBins+1), make([]float64, simTrueBins+1)}
 	}
-	tr.claimed = append(tr.claimed, claimed)
 	tr.refusing = append(tr.refusing, claimed || refusing)
-	if len(tr.claimed) > w+1 {
-		tr.claimed, tr.refusing = tr.claimed[1:], tr.refusing[1:]
+	if len(tr.refusing) > w+1 {
+		tr.refusing = tr.refusing[1:]
 	}
 	// the second leaving the recent window joins the free time unless a
-	// claiming poll's window covered it
+	// claiming poll's window covered it, or one naming admission: refusals
+	// named beyond the pod's bursts are an overload, not its normal, as the
+	// latency's reference skips them (refusingReference)
 	n := len(tr.ring)
-	if n == w+2 && !slices.Contains(tr.claimed, true) {
+	if n == w+2 && !slices.Contains(tr.refusing, true) {
 		var sec [2][]float64
 		if len(tr.freeSecs) == b {
 			sec, tr.freeSecs = tr.freeSecs[0], tr.freeSecs[1:]
