@@ -573,9 +573,11 @@ func (d *Diagnoser) diagnose(m string, tr *track, t int64) ModelReport {
 			tr.topo.named[k] = in.open && in.named && in.cause[k].on
 		}
 		findings := tr.topo.phase()
-		// the findings' own reference, while their episodes leave it apart
+		// the findings' own reference, while their episodes leave it apart,
+		// in an incident too: one opened in an episode's lull froze the
+		// refusing time as its reference
 		topoRef, topoStart, topoEnd := ref, refStart, refEnd
-		if tr.findings.split && !in.open {
+		if tr.findings.split {
 			if r, s, e, _, ok := d.reference(tr, &tr.findings.free, from, a, &roll, ok); ok {
 				topoRef, topoStart, topoEnd = r, s, e
 			}
