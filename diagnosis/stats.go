@@ -63,9 +63,34 @@ func binomialTail(n, k int, p float64, dir int) float64 {
 		}
 		return 1
 	}
-	lp, lq := math.Log(p), math.Log1p(-p)
-	pmf := func(x int) float64 { return lchoose(n, x) + float64(x)*lp + float64(n-x)*lq }
-	return tailSum(pmf, 0, n, k, dir, float64(n)*p)
+	if dir > 0 && k <= 0 || dir < 0 && k >= n {
+		return 1
+	}
+	// from the mode's wrong side the complement, whose terms fall
+	if mode := float64(n) * p; dir > 0 && float64(k) < mode {
+		return clamp01(1 - binomialTail(n, k-1, p, -1))
+	} else if dir < 0 && float64(k) > mode {
+		return clamp01(1 - binomialTail(n, k+1, p, +1))
+	}
+	// Each term from the last by their ratio, pmf(x+1)/pmf(x) = (n-x)/(x+1)
+	// * p/(1-p): one Lgamma call for the tail, not three and an Exp a term
+	// as tailSum takes (BenchmarkObserve/queueing: the rank finding's sent
+	// share sums a hundred terms an evaluation, 123 -> 80 µs).
+	t := math.Exp(lchoose(n, k) + float64(k)*math.Log(p) + float64(n-k)*math.Log1p(-p))
+	odds := p / (1 - p)
+	sum := 0.0
+	for x := k; x >= 0 && x <= n; x += dir {
+		sum += t
+		if t < sum*1e-15 || t < 1e-300 {
+			break // the terms only fall from here
+		}
+		if dir > 0 {
+			t *= float64(n-x) / float64(x+1) * odds
+		} else {
+			t *= float64(x) / float64(n-x+1) / odds
+		}
+	}
+	return clamp01(sum)
 }
 
 // poissonRates tests whether k1 events over t1 seconds (recent) are more

@@ -45,3 +45,27 @@ func TestRareEventsAreNoCause(t *testing.T) {
 		t.Errorf("3 preemptions after none: p = %v, significant", p)
 	}
 }
+
+// binomialTail sums its terms by their ratio: it agrees with the sum of
+// each term from lchoose (tailSum) over small and large n, both tails,
+// either side of the mode.
+func TestBinomialTailByRatioAgreesWithTheTermSum(t *testing.T) {
+	bySum := func(n, k int, p float64, dir int) float64 {
+		lp, lq := math.Log(p), math.Log1p(-p)
+		pmf := func(x int) float64 { return lchoose(n, x) + float64(x)*lp + float64(n-x)*lq }
+		return tailSum(pmf, 0, n, k, dir, float64(n)*p)
+	}
+	for _, n := range []int{1, 2, 7, 40, 333, 2000, 50000} {
+		for _, p := range []float64{0.001, 0.1, 0.25, 0.5, 0.9} {
+			for _, f := range []float64{0, 0.01, 0.2, 0.5, 0.7, 1} {
+				k := int(f * float64(n))
+				for _, dir := range []int{-1, 1} {
+					got, want := binomialTail(n, k, p, dir), bySum(n, k, p, dir)
+					if math.Abs(got-want) > 1e-12+1e-9*want {
+						t.Errorf("binomialTail(%d, %d, %g, %d) = %.17g, the term sum %.17g", n, k, p, dir, got, want)
+					}
+				}
+			}
+		}
+	}
+}
