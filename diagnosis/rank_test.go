@@ -14,16 +14,25 @@ func ranks(engines []EngineLoad) func(int) []EngineLoad {
 // 10 s, rank 0 at its running and no queue, rank 1 at its running with the
 // queue waiting(s) at second s, and evaluates the rank finding at the end.
 func rankWindow(run0, run1 float64, waiting func(s int) float64) topoEval {
+	return rankEval(func(s int) []EngineLoad {
+		return []EngineLoad{{Engine: "0", Running: run0}, {Engine: "1", Running: run1, Waiting: waiting(s)}}
+	}, 1)
+}
+
+// rankEval feeds a topoState the engines' loads at each second s of a
+// recent window of 10 s and evaluates the rank finding at its end, the
+// spread of the ranks' sent shares phiSent.
+func rankEval(loads func(s int) []EngineLoad, phiSent float64) topoEval {
 	const w = int64(10 * time.Second)
 	var ts topoState
 	res := int64(time.Second)
 	var t int64
 	for s := 0; s <= 10; s++ {
 		t = int64(s) * res
-		ts.observe(t, &Observation{Engines: []EngineLoad{{Engine: "0", Running: run0}, {Engine: "1", Running: run1, Waiting: waiting(s)}}}, res, res)
+		ts.observe(t, &Observation{Engines: loads(s)}, res, res)
 	}
 	var e topoEval
-	ts.ranks(&e, 0, t, w, 0.25, 0.01/4, 0.01, 1, 1, false)
+	ts.ranks(&e, 0, t, w, 0.25, 0.01/4, 0.01, 1, phiSent, false)
 	return e
 }
 
@@ -228,21 +237,13 @@ func TestRankKeptThroughAGap(t *testing.T) {
 // what it was sent. counted false leaves the counts out, as a server
 // without them.
 func rankWindowSent(run0, run1, wait1, sent0, sent1, phiSent float64, counted bool) topoEval {
-	const w = int64(10 * time.Second)
-	var ts topoState
-	res := int64(time.Second)
-	var t int64
-	for s := 0; s <= 10; s++ {
-		t = int64(s) * res
+	return rankEval(func(s int) []EngineLoad {
 		f := float64(s) / 10
-		ts.observe(t, &Observation{Engines: []EngineLoad{
+		return []EngineLoad{
 			{Engine: "0", Running: run0, Finished: 1000 + sent0*f, Counted: counted},
 			{Engine: "1", Running: run1, Waiting: wait1, Finished: 1000 + sent1*f, Counted: counted},
-		}}, res, res)
-	}
-	var e topoEval
-	ts.ranks(&e, 0, t, w, 0.25, 0.01/4, 0.01, 1, phiSent, false)
-	return e
+		}
+	}, phiSent)
 }
 
 // TestRankOwnSessionsNotNamed: the self-exciting simulator at 50 %, seed 3,
