@@ -140,7 +140,7 @@ c_total 5
 	}
 	om := AppendOpenMetrics(nil, fams)
 	seen := map[string]bool{}
-	for _, line := range strings.Split(string(om), "\n") {
+	for line := range strings.SplitSeq(string(om), "\n") {
 		if rest, ok := strings.CutPrefix(line, "# TYPE "); ok {
 			name, _, _ := strings.Cut(rest, " ")
 			if seen[name] {
