@@ -189,7 +189,7 @@ func newSelfMetrics(now func() time.Time) *selfMetrics {
 	m.nanSkipped = counter("vllm_normalizer_collapse_nan_samples_total",
 		"NaN samples left out where the series of ranks, processes or engines are combined into one (as PromQL's max and min leave NaN out); where all are NaN there is no series, never a NaN.")
 	m.outOfRange = vector("vllm_normalizer_out_of_range_samples_total",
-		"Samples of a gauge role outside its range (a negative count, a usage outside 0..1, an infinite size, a count past 2^53), by canonical family: read as NaN by every combination of ranks, processes and engines (left out of maxima, a sum with one withdrawn), as a NaN the server printed. The server's own series are served as printed.",
+		"Samples of a gauge role outside its range (a negative count, a usage outside 0..1, an infinite size, a count past 2^53), and of a counter or histogram role below zero (a reset, then an increase of all it had counted, otherwise), by canonical family: read as NaN by every combination of ranks, processes and engines (left out of maxima, a sum with one withdrawn), as a NaN the server printed. The server's own series are served as printed.",
 		"family")
 	m.historySeries = gauge("vllm_normalizer_history_series",
 		"Upstream series the history keeps for the derived gauges.")
