@@ -168,7 +168,7 @@ func newSelfMetrics(now func() time.Time) *selfMetrics {
 	m.samples = gauge("vllm_normalizer_upstream_samples",
 		"Samples on the last page parsed from vLLM.")
 	m.dropped = vector("vllm_normalizer_dropped_series_total",
-		"Upstream series left out of the output by reason: duplicate (same series twice on a page), invalid_name (UTF-8-only names), invalid_bound (a histogram le or summary quantile that is not a number), relabel (dropped by metric_relabel_configs), collision (two families mapped to one name, or a family named as a histogram's or summary's samples that could not join it).",
+		"Upstream series left out of the output by reason: duplicate (same series twice on a page), invalid_name (UTF-8-only names, a label name repeated in one series), invalid_bound (a histogram le or summary quantile that is not a number), relabel (dropped by metric_relabel_configs), collision (two families mapped to one name, or a family named as a histogram's or summary's samples that could not join it).",
 		"reason", dropReasons...)
 	m.disagreements = vector("vllm_normalizer_rename_disagreements_total",
 		"Scrapes in which a legacy vLLM name and its current name were both exposed with different values; the current name is served.",
@@ -213,7 +213,7 @@ func newSelfMetrics(now func() time.Time) *selfMetrics {
 // vllm_normalizer_dropped_series_total's reason label.
 const (
 	dropDuplicate    = "duplicate"     // the same series twice on a page
-	dropInvalidName  = "invalid_name"  // a name valid only under UTF-8 naming
+	dropInvalidName  = "invalid_name"  // a name valid only under UTF-8 naming, or a label name repeated
 	dropInvalidBound = "invalid_bound" // a bucket le or summary quantile that is not a number
 	dropRelabel      = "relabel"       // dropped by metric_relabel_configs
 	dropCollision    = "collision"     // two families served under one name
