@@ -548,6 +548,7 @@ func (c *Collector) scrape(ctx context.Context, sent time.Time) (*scrapeResult, 
 	obs := c.history.LastObservation()
 	c.metrics.add(c.metrics.unwindowed, "", float64(obs.Unwindowed))
 	c.metrics.add(c.metrics.layoutChanges, "", float64(obs.LayoutChanges))
+	c.metrics.add(c.metrics.invalidHistograms, "", float64(obs.InvalidHistograms))
 	c.metrics.add(c.metrics.restarts, "", float64(obs.Restarts))
 	c.restarts = c.restarts.with(now, obs.ProcessRestarted, obs.Announced)
 	c.metrics.add(c.metrics.jitter, MetadataCreated, float64(obs.CreatedJitter))

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -138,5 +139,61 @@ func TestHostileRankValues(t *testing.T) {
 				})
 			}
 		})
+	}
+}
+
+// TestNegativeCounterReadAsAbsent: a counter printed below zero (no
+// client library lets a counter fall under 0: a corrupted page) is read as
+// a NaN is, absent, and counted: before, it read as a reset, and the
+// return to the counter's course as an increase of all it had counted, a
+// windowed rate 3x the truth for a window. The server's series is served
+// as printed.
+func TestNegativeCounterReadAsAbsent(t *testing.T) {
+	var value atomic.Value
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "text/plain; version=0.0.4")
+		fmt.Fprintf(w, "# HELP vllm:prompt_tokens_total Number of prefill tokens processed.\n# TYPE vllm:prompt_tokens_total counter\nvllm:prompt_tokens_total{engine=\"0\",model_name=\"m\"} %s\n", value.Load().(string))
+	}))
+	defer up.Close()
+	clock := newFakeClock()
+	col := newTestCollector(t, up.URL, clock, nil)
+	var rate, counted, served float64
+	read := func() {
+		rate, counted, served = math.NaN(), 0, math.NaN()
+		pagetest.EachSeries(t, get(t, col.MetricsHandler(), "/metrics", nil).Body.Bytes(), "text/plain", func(l labels.Labels, v float64) {
+			switch l.Get("__name__") {
+			case "vllm_derived_prompt_tokens_per_second":
+				if l.Get("window") == "1m" && l.Get("engine") == "0" {
+					rate = v
+				}
+			case "vllm_normalizer_out_of_range_samples_total":
+				if l.Get("family") == "vllm:prompt_tokens_total" {
+					counted = v
+				}
+			case "vllm:prompt_tokens_total":
+				served = v
+			}
+		})
+	}
+	for i := range 40 {
+		if i > 0 {
+			clock.Advance(time.Second)
+		}
+		v := strconv.Itoa(100000 + 1000*i) // 1000 tokens a second
+		if i >= 20 && i < 23 {
+			v = "-5"
+		}
+		value.Store(v)
+		col.ScrapeOnce(context.Background())
+		read()
+		if i >= 20 && i < 23 && served != -5 {
+			t.Errorf("scrape %d: the server's counter served as %v, want -5 as printed", i, served)
+		}
+		if i >= 2 && math.Abs(rate-1000) > 1 {
+			t.Errorf("scrape %d: prompt tokens per second %v, want 1000", i, rate)
+		}
+	}
+	if counted != 3 {
+		t.Errorf("out-of-range samples of vllm:prompt_tokens_total counted %v, want 3", counted)
 	}
 }

@@ -42,6 +42,7 @@ type selfMetrics struct {
 	historyLimited                                           *ownFamily
 	failures, dropped, disagreements                         *ownFamily
 	unwindowed, layoutChanges, restarts, jitter              *ownFamily
+	invalidHistograms                                        *ownFamily
 	kvDisagreements, nanSkipped, outOfRange                  *ownFamily
 	historyModels, modelsLeftOut                             *ownFamily
 	reloadOK, reloadOKTime, reloads                          *ownFamily
@@ -167,7 +168,7 @@ func newSelfMetrics(now func() time.Time) *selfMetrics {
 	m.samples = gauge("vllm_normalizer_upstream_samples",
 		"Samples on the last page parsed from vLLM.")
 	m.dropped = vector("vllm_normalizer_dropped_series_total",
-		"Upstream series left out of the output by reason: duplicate (same series twice on a page), invalid_name (UTF-8-only names), invalid_bound (a histogram le or summary quantile that is not a number), relabel (dropped by metric_relabel_configs), collision (two families mapped to one name, or a family named as a histogram's or summary's samples that could not join it).",
+		"Upstream series left out of the output by reason: duplicate (same series twice on a page), invalid_name (UTF-8-only names, a label name repeated in one series), invalid_bound (a histogram le or summary quantile that is not a number), relabel (dropped by metric_relabel_configs), collision (two families mapped to one name, or a family named as a histogram's or summary's samples that could not join it).",
 		"reason", dropReasons...)
 	m.disagreements = vector("vllm_normalizer_rename_disagreements_total",
 		"Scrapes in which a legacy vLLM name and its current name were both exposed with different values; the current name is served.",
@@ -176,6 +177,8 @@ func newSelfMetrics(now func() time.Time) *selfMetrics {
 		"Upstream samples that derivations read but the history did not keep because it already held its series limit; the derived gauges of their model_name and engine are left out meanwhile.")
 	m.layoutChanges = counter("vllm_normalizer_bucket_layout_changes_total",
 		"Histogram children whose set of bucket bounds changed (a vLLM upgrade): their window restarted from the new layout, so quantiles never mix two layouts.")
+	m.invalidHistograms = counter("vllm_normalizer_invalid_histograms_total",
+		"Histogram children (of those the derived gauges read) whose bucket counts fell as the bound grew, or that had no +Inf bucket, counted each scrape: no client library prints them, so the page was corrupted upstream. Their quantiles are read as PromQL's histogram_quantile reads them (counts raised to be monotonic; none without +Inf); the server's series are served as printed.")
 	m.restarts = counter("vllm_normalizer_upstream_restarts_detected_total",
 		"Counter series found restarted by their _created time or vLLM's process_start_time_seconds (moved past the previous scrape) although their value did not go down; they counted from zero.")
 	m.jitter = vector("vllm_normalizer_metadata_jitter_total",
@@ -186,7 +189,7 @@ func newSelfMetrics(now func() time.Time) *selfMetrics {
 	m.nanSkipped = counter("vllm_normalizer_collapse_nan_samples_total",
 		"NaN samples left out where the series of ranks, processes or engines are combined into one (as PromQL's max and min leave NaN out); where all are NaN there is no series, never a NaN.")
 	m.outOfRange = vector("vllm_normalizer_out_of_range_samples_total",
-		"Samples of a gauge role outside its range (a negative count, a usage outside 0..1, an infinite size, a count past 2^53), by canonical family: read as NaN by every combination of ranks, processes and engines (left out of maxima, a sum with one withdrawn), as a NaN the server printed. The server's own series are served as printed.",
+		"Samples of a gauge role outside its range (a negative count, a usage outside 0..1, an infinite size, a count past 2^53), and of a counter or histogram role below zero (a reset, then an increase of all it had counted, otherwise), by canonical family: read as NaN by every combination of ranks, processes and engines (left out of maxima, a sum with one withdrawn), as a NaN the server printed. The server's own series are served as printed.",
 		"family")
 	m.historySeries = gauge("vllm_normalizer_history_series",
 		"Upstream series the history keeps for the derived gauges.")
@@ -210,7 +213,7 @@ func newSelfMetrics(now func() time.Time) *selfMetrics {
 // vllm_normalizer_dropped_series_total's reason label.
 const (
 	dropDuplicate    = "duplicate"     // the same series twice on a page
-	dropInvalidName  = "invalid_name"  // a name valid only under UTF-8 naming
+	dropInvalidName  = "invalid_name"  // a name valid only under UTF-8 naming, or a label name repeated
 	dropInvalidBound = "invalid_bound" // a bucket le or summary quantile that is not a number
 	dropRelabel      = "relabel"       // dropped by metric_relabel_configs
 	dropCollision    = "collision"     // two families served under one name

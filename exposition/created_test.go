@@ -2,6 +2,7 @@ package exposition
 
 import (
 	"bytes"
+	"strings"
 	"testing"
 
 	"github.com/prometheus/common/model"
@@ -107,5 +108,53 @@ func TestOpenMetricsCreatedOnlyWhereExpressible(t *testing.T) {
 	}
 	if om := AppendOpenMetrics(nil, fams); bytes.Contains(om, []byte("_created")) {
 		t.Errorf("_created on a family OpenMetrics does not type as counter or histogram:\n%s", om)
+	}
+}
+
+// TestOpenMetricsFamilyNamesUnique: Go's collector prints the gauge
+// go_memstats_alloc_bytes beside the counter go_memstats_alloc_bytes_total,
+// whose OpenMetrics family name would be go_memstats_alloc_bytes again; a
+// MetricSet's family names must be unique (strict parsers, such as Python's
+// prometheus_client, refuse the whole page), so that counter is written as
+// unknown under its full name, every sample kept.
+func TestOpenMetricsFamilyNamesUnique(t *testing.T) {
+	page := []byte(`# HELP go_memstats_alloc_bytes Bytes in use.
+# TYPE go_memstats_alloc_bytes gauge
+go_memstats_alloc_bytes 3.8e+06
+# HELP go_memstats_alloc_bytes_total Bytes allocated.
+# TYPE go_memstats_alloc_bytes_total counter
+go_memstats_alloc_bytes_total 1.3e+07
+# HELP h_total A counter beside a histogram named as its family.
+# TYPE h_total counter
+h_total 4
+# TYPE h histogram
+h_bucket{le="+Inf"} 2
+h_sum 1
+h_count 2
+# TYPE c_total counter
+c_total 5
+`)
+	fams, _, err := Parse(page, "text/plain; version=0.0.4", ParseOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	om := AppendOpenMetrics(nil, fams)
+	seen := map[string]bool{}
+	for line := range strings.SplitSeq(string(om), "\n") {
+		if rest, ok := strings.CutPrefix(line, "# TYPE "); ok {
+			name, _, _ := strings.Cut(rest, " ")
+			if seen[name] {
+				t.Errorf("family %s declared twice:\n%s", name, om)
+			}
+			seen[name] = true
+		}
+	}
+	for _, want := range []string{"# TYPE go_memstats_alloc_bytes_total unknown\n", "# TYPE h_total unknown\n", "# TYPE c counter\n"} {
+		if !bytes.Contains(om, []byte(want)) {
+			t.Errorf("want %q in:\n%s", want, om)
+		}
+	}
+	if got, want := pagetest.Samples(t, om, "application/openmetrics-text; version=1.0.0"), pagetest.Samples(t, page, "text/plain"); len(got) != len(want) {
+		t.Errorf("OpenMetrics page has %d samples, the text page %d", len(got), len(want))
 	}
 }

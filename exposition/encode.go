@@ -87,17 +87,27 @@ func appendHead(b []byte, f *Family) []byte {
 
 // AppendOpenMetrics appends fams to b in OpenMetrics 1.0 text, ending with
 // "# EOF". A counter whose samples do not end in _total, which OpenMetrics
-// cannot express, is written as unknown rather than renamed. A counter's or
+// cannot express, is written as unknown rather than renamed, and so is one
+// whose name without _total is another family's (Go's
+// go_memstats_alloc_bytes_total beside the gauge go_memstats_alloc_bytes):
+// a page's family names must be unique. A counter's or
 // histogram's Created times follow their child's last sample as _created
 // lines, where OpenMetrics parsers (Prometheus's among them) look for them.
 func AppendOpenMetrics(b []byte, fams []Family) []byte {
 	var scratch []labels.Label
+	var names map[string]struct{} // every family's name, made at the first counter
 	for i := range fams {
 		f := &fams[i]
 		name, typ := f.Name, "unknown"
 		switch f.Type {
 		case model.MetricTypeCounter:
-			if base, ok := strings.CutSuffix(f.Name, "_total"); ok && allNamed(f, f.Name) {
+			if names == nil {
+				names = make(map[string]struct{}, len(fams))
+				for j := range fams {
+					names[fams[j].Name] = struct{}{}
+				}
+			}
+			if base, ok := strings.CutSuffix(f.Name, "_total"); ok && allNamed(f, f.Name) && !has(names, base) {
 				name, typ = base, "counter"
 			}
 		case model.MetricTypeGauge, model.MetricTypeInfo, model.MetricTypeStateset:
@@ -181,6 +191,11 @@ func appendCreated(b []byte, name string, c Created) []byte {
 	b = append(b, ' ')
 	b = AppendFloat(b, c.Time)
 	return append(b, '\n')
+}
+
+func has(set map[string]struct{}, k string) bool {
+	_, ok := set[k]
+	return ok
 }
 
 func allNamed(f *Family, name string) bool {

@@ -41,7 +41,9 @@ func (d RoleDef) InRange(v float64) bool {
 
 // withinRange returns fams with each sample of a ranged gauge role that
 // lies outside the role's range (a negative count, a usage past 1, an
-// infinite or absurd size) set to NaN, counted by family in st: every
+// infinite or absurd size), and each negative sample of a counter or
+// histogram role (which would read as a reset, and its return as an
+// increase of all it had counted), set to NaN, counted by family in st: every
 // collapse over engines and processes then leaves it out, or withdraws
 // its sum, as it does a NaN the server printed. NaN itself is left for
 // the collapses to count. fams is not changed (the vLLM profile's
@@ -55,12 +57,14 @@ func withinRange(fams []exposition.Family, roles *Roles, st *CanonicalStats) []e
 		if !ok {
 			continue
 		}
-		if _, _, ranged := d.Range(); !ranged {
+		_, _, ranged := d.Range()
+		counts := d.Type == RoleTypeCounter || d.Type == RoleTypeHistogram
+		if !ranged && !counts {
 			continue
 		}
 		var samples []exposition.Sample
 		for si, s := range fams[fi].Samples {
-			if math.IsNaN(s.Value) || d.InRange(s.Value) {
+			if math.IsNaN(s.Value) || d.InRange(s.Value) && !(counts && s.Value < 0) {
 				continue
 			}
 			if samples == nil {

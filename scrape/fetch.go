@@ -342,7 +342,7 @@ func (f *Fetcher) classify(err error) error {
 // fetch, or send credentials to, another host.
 func SameHostRedirects(req *http.Request, via []*http.Request) error {
 	if len(via) >= 3 {
-		return fmt.Errorf("stopped after %d redirects", len(via))
+		return fmt.Errorf("stopped after %d redirects; point the scrape URI at the final address", len(via))
 	}
 	if req.URL.Host != via[0].URL.Host {
 		return fmt.Errorf("redirect to another host (%s) refused; point the scrape URI at the final address", req.URL.Host)

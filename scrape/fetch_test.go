@@ -328,3 +328,26 @@ func TestFetchPageSizes(t *testing.T) {
 		}
 	}
 }
+
+// TestRedirectErrorsSayTheFix: a redirect loop and a redirect to another
+// host fail the scrape naming the fix, the scrape URI to point at the
+// final address, as every failure's error says what to do.
+func TestRedirectErrorsSayTheFix(t *testing.T) {
+	req := func(u string) *http.Request { r, _ := http.NewRequest(http.MethodGet, u, nil); return r }
+	first := req("http://127.0.0.1:8000/metrics")
+	for name, c := range map[string]struct {
+		next *http.Request
+		via  []*http.Request
+	}{
+		"loop":       {req("http://127.0.0.1:8000/metrics"), []*http.Request{first, req("http://127.0.0.1:8000/a"), req("http://127.0.0.1:8000/b")}},
+		"other host": {req("http://10.0.0.1:8000/metrics"), []*http.Request{first}},
+	} {
+		err := SameHostRedirects(c.next, c.via)
+		if err == nil || !strings.Contains(err.Error(), "point the scrape URI at the final address") {
+			t.Errorf("%s: %v, want the fix named", name, err)
+		}
+	}
+	if err := SameHostRedirects(req("http://127.0.0.1:8000/metrics/"), []*http.Request{first}); err != nil {
+		t.Errorf("a same-host redirect refused: %v", err)
+	}
+}

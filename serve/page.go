@@ -330,7 +330,7 @@ func (w *appendWriter) Write(p []byte) (int, error) {
 var (
 	hdrText        = []string{exposition.ContentTypeText}
 	hdrOpenMetrics = []string{exposition.ContentTypeOpenMetrics}
-	hdrVary        = []string{"Accept-Encoding"}
+	hdrVary        = []string{"Accept", "Accept-Encoding"} // the body depends on both
 	hdrGzip        = []string{"gzip"}
 )
 
@@ -369,7 +369,7 @@ func write(w http.ResponseWriter, ct []string, body []byte, bodyLen []string, gz
 	if len(h["Vary"]) == 0 {
 		h["Vary"] = hdrVary
 	} else {
-		h.Add("Vary", "Accept-Encoding")
+		h["Vary"] = append(h["Vary"], hdrVary...)
 	}
 	if gzipped {
 		h["Content-Encoding"] = hdrGzip

@@ -95,6 +95,7 @@ type History struct {
 	// observation's point in each ring, the histogram children it saw.
 	points  []slotPoint
 	touched []*child
+	bounds  []bucketCount // invalidChild's scratch
 }
 
 // ObserveStats is what one Observe found beyond the values.
@@ -107,6 +108,10 @@ type ObserveStats struct {
 	// (TensorRT-LLM's spec-decode gauges became counters): their window
 	// restarted from the new layout.
 	LayoutChanges int
+	// InvalidHistograms counts histogram children whose bucket counts in
+	// this observation fall as the bound grows, or that have no +Inf
+	// bucket: no client library prints them (a page corrupted upstream).
+	InvalidHistograms int
 	// Restarts counts counter series found to have restarted by their
 	// _created time or the upstream's process start time while their value
 	// did not go down (a reset Prometheus cannot see).

@@ -1,7 +1,9 @@
 package window
 
 import (
+	"cmp"
 	"math"
+	"slices"
 	"strings"
 
 	"github.com/prometheus/prometheus/model/labels"
@@ -169,6 +171,10 @@ func (h *History) noteBound(c *child, le float64) {
 // observation changed.
 func (h *History) checkLayouts() {
 	for _, c := range h.touched {
+		// A full history may hold part of a child: not the upstream's fault.
+		if h.last.Unwindowed == 0 && h.invalidChild(c) {
+			h.last.InvalidHistograms++
+		}
 		if c.n > 0 && (c.curSig != c.sig || c.curN != c.n) {
 			h.restartChild(c)
 			h.last.LayoutChanges++
@@ -178,6 +184,39 @@ func (h *History) checkLayouts() {
 	clear(h.touched)
 	h.touched = h.touched[:0]
 }
+
+// invalidChild reports whether the bucket counts histogram child c showed
+// in this observation are not a histogram's: a count above that of a
+// higher bound (beyond float rounding), or no +Inf bucket.
+func (h *History) invalidChild(c *child) bool {
+	h.bounds = h.bounds[:0]
+	sorted := true
+	for _, s := range c.members {
+		if s.seenRound != h.round {
+			continue
+		}
+		if n := len(h.bounds); n > 0 && s.le < h.bounds[n-1].le {
+			sorted = false
+		}
+		h.bounds = append(h.bounds, bucketCount{s.le, s.lastRaw})
+	}
+	if !sorted { // a layout that gained a bound lists it last
+		slices.SortFunc(h.bounds, func(a, b bucketCount) int { return cmp.Compare(a.le, b.le) })
+	}
+	n := len(h.bounds)
+	if n == 0 || !math.IsInf(h.bounds[n-1].le, 1) {
+		return true
+	}
+	for i := 1; i < n; i++ {
+		if prev := h.bounds[i-1].count; prev-h.bounds[i].count > 1e-12*prev {
+			return true
+		}
+	}
+	return false
+}
+
+// bucketCount is one bucket of a histogram child as observed.
+type bucketCount struct{ le, count float64 }
 
 // boundHash is an order-free fingerprint of one bucket bound: a layout's
 // signature is the sum over its bounds.

@@ -24,7 +24,7 @@ func (l *mapperLoader) load() (*mapping.Mapper, error) {
 	if l.path != "" {
 		b, err := os.ReadFile(l.path)
 		if err != nil {
-			return nil, fmt.Errorf("--config.file: %w", err)
+			return nil, fmt.Errorf("--config.file: %w; give a readable YAML file of metric_relabel_configs, or leave the flag out", err)
 		}
 		cfg, err := mapping.LoadConfig(b)
 		if err != nil {
@@ -51,7 +51,7 @@ func (l *mapperLoader) profiles() (*mapping.Profiles, error) {
 	for _, p := range l.profileFiles {
 		b, err := os.ReadFile(p)
 		if err != nil {
-			return nil, fmt.Errorf("--engine.profile-file: %w", err)
+			return nil, fmt.Errorf("--engine.profile-file: %w; give a readable engine profile (YAML; docs/operating.md#engine-profile-files), or leave the flag out", err)
 		}
 		srcs = append(srcs, mapping.ProfileSource{Name: p, Data: b})
 	}
