@@ -78,7 +78,8 @@ const (
 )
 
 // boundedList names the first few items, each cut short, and how many
-// there are ("0, 1, 2, 3, 4, … (9000 engines)").
+// there are ("0, 1, 2, 3, 4, … (9000 engines)"; what is plural, made
+// singular for one item).
 func boundedList(items []string, what string) string {
 	shown := make([]string, 0, min(len(items), errorListItems))
 	for _, it := range items[:min(len(items), errorListItems)] {
@@ -87,6 +88,9 @@ func boundedList(items []string, what string) string {
 	list := strings.Join(shown, ", ")
 	if len(items) > errorListItems {
 		list += ", …"
+	}
+	if len(items) == 1 {
+		what = strings.TrimSuffix(what, "s") // one engine, one state
 	}
 	return fmt.Sprintf("%s (%d %s)", list, len(items), what)
 }

@@ -68,6 +68,22 @@ func TestEngineNotFoundBounded(t *testing.T) {
 	}
 }
 
+// TestBoundedListCountsInNumber: the count agrees with its noun (the
+// 404 of a one-engine page said "(1 engines)").
+func TestBoundedListCountsInNumber(t *testing.T) {
+	for _, c := range []struct {
+		items []string
+		want  string
+	}{
+		{[]string{"0"}, `"0" (1 engine)`},
+		{[]string{"0", "1"}, `"0", "1" (2 engines)`},
+	} {
+		if got := boundedList(c.items, "engines"); got != c.want {
+			t.Errorf("boundedList(%q) = %s, want %s", c.items, got, c.want)
+		}
+	}
+}
+
 // BenchmarkEngineList measures listing the engines of a scrape (once per
 // scrape, for the per-engine routing pages): linear in the samples, where
 // it was quadratic in the engines (931 ms a scrape for 9,000 engines).
