@@ -228,7 +228,9 @@ type findingPhase struct {
 }
 
 func (ts *topoState) phase() findingPhase {
-	return findingPhase{frozen: ts.frozen, named: ts.frozen && ts.baselinedOn(), frozenAt: ts.frozenAt}
+	// a refusal check's time is the findings' pending time as a frozen
+	// baseline's is (checkRefusals): named, it was the refusals'
+	return findingPhase{frozen: ts.frozen || ts.check != nil, named: ts.frozen && ts.baselinedOn(), frozenAt: ts.frozenAt}
 }
 
 // findingTime is the reference time of the topology findings judged
