@@ -534,3 +534,69 @@ func TestAdmissionOverloadAboveThePodsRefusalBursts(t *testing.T) {
 		t.Errorf("admission not named in %d polls after it was first named, while the overload refuses as before, want none", missed)
 	}
 }
+
+// longBursts feeds n seconds of a pod refusing in bursts of length
+// seconds (3 of every 7 attempts), one every gap to gap+spread seconds,
+// calling each after every second.
+func (f *feeder) longBursts(n, length, gap, spread int, rng *rand.Rand, each func()) {
+	next := 0
+	for k := range n {
+		if k == next {
+			next += gap + rng.IntN(spread)
+		}
+		s := healthy
+		if k >= next-length {
+			s = refusing(3)
+		}
+		f.feed(1, s, nil)
+		if each != nil {
+			each()
+		}
+	}
+}
+
+// TestAdmissionSustainedBeyondTheBurstsAtALongerScale: a pod refusing in
+// bursts of two recent windows (40 s refusing 3 of every 7 attempts, one
+// every 80 to 100 s) is overloaded at its queue cap: a minute refusing 5
+// of 6 (named), then 4 minutes refusing half. Over the last HoldWindows
+// windows (a minute) the pod's bursts refuse as much, at that scale as
+// widely (no test at α / 10 tells the overload from them); over twice as
+// long they average out, and the overload refuses more than any such span
+// of the baseline did, significantly: once that span lies past the
+// onset's minute admission stays named. The bursts that follow once the
+// load returned are not named. Fails on the code before (the span of
+// HoldWindows windows only): missed in all 117 of those polls (the bursty
+// simulator at 90 %, seed 12: 39.2 -> 27.0 % wrong or missing).
+func TestAdmissionSustainedBeyondTheBurstsAtALongerScale(t *testing.T) {
+	opts := testOpts
+	opts.Window = 20 * time.Second // 30 sub-windows of the baseline: 10 merged HoldWindows at a time, 5 twice as many
+	f := newFeeder(t, opts)
+	rng := rand.New(rand.NewPCG(32, 32))
+	f.longBursts(12*60, 40, 80, 20, rng, nil)
+	f.feed(60, refusing(20), nil)
+	if !f.admissionNamed() {
+		t.Fatal("admission not named after a minute refusing 5 of 6 attempts: the test needs the onset named")
+	}
+	window := int(opts.Window / time.Second)
+	from := 2*HoldWindows*window + HoldEvaluations // the longer span past the onset
+	missed := 0
+	for i := range 4 * 60 {
+		f.feed(1, refusing(4), nil)
+		if i >= from && !f.admissionNamed() {
+			missed++
+		}
+	}
+	if missed > 0 {
+		t.Errorf("overloaded 4 minutes refusing half the attempts of a pod whose bursts of 40 s refuse 3 of 7: admission not named in %d of the %d polls once the last %d windows lay past the onset, want none", missed, 4*60-from, 2*HoldWindows)
+	}
+	f.feed(3*60, healthy, nil)
+	named := 0
+	f.longBursts(10*60, 40, 80, 20, rng, func() {
+		if f.admissionNamed() {
+			named++
+		}
+	})
+	if named > 0 {
+		t.Errorf("admission named in %d of the 600 polls of the pod's bursts after the overload, want none", named)
+	}
+}

@@ -41,9 +41,9 @@ type burstiness struct {
 	windows     int
 	split       bool // measured on sub-windows shorter than the recent window
 	// the refused share's dispersion and greatest value over the
-	// sub-windows merged HoldWindows at a time (stats.longPhi)
-	longPhi, longHi float64
-	longWindows     int
+	// sub-windows merged refusalSpans[j] at a time (stats.longPhi)
+	longPhi, longHi [len(refusalSpans)]float64
+	longWindows     [len(refusalSpans)]int
 	rankSentPhi     float64 // stats.rankSentPhi
 }
 
@@ -63,7 +63,10 @@ func burstinessOf(s *stats) burstiness {
 // share, a second later 36.5, and the largest factor left the overload's
 // later bursts unnamed (the bursty simulator, seed 4).
 func combine(ref *stats, parts []burstiness) {
-	ref.phiWindows, ref.longWindows, ref.longPhi, ref.longHi = 0, 0, math.NaN(), math.NaN()
+	ref.phiWindows, ref.longWindows = 0, [len(refusalSpans)]int{}
+	for j := range refusalSpans {
+		ref.longPhi[j], ref.longHi[j] = math.NaN(), math.NaN()
+	}
 	ref.rankSentPhi = math.NaN()
 	for i := range ref.phi {
 		ref.phi[i], ref.subLo[i], ref.subHi[i] = math.NaN(), math.NaN(), math.NaN()
@@ -83,9 +86,11 @@ func combine(ref *stats, parts []burstiness) {
 			ref.subLo[i] = -nanMax(-ref.subLo[i], -p.lo[i])
 			ref.subHi[i] = nanMax(ref.subHi[i], p.hi[i])
 		}
-		if p.longWindows >= MinDispersionWindows {
-			ref.longWindows += p.longWindows
-			ref.longPhi, ref.longHi = nanMax(ref.longPhi, p.longPhi), nanMax(ref.longHi, p.longHi)
+		for j := range p.longWindows {
+			if p.longWindows[j] >= MinDispersionWindows {
+				ref.longWindows[j] += p.longWindows[j]
+				ref.longPhi[j], ref.longHi[j] = nanMax(ref.longPhi[j], p.longPhi[j]), nanMax(ref.longHi[j], p.longHi[j])
+			}
 		}
 	}
 	for i := range ref.phi {

@@ -71,7 +71,7 @@ func dispersions(tr *track, from, a *point, w int64, base *stats, keep bool) int
 	for i := range base.phi {
 		base.phi[i], base.subLo[i], base.subHi[i] = DefaultDispersion, math.NaN(), math.NaN()
 	}
-	base.phiSplit, base.longWindows = false, 0
+	base.phiSplit, base.longWindows = false, [len(refusalSpans)]int{}
 	if from == nil || a == nil || w <= 0 || base.seconds <= 0 {
 		return 0
 	}
@@ -182,34 +182,41 @@ func dispersions(tr *track, from, a *point, w int64, base *stats, keep bool) int
 		base.phi[dRank], base.rankSentPhi = tr.topo.rankSpread(r, ends, from.t, a.t)
 	}
 	if !base.phiSplit {
-		mergedRefusals(subs, HoldWindows, base)
+		mergedRefusals(subs, base)
 	}
 	return len(subs)
 }
 
 // mergedRefusals sets base's refused share's dispersion factor and
-// greatest value over the sub-windows merged k at a time, from the newest
-// (an older rest of fewer than k is left out): the scale of an overload
-// that refuses for minutes, where the pod's bursts of one window average
-// out. It merges in place, into the tail of subs (each group after the
-// ones it overwrites were read): the sub-windows are scratch by then, and
-// a slice of their own cost ten allocations per evaluation.
-func mergedRefusals(subs []subWindow, k int, base *stats) {
-	n, m := len(subs), 0
-	for end := n; end-k >= 0; end -= k {
-		var g subWindow
-		g.c[cRejections] = 0
-		for i := end - k; i < end; i++ {
-			g.seconds += subs[i].seconds
-			g.c[cRejections] += subs[i].c[cRejections]
-			g.started += subs[i].started
+// greatest value over the sub-windows merged refusalSpans[j] at a time,
+// from the newest (an older rest too short is left out): the scales of an
+// overload that refuses for minutes, where the pod's bursts of one window
+// average out. Each scale merges the one before's groups, in place, into
+// the tail of subs (each group after the ones it overwrites were read):
+// the sub-windows are scratch by then, and a slice of their own cost ten
+// allocations per evaluation.
+func mergedRefusals(subs []subWindow, base *stats) {
+	n, from, prev := len(subs), 0, int64(1)
+	for j, span := range refusalSpans {
+		k, m := int(span/prev), 0
+		for end := n; end-k >= from; end -= k {
+			var g subWindow
+			g.c[cRejections] = 0
+			for i := end - k; i < end; i++ {
+				g.seconds += subs[i].seconds
+				g.c[cRejections] += subs[i].c[cRejections]
+				g.started += subs[i].started
+			}
+			subs[n-1-m] = g
+			m++
 		}
-		subs[n-1-m] = g
-		m++
-	}
-	phi, _, hi := pearson(subs[n-m:], measure{i: dRefused})
-	if !math.IsNaN(hi) {
-		base.longPhi, base.longHi, base.longWindows = max(1, phi), hi, m
+		// the groups lie oldest first up to the tail, as the sub-windows
+		// did: the next scale merges them from the newest alike
+		from, prev = n-m, span
+		phi, _, hi := pearson(subs[from:], measure{i: dRefused})
+		if !math.IsNaN(hi) {
+			base.longPhi[j], base.longHi[j], base.longWindows[j] = max(1, phi), hi, m
+		}
 	}
 }
 

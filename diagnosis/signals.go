@@ -107,11 +107,11 @@ type stats struct {
 	// subLo and subHi are the least and greatest of each signal's
 	// statistic over those sub-windows (beyondRange); NaN when unknown.
 	subLo, subHi [numDispersed]float64
-	// The refused share over the sub-windows merged HoldWindows at a time
-	// (sustainedRefusals): its dispersion factor and greatest value, known
-	// when longWindows >= MinDispersionWindows.
-	longPhi, longHi float64
-	longWindows     int
+	// The refused share over the sub-windows merged refusalSpans[j] at a
+	// time (sustainedRefusals): its dispersion factor and greatest value,
+	// known when longWindows[j] >= MinDispersionWindows.
+	longPhi, longHi [len(refusalSpans)]float64
+	longWindows     [len(refusalSpans)]int
 }
 
 // nanStats is a stats with nothing known.

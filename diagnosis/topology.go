@@ -98,12 +98,12 @@ type topoState struct {
 	baseStart, baseEnd int64
 	frozenAt           int64
 	calm               int
-	// spanFrom is the start of the span a named admission was last held
-	// by (sinceWindows), a coarse point's time; spanRefused and
-	// spanStarted its cumulative counts, so that a point is decoded once
-	// per coarse slot, not at every evaluation
-	spanFrom                 int64
-	spanRefused, spanStarted float64
+	// spanFrom is the start of each span (refusalSpans) a named admission
+	// was last held by (sinceWindows), a coarse point's time; spanRefused
+	// and spanStarted its cumulative counts, so that a point is decoded
+	// once per coarse slot, not at every evaluation
+	spanFrom                 [len(refusalSpans)]int64
+	spanRefused, spanStarted [len(refusalSpans)]float64
 	// check: the reference a refusal check keeps beside the findings' own
 	// (checkRefusals); nil when none runs
 	check                         *stats
@@ -686,11 +686,20 @@ func (ts *topoState) admissionRefused(x *topoInput, e *topoEval, k int) {
 	// span, at the naming α, names it again. Named on the span outside an
 	// episode, a steady pod at 95 % whose refusals rose for minutes against
 	// a quiet reference was named (bursty seed 2).
-	long := [2]float64{math.NaN(), math.NaN()}
-	if (ts.hyst[k].on || x.episode[k]) && base.longWindows >= MinDispersionWindows {
-		long[0], long[1] = x.span.refusals(x.t) // only a named finding or its episode pays for its span
+	pl, sustained := math.NaN(), false
+	for j := range refusalSpans {
+		long := [2]float64{math.NaN(), math.NaN()}
+		if (ts.hyst[k].on || x.episode[k]) && base.longWindows[j] >= MinDispersionWindows {
+			long[0], long[1] = x.span.refusals(x.t, j) // only a named finding or its episode pays for its span
+		}
+		// either scale holds it: each at half the α (Bonferroni)
+		if p, s := sustainedRefusals(x.ru, recent, long, base, j, x.alpha/float64(len(refusalSpans))); s || math.IsNaN(pl) {
+			pl, sustained = p, s
+			if s {
+				break
+			}
+		}
 	}
-	pl, sustained := sustainedRefusals(x.ru, recent, long, base, x.alpha)
 	sustained = up && beyond && sustained
 	held := up && p <= x.holdAlpha
 	if sustained && !held {
@@ -716,7 +725,7 @@ func refusedTest(ru *rules, recent, base *stats) (p float64, up, beyond bool) {
 	return fisher(k1/phi, a1/phi, k0/phi, a0/phi, +1), ch == ChangeUp, beyondRange(dRefused, recent, base, +1)
 }
 
-// sustainedRefusals tests the share refused over the last HoldWindows
+// sustainedRefusals tests the share refused over the last refusalSpans[j]
 // recent windows (long: refused and attempts, NaN when they do not all lie
 // after the baseline)
 // against the baseline's sub-windows merged as many at a time: widened by
@@ -726,8 +735,8 @@ func refusedTest(ru *rules, recent, base *stats) (p float64, up, beyond bool) {
 // seeds 10-12, refused under 45 % of a window where its baseline's bursts
 // refused up to 33-45 %). It returns the test's p-value and whether it
 // holds.
-func sustainedRefusals(ru *rules, recent *stats, long [2]float64, base *stats, alpha float64) (float64, bool) {
-	if base.longWindows < MinDispersionWindows {
+func sustainedRefusals(ru *rules, recent *stats, long [2]float64, base *stats, j int, alpha float64) (float64, bool) {
+	if base.longWindows[j] < MinDispersionWindows {
 		return math.NaN(), false
 	}
 	k1, a1 := long[0], long[1]
@@ -742,9 +751,9 @@ func sustainedRefusals(ru *rules, recent *stats, long [2]float64, base *stats, a
 	if ch, _ := compare(kr/ar, k1/a1, ru.minChange); ch == ChangeDown {
 		return math.NaN(), false // the recent window fell back from the span's level
 	}
-	phi := max(1, base.longPhi)
+	phi := max(1, base.longPhi[j])
 	p := fisher(k1/phi, a1/phi, k0/phi, a0/phi, +1)
-	return p, p <= alpha && k1/a1 > base.longHi
+	return p, p <= alpha && k1/a1 > base.longHi[j]
 }
 
 // topoInput is what a topology finding's evaluation reads.
@@ -752,7 +761,7 @@ type topoInput struct {
 	ru                 *rules
 	t, w               int64
 	recent, base       *stats
-	span               spanReader // the counts over the last HoldWindows recent windows, read on demand
+	span               spanReader // the counts over the last refusalSpans recent windows, read on demand
 	alpha, holdAlpha   float64
 	started1, started0 float64  // requests started in each window
 	lifted             causeSet // the findings whose gate a named cause lifts (Cause.gate)
@@ -1071,7 +1080,7 @@ func (d *Diagnoser) topoNotes(ts *topoState) []string {
 	return out
 }
 
-// spanReader reads a track's counts over the last HoldWindows recent
+// spanReader reads a track's counts over the last refusalSpans recent
 // windows to its latest point, when they all lie after end (the
 // baseline's end): a finding held on that span reads it only while named.
 type spanReader struct {
@@ -1081,33 +1090,38 @@ type spanReader struct {
 	end int64
 }
 
-// refusals is the span's refusals and attempts at evaluation t (sinceWindows).
-func (s spanReader) refusals(t int64) (refused, attempts float64) {
-	return s.d.sinceWindows(s.tr, t, s.end, s.now)
+// refusalSpans are the spans, in recent windows, on which a named
+// admission is also held (sustainedRefusals): each a multiple of the one
+// before, as the baseline's sub-windows are merged (mergedRefusals).
+var refusalSpans = [...]int64{HoldWindows, 2 * HoldWindows}
+
+// refusals is span j's (refusalSpans) refusals and attempts at evaluation t (sinceWindows).
+func (s spanReader) refusals(t int64, j int) (refused, attempts float64) {
+	return s.d.sinceWindows(s.tr, t, s.end, s.now, j)
 }
 
 // sinceWindows is the refusals and attempts (refused or started) over
-// the last HoldWindows recent windows, to now, when they all lie after end
+// the last refusalSpans[j] recent windows, to now, when they all lie after end
 // (the baseline's), the scrapes covered them, and they are longer than the
 // recent window; NaN otherwise. It runs only while admission is named.
-func (d *Diagnoser) sinceWindows(tr *track, t, end int64, now *point) (refused, attempts float64) {
+func (d *Diagnoser) sinceWindows(tr *track, t, end int64, now *point, j int) (refused, attempts float64) {
 	refused, attempts = math.NaN(), math.NaN()
 	if now == nil {
 		return refused, attempts
 	}
 	w, r, ts := int64(d.opts.Window), &tr.coarse, &tr.topo
-	cut := t - HoldWindows*w
+	cut := t - refusalSpans[j]*w
 	i, _ := slices.BinarySearch(r.pts, cut+1)
 	i-- // the newest at or before cut
 	if i < 0 || r.pts[i] < end || r.pts[i] < cut-d.slack(d.coarseRes) || now.t-r.pts[i] <= w ||
 		float64(tr.unobserved(r.pts[i], now.t)) > MaxUnobserved*float64(now.t-r.pts[i]) {
 		return refused, attempts
 	}
-	if ts.spanFrom != r.pts[i] {
+	if ts.spanFrom[j] != r.pts[i] {
 		p := r.at(i)
-		ts.spanFrom, ts.spanRefused, ts.spanStarted = p.t, p.c[cRejections], started(tr, p)
+		ts.spanFrom[j], ts.spanRefused[j], ts.spanStarted[j] = p.t, p.c[cRejections], started(tr, p)
 	}
-	k, n := now.c[cRejections]-ts.spanRefused, started(tr, now)-ts.spanStarted
+	k, n := now.c[cRejections]-ts.spanRefused[j], started(tr, now)-ts.spanStarted[j]
 	if !(k >= 0 && n >= 0) {
 		return refused, attempts
 	}

@@ -230,7 +230,7 @@ func refDispersions(tr *track, from, a *point, w int64, base *stats) int {
 	for i := range base.phi {
 		base.phi[i], base.subLo[i], base.subHi[i] = DefaultDispersion, math.NaN(), math.NaN()
 	}
-	base.phiSplit, base.longWindows = false, 0
+	base.phiSplit, base.longWindows = false, [len(refusalSpans)]int{}
 	if from == nil || a == nil || w <= 0 || base.seconds <= 0 {
 		return 0
 	}
@@ -287,7 +287,7 @@ func refDispersions(tr *track, from, a *point, w int64, base *stats) int {
 		base.phi[dRank], base.rankSentPhi = tr.topo.rankSpread(&tr.coarse, ends, from.t, a.t)
 	}
 	if !base.phiSplit {
-		mergedRefusals(subs, HoldWindows, base)
+		mergedRefusals(subs, base)
 	}
 	return len(subs)
 }
