@@ -1,6 +1,7 @@
 package collector
 
 import (
+	"fmt"
 	"runtime"
 	"testing"
 	"time"
@@ -9,6 +10,7 @@ import (
 	"github.com/fos-study/vllm-normalizer/diagnosis"
 	"github.com/fos-study/vllm-normalizer/exposition"
 	"github.com/fos-study/vllm-normalizer/mapping"
+	"github.com/fos-study/vllm-normalizer/routing"
 )
 
 // BenchmarkDiagnosisMemory measures what the diagnosis keeps between
@@ -98,6 +100,46 @@ func BenchmarkDiagnosisObserve(b *testing.B) {
 				obs := observe()
 				b.StartTimer()
 				d.Observe(up.now(), obs)
+			}
+		})
+	}
+}
+
+// BenchmarkDiagnosisInput measures the diagnosis input's CPU and
+// allocations per scrape: observations (reset correction, per-model
+// totals, the engines' running, waiting and finished requests) on the
+// demo page over 1, 4 and 16 data-parallel engines, once the series are
+// known; the page's parse and normalisation run outside the timer.
+func BenchmarkDiagnosisInput(b *testing.B) {
+	for _, engines := range []int{1, 4, 16} {
+		b.Run(fmt.Sprintf("engines=%d", engines), func(b *testing.B) {
+			u := &benchDemo{clock: newFakeClock(), mapper: testMapper(b, mapping.Options{})}
+			up, err := demo.New(demo.Options{Now: u.clock.Now, Seed: 1, Engines: engines})
+			if err != nil {
+				b.Fatal(err)
+			}
+			roles := u.mapper.Catalogue().Roles()
+			page := func() ([]exposition.Family, map[string]routing.ModelGauges) {
+				u.clock.Advance(time.Second)
+				fams, _, err := exposition.Parse(up.Page(), exposition.ContentTypeText, exposition.ParseOptions{})
+				if err != nil {
+					b.Fatal(err)
+				}
+				norm, _ := u.mapper.Normalize(exposition.DropCreated(fams))
+				return norm, viewGauges(norm, roles, u.mapper.StyleName)
+			}
+			in := &diagnosisInput{}
+			for range 3 {
+				norm, g := page()
+				in.observations(norm, g, roles, "vllm", "")
+			}
+			norm, g := page()
+			b.ReportAllocs()
+			b.ResetTimer()
+			for range b.N {
+				if obs := in.observations(norm, g, roles, "vllm", ""); len(obs) == 0 || len(obs[0].Engines) != engines && engines > 1 {
+					b.Fatalf("observations: %d models, want one with %d engines", len(obs), engines)
+				}
 			}
 		})
 	}

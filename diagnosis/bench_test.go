@@ -1,6 +1,10 @@
 package diagnosis
 
 import (
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -85,4 +89,45 @@ func BenchmarkBaselineStats(b *testing.B) {
 			}
 		}
 	})
+}
+
+// BenchmarkSentPhi measures the rank finding's spread of what the ranks
+// were sent (sentPhi) over the 30 sub-windows of the default baseline,
+// every rank counted in each, as rankSpread leaves them (in sub-window
+// order) at every evaluation of a data-parallel pod. cpu-ns/op is the
+// process's CPU time, steadier than ns/op on a shared machine.
+//
+//	go test -run '^$' -bench SentPhi -cpu 1 -count 8 ./diagnosis
+func BenchmarkSentPhi(b *testing.B) {
+	for _, ranks := range []int{2, 4, 16, 64} {
+		b.Run(fmt.Sprintf("ranks=%d", ranks), func(b *testing.B) {
+			rng := rand.New(rand.NewPCG(1, uint64(ranks)))
+			var ts topoState
+			for range 30 {
+				for r := range ranks {
+					sent := 100 + float64(rng.IntN(40))
+					ts.sentD = append(ts.sentD, [3]float64{float64(r), sent / (120 * float64(ranks)), 120 * float64(ranks)})
+				}
+			}
+			inOrder := slices.Clone(ts.sentD)
+			b.ReportAllocs()
+			cpu0 := cpuNow(b)
+			for b.Loop() {
+				copy(ts.sentD, inOrder)
+				if phi := ts.sentPhi(30); !(phi >= 1) {
+					b.Fatalf("sentPhi %v", phi)
+				}
+			}
+			b.ReportMetric(float64(cpuNow(b)-cpu0)/float64(b.N), "cpu-ns/op")
+		})
+	}
+}
+
+// cpuNow is the CPU time the whole process has used so far.
+func cpuNow(b *testing.B) time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		b.Fatal(err)
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }

@@ -1,6 +1,10 @@
 package diagnosis
 
 import (
+	"cmp"
+	"math"
+	"math/rand/v2"
+	"slices"
 	"testing"
 	"time"
 )
@@ -300,4 +304,59 @@ func TestSentPhiLevelShift(t *testing.T) {
 	if swing := phiOf(func(i int) float64 { return 0.35 + 0.3*float64(i%2) }); swing < 10*steady {
 		t.Errorf("shares swinging with the sessions widen the test %.1f-fold, the steady pod's %.1f", swing, steady)
 	}
+}
+
+// TestSentPhiGroupsEachRankInOrder: sentPhi reads each rank's shares in
+// sub-window order whatever the order of the ranks within a sub-window
+// and whichever ranks a sub-window lacks; it agrees with a stable sort of
+// the entries by rank to the last bit.
+func TestSentPhiGroupsEachRankInOrder(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 11))
+	for trial := range 200 {
+		ranks := 2 + rng.IntN(15)
+		var ts topoState
+		for range 5 + rng.IntN(40) {
+			perm := rng.Perm(ranks)
+			for _, r := range perm[:1+rng.IntN(ranks)] {
+				ts.sentD = append(ts.sentD, [3]float64{float64(r), rng.Float64(), 1 + float64(rng.IntN(500))})
+			}
+		}
+		want := stableSentPhi(slices.Clone(ts.sentD), 30)
+		if got := ts.sentPhi(30); got != want && !(math.IsNaN(got) && math.IsNaN(want)) {
+			t.Fatalf("trial %d (%d ranks): sentPhi %v, a stable sort by rank gives %v", trial, ranks, got, want)
+		}
+	}
+}
+
+// stableSentPhi is sentPhi with its entries grouped by a stable sort.
+func stableSentPhi(sentD [][3]float64, k int) float64 {
+	if k < MinDispersionWindows {
+		return DefaultDispersion
+	}
+	slices.SortStableFunc(sentD, func(a, b [3]float64) int { return cmp.Compare(a[0], b[0]) })
+	var terms []float64
+	for i := 0; i < len(sentD); {
+		j := i
+		for j < len(sentD) && sentD[j][0] == sentD[i][0] {
+			j++
+		}
+		var sh []float64
+		for _, q := range sentD[i:j] {
+			sh = append(sh, q[1])
+		}
+		slices.Sort(sh)
+		m := (sh[(len(sh)-1)/2] + sh[len(sh)/2]) / 2
+		if v := m * (1 - m); j-i >= 2 && v > 0 {
+			for l := i + 1; l < j; l++ {
+				d := sentD[l][1] - sentD[l-1][1]
+				terms = append(terms, d*d/(v*(1/sentD[l][2]+1/sentD[l-1][2])))
+			}
+		}
+		i = j
+	}
+	if len(terms) < MinDispersionWindows {
+		return DefaultDispersion
+	}
+	slices.Sort(terms)
+	return max(1, (terms[(len(terms)-1)/2]+terms[len(terms)/2])/2/chi2Median1)
 }
