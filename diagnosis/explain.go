@@ -50,13 +50,14 @@ func (x *shareInput) queueSplit(memory bool) float64 {
 	return math.Min(math.Max(part/grown, 0), 1)
 }
 
-// queueLead is how many times the baseline's mean TTFT the inflow's part
-// of the queue time's rise alone would make it (ledBy): Little's law gives
-// the mean wait, read against the exact mean (sum / count) as like against
-// like; against the p90 where the mean is unknown. Against the p90 a mean
-// wait read short (bursty seed 7 at 50 %: 0.07 s against a p90 of 0.18 s
-// and a mean of 0.074 s, the true queue p90 0.21-0.39 s).
-func (x *shareInput) queueLead() float64 {
+// queueMeanFactor is how many times the baseline's mean TTFT the inflow's
+// part of the queue time's rise alone would make it (evaluation.queueHolds):
+// Little's law gives the mean wait, read against the exact mean (sum /
+// count) as like against like; against the p90 where the mean is unknown.
+// Against the p90 a mean wait reads short (bursty seed 7 at 50 %: 0.07 s
+// against a p90 of 0.18 s and a mean of 0.074 s, the true queue p90
+// 0.21-0.39 s); naming keeps that stricter reading (queueing's factor).
+func (x *shareInput) queueMeanFactor() float64 {
 	ref := x.base.v[sTTFTMean]
 	if !(ref > 0) {
 		ref = x.base.v[sTTFT]
