@@ -133,8 +133,10 @@ type evaluation struct {
 	// queued: queueing shown at the strict level, its queue time alone
 	// (1 + m)² times the baseline's TTFT p90 (ledBy): it leads TTFT as a
 	// traffic cause leads its symptom, and in the probation after an
-	// overload, the overload resumed.
-	queued bool
+	// overload, the overload resumed. queueHolds: the same, its queue time
+	// (1 + m)² times the baseline's mean TTFT (queueMeanFactor): it holds
+	// a young incident that named queueing (keepsQueued).
+	queued, queueHolds bool
 	// stall: too few requests finished in the recent window to test a
 	// latency, their rate down significantly against the baseline's while
 	// requests wait, not fewer by the minimum change (Diagnoser.stalled):
@@ -313,6 +315,7 @@ func (e *evaluation) ledBy(lenient *evaluation, recent, base *stats, minChange f
 	if causesFor(e, lenient, ttft, &none)[kQueueing] {
 		x := shareInput{recent: recent, base: base, e: e, sym: ttft}
 		e.queued = causes[kQueueing].factor(&x) >= (1+minChange)*(1+minChange)
+		e.queueHolds = x.queueMeanFactor() >= (1+minChange)*(1+minChange)
 		if e.queued && lenient.symptoms[yTTFT] {
 			e.symptoms[yTTFT] = true
 		}
