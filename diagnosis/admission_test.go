@@ -250,6 +250,25 @@ func (f *feeder) burstyRefusals(n int, rng *rand.Rand, each func(burst int)) {
 	}
 }
 
+// episodeThenLull feeds a pod refusing in bursts (burstyRefusals, 12
+// minutes), then 4 minutes overloaded at its queue cap refusing half its
+// attempts (admission named: a refusal episode), then a lull of 75 s
+// refusing nothing that clears it, and returns the overload's state.
+func (f *feeder) episodeThenLull(t *testing.T) (over second) {
+	t.Helper()
+	f.burstyRefusals(12*60, rand.New(rand.NewPCG(30, 30)), nil)
+	over = refusing(4)
+	f.feed(4*60, over, nil)
+	if !f.admissionNamed() {
+		t.Fatal("admission not named after 4 minutes refusing half the attempts of a pod whose bursts refuse a fifth of a window's: the test needs the episode")
+	}
+	f.feed(75, healthy, nil)
+	if f.admissionNamed() {
+		t.Fatal("admission still named after 75 s refusing nothing: the test needs the lull to clear it")
+	}
+	return over
+}
+
 // TestAdmissionOverloadResumesAfterALull: a pod refusing in bursts (its
 // baseline's share about 10 %, a burst's window 20 %) is overloaded at its
 // queue cap, half its attempts refused for 4 minutes, its latency flat:
@@ -263,16 +282,7 @@ func (f *feeder) burstyRefusals(n int, rng *rand.Rand, each func(burst int)) {
 // 64.9 %, 98.1 %, 79.5 % of the overload's judged polls).
 func TestAdmissionOverloadResumesAfterALull(t *testing.T) {
 	f := newFeeder(t, testOpts)
-	f.burstyRefusals(12*60, rand.New(rand.NewPCG(30, 30)), nil)
-	over := refusing(4)
-	f.feed(4*60, over, nil)
-	if !f.admissionNamed() {
-		t.Fatal("admission not named after 4 minutes refusing half the attempts of a pod whose bursts refuse a fifth of a window's")
-	}
-	f.feed(75, healthy, nil)
-	if f.admissionNamed() {
-		t.Fatal("admission still named after 75 s refusing nothing: the test needs the lull to clear it")
-	}
+	over := f.episodeThenLull(t)
 	window := int(testOpts.Window / time.Second)
 	missed := 0
 	for i := range 5 * 60 {

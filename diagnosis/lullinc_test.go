@@ -1,7 +1,6 @@
 package diagnosis
 
 import (
-	"math/rand/v2"
 	"testing"
 	"time"
 )
@@ -20,16 +19,7 @@ import (
 // named ttft_up without a cause, 0.0 -> 5.7 % wrong or missing).
 func TestAdmissionNamedInAnIncidentOpenedInTheLull(t *testing.T) {
 	f := newFeeder(t, testOpts)
-	f.burstyRefusals(12*60, rand.New(rand.NewPCG(30, 30)), nil)
-	over := refusing(4)
-	f.feed(4*60, over, nil)
-	if !f.admissionNamed() {
-		t.Fatal("admission not named after 4 minutes refusing half the attempts of a pod whose bursts refuse a fifth of a window's: the test needs the episode")
-	}
-	f.feed(75, healthy, nil)
-	if f.admissionNamed() {
-		t.Fatal("admission still named after 75 s refusing nothing: the test needs the lull to clear it")
-	}
+	over := f.episodeThenLull(t)
 	slow := over
 	slow.ttft *= 3
 	window := int(testOpts.Window / time.Second)
