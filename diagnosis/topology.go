@@ -702,9 +702,9 @@ func (ts *topoState) admissionRefused(x *topoInput, e *topoEval, k int) {
 	p, up, beyond := refusedTest(x.ru, recent, base)
 	x.sig(e, zRefused, p)
 	// Held on the longer scale too, where the pod's bursts of one window
-	// average out: only while the recent window itself refuses more than
-	// every sub-window of the baseline (beyond) and no less than the span
-	// by the minimum change, so never on windows that refuse nothing more.
+	// average out: only while the recent window refuses more than the
+	// baseline and no less than the span by the minimum change, so never
+	// on windows that refuse nothing more (spanCarries).
 	// Naming asks the recent window's own evidence, except within a
 	// refusal episode that named it (an overload's dip cleared it): the
 	// span, at the naming α, names it again. Named on the span outside an
@@ -724,12 +724,13 @@ func (ts *topoState) admissionRefused(x *topoInput, e *topoEval, k int) {
 			}
 		}
 	}
-	sustained = up && beyond && sustained
+	onSpan := up && sustained
+	sustained = onSpan && beyond
 	held := up && p <= x.holdAlpha
 	if sustained && !held {
 		e.change[zRefused], e.p[zRefused] = ChangeUp, pl
 	}
-	e.strict[k], e.hold[k] = up && beyond && (p <= x.alpha || x.episode[k] && sustained), held || sustained
+	e.strict[k], e.hold[k] = up && beyond && p <= x.alpha || x.episode[k] && onSpan, held || spanCarries(x, k, ts.hyst[k].on, onSpan)
 	e.opens[k], e.shows[k] = held && beyond, up
 }
 
