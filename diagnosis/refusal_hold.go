@@ -1,5 +1,22 @@
 package diagnosis
 
+// staysBeyond says whether a named finding judged against the baseline,
+// whose evidence no longer holds at the undivided α, still shows beyond
+// every sub-window of that baseline (topoEval.beyond): it is then held by
+// its hysteresis, HoldEvaluations evaluations, as the incident's causes
+// are; one whose window fell back within the pod's bursts clears at once
+// (TestAdmissionClearsWithItsEvidence).
+//
+// Why (issue 30): at a pod whose bursts already reach its queue cap, the
+// refused share is widened by those bursts (φ 70-160 at 90-95 % of
+// capacity), and an overload refusing 40-50 % against 18 % reads p =
+// 0.005-0.02 from one window to the next around the α of 0.01: cleared at
+// the first p above it, admission waited three windows at α / 5 to be
+// named again (the bursty simulator at 90 %, seed 11, 17m37-17m57).
+func staysBeyond(e *topoEval, k int) bool {
+	return e.beyond[k]
+}
+
 // spanCarries says whether admission, named or within the refusal
 // episode that named it, is held (and, in the episode, named again) on
 // its span alone (onSpan: the last refusalSpans[j] windows refuse more
