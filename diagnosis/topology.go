@@ -501,6 +501,9 @@ type topoEval struct {
 	// undivided α; shows: up by the minimum change, significant or not
 	// (a refusal check's, checkRefusals)
 	opens, shows causeSet
+	// beyond: the signal up by the minimum change and beyond every
+	// sub-window of the baseline, significant or not (staysBeyond)
+	beyond causeSet
 }
 
 // ranks compares each rank that queues with each that idles over the
@@ -702,9 +705,9 @@ func (ts *topoState) admissionRefused(x *topoInput, e *topoEval, k int) {
 	p, up, beyond := refusedTest(x.ru, recent, base)
 	x.sig(e, zRefused, p)
 	// Held on the longer scale too, where the pod's bursts of one window
-	// average out: only while the recent window itself refuses more than
-	// every sub-window of the baseline (beyond) and no less than the span
-	// by the minimum change, so never on windows that refuse nothing more.
+	// average out: only while the recent window refuses more than the
+	// baseline and no less than the span by the minimum change, so never
+	// on windows that refuse nothing more (spanCarries).
 	// Naming asks the recent window's own evidence, except within a
 	// refusal episode that named it (an overload's dip cleared it): the
 	// span, at the naming α, names it again. Named on the span outside an
@@ -724,13 +727,14 @@ func (ts *topoState) admissionRefused(x *topoInput, e *topoEval, k int) {
 			}
 		}
 	}
-	sustained = up && beyond && sustained
+	onSpan := up && sustained
+	sustained = onSpan && beyond
 	held := up && p <= x.holdAlpha
 	if sustained && !held {
 		e.change[zRefused], e.p[zRefused] = ChangeUp, pl
 	}
-	e.strict[k], e.hold[k] = up && beyond && (p <= x.alpha || x.episode[k] && sustained), held || sustained
-	e.opens[k], e.shows[k] = held && beyond, up
+	e.strict[k], e.hold[k] = up && beyond && p <= x.alpha || x.episode[k] && onSpan, held || spanCarries(x, k, ts.hyst[k].on, onSpan)
+	e.opens[k], e.shows[k], e.beyond[k] = held && beyond, up, up && beyond
 }
 
 // refusedTest tests the share of attempts refused at admission, recent
@@ -924,8 +928,9 @@ func (ts *topoState) step(d *Diagnoser, tr *track, t int64, now *point, recent, 
 		if ts.hyst[k].on {
 			raw = e.hold[k]
 			// kept through a time not ready, a finding whose evidence is
-			// gone clears at once: its hysteresis is from before the gap
-			if !raw && (ts.kept || causes[k].baselined && !causes[k].hysteretic) {
+			// gone clears at once: its hysteresis is from before the gap;
+			// one whose window still shows beyond the bursts has it
+			if !raw && (ts.kept || causes[k].baselined && !causes[k].hysteretic && !staysBeyond(&e, k)) {
 				// held by its own evidence against the baseline, at the
 				// undivided α, and cleared as soon as that is gone, as the
 				// incident's causes are: not HoldEvaluations later (the
