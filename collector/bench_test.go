@@ -529,3 +529,32 @@ func BenchmarkMetricsSelection(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkGatherRuntime is what the first read of /metrics after the
+// Gatherer's families are a second old costs to gather them (Prometheus
+// reading every 15 s gathers at every read): the binary's Go and process
+// collectors together and each alone, converted to families.
+func BenchmarkGatherRuntime(b *testing.B) {
+	for _, tc := range []struct {
+		name string
+		cs   []prometheus.Collector
+	}{
+		{"go+process", []prometheus.Collector{collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{Namespace: "vllm_normalizer"})}},
+		{"go", []prometheus.Collector{collectors.NewGoCollector()}},
+		{"process", []prometheus.Collector{collectors.NewProcessCollector(collectors.ProcessCollectorOpts{Namespace: "vllm_normalizer"})}},
+	} {
+		b.Run(tc.name, func(b *testing.B) {
+			reg := prometheus.NewRegistry()
+			reg.MustRegister(tc.cs...)
+			c := &Collector{}
+			b.ReportAllocs()
+			cpu0 := cpuTime(b)
+			for b.Loop() {
+				if fams := c.gather(reg); len(fams) == 0 {
+					b.Fatal("nothing gathered")
+				}
+			}
+			b.ReportMetric(float64(cpuTime(b)-cpu0)/float64(b.N), "cpu-ns/op")
+		})
+	}
+}
