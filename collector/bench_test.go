@@ -175,7 +175,10 @@ func cpuTime(tb testing.TB) time.Duration {
 // read=all, where /metrics, the routing view, the compatibility page and
 // the GenAI view are all read with gzip after every scrape; and
 // read=views, what scripts/sidebyside.sh -v does: the three views after
-// every scrape, /metrics every 15 s.
+// every scrape, /metrics every 15 s. read=metrics-gzip and read=metrics-text
+// are one scrape and one read of /metrics after it, with and without gzip,
+// nothing else read: what a reader of the served page adds to a scrape
+// (against read=none, where nothing is read).
 //
 // Besides ns/op (wall time of the cycle) it reports cpu-ns/op: the whole
 // process's CPU time per cycle, the GC's workers on the other core
@@ -184,9 +187,10 @@ func BenchmarkScrapeCycle(b *testing.B) {
 	for _, p := range benchPages(b, newFakeClock()) {
 		for _, interval := range []time.Duration{time.Second, 100 * time.Millisecond} {
 			for _, r := range []benchReaders{
-				{"every", 0, true, false}, {"15s", 15 * time.Second, true, false},
-				{"prometheus", 15 * time.Second, false, false}, {"all", 0, true, true},
-				{"views", 15 * time.Second, true, true},
+				{name: "every", routing: true}, {name: "15s", metricsEvery: 15 * time.Second, routing: true},
+				{name: "prometheus", metricsEvery: 15 * time.Second}, {name: "all", routing: true, all: true},
+				{name: "views", metricsEvery: 15 * time.Second, routing: true, all: true},
+				{name: "none", metricsEvery: -1}, {name: "metrics-gzip"}, {name: "metrics-text", text: true},
 			} {
 				b.Run(p.name+"/interval="+window.Format(interval)+"/read="+r.name, func(b *testing.B) {
 					benchScrapeCycle(b, p.name, interval, r)
@@ -200,11 +204,13 @@ func BenchmarkScrapeCycle(b *testing.B) {
 type benchReaders struct {
 	name string
 	// metricsEvery is how often /metrics is read, on the clock (0: after
-	// every scrape).
+	// every scrape; below 0: never).
 	metricsEvery time.Duration
 	// routing: a router reads the routing view after every scrape; all:
 	// the compatibility page and the GenAI view are read too.
 	routing, all bool
+	// text: /metrics is read without gzip.
+	text bool
 }
 
 func benchScrapeCycle(b *testing.B, page string, interval time.Duration, readers benchReaders) {
@@ -243,8 +249,12 @@ func benchScrapeCycle(b *testing.B, page string, interval time.Duration, readers
 			s.compat.Gzipped()
 			s.genai.Gzipped()
 		}
-		if now := clock.Now(); now.Sub(lastRead) >= readers.metricsEvery {
-			s.page.Gzipped() // encodes the text first
+		if now := clock.Now(); readers.metricsEvery >= 0 && now.Sub(lastRead) >= readers.metricsEvery {
+			if readers.text {
+				s.page.Text()
+			} else {
+				s.page.Gzipped() // encodes the text as it compresses
+			}
 			lastRead = now
 		}
 	}
@@ -517,5 +527,34 @@ func BenchmarkMetricsSelection(b *testing.B) {
 				b.ReportMetric(float64(n), "gzip-bytes")
 			})
 		}
+	}
+}
+
+// BenchmarkGatherRuntime is what the first read of /metrics after the
+// Gatherer's families are a second old costs to gather them (Prometheus
+// reading every 15 s gathers at every read): the binary's Go and process
+// collectors together and each alone, converted to families.
+func BenchmarkGatherRuntime(b *testing.B) {
+	for _, tc := range []struct {
+		name string
+		cs   []prometheus.Collector
+	}{
+		{"go+process", []prometheus.Collector{collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{Namespace: "vllm_normalizer"})}},
+		{"go", []prometheus.Collector{collectors.NewGoCollector()}},
+		{"process", []prometheus.Collector{collectors.NewProcessCollector(collectors.ProcessCollectorOpts{Namespace: "vllm_normalizer"})}},
+	} {
+		b.Run(tc.name, func(b *testing.B) {
+			reg := prometheus.NewRegistry()
+			reg.MustRegister(tc.cs...)
+			c := &Collector{}
+			b.ReportAllocs()
+			cpu0 := cpuTime(b)
+			for b.Loop() {
+				if fams := c.gather(reg); len(fams) == 0 {
+					b.Fatal("nothing gathered")
+				}
+			}
+			b.ReportMetric(float64(cpuTime(b)-cpu0)/float64(b.N), "cpu-ns/op")
+		})
 	}
 }

@@ -485,6 +485,9 @@ func (c *Collector) scrape(ctx context.Context, sent time.Time) (*scrapeResult, 
 		c.shape.dropped = exposition.CreatedDropped(fams)
 	}
 	fams = exposition.DropAt(fams, c.shape.dropped)
+	// The report's statuses are read here, never changed in place
+	// (statusFamilies and logLegacy keep copies).
+	c.shape.normalize.ReadOnly = true
 	norm, report := mapper.NormalizeShape(fams, &c.shape.normalize, same)
 	for _, name := range report.Disagreements {
 		c.metrics.add(c.metrics.disagreements, name, 1)

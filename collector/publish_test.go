@@ -2,8 +2,10 @@ package collector
 
 import (
 	"bytes"
+	"compress/gzip"
 	"context"
 	"fmt"
+	"io"
 	"maps"
 	"net/http"
 	"net/http/httptest"
@@ -493,4 +495,75 @@ func TestFastRestartDatesPushedSeries(t *testing.T) {
 	if moved == 0 {
 		t.Fatalf("no pushed series of the prefix-cache hits or the e2e latency histogram in both pushes: %d series", len(after))
 	}
+}
+
+// A page is encoded once a scrape and kept for that scrape's readers, and
+// never served after the next scrape: each read, with gzip or without,
+// serves the upstream's latest values, and the gzip body is the text body
+// compressed.
+func TestCachedPageFollowsTheNextScrape(t *testing.T) {
+	clock := newFakeClock()
+	up, err := demo.New(demo.Options{Now: clock.Now, Seed: 1, Engines: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr := &memTransport{}
+	c := benchCollector(t, clock, tr, time.Second)
+	ctx := context.Background()
+	gz := map[string]string{"Accept-Encoding": "gzip"}
+	var lastText []byte
+	for scrape := range 4 {
+		clock.Advance(time.Second)
+		tr.page = up.Page()
+		c.ScrapeOnce(ctx)
+		if c.lastReason != "" {
+			t.Fatalf("scrape %d failed: %s", scrape, c.lastReason)
+		}
+		// Odd scrapes are read with gzip first (the text encoded on its way
+		// to the compressor), even ones as text first.
+		var text, zipped []byte
+		if scrape%2 == 1 {
+			zipped = get(t, c.MetricsHandler(), "/metrics", gz).Body.Bytes()
+			text = get(t, c.MetricsHandler(), "/metrics", nil).Body.Bytes()
+		} else {
+			text = get(t, c.MetricsHandler(), "/metrics", nil).Body.Bytes()
+			zipped = get(t, c.MetricsHandler(), "/metrics", gz).Body.Bytes()
+		}
+		if again := get(t, c.MetricsHandler(), "/metrics", gz).Body.Bytes(); !bytes.Equal(again, zipped) {
+			t.Errorf("scrape %d: a second gzip read of one scrape served other bytes", scrape)
+		}
+		if unzipped := gunzipBytes(t, zipped); !bytes.Equal(unzipped, text) {
+			t.Errorf("scrape %d: the gzip body is not the text body (%d against %d bytes)", scrape, len(unzipped), len(text))
+		}
+		served, upstream := samplesOf(t, text), samplesOf(t, tr.page)
+		same := 0
+		for k, v := range upstream {
+			if got, ok := served[k]; ok {
+				same++
+				if got != v && !(v != v && got != got) {
+					t.Errorf("scrape %d: %s served %v, the upstream's latest page says %v", scrape, k, got, v)
+				}
+			}
+		}
+		if same < 50 {
+			t.Fatalf("scrape %d: only %d upstream series found on /metrics", scrape, same)
+		}
+		if lastText != nil && bytes.Equal(lastText, text) {
+			t.Errorf("scrape %d served the last scrape's page", scrape)
+		}
+		lastText = text
+	}
+}
+
+func gunzipBytes(t *testing.T, b []byte) []byte {
+	t.Helper()
+	r, err := gzip.NewReader(bytes.NewReader(b))
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := io.ReadAll(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
 }

@@ -12,6 +12,7 @@ import (
 // vllm_derived_admission_at_cap; 0 means not known.
 func (d *Deriver) WithQueuedReqsCap(limit int) *Deriver {
 	out := *d
+	out.byName = nil // its own scratch: copies may scrape at once
 	out.queuedReqsCap = float64(max(limit, 0))
 	return &out
 }

@@ -218,12 +218,17 @@ func (d *Deriver) Capacity(canon []exposition.Family, idle *IdleTracker, now tim
 
 // Capacities is Capacity per model_name and engine, and per model_name,
 // indexing the page once for both.
+// Like the label cache, it is not safe for concurrent use.
 func (d *Deriver) Capacities(canon []exposition.Family, idle *IdleTracker, now time.Time) (byEngine, byModel []exposition.Family) {
-	byName := make(map[string]*exposition.Family, len(canon))
-	for i := range canon {
-		byName[canon[i].Name] = &canon[i]
+	if d.byName == nil {
+		d.byName = make(map[string]*exposition.Family, len(canon))
 	}
-	return d.capacity(byName, idle, now, true), d.capacity(byName, idle, now, false)
+	for i := range canon {
+		d.byName[canon[i].Name] = &canon[i]
+	}
+	byEngine, byModel = d.capacity(d.byName, idle, now, true), d.capacity(d.byName, idle, now, false)
+	clear(d.byName) // holds no page until the next scrape
+	return byEngine, byModel
 }
 
 func (d *Deriver) capacity(byName map[string]*exposition.Family, idle *IdleTracker, now time.Time, byEngine bool) []exposition.Family {

@@ -86,6 +86,10 @@ type Deriver struct {
 	// queuedReqsCap is the server's cap on waiting + running
 	// (--upstream.max-num-queued-reqs), 0 when not known.
 	queuedReqsCap float64
+	// byName is Capacities' index of the page by family name, emptied
+	// and kept for the next scrape rather than made anew (3 KB a scrape
+	// on the demo's page).
+	byName map[string]*exposition.Family
 }
 
 // New returns the Deriver for the roles' canonical names, without SLO

@@ -68,6 +68,7 @@ func (d *Deriver) WithSLOs(slos SLOTargets) (*Deriver, error) {
 		return nil, err
 	}
 	out := *d
+	out.byName = nil // its own scratch: copies may scrape at once
 	out.labels = &labelCache{}
 	out.slos = nil
 	for _, k := range sloKinds {
@@ -89,6 +90,7 @@ func (d *Deriver) WithSLOs(slos SLOTargets) (*Deriver, error) {
 // removed after a deprecation period).
 func (d *Deriver) WithLegacyLabels() *Deriver {
 	out := *d
+	out.byName = nil // its own scratch: copies may scrape at once
 	out.labels = &labelCache{}
 	out.quantileLabel, out.targetLabel = LegacyQuantileLabel, LegacySLOTargetLabel
 	out.slos = slices.Clone(d.slos)

@@ -22,10 +22,6 @@ func (p *Profile) kvFamilies(fams []exposition.Family, roles *Roles, st *Canonic
 	if len(p.KV.Capacity) == 0 && len(p.KV.Free) == 0 {
 		return nil
 	}
-	byName := make(map[string]*exposition.Family, len(fams))
-	for i := range fams {
-		byName[fams[i].Name] = &fams[i]
-	}
 	var out []exposition.Family
 	for _, r := range []struct {
 		role Role
@@ -36,7 +32,7 @@ func (p *Profile) kvFamilies(fams []exposition.Family, roles *Roles, st *Canonic
 			continue
 		}
 		for i := range r.srcs {
-			if smps, ok := p.kvSamples(&r.srcs[i], byName, name, st); ok {
+			if smps, ok := p.kvSamples(&r.srcs[i], fams, name, st); ok {
 				if len(smps) > 0 {
 					out = append(out, exposition.Family{Name: name, Type: model.MetricTypeGauge, Samples: smps})
 				}
@@ -49,14 +45,14 @@ func (p *Profile) kvFamilies(fams []exposition.Family, roles *Roles, st *Canonic
 
 // kvSamples reads one source; ok is false when the page does not have it,
 // so that the next source is tried.
-func (p *Profile) kvSamples(k *KVSource, byName map[string]*exposition.Family, name string, st *CanonicalStats) ([]exposition.Sample, bool) {
-	f := p.nativeFamily(k.Family, byName)
+func (p *Profile) kvSamples(k *KVSource, fams []exposition.Family, name string, st *CanonicalStats) ([]exposition.Sample, bool) {
+	f := p.nativeFamily(k.Family, fams)
 	if f == nil || len(f.Samples) == 0 || f.Type != model.MetricTypeGauge && f.Type != model.MetricTypeUnknown {
 		return nil, false
 	}
 	var plus map[string]float64
 	if k.PlusFamily != "" {
-		pf := p.nativeFamily(k.PlusFamily, byName)
+		pf := p.nativeFamily(k.PlusFamily, fams)
 		if pf == nil {
 			return nil, false
 		}
@@ -67,7 +63,7 @@ func (p *Profile) kvSamples(k *KVSource, byName map[string]*exposition.Family, n
 	}
 	var size map[string]float64
 	if k.BlockSizeFamily != "" {
-		sf := p.nativeFamily(k.BlockSizeFamily, byName)
+		sf := p.nativeFamily(k.BlockSizeFamily, fams)
 		if sf == nil {
 			return nil, false
 		}
@@ -128,10 +124,17 @@ func (p *Profile) kvSamples(k *KVSource, byName map[string]*exposition.Family, n
 	return out, true
 }
 
-func (p *Profile) nativeFamily(family string, byName map[string]*exposition.Family) *exposition.Family {
+// nativeFamily returns the family of fams named family under the first of
+// the profile's prefixes the page uses, the last of that name as a map of
+// the page by name would. The page is scanned for the few names the KV
+// sources read rather than indexed by a map built every scrape (two a
+// scrape, 3 KB each on the demo's page: BenchmarkScrapeCycle).
+func (p *Profile) nativeFamily(family string, fams []exposition.Family) *exposition.Family {
 	for _, pre := range p.Detect.Prefixes {
-		if f := byName[pre+family]; f != nil {
-			return f
+		for i := len(fams) - 1; i >= 0; i-- {
+			if n := fams[i].Name; len(n) == len(pre)+len(family) && n[:len(pre)] == pre && n[len(pre):] == family {
+				return &fams[i]
+			}
 		}
 	}
 	return nil
@@ -187,20 +190,16 @@ func withoutName(l labels.Labels) string {
 // block_size_label, the first source the page has), for routers that read
 // a block size and a block count; ok is false when the page prints none.
 func (p *Profile) KVBlockSize(fams []exposition.Family) (int, bool) {
-	byName := make(map[string]*exposition.Family, len(fams))
-	for i := range fams {
-		byName[fams[i].Name] = &fams[i]
-	}
 	for _, k := range p.KV.Capacity {
 		switch {
 		case k.BlockSizeFamily != "":
-			if f := p.nativeFamily(k.BlockSizeFamily, byName); f != nil && len(f.Samples) > 0 {
+			if f := p.nativeFamily(k.BlockSizeFamily, fams); f != nil && len(f.Samples) > 0 {
 				if v := f.Samples[0].Value; v > 0 && v == math.Trunc(v) && v < 1<<31 {
 					return int(v), true
 				}
 			}
 		case k.BlockSizeLabel != "":
-			if f := p.nativeFamily(k.Family, byName); f != nil && len(f.Samples) > 0 {
+			if f := p.nativeFamily(k.Family, fams); f != nil && len(f.Samples) > 0 {
 				if v, ok := countLabel(f.Samples[0].Labels, k.BlockSizeLabel); ok && v > 0 && v < 1<<31 {
 					return int(v), true
 				}

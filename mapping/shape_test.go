@@ -171,3 +171,56 @@ metric_relabel_configs:
 		t.Fatalf("%d arrangements kept over %d fixtures and %d configurations: the test would not test them", kept, len(paths), len(mappers))
 	}
 }
+
+// With ReadOnly the report of a page of the memo's shape shares the memo's
+// statuses instead of copying them, and still equals Normalize's; the
+// statuses it changes for a page before the first request are a copy, and
+// an append to the report's statuses leaves the memo as it was.
+func TestNormalizeShapeReadOnlyShares(t *testing.T) {
+	m := mustMapper(t, Options{})
+	b, err := os.ReadFile(filepath.Join("..", "testdata", "fixtures", "13-vllm-v1-2026-nixl-pd-kserve-llmisvc-context.prom"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	first, _, err := exposition.Parse(b, exposition.ContentTypeText, exposition.ParseOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	memo := ShapeMemo{ReadOnly: true}
+	m.NormalizeShape(first, &memo, false)
+	if !memo.ReadOnly {
+		t.Fatal("filling the memo dropped ReadOnly")
+	}
+	_, rep := m.NormalizeShape(first, &memo, true)
+	_, want := m.Normalize(first)
+	if !reflect.DeepEqual(rep, want) {
+		t.Fatalf("report\n%+v\nNormalize's\n%+v", rep, want)
+	}
+	if len(rep.Statuses) == 0 || &rep.Statuses[0] != &memo.statuses[0] {
+		t.Error("a ReadOnly memo's statuses were copied")
+	}
+	_ = append(rep.Statuses, Status{Metric: "appended"})
+	if _, again := m.NormalizeShape(first, &memo, true); !reflect.DeepEqual(again, want) {
+		t.Error("an append to a shared report reached the memo")
+	}
+	// Before the first request (no request finished, the gauges printed
+	// only after it absent) some statuses read until_first_request, in a
+	// copy: the next page of that shape, requests finished, reads none.
+	shape := slices.DeleteFunc(slices.Clone(first), func(f exposition.Family) bool {
+		return f.Name == "vllm:num_requests_running" || f.Name == "vllm:num_requests_waiting"
+	})
+	idle := withValues(shape, func(int, float64) float64 { return 0 })
+	busy := withValues(shape, func(i int, v float64) float64 { return v*2 + 1 })
+	memo = ShapeMemo{ReadOnly: true}
+	m.NormalizeShape(idle, &memo, false)
+	_, rep = m.NormalizeShape(idle, &memo, true)
+	if _, want := m.Normalize(idle); !reflect.DeepEqual(rep, want) {
+		t.Fatalf("before the first request: report\n%+v\nNormalize's\n%+v", rep, want)
+	}
+	if !slices.ContainsFunc(rep.Statuses, func(s Status) bool { return s.Status == StatusUntilFirstRequest }) {
+		t.Fatal("no status reads until_first_request: the page is not one before the first request")
+	}
+	if _, got := m.NormalizeShape(busy, &memo, true); !reflect.DeepEqual(got, func() Report { _, r := m.Normalize(busy); return r }()) {
+		t.Error("the statuses changed before the first request reached the memo")
+	}
+}

@@ -89,7 +89,7 @@ func (r Restarts) announced() func(l labels.Labels) bool {
 // last one's totals.
 func (s *Sums) Sum(family func(mapping.Role) *exposition.Family, want []mapping.Role, r Restarts) Totals {
 	announced := r.announced()
-	t := Totals{byRole: make(map[mapping.Role]Total, len(want))}
+	var t Totals // its map made for the first family found: none for a page without legacy twins
 	for _, role := range want {
 		f := family(role)
 		if f == nil || len(f.Samples) == 0 {
@@ -111,6 +111,9 @@ func (s *Sums) Sum(family func(mapping.Role) *exposition.Family, want []mapping.
 		values := l.apply(f, announced)
 		if r.StartOf != nil {
 			l.judgeBirths(f, r)
+		}
+		if t.byRole == nil {
+			t.byRole = make(map[mapping.Role]Total, len(want))
 		}
 		t.byRole[role] = Total{Type: f.Type, Family: f.Name, layout: l, values: values, born: l.born}
 	}
