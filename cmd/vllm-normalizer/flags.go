@@ -140,9 +140,9 @@ func newApp(f *flags, stdout, stderr io.Writer) *kingpin.Application {
 	// Upstream.
 	app.Flag("vllm.scrape-uri", "URL of the server's metrics page; fixed by flag, never taken from a request.").
 		Default("http://127.0.0.1:8000/metrics").StringVar(&f.scrapeURI)
-	app.Flag("vllm.scrape-interval", "Time between scrapes; derived gauges update at this pace.").
+	app.Flag("vllm.scrape-interval", "Time between scrapes, at least 50ms; derived gauges update at this pace.").
 		Default("1s").DurationVar(&f.scrapeInterval)
-	app.Flag("vllm.timeout", "Limit for one scrape, at most the interval; 0 means 90% of the interval.").
+	app.Flag("vllm.timeout", "Limit for one scrape, at least 10ms and at most the interval; 0 means 90% of the interval.").
 		Default("0s").DurationVar(&f.timeout)
 	app.Flag("vllm.max-body-bytes", "Largest page accepted, after decompression (KiB, MiB, GiB).").
 		Default(units.Base2Bytes(collector.DefaultMaxBodyBytes).String()).BytesVar(&f.maxBody)
