@@ -2,12 +2,14 @@ package scrape
 
 import (
 	"bufio"
+	"bytes"
 	"compress/flate"
 	"compress/gzip"
 	"context"
 	"errors"
 	"fmt"
 	"io"
+	"mime"
 	"net"
 	"net/http"
 	"net/url"
@@ -28,7 +30,7 @@ const (
 	ReasonEmpty        = "empty"          // 200 with an empty page
 	ReasonParse        = "parse"          // not a valid exposition page
 	ReasonSampleLimit  = "sample_limit"   // more samples than the sample limit
-	ReasonTruncated    = "truncated"      // the body ended before its end: short of Content-Length, no last chunk, no gzip trailer, reset
+	ReasonTruncated    = "truncated"      // the body ended before its end: short of Content-Length, no last chunk, no gzip trailer, reset, OpenMetrics without # EOF
 	// Prometheus's per-scrape label limits, named as its configuration
 	// names them.
 	ReasonLabelLimit            = "label_limit"
@@ -159,7 +161,41 @@ func (f *Fetcher) Fetch(ctx context.Context) (body []byte, contentType string, e
 		// counter cut mid-number would otherwise read as a reset).
 		return nil, "", &Error{ReasonTruncated, fmt.Errorf("GET %s: the body, delimited by the connection's close, ends in the middle of a line after %d bytes", f.redacted, n)}
 	}
-	return page, resp.Header.Get("Content-Type"), nil
+	contentType = resp.Header.Get("Content-Type")
+	if openMetrics(contentType) && !endsWithEOF(page) {
+		// OpenMetrics ends every page with "# EOF": without it the page
+		// was cut, even at a line end. A "# EOF" line followed by more is
+		// no cut but a bad page, which the parser names.
+		return nil, "", &Error{ReasonTruncated, fmt.Errorf("GET %s: the OpenMetrics body ends without its \"# EOF\" line after %d bytes, so it was cut; nothing of it is used", f.redacted, n)}
+	}
+	return page, contentType, nil
+}
+
+// openMetricsType is the media type the parser reads as OpenMetrics.
+const openMetricsType = "application/openmetrics-text"
+
+// openMetrics reports whether the parser will read a page of contentType
+// as OpenMetrics: the media type, as textparse reads it (a Content-Type
+// that does not parse is read as text format).
+func openMetrics(contentType string) bool {
+	ct := strings.TrimLeft(contentType, " \t")
+	if len(ct) < len(openMetricsType) || !strings.EqualFold(ct[:len(openMetricsType)], openMetricsType) {
+		return false // text format, without the cost of parsing the header
+	}
+	mt, _, err := mime.ParseMediaType(contentType)
+	return err == nil && mt == openMetricsType
+}
+
+// endsWithEOF reports whether an OpenMetrics page holds its "# EOF" line:
+// its last line (one final line feed allowed, as the parser allows), or
+// an earlier one, when the page goes on after it.
+func endsWithEOF(page []byte) bool {
+	const eof = "# EOF"
+	last := bytes.TrimSuffix(page, []byte{'\n'})
+	if bytes.HasSuffix(last, []byte(eof)) && (len(last) == len(eof) || last[len(last)-len(eof)-1] == '\n') {
+		return true
+	}
+	return bytes.HasPrefix(page, []byte(eof+"\n")) || bytes.Contains(page, []byte("\n"+eof+"\n"))
 }
 
 // decoder returns the reader of resp's page: the body itself, or the gzip

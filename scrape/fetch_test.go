@@ -15,6 +15,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/fos-study/vllm-normalizer/exposition"
 )
 
 // rawUpstream answers every connection on a loopback port by reading the
@@ -349,5 +351,51 @@ func TestRedirectErrorsSayTheFix(t *testing.T) {
 	}
 	if err := SameHostRedirects(req("http://127.0.0.1:8000/metrics/"), []*http.Request{first}); err != nil {
 		t.Errorf("a same-host redirect refused: %v", err)
+	}
+}
+
+// TestOpenMetricsEOFRule: the "# EOF" rule applies exactly to the
+// Content-Types the parser reads as OpenMetrics (a malformed one is read
+// as text format, which has no end marker), and a page whose "# EOF" line
+// is followed by more is left to the parser to refuse.
+func TestOpenMetricsEOFRule(t *testing.T) {
+	om, err := os.ReadFile(filepath.Join("..", "testdata", "fixtures", "30-vllm-v1-rust-frontend-openmetrics-constructed-from-13.om"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, ct := range []string{
+		"application/openmetrics-text; version=1.0.0; charset=utf-8",
+		"Application/OpenMetrics-Text;version=1.0.0",
+		" application/openmetrics-text",
+		"application/openmetrics-text; version", // malformed: read as text
+		"application/openmetrics-textual",
+		"text/plain; version=0.0.4",
+		"",
+	} {
+		_, stats, err := exposition.Parse(om, ct, exposition.ParseOptions{})
+		if err != nil {
+			t.Fatalf("%q: the fixture does not parse: %v", ct, err)
+		}
+		if got := openMetrics(ct); got != stats.OpenMetrics {
+			t.Errorf("Content-Type %q: the EOF rule applies %v, the parser reads OpenMetrics %v", ct, got, stats.OpenMetrics)
+		}
+	}
+	noEOF := om[:len(om)-len("# EOF\n")]
+	for _, c := range []struct {
+		name string
+		page []byte
+		want bool
+	}{
+		{"whole", om, true},
+		{"no final line feed", om[:len(om)-1], true},
+		{"only # EOF", []byte("# EOF\n"), true},
+		{"data after # EOF", append(om[:len(om):len(om)], "x 1\n"...), true},
+		{"cut at a line end", noEOF, false},
+		{"cut inside # EOF", om[:len(om)-3], false},
+		{"a label value ending in # EOF", append(noEOF[:len(noEOF):len(noEOF)], "x{a=\"# EOF\"} 1\n"...), false},
+	} {
+		if got := endsWithEOF(c.page); got != c.want {
+			t.Errorf("%s: endsWithEOF %v, want %v", c.name, got, c.want)
+		}
 	}
 }
