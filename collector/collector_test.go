@@ -670,7 +670,9 @@ func TestReload(t *testing.T) {
 
 // TestRedirects: a redirect on the same host is followed (vLLM versions that
 // mount /metrics/ redirect /metrics there); one to another host is refused
-// and counted, so the upstream stays the one the flag names.
+// and counted as the answer it is, a redirect the sidecar does not follow
+// (http_status, fixed by the scrape URI), not as a network fault, so the
+// upstream stays the one the flag names.
 func TestRedirects(t *testing.T) {
 	page, err := os.ReadFile("../testdata/fixtures/13-vllm-v1-2026-nixl-pd-kserve-llmisvc-context.prom")
 	if err != nil {
@@ -703,8 +705,9 @@ func TestRedirects(t *testing.T) {
 	if out[`{__name__="vllm_up"}`] != 0 || otherHit.Load() {
 		t.Errorf("cross-host redirect followed: vllm_up = %v, other host contacted = %v", out[`{__name__="vllm_up"}`], otherHit.Load())
 	}
-	if out[`{__name__="vllm_normalizer_scrape_failures_total", reason="network"}`] != 1 {
-		t.Errorf("cross-host redirect not counted as a network failure")
+	if out[`{__name__="vllm_normalizer_scrape_failures_total", reason="http_status"}`] != 1 || out[`{__name__="vllm_normalizer_scrape_failures_total", reason="network"}`] != 0 {
+		t.Errorf("cross-host redirect not counted under http_status alone: http_status %v, network %v",
+			out[`{__name__="vllm_normalizer_scrape_failures_total", reason="http_status"}`], out[`{__name__="vllm_normalizer_scrape_failures_total", reason="network"}`])
 	}
 }
 

@@ -61,6 +61,7 @@ type Fetcher struct {
 	client   *http.Client
 	uri      string
 	redacted string // the URI with any password masked, for logs and errors
+	host     string // the URI's host (and port), the only one redirects may go to
 	maxBody  int64
 	chunks   [][]byte // what the body is read into: the first sized to the last page, the rest readChunk bytes each
 	page     []byte   // the page, joined, when it spans more than one chunk
@@ -92,7 +93,7 @@ func NewFetcher(client *http.Client, uri string, maxBody int64) (*Fetcher, error
 	if err != nil {
 		return nil, err
 	}
-	return &Fetcher{client: client, uri: uri, redacted: u.Redacted(), maxBody: maxBody}, nil
+	return &Fetcher{client: client, uri: uri, redacted: u.Redacted(), host: u.Host, maxBody: maxBody}, nil
 }
 
 // AskGzip sets whether the upstream is asked for a gzip body (Prometheus's
@@ -128,6 +129,9 @@ func (f *Fetcher) Fetch(ctx context.Context) (body []byte, contentType string, e
 		resp.Body.Close()
 	}()
 	if resp.StatusCode != http.StatusOK {
+		if loc, err := resp.Location(); err == nil && resp.StatusCode/100 == 3 {
+			return nil, "", &Error{ReasonHTTPStatus, f.redirectError(resp, loc)}
+		}
 		return nil, "", &Error{ReasonHTTPStatus, fmt.Errorf("GET %s answered %s; check that the scrape URI points at vLLM's /metrics", f.redacted, resp.Status)}
 	}
 	r, gzipped, err := f.decoder(resp)
@@ -372,16 +376,35 @@ func (f *Fetcher) classify(err error) error {
 	return &Error{ReasonNetwork, fmt.Errorf("GET %s: %w", f.redacted, err)}
 }
 
+// maxRedirects is how many redirects in a row SameHostRedirects follows.
+const maxRedirects = 3
+
 // SameHostRedirects follows a redirect (some servers send /metrics to
 // /metrics/) only to the host of the original request, at most three times:
 // the upstream is fixed by a flag, and a redirect must not make the sidecar
-// fetch, or send credentials to, another host.
+// fetch, or send credentials to, another host. A redirect it does not
+// follow is the answer: Fetch fails it as http_status, saying why.
 func SameHostRedirects(req *http.Request, via []*http.Request) error {
-	if len(via) >= 3 {
-		return fmt.Errorf("stopped after %d redirects; point the scrape URI at the final address", len(via))
-	}
-	if req.URL.Host != via[0].URL.Host {
-		return fmt.Errorf("redirect to another host (%s) refused; point the scrape URI at the final address", req.URL.Host)
+	if len(via) > maxRedirects || req.URL.Host != via[0].URL.Host {
+		return http.ErrUseLastResponse
 	}
 	return nil
+}
+
+// redirectError is the failure of an answer that redirects to loc, which
+// the client did not follow: to another host, past maxRedirects, or none
+// at all (follow_redirects: false).
+func (f *Fetcher) redirectError(resp *http.Response, loc *url.URL) error {
+	followed := 0
+	for r := resp.Request; r != nil && r.Response != nil; r = r.Response.Request {
+		followed++
+	}
+	why := "not followed: follow_redirects is false in --vllm.http-config.file"
+	switch {
+	case loc.Host != f.host:
+		why = "not followed: it points at another host, and the sidecar scrapes only the host --vllm.scrape-uri names"
+	case followed >= maxRedirects:
+		why = fmt.Sprintf("not followed after %d redirects in a row", followed)
+	}
+	return fmt.Errorf("GET %s answered %s, a redirect to %s, %s; point --vllm.scrape-uri at the final address", f.redacted, resp.Status, loc.Redacted(), why)
 }
