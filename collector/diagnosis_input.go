@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/prometheus/common/model"
+	"github.com/prometheus/prometheus/model/labels"
 
 	"github.com/fos-study/vllm-normalizer/diagnosis"
 	"github.com/fos-study/vllm-normalizer/exposition"
@@ -136,6 +137,35 @@ type diagnosisInput struct {
 	names  *window.Inputs
 	series *window.Increases
 	models map[string]*modelTotals
+	// pending are this scrape's bucket samples, observed once the page
+	// shows every child of their histogram with +Inf.
+	pending []pendingBucket
+}
+
+// pendingBucket is one bucket sample, not yet observed.
+type pendingBucket struct {
+	p    *present
+	tot  *modelTotals
+	c    mapping.Counter
+	le   float64
+	lbls labels.Labels
+	v    float64
+}
+
+// present is what one scrape printed of a model's diagnosis inputs.
+type present struct {
+	c    [mapping.NumCounters]bool
+	sums [len(diagnosisSums)]bool
+	h    map[mapping.Counter][]float64 // bounds seen this round
+	// hn counts the samples at each bound of h: a bound printed by more
+	// children than +Inf is means a child without +Inf (noInf).
+	hn    [mapping.NumCounters][]int
+	noInf [mapping.NumCounters]bool
+	// reasons: the finished requests came with a finished reason,
+	// so those without the abort one are known not aborted.
+	reasons bool
+	// engines printing the finished counter this round
+	engines map[string]bool
 }
 
 // modelTotals are a model's reset-corrected running totals, by counter
@@ -170,16 +200,6 @@ func (in *diagnosisInput) observations(canon []exposition.Family, gauges map[str
 		in.names = diagnosisNames(roles)
 	}
 	in.series.Next()
-	type present struct {
-		c    [mapping.NumCounters]bool
-		sums [len(diagnosisSums)]bool
-		h    map[mapping.Counter][]float64 // bounds seen this round
-		// reasons: the finished requests came with a finished reason,
-		// so those without the abort one are known not aborted.
-		reasons bool
-		// engines printing the finished counter this round
-		engines map[string]bool
-	}
 	seen := map[string]*present{}
 	get := func(m string) *present {
 		p := seen[m]
@@ -189,6 +209,7 @@ func (in *diagnosisInput) observations(canon []exposition.Family, gauges map[str
 		}
 		return p
 	}
+	in.pending = in.pending[:0]
 	for fi := range canon {
 		f := &canon[fi]
 		if !in.names.Family(f.Name) {
@@ -217,20 +238,27 @@ func (in *diagnosisInput) observations(canon []exposition.Family, gauges map[str
 				}
 				le = b
 			}
-			d, _ := in.series.Observe(s.Labels, v)
 			m := s.Labels.Get(mapping.LabelModel)
 			tot := in.totals(m)
 			p := get(m)
 			if c.Part() == mapping.PartBucket {
-				if tot.h[c] == nil {
-					tot.h[c] = map[float64]float64{}
+				i := slices.Index(p.h[c], le)
+				if i < 0 {
+					if p.h[c] == nil {
+						// Sized for vLLM's latency layouts at once, not regrown.
+						p.h[c], p.hn[c] = make([]float64, 0, 32), make([]int, 0, 32)
+					}
+					i = len(p.h[c])
+					p.h[c] = append(p.h[c], le)
+					p.hn[c] = append(p.hn[c], 0)
 				}
-				tot.h[c][le] += d
-				p.h[c] = appendBound(p.h[c], le)
-			} else {
-				tot.c[c] += d
-				p.c[c] = true
+				p.hn[c][i]++
+				in.pending = append(in.pending, pendingBucket{p, tot, c, le, s.Labels, v})
+				continue
 			}
+			d, _ := in.series.Observe(s.Labels, v)
+			tot.c[c] += d
+			p.c[c] = true
 			if c == mapping.CounterRequestsFinished {
 				if e := s.Labels.Get(mapping.LabelEngine); e != "" {
 					if tot.engineFinished == nil {
@@ -254,6 +282,30 @@ func (in *diagnosisInput) observations(canon []exposition.Family, gauges map[str
 	for m := range gauges {
 		get(m)
 	}
+	// A histogram with a child printed without +Inf has no total count:
+	// its model's buckets are not given, as a sum by bound would be
+	// divided by the other children's total, and not observed, so that
+	// each bucket's next increase spans the same scrapes as +Inf's.
+	for _, p := range seen {
+		for c, bounds := range p.h {
+			inf := 0
+			if i := slices.IndexFunc(bounds, func(le float64) bool { return math.IsInf(le, 1) }); i >= 0 {
+				inf = p.hn[c][i]
+			}
+			p.noInf[c] = slices.Max(p.hn[c]) > inf
+		}
+	}
+	for _, b := range in.pending {
+		if b.p.noInf[b.c] {
+			continue
+		}
+		d, _ := in.series.Observe(b.lbls, b.v)
+		if b.tot.h[b.c] == nil {
+			b.tot.h[b.c] = map[float64]float64{}
+		}
+		b.tot.h[b.c][b.le] += d
+	}
+	clear(in.pending) // the page's labels go with its scrape
 
 	ranks := engineLoads(canon, roles)
 	out := make([]diagnosis.Observation, 0, len(seen))
@@ -291,7 +343,9 @@ func (in *diagnosisInput) observations(canon []exposition.Family, gauges map[str
 		}
 		if tot != nil {
 			for _, db := range diagnosisBuckets {
-				*db.get(&o) = histogramOf(p.h[db.c], tot.h[db.c])
+				if !p.noInf[db.c] {
+					*db.get(&o) = histogramOf(p.h[db.c], tot.h[db.c])
+				}
 			}
 		}
 		out = append(out, o)
@@ -354,13 +408,6 @@ func engineLoads(canon []exposition.Family, roles *mapping.Roles) map[string][]d
 		}
 	}
 	return out
-}
-
-func appendBound(bounds []float64, le float64) []float64 {
-	if !slices.Contains(bounds, le) {
-		bounds = append(bounds, le)
-	}
-	return bounds
 }
 
 func histogramOf(bounds []float64, totals map[float64]float64) diagnosis.Histogram {
