@@ -268,7 +268,7 @@ func newApp(f *flags, stdout, stderr io.Writer) *kingpin.Application {
 		Default("").StringVar(&f.otlpEndpoint)
 	app.Flag("otlp.view", "Page pushed over OTLP: full (/metrics), routing (/metrics/routing) or genai (/metrics/genai).").
 		Default(string(collector.ViewFull)).EnumVar(&f.otlpView, string(collector.ViewFull), string(collector.ViewRouting), string(collector.ViewGenAI))
-	app.Flag("otlp.interval", "Time between OTLP pushes; each export times out at 90% of it.").
+	app.Flag("otlp.interval", "Time between OTLP pushes, at least 1s; each export times out at 90% of it.").
 		Default(model.Duration(otlp.DefaultInterval).String()).DurationVar(&f.otlpInterval)
 	f.web = kingpinflag.AddFlags(app, defaultListen)
 	promslogflag.AddFlags(app, f.log)

@@ -177,6 +177,8 @@ func TestFlagChecks(t *testing.T) {
 		{[]string{"--demo.scenario=slow"}, `--demo.scenario: unknown demo scenario "slow"; valid: steady, queueing, long_prompts, prefix_cache_misses, batch_growth, preemptions, long_outputs`},
 		{[]string{"--demo.shift-after=0s"}, "--demo.shift-after=0s must be positive"},
 		{[]string{"--otlp.interval=0s"}, "--otlp.interval=0s must be positive"},
+		// Each export must reach a collector over the network within 90 % of the interval.
+		{[]string{"--otlp.interval=1ms"}, "--otlp.interval=1ms is below the floor of 1s"},
 		{[]string{"--otlp.view=compat"}, "must be one of full,routing,genai, got 'compat'"},
 		{[]string{"--diagnosis.window=1s"}, "--diagnosis.window=1s is shorter than two scrape intervals (2s)"},
 		{[]string{"--vllm.scrape-interval=1m", "--derive.window=5m", "--diagnosis.window=5m", "--diagnosis.baseline=90s"}, "--diagnosis.baseline=1m30s is shorter than two scrape intervals (2m0s)"},
