@@ -158,7 +158,7 @@ type present struct {
 	sums [len(diagnosisSums)]bool
 	h    map[mapping.Counter][]float64 // bounds seen this round
 	// hn counts the samples at each bound of h: a bound printed by more
-	// children than +Inf is means a child without +Inf (noInf).
+	// children than +Inf means a child without +Inf (noInf).
 	hn    [mapping.NumCounters][]int
 	noInf [mapping.NumCounters]bool
 	// reasons: the finished requests came with a finished reason,

@@ -129,7 +129,7 @@ func (f *Fetcher) Fetch(ctx context.Context) (body []byte, contentType string, e
 		resp.Body.Close()
 	}()
 	if resp.StatusCode != http.StatusOK {
-		if loc, err := resp.Location(); err == nil && resp.StatusCode/100 == 3 {
+		if loc, err := resp.Location(); err == nil && redirects(resp.StatusCode) {
 			return nil, "", &Error{ReasonHTTPStatus, f.redirectError(resp, loc)}
 		}
 		return nil, "", &Error{ReasonHTTPStatus, fmt.Errorf("GET %s answered %s; check that the scrape URI points at vLLM's /metrics", f.redacted, resp.Status)}
@@ -374,6 +374,16 @@ func (f *Fetcher) classify(err error) error {
 		return &Error{ReasonRefused, fmt.Errorf("GET %s: connection refused; is vLLM running and listening there?", f.redacted)}
 	}
 	return &Error{ReasonNetwork, fmt.Errorf("GET %s: %w", f.redacted, err)}
+}
+
+// redirects reports whether Go's client follows an answer of status code
+// (CheckRedirect permitting).
+func redirects(code int) bool {
+	switch code {
+	case http.StatusMovedPermanently, http.StatusFound, http.StatusSeeOther, http.StatusTemporaryRedirect, http.StatusPermanentRedirect:
+		return true
+	}
+	return false
 }
 
 // maxRedirects is how many redirects in a row SameHostRedirects follows.
