@@ -169,6 +169,14 @@ type Collector struct {
 	model          upstreamModel // for pages that name no model
 }
 
+// MinInterval is the shortest scrape interval accepted: the EPP's own
+// shortest poll. MinTimeout is the shortest scrape timeout, above what
+// rendering a one-engine vLLM page takes (docs/performance.md).
+const (
+	MinInterval = 50 * time.Millisecond
+	MinTimeout  = 10 * time.Millisecond
+)
+
 // Validate checks the settings New checks, without building anything: a
 // rejected setting is a *setting.Error naming the Config field.
 func (cfg Config) Validate() error {
@@ -178,8 +186,16 @@ func (cfg Config) Validate() error {
 	if cfg.Interval <= 0 {
 		return bad("Interval", cfg.Interval.String(), "is not positive", "give the time between scrapes, e.g. 1s")
 	}
+	if cfg.Interval < MinInterval {
+		return bad("Interval", cfg.Interval.String(), fmt.Sprintf("is below the floor of %s: vLLM renders its page anew for every scrape, in Python on the event loop that serves inference (3.6 ms of CPU or more a page), and no reader polls faster than the EPP's 50 ms", MinInterval),
+			fmt.Sprintf("give %s or more (100ms for an EPP deployment, 1s by default)", MinInterval))
+	}
 	if cfg.Timeout < 0 {
 		return bad("Timeout", cfg.Timeout.String(), "is negative", "give 0 (90% of the interval) or a positive duration")
+	}
+	if cfg.Timeout > 0 && cfg.Timeout < MinTimeout {
+		return bad("Timeout", cfg.Timeout.String(), fmt.Sprintf("is below the floor of %s: vLLM takes 3.6 ms of CPU or more to render its page, so a healthy server's scrapes would fail as timeouts", MinTimeout),
+			fmt.Sprintf("give 0 (90%% of the interval) or %s or more", MinTimeout))
 	}
 	if cfg.Timeout > cfg.Interval {
 		return bad("Timeout", cfg.Timeout.String(), fmt.Sprintf("is longer than the scrape interval (%s): scrapes never overlap, so a slow upstream would delay every later scrape", cfg.Interval),

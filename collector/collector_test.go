@@ -269,6 +269,20 @@ func hasUpstreamSeries(out map[string]float64) bool {
 func TestFailureModes(t *testing.T) {
 	good, _ := os.ReadFile("../testdata/fixtures/13-vllm-v1-2026-nixl-pd-kserve-llmisvc-context.prom")
 	nanInd, _ := os.ReadFile("../testdata/fixtures/07-llamacpp-b4xxx-windows-nan-ind-sakura-proxy-fallback.prom")
+	const omFixture = "../testdata/fixtures/30-vllm-v1-rust-frontend-openmetrics-constructed-from-13.om"
+	om, _ := os.ReadFile(omFixture)
+	if !bytes.HasSuffix(om, []byte("\n# EOF\n")) {
+		t.Fatalf("%s does not end with # EOF", omFixture)
+	}
+	omNoEOF := om[:len(om)-len("# EOF\n")]
+	// A cut at a line end: what a text page would read as whole.
+	atLineEnd := good[:bytes.LastIndexByte(good[:len(good)/2], '\n')+1]
+	serveOM := func(body []byte) http.HandlerFunc {
+		return func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Content-Type", fixtureContentType(omFixture))
+			_, _ = w.Write(body)
+		}
+	}
 	var bomb bytes.Buffer
 	zw := gzip.NewWriter(&bomb)
 	chunk := bytes.Repeat([]byte("a 1\n"), 1<<16)
@@ -331,6 +345,17 @@ func TestFailureModes(t *testing.T) {
 			w.(http.Flusher).Flush()
 			panic(http.ErrAbortHandler) // ends the connection without the rest
 		}},
+		{name: "short of content-length at a line end", reason: scrape.ReasonTruncated, handler: func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Content-Length", strconv.Itoa(len(good)))
+			_, _ = w.Write(atLineEnd)
+			w.(http.Flusher).Flush()
+			panic(http.ErrAbortHandler)
+		}},
+		// OpenMetrics ends every page with # EOF: a page without it was cut, at a line end or not.
+		{name: "openmetrics without # EOF", reason: scrape.ReasonTruncated, handler: serveOM(omNoEOF)},
+		{name: "openmetrics cut mid-line", reason: scrape.ReasonTruncated, handler: serveOM(om[:len(om)/2])},
+		{name: "openmetrics cut inside # EOF", reason: scrape.ReasonTruncated, handler: serveOM(om[:len(om)-3])},
+		{name: "openmetrics data after # EOF", reason: scrape.ReasonParse, handler: serveOM(append(om[:len(om):len(om)], "vllm:x 1\n"...))},
 		{name: "conflicting types", reason: scrape.ReasonParse, handler: func(w http.ResponseWriter, r *http.Request) {
 			_, _ = w.Write([]byte("# TYPE vllm:a gauge\nvllm:a 1\n# TYPE vllm:a counter\n"))
 		}},
@@ -645,7 +670,9 @@ func TestReload(t *testing.T) {
 
 // TestRedirects: a redirect on the same host is followed (vLLM versions that
 // mount /metrics/ redirect /metrics there); one to another host is refused
-// and counted, so the upstream stays the one the flag names.
+// and counted as the answer it is, a redirect the sidecar does not follow
+// (http_status, fixed by the scrape URI), not as a network fault, so the
+// upstream stays the one the flag names.
 func TestRedirects(t *testing.T) {
 	page, err := os.ReadFile("../testdata/fixtures/13-vllm-v1-2026-nixl-pd-kserve-llmisvc-context.prom")
 	if err != nil {
@@ -678,8 +705,9 @@ func TestRedirects(t *testing.T) {
 	if out[`{__name__="vllm_up"}`] != 0 || otherHit.Load() {
 		t.Errorf("cross-host redirect followed: vllm_up = %v, other host contacted = %v", out[`{__name__="vllm_up"}`], otherHit.Load())
 	}
-	if out[`{__name__="vllm_normalizer_scrape_failures_total", reason="network"}`] != 1 {
-		t.Errorf("cross-host redirect not counted as a network failure")
+	if out[`{__name__="vllm_normalizer_scrape_failures_total", reason="http_status"}`] != 1 || out[`{__name__="vllm_normalizer_scrape_failures_total", reason="network"}`] != 0 {
+		t.Errorf("cross-host redirect not counted under http_status alone: http_status %v, network %v",
+			out[`{__name__="vllm_normalizer_scrape_failures_total", reason="http_status"}`], out[`{__name__="vllm_normalizer_scrape_failures_total", reason="network"}`])
 	}
 }
 

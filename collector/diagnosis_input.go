@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/prometheus/common/model"
+	"github.com/prometheus/prometheus/model/labels"
 
 	"github.com/fos-study/vllm-normalizer/diagnosis"
 	"github.com/fos-study/vllm-normalizer/exposition"
@@ -136,6 +137,35 @@ type diagnosisInput struct {
 	names  *window.Inputs
 	series *window.Increases
 	models map[string]*modelTotals
+	// pending are this scrape's bucket samples, observed once the page
+	// shows every child of their histogram with +Inf.
+	pending []pendingBucket
+}
+
+// pendingBucket is one bucket sample, not yet observed.
+type pendingBucket struct {
+	p    *present
+	tot  *modelTotals
+	c    mapping.Counter
+	le   float64
+	lbls labels.Labels
+	v    float64
+}
+
+// present is what one scrape printed of a model's diagnosis inputs.
+type present struct {
+	c    [mapping.NumCounters]bool
+	sums [len(diagnosisSums)]bool
+	h    map[mapping.Counter][]float64 // bounds seen this round
+	// hn counts the samples at each bound of h: a bound printed by more
+	// children than +Inf means a child without +Inf (noInf).
+	hn    [mapping.NumCounters][]int
+	noInf [mapping.NumCounters]bool
+	// reasons: the finished requests came with a finished reason,
+	// so those without the abort one are known not aborted.
+	reasons bool
+	// engines printing the finished counter this round
+	engines map[string]bool
 }
 
 // modelTotals are a model's reset-corrected running totals, by counter
@@ -170,16 +200,6 @@ func (in *diagnosisInput) observations(canon []exposition.Family, gauges map[str
 		in.names = diagnosisNames(roles)
 	}
 	in.series.Next()
-	type present struct {
-		c    [mapping.NumCounters]bool
-		sums [len(diagnosisSums)]bool
-		h    map[mapping.Counter][]float64 // bounds seen this round
-		// reasons: the finished requests came with a finished reason,
-		// so those without the abort one are known not aborted.
-		reasons bool
-		// engines printing the finished counter this round
-		engines map[string]bool
-	}
 	seen := map[string]*present{}
 	get := func(m string) *present {
 		p := seen[m]
@@ -189,6 +209,7 @@ func (in *diagnosisInput) observations(canon []exposition.Family, gauges map[str
 		}
 		return p
 	}
+	in.pending = in.pending[:0]
 	// The last sample's name, model and histogram, looked up again only
 	// when they change: a family's samples share a few names and, on one
 	// engine, one model (a third of this function's CPU was these map
@@ -199,9 +220,6 @@ func (in *diagnosisInput) observations(canon []exposition.Family, gauges map[str
 		lastOK, haveName    bool
 		lastTot             *modelTotals
 		lastP               *present
-		hTot                *modelTotals
-		hC                  mapping.Counter
-		hMap                map[float64]float64
 	)
 	forModel := func(m string) (*modelTotals, *present) {
 		if lastTot == nil || m != lastModel {
@@ -242,21 +260,15 @@ func (in *diagnosisInput) observations(canon []exposition.Family, gauges map[str
 				}
 				le = b
 			}
-			d, _ := in.series.Observe(s.Labels, v)
 			tot, p := forModel(s.Labels.Get(mapping.LabelModel))
 			if c.Part() == mapping.PartBucket {
-				if hMap == nil || tot != hTot || c != hC {
-					if tot.h[c] == nil {
-						tot.h[c] = map[float64]float64{}
-					}
-					hTot, hC, hMap = tot, c, tot.h[c]
-				}
-				hMap[le] += d
-				p.h[c] = appendBound(p.h[c], le)
-			} else {
-				tot.c[c] += d
-				p.c[c] = true
+				p.countBound(c, le)
+				in.pending = append(in.pending, pendingBucket{p, tot, c, le, s.Labels, v})
+				continue
 			}
+			d, _ := in.series.Observe(s.Labels, v)
+			tot.c[c] += d
+			p.c[c] = true
 			if c == mapping.CounterRequestsFinished {
 				if e := s.Labels.Get(mapping.LabelEngine); e != "" {
 					if tot.engineFinished == nil {
@@ -280,6 +292,30 @@ func (in *diagnosisInput) observations(canon []exposition.Family, gauges map[str
 	for m := range gauges {
 		get(m)
 	}
+	// A histogram with a child printed without +Inf has no total count:
+	// its model's buckets are not given, as a sum by bound would be
+	// divided by the other children's total, and not observed, so that
+	// each bucket's next increase spans the same scrapes as +Inf's.
+	for _, p := range seen {
+		for c, bounds := range p.h {
+			inf := 0
+			if i := slices.IndexFunc(bounds, func(le float64) bool { return math.IsInf(le, 1) }); i >= 0 {
+				inf = p.hn[c][i]
+			}
+			p.noInf[c] = slices.Max(p.hn[c]) > inf
+		}
+	}
+	for _, b := range in.pending {
+		if b.p.noInf[b.c] {
+			continue
+		}
+		d, _ := in.series.Observe(b.lbls, b.v)
+		if b.tot.h[b.c] == nil {
+			b.tot.h[b.c] = map[float64]float64{}
+		}
+		b.tot.h[b.c][b.le] += d
+	}
+	clear(in.pending) // the page's labels go with its scrape
 
 	ranks := engineLoads(canon, roles)
 	out := make([]diagnosis.Observation, 0, len(seen))
@@ -317,7 +353,9 @@ func (in *diagnosisInput) observations(canon []exposition.Family, gauges map[str
 		}
 		if tot != nil {
 			for _, db := range diagnosisBuckets {
-				*db.get(&o) = histogramOf(p.h[db.c], tot.h[db.c])
+				if !p.noInf[db.c] {
+					*db.get(&o) = histogramOf(p.h[db.c], tot.h[db.c])
+				}
 			}
 		}
 		out = append(out, o)
@@ -382,15 +420,21 @@ func engineLoads(canon []exposition.Family, roles *mapping.Roles) map[string][]d
 	return out
 }
 
-// appendBound adds le to bounds, kept sorted without duplicates: the
-// buckets come in order, so le nearly always goes at the end, found by a
-// binary search rather than a scan of every bound (histogramOf sorts them
-// as it did).
-func appendBound(bounds []float64, le float64) []float64 {
-	if i, found := slices.BinarySearch(bounds, le); !found {
-		bounds = slices.Insert(bounds, i, le)
+// countBound counts one sample at bound le of histogram c, keeping p.h[c]
+// sorted without duplicates and p.hn[c] beside it: the buckets come in
+// order, so le nearly always goes at the end, found by a binary search
+// rather than a scan of every bound (BenchmarkDiagnosisInput's profile).
+func (p *present) countBound(c mapping.Counter, le float64) {
+	if p.h[c] == nil {
+		// Sized for vLLM's latency layouts at once, not regrown.
+		p.h[c], p.hn[c] = make([]float64, 0, 32), make([]int, 0, 32)
 	}
-	return bounds
+	i, found := slices.BinarySearch(p.h[c], le)
+	if !found {
+		p.h[c] = slices.Insert(p.h[c], i, le)
+		p.hn[c] = slices.Insert(p.hn[c], i, 0)
+	}
+	p.hn[c][i]++
 }
 
 func histogramOf(bounds []float64, totals map[float64]float64) diagnosis.Histogram {

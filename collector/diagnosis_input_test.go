@@ -3,6 +3,7 @@ package collector
 import (
 	"math"
 	"os"
+	"slices"
 	"testing"
 
 	"github.com/prometheus/prometheus/model/labels"
@@ -250,5 +251,68 @@ func TestDiagnosisInputAborted(t *testing.T) {
 	obs = fresh.observations(p3, viewGauges(p3, roles, ident), roles, "vllm", "")
 	if !math.IsNaN(obs[0].Aborted) {
 		t.Errorf("aborted %v on a page without finished_reason, want NaN", obs[0].Aborted)
+	}
+}
+
+// A TTFT histogram child printed without +Inf has no total count: summed
+// by bound into the model's, its buckets would outgrow the model's +Inf
+// for good, and every window of the diagnosis over that scrape would
+// read requests slower than they were. While engine 1 lacks +Inf the
+// model's TTFT is not given; once it is back the totals are a histogram
+// again, grown by both engines' increases since the last whole page (fails
+// on the code before: the model's TTFT was given, and its buckets fell as
+// the bound grew after).
+func TestDiagnosisInputWithoutInf(t *testing.T) {
+	ident := func(s string) string { return s }
+	roles := testMapper(t, mapping.Options{}).Catalogue().Roles()
+	const ttft = "vllm:time_to_first_token_seconds_bucket"
+	var in diagnosisInput
+	p1 := twoEngines(t)
+	if sampleSum(p1, ttft, "0") == 0 {
+		t.Fatal("the fixture's TTFT histogram is empty")
+	}
+	in.observations(p1, viewGauges(p1, roles, ident), roles, "vllm", "")
+
+	p2 := clone(p1)
+	scale(p2, ttft, "0", 2)
+	scale(p2, ttft, "1", 2)
+	for i := range p2 {
+		p2[i].Samples = slices.DeleteFunc(p2[i].Samples, func(s exposition.Sample) bool {
+			return s.Name() == ttft && s.Labels.Get("engine") == "1" && s.Labels.Get("le") == "+Inf"
+		})
+	}
+	obs := in.observations(p2, viewGauges(p2, roles, ident), roles, "vllm", "")
+	if h := obs[0].TTFT; len(h.Bounds) != 0 {
+		t.Errorf("engine 1 without +Inf: the model's TTFT is given: %+v", h)
+	}
+
+	p3 := clone(p1)
+	scale(p3, ttft, "0", 3)
+	scale(p3, ttft, "1", 3)
+	obs = in.observations(p3, viewGauges(p3, roles, ident), roles, "vllm", "")
+	h := obs[0].TTFT
+	if len(h.Bounds) < 2 || !math.IsInf(h.Bounds[len(h.Bounds)-1], 1) {
+		t.Fatalf("+Inf back: TTFT bounds %v", h.Bounds)
+	}
+	for i := 1; i < len(h.Counts); i++ {
+		if h.Counts[i] < h.Counts[i-1] {
+			t.Fatalf("+Inf back: the model's TTFT falls from %v at le=%v to %v at le=%v", h.Counts[i-1], h.Bounds[i-1], h.Counts[i], h.Bounds[i])
+		}
+	}
+	// p1 -> p3 on both engines: each bucket's growth since the last whole
+	// page, none lost and none counted twice.
+	infOf := func(fams []exposition.Family) float64 {
+		v := 0.0
+		for _, f := range fams {
+			for _, s := range f.Samples {
+				if s.Name() == ttft && s.Labels.Get("le") == "+Inf" {
+					v += s.Value
+				}
+			}
+		}
+		return v
+	}
+	if got, want := h.Counts[len(h.Counts)-1], infOf(p3)-infOf(p1); math.Abs(got-want) > 1e-9*want {
+		t.Errorf("+Inf back: TTFT +Inf total %v, want both engines' growth since %v", got, want)
 	}
 }

@@ -178,7 +178,7 @@ func newSelfMetrics(now func() time.Time) *selfMetrics {
 	m.layoutChanges = counter("vllm_normalizer_bucket_layout_changes_total",
 		"Histogram children whose set of bucket bounds changed (a vLLM upgrade): their window restarted from the new layout, so quantiles never mix two layouts.")
 	m.invalidHistograms = counter("vllm_normalizer_invalid_histograms_total",
-		"Histogram children (of those the derived gauges read) whose bucket counts fell as the bound grew, or that had no +Inf bucket, counted each scrape: no client library prints them, so the page was corrupted upstream. Their quantiles are read as PromQL's histogram_quantile reads them (counts raised to be monotonic; none without +Inf); the server's series are served as printed.")
+		"Histogram children (of those the derived gauges read) whose bucket counts fell as the bound grew, or that had no +Inf bucket, counted each scrape: no client library prints them, so the page was corrupted upstream. Their quantiles are read as PromQL's histogram_quantile reads them (counts raised to be monotonic; none without +Inf, nor for a sum over engines or ranks that holds one without +Inf); the server's series are served as printed.")
 	m.restarts = counter("vllm_normalizer_upstream_restarts_detected_total",
 		"Counter series found restarted by their _created time or vLLM's process_start_time_seconds (moved past the previous scrape) although their value did not go down; they counted from zero.")
 	m.jitter = vector("vllm_normalizer_metadata_jitter_total",

@@ -221,18 +221,33 @@ type groupAcc struct {
 	// group has a bucket series: most groups of a page of many models have
 	// none, and a group's accumulator is kept from one scrape to the next.
 	buckets *histBuckets
+	// withoutInf marks the histogram inputs of which the group holds a
+	// child without +Inf (window.Series.WithoutInf): left out, and the
+	// group's buckets of that input with it, as a sum without that
+	// child's total would be read as the whole group's.
+	withoutInf counterSet
 	// split are the rates of split counters per label value, in the
 	// order first seen.
 	split  []labelRate
 	gauges [numWindowGauges]gaugeAcc
 }
 
+// counterSet is a set of counter inputs, a bit each: 8 bytes in every
+// group's accumulator, which is kept from one scrape to the next.
+type counterSet uint64
+
+// A set of counter inputs must fit counterSet's bits.
+var _ [64 - mapping.NumCounters]struct{}
+
+func (s *counterSet) add(cn mapping.Counter)     { *s |= 1 << cn }
+func (s counterSet) has(cn mapping.Counter) bool { return s&(1<<cn) != 0 }
+
 // histBuckets are a group's bucket increases, by histogram input.
 type histBuckets [mapping.NumCounters][]quantile.Bucket
 
 // bucketsOf returns the bucket increases of histogram input cn.
 func (a *groupAcc) bucketsOf(cn mapping.Counter) []quantile.Bucket {
-	if a.buckets == nil {
+	if a.buckets == nil || a.withoutInf.has(cn) {
 		return nil
 	}
 	return a.buckets[cn]
@@ -455,7 +470,11 @@ func (d *Deriver) derive(r *window.Reader, groupBys [][]string, res [][]expositi
 				gi := gs[k].groupOf[i]
 				a := &gs[k].groups[gi].acc
 				a.inWindow[cn] = true
-				if ok {
+				switch {
+				case s.Kind() == window.Bucket && s.WithoutInf():
+					// One point is enough: the child is in the sum.
+					a.withoutInf.add(cn)
+				case ok:
 					a.add(s, cn, inc, secs)
 				}
 			}

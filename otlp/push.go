@@ -24,6 +24,10 @@ import (
 // the OpenTelemetry Collector's and Prometheus's usual 15 s.
 const DefaultInterval = 15 * time.Second
 
+// MinInterval is the shortest interval accepted: each export goes over the
+// network to a collector and must end within 90 % of it.
+const MinInterval = time.Second
+
 // DefaultServiceName is service.name unless OTEL_SERVICE_NAME or
 // OTEL_RESOURCE_ATTRIBUTES name one.
 const DefaultServiceName = "vllm-normalizer"
@@ -114,6 +118,9 @@ func New(ctx context.Context, opts Options) (*Pusher, error) {
 	}
 	if opts.Interval <= 0 {
 		return nil, fmt.Errorf("--otlp.interval=%s must be positive", opts.Interval)
+	}
+	if opts.Interval < MinInterval {
+		return nil, fmt.Errorf("--otlp.interval=%s is below the floor of %s: each export goes over the network to a collector and must end within 90%% of the interval; give %s or more", opts.Interval, MinInterval, MinInterval)
 	}
 	res, err := newResource(opts.Version, opts.Getenv)
 	if err != nil {

@@ -262,4 +262,9 @@ func TestNewRefusesBadSettings(t *testing.T) {
 			t.Errorf("%s %v: error %v, want it to contain %q", tc.endpoint, tc.env, err, tc.want)
 		}
 	}
+	// An export must reach the collector within 90 % of the interval.
+	_, err := New(context.Background(), Options{Endpoint: "http://c:4318/v1/metrics", Interval: time.Millisecond, Source: src, Getenv: func(string) string { return "" }})
+	if err == nil || !strings.Contains(err.Error(), "--otlp.interval=1ms is below the floor of 1s") || !strings.Contains(err.Error(), "give 1s or more") {
+		t.Errorf("a 1ms interval: error %v, want the floor and the fix named", err)
+	}
 }

@@ -20,7 +20,8 @@ import (
 // (and per le for buckets) from one scrape to the next, with one rule for
 // every view that prints them (the compatibility page, the GenAI view):
 // never down when an engine restarts or drops off the page, nothing for a
-// histogram whose engines print different bounds (see sumLayout). Sum
+// histogram whose children (engines, ranks, processes) print different
+// bounds, one without +Inf included (see sumLayout). Sum
 // advances them once per scrape and returns the scrape's Totals, from
 // which any view names and prints its samples when it is read. Not safe
 // for concurrent use; its zero value is ready.
@@ -488,8 +489,8 @@ func newSumLayout(f *exposition.Family) *sumLayout {
 	var b labels.Builder
 	index := map[sumKey]int32{}
 	var keys []sumKey
-	bounds := map[string]map[string]bool{} // model -> engine+pid -> le set, as a string
-	leSets := map[string]map[string]string{}
+	bounds := map[string]map[string]bool{}   // model -> its children's le sets, as strings
+	leSets := map[string]map[string]string{} // model -> child -> its le set
 	for i, s := range f.Samples {
 		l.in[i] = s.Labels
 		l.to[i] = -1
@@ -515,11 +516,12 @@ func newSumLayout(f *exposition.Family) *sumLayout {
 		}
 		l.child[i] = c
 		if suffix == "_bucket" {
-			src := s.Labels.Get(mapping.LabelEngine) + "/" + s.Labels.Get("pid")
+			// By child, not by engine: ranks may be told apart by other
+			// labels (SGLang's tp_rank), and each must print the same bounds.
 			if leSets[k.model] == nil {
 				leSets[k.model] = map[string]string{}
 			}
-			leSets[k.model][src] += k.le + ","
+			leSets[k.model][ck] += k.le + ","
 		}
 	}
 	for m, perSource := range leSets {
@@ -554,7 +556,7 @@ func newSumLayout(f *exposition.Family) *sumLayout {
 	for _, ki := range sorted {
 		k := keys[ki]
 		if len(bounds[k.model]) > 1 {
-			continue // engines with different bucket bounds
+			continue // children with different bucket bounds
 		}
 		outOf[ki] = int32(len(l.out))
 		l.out = append(l.out, k)

@@ -2,12 +2,14 @@ package scrape
 
 import (
 	"bufio"
+	"bytes"
 	"compress/flate"
 	"compress/gzip"
 	"context"
 	"errors"
 	"fmt"
 	"io"
+	"mime"
 	"net"
 	"net/http"
 	"net/url"
@@ -28,7 +30,7 @@ const (
 	ReasonEmpty        = "empty"          // 200 with an empty page
 	ReasonParse        = "parse"          // not a valid exposition page
 	ReasonSampleLimit  = "sample_limit"   // more samples than the sample limit
-	ReasonTruncated    = "truncated"      // the body ended before its end: short of Content-Length, no last chunk, no gzip trailer, reset
+	ReasonTruncated    = "truncated"      // the body ended before its end: short of Content-Length, no last chunk, no gzip trailer, reset, OpenMetrics without # EOF
 	// Prometheus's per-scrape label limits, named as its configuration
 	// names them.
 	ReasonLabelLimit            = "label_limit"
@@ -59,6 +61,7 @@ type Fetcher struct {
 	client   *http.Client
 	uri      string
 	redacted string // the URI with any password masked, for logs and errors
+	host     string // the URI's host (and port), the only one redirects may go to
 	maxBody  int64
 	chunks   [][]byte // what the body is read into: the first sized to the last page, the rest readChunk bytes each
 	page     []byte   // the page, joined, when it spans more than one chunk
@@ -90,7 +93,7 @@ func NewFetcher(client *http.Client, uri string, maxBody int64) (*Fetcher, error
 	if err != nil {
 		return nil, err
 	}
-	return &Fetcher{client: client, uri: uri, redacted: u.Redacted(), maxBody: maxBody}, nil
+	return &Fetcher{client: client, uri: uri, redacted: u.Redacted(), host: u.Host, maxBody: maxBody}, nil
 }
 
 // AskGzip sets whether the upstream is asked for a gzip body (Prometheus's
@@ -126,6 +129,9 @@ func (f *Fetcher) Fetch(ctx context.Context) (body []byte, contentType string, e
 		resp.Body.Close()
 	}()
 	if resp.StatusCode != http.StatusOK {
+		if loc, err := resp.Location(); err == nil && redirects(resp.StatusCode) {
+			return nil, "", &Error{ReasonHTTPStatus, f.redirectError(resp, loc)}
+		}
 		return nil, "", &Error{ReasonHTTPStatus, fmt.Errorf("GET %s answered %s; check that the scrape URI points at vLLM's /metrics", f.redacted, resp.Status)}
 	}
 	r, gzipped, err := f.decoder(resp)
@@ -159,7 +165,41 @@ func (f *Fetcher) Fetch(ctx context.Context) (body []byte, contentType string, e
 		// counter cut mid-number would otherwise read as a reset).
 		return nil, "", &Error{ReasonTruncated, fmt.Errorf("GET %s: the body, delimited by the connection's close, ends in the middle of a line after %d bytes", f.redacted, n)}
 	}
-	return page, resp.Header.Get("Content-Type"), nil
+	contentType = resp.Header.Get("Content-Type")
+	if openMetrics(contentType) && !endsWithEOF(page) {
+		// OpenMetrics ends every page with "# EOF": without it the page
+		// was cut, even at a line end. A "# EOF" line followed by more is
+		// no cut but a bad page, which the parser names.
+		return nil, "", &Error{ReasonTruncated, fmt.Errorf("GET %s: the OpenMetrics body ends without its \"# EOF\" line after %d bytes, so it was cut; nothing of it is used", f.redacted, n)}
+	}
+	return page, contentType, nil
+}
+
+// openMetricsType is the media type the parser reads as OpenMetrics.
+const openMetricsType = "application/openmetrics-text"
+
+// openMetrics reports whether the parser will read a page of contentType
+// as OpenMetrics: the media type, as textparse reads it (a Content-Type
+// that does not parse is read as text format).
+func openMetrics(contentType string) bool {
+	ct := strings.TrimLeft(contentType, " \t")
+	if len(ct) < len(openMetricsType) || !strings.EqualFold(ct[:len(openMetricsType)], openMetricsType) {
+		return false // text format, without the cost of parsing the header
+	}
+	mt, _, err := mime.ParseMediaType(contentType)
+	return err == nil && mt == openMetricsType
+}
+
+// endsWithEOF reports whether an OpenMetrics page holds its "# EOF" line:
+// its last line (one final line feed allowed, as the parser allows), or
+// an earlier one, when the page goes on after it.
+func endsWithEOF(page []byte) bool {
+	const eof = "# EOF"
+	last := bytes.TrimSuffix(page, []byte{'\n'})
+	if bytes.HasSuffix(last, []byte(eof)) && (len(last) == len(eof) || last[len(last)-len(eof)-1] == '\n') {
+		return true
+	}
+	return bytes.HasPrefix(page, []byte(eof+"\n")) || bytes.Contains(page, []byte("\n"+eof+"\n"))
 }
 
 // decoder returns the reader of resp's page: the body itself, or the gzip
@@ -336,16 +376,45 @@ func (f *Fetcher) classify(err error) error {
 	return &Error{ReasonNetwork, fmt.Errorf("GET %s: %w", f.redacted, err)}
 }
 
+// redirects reports whether Go's client follows an answer of status code
+// (CheckRedirect permitting).
+func redirects(code int) bool {
+	switch code {
+	case http.StatusMovedPermanently, http.StatusFound, http.StatusSeeOther, http.StatusTemporaryRedirect, http.StatusPermanentRedirect:
+		return true
+	}
+	return false
+}
+
+// maxRedirects is how many redirects in a row SameHostRedirects follows.
+const maxRedirects = 3
+
 // SameHostRedirects follows a redirect (some servers send /metrics to
 // /metrics/) only to the host of the original request, at most three times:
 // the upstream is fixed by a flag, and a redirect must not make the sidecar
-// fetch, or send credentials to, another host.
+// fetch, or send credentials to, another host. A redirect it does not
+// follow is the answer: Fetch fails it as http_status, saying why.
 func SameHostRedirects(req *http.Request, via []*http.Request) error {
-	if len(via) >= 3 {
-		return fmt.Errorf("stopped after %d redirects; point the scrape URI at the final address", len(via))
-	}
-	if req.URL.Host != via[0].URL.Host {
-		return fmt.Errorf("redirect to another host (%s) refused; point the scrape URI at the final address", req.URL.Host)
+	if len(via) > maxRedirects || req.URL.Host != via[0].URL.Host {
+		return http.ErrUseLastResponse
 	}
 	return nil
+}
+
+// redirectError is the failure of an answer that redirects to loc, which
+// the client did not follow: to another host, past maxRedirects, or none
+// at all (follow_redirects: false).
+func (f *Fetcher) redirectError(resp *http.Response, loc *url.URL) error {
+	followed := 0
+	for r := resp.Request; r != nil && r.Response != nil; r = r.Response.Request {
+		followed++
+	}
+	why := "not followed: follow_redirects is false in --vllm.http-config.file"
+	switch {
+	case loc.Host != f.host:
+		why = "not followed: it points at another host, and the sidecar scrapes only the host --vllm.scrape-uri names"
+	case followed >= maxRedirects:
+		why = fmt.Sprintf("not followed after %d redirects in a row", followed)
+	}
+	return fmt.Errorf("GET %s answered %s, a redirect to %s, %s; point --vllm.scrape-uri at the final address", f.redacted, resp.Status, loc.Redacted(), why)
 }

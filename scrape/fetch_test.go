@@ -15,6 +15,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/fos-study/vllm-normalizer/exposition"
 )
 
 // rawUpstream answers every connection on a loopback port by reading the
@@ -329,25 +331,133 @@ func TestFetchPageSizes(t *testing.T) {
 	}
 }
 
-// TestRedirectErrorsSayTheFix: a redirect loop and a redirect to another
-// host fail the scrape naming the fix, the scrape URI to point at the
-// final address, as every failure's error says what to do.
-func TestRedirectErrorsSayTheFix(t *testing.T) {
+// TestSameHostRedirects: the policy alone. A redirect on the same host is
+// followed up to three in a row; another host, or a fourth, stops at the
+// redirect, whose answer Fetch fails naming why (TestRedirectsNotFollowed).
+func TestSameHostRedirects(t *testing.T) {
 	req := func(u string) *http.Request { r, _ := http.NewRequest(http.MethodGet, u, nil); return r }
 	first := req("http://127.0.0.1:8000/metrics")
+	three := []*http.Request{first, req("http://127.0.0.1:8000/a"), req("http://127.0.0.1:8000/b")}
 	for name, c := range map[string]struct {
 		next *http.Request
 		via  []*http.Request
+		want error
 	}{
-		"loop":       {req("http://127.0.0.1:8000/metrics"), []*http.Request{first, req("http://127.0.0.1:8000/a"), req("http://127.0.0.1:8000/b")}},
-		"other host": {req("http://10.0.0.1:8000/metrics"), []*http.Request{first}},
+		"same host":     {req("http://127.0.0.1:8000/metrics/"), []*http.Request{first}, nil},
+		"third":         {req("http://127.0.0.1:8000/c"), three, nil},
+		"fourth":        {req("http://127.0.0.1:8000/d"), append(three, req("http://127.0.0.1:8000/c")), http.ErrUseLastResponse},
+		"other host":    {req("http://10.0.0.1:8000/metrics"), []*http.Request{first}, http.ErrUseLastResponse},
+		"other port":    {req("http://127.0.0.1:9000/metrics"), []*http.Request{first}, http.ErrUseLastResponse},
+		"back and away": {req("http://10.0.0.1:8000/metrics"), three, http.ErrUseLastResponse},
 	} {
-		err := SameHostRedirects(c.next, c.via)
-		if err == nil || !strings.Contains(err.Error(), "point the scrape URI at the final address") {
-			t.Errorf("%s: %v, want the fix named", name, err)
+		if err := SameHostRedirects(c.next, c.via); err != c.want {
+			t.Errorf("%s: %v, want %v", name, err, c.want)
 		}
 	}
-	if err := SameHostRedirects(req("http://127.0.0.1:8000/metrics/"), []*http.Request{first}); err != nil {
-		t.Errorf("a same-host redirect refused: %v", err)
+}
+
+// TestOpenMetricsEOFRule: the "# EOF" rule applies exactly to the
+// Content-Types the parser reads as OpenMetrics (a malformed one is read
+// as text format, which has no end marker), and a page whose "# EOF" line
+// is followed by more is left to the parser to refuse.
+func TestOpenMetricsEOFRule(t *testing.T) {
+	om, err := os.ReadFile(filepath.Join("..", "testdata", "fixtures", "30-vllm-v1-rust-frontend-openmetrics-constructed-from-13.om"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, ct := range []string{
+		"application/openmetrics-text; version=1.0.0; charset=utf-8",
+		"Application/OpenMetrics-Text;version=1.0.0",
+		" application/openmetrics-text",
+		"application/openmetrics-text; version", // malformed: read as text
+		"application/openmetrics-textual",
+		"text/plain; version=0.0.4",
+		"",
+	} {
+		_, stats, err := exposition.Parse(om, ct, exposition.ParseOptions{})
+		if err != nil {
+			t.Fatalf("%q: the fixture does not parse: %v", ct, err)
+		}
+		if got := openMetrics(ct); got != stats.OpenMetrics {
+			t.Errorf("Content-Type %q: the EOF rule applies %v, the parser reads OpenMetrics %v", ct, got, stats.OpenMetrics)
+		}
+	}
+	noEOF := om[:len(om)-len("# EOF\n")]
+	for _, c := range []struct {
+		name string
+		page []byte
+		want bool
+	}{
+		{"whole", om, true},
+		{"no final line feed", om[:len(om)-1], true},
+		{"only # EOF", []byte("# EOF\n"), true},
+		{"data after # EOF", append(om[:len(om):len(om)], "x 1\n"...), true},
+		{"cut at a line end", noEOF, false},
+		{"cut inside # EOF", om[:len(om)-3], false},
+		{"a label value ending in # EOF", append(noEOF[:len(noEOF):len(noEOF)], "x{a=\"# EOF\"} 1\n"...), false},
+	} {
+		if got := endsWithEOF(c.page); got != c.want {
+			t.Errorf("%s: endsWithEOF %v, want %v", c.name, got, c.want)
+		}
+	}
+}
+
+// TestRedirectsNotFollowed: a redirect the sidecar does not follow (to
+// another host, or past three in a row) fails the scrape as the answer it
+// is, reason http_status, with an error that says where it pointed, that
+// it was not followed and why, and the fix (the scrape URI's flag); the
+// other host is never contacted. A same-host redirect is followed.
+func TestRedirectsNotFollowed(t *testing.T) {
+	page := realPage(t)
+	var otherHit bool
+	other := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { otherHit = true; _, _ = w.Write(page) }))
+	defer other.Close()
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/metrics":
+			http.Redirect(w, r, "/metrics/", http.StatusTemporaryRedirect)
+		case "/metrics/":
+			_, _ = w.Write(page)
+		case "/elsewhere":
+			http.Redirect(w, r, other.URL+"/metrics?x=1", http.StatusFound)
+		default: // a loop
+			http.Redirect(w, r, r.URL.Path+"x", http.StatusFound)
+		}
+	}))
+	defer up.Close()
+	otherHost := strings.TrimPrefix(other.URL, "http://")
+	for _, c := range []struct {
+		path string
+		want []string // "" = the page is read
+	}{
+		{"/metrics", nil},
+		{"/elsewhere", []string{"302 Found", otherHost, "another host", "not followed", "--vllm.scrape-uri", other.URL + "/metrics?x=1"}},
+		{"/loop", []string{"302 Found", "/loopxxxx", "not followed", "3 redirects", "--vllm.scrape-uri"}},
+	} {
+		t.Run(c.path, func(t *testing.T) {
+			f, err := NewFetcher(&http.Client{CheckRedirect: SameHostRedirects}, up.URL+c.path, 32<<20)
+			if err != nil {
+				t.Fatal(err)
+			}
+			body, _, err := f.Fetch(context.Background())
+			if c.want == nil {
+				if err != nil || !bytes.Equal(body, page) {
+					t.Fatalf("same-host redirect: err %v, %d bytes", err, len(body))
+				}
+				return
+			}
+			var se *Error
+			if !errors.As(err, &se) || se.Reason != ReasonHTTPStatus {
+				t.Fatalf("err %v, want reason %s", err, ReasonHTTPStatus)
+			}
+			for _, w := range c.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error %q does not say %q", err, w)
+				}
+			}
+		})
+	}
+	if otherHit {
+		t.Error("the other host was contacted")
 	}
 }

@@ -1,6 +1,7 @@
 package window
 
 import (
+	"slices"
 	"strconv"
 	"testing"
 	"time"
@@ -54,6 +55,14 @@ func TestInvalidHistogramsCounted(t *testing.T) {
 				if got := h.LastObservation().InvalidHistograms; got != c.want {
 					t.Errorf("observation %d: %d invalid histogram children, want %d", i, got, c.want)
 				}
+				// Only the children without +Inf are kept out of sums.
+				h.Read(at(float64(i)), func(r *Reader) {
+					for _, s := range r.Series() {
+						if want := !slices.Contains(c.les, "+Inf"); s.WithoutInf() != want {
+							t.Errorf("observation %d: %s WithoutInf %v, want %v", i, s.Labels(), s.WithoutInf(), want)
+						}
+					}
+				})
 			}
 		})
 	}

@@ -67,6 +67,12 @@ func (s *Series) Labels() labels.Labels { return s.lbls }
 // UpperBound is the parsed le of a Bucket series.
 func (s *Series) UpperBound() float64 { return s.le }
 
+// WithoutInf reports whether s is a bucket of a histogram child whose last
+// observation had no +Inf bucket: without its total count, a sum over
+// children that took its buckets in would be no histogram. Its window
+// holds that layout alone (a layout change restarts the child).
+func (s *Series) WithoutInf() bool { return s.child != nil && s.child.noInf }
+
 // windowPoints returns the logical positions [first, last] of the points
 // with from < ts <= to; last < first when there are none.
 func (r *ring) windowPoints(from, to int64) (first, last int) {

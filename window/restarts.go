@@ -171,8 +171,10 @@ func (h *History) noteBound(c *child, le float64) {
 // observation changed.
 func (h *History) checkLayouts() {
 	for _, c := range h.touched {
+		invalid, noInf := h.invalidChild(c)
+		c.noInf = noInf
 		// A full history may hold part of a child: not the upstream's fault.
-		if h.last.Unwindowed == 0 && h.invalidChild(c) {
+		if h.last.Unwindowed == 0 && invalid {
 			h.last.InvalidHistograms++
 		}
 		if c.n > 0 && (c.curSig != c.sig || c.curN != c.n) {
@@ -187,8 +189,8 @@ func (h *History) checkLayouts() {
 
 // invalidChild reports whether the bucket counts histogram child c showed
 // in this observation are not a histogram's: a count above that of a
-// higher bound (beyond float rounding), or no +Inf bucket.
-func (h *History) invalidChild(c *child) bool {
+// higher bound (beyond float rounding), or no +Inf bucket (noInf).
+func (h *History) invalidChild(c *child) (invalid, noInf bool) {
 	h.bounds = h.bounds[:0]
 	sorted := true
 	for _, s := range c.members {
@@ -205,14 +207,14 @@ func (h *History) invalidChild(c *child) bool {
 	}
 	n := len(h.bounds)
 	if n == 0 || !math.IsInf(h.bounds[n-1].le, 1) {
-		return true
+		return true, true
 	}
 	for i := 1; i < n; i++ {
 		if prev := h.bounds[i-1].count; prev-h.bounds[i].count > 1e-12*prev {
-			return true
+			return true, false
 		}
 	}
-	return false
+	return false, false
 }
 
 // bucketCount is one bucket of a histogram child as observed.

@@ -49,6 +49,9 @@ type child struct {
 	sig, curSig uint64
 	n, curN     int
 	round       uint64
+	// noInf: the last observation of the child had no +Inf bucket, so no
+	// total count (see Series.WithoutInf).
+	noInf bool
 }
 
 // lookup returns the series for an upstream sample kept as in, creating

@@ -67,6 +67,10 @@ func (f *flags) check() error {
 	if f.otlpInterval <= 0 {
 		return badFlag("--otlp.interval", f.otlpInterval, "must be positive", "give e.g. "+model.Duration(otlp.DefaultInterval).String())
 	}
+	if f.otlpInterval < otlp.MinInterval {
+		return badFlag("--otlp.interval", f.otlpInterval, "is below the floor of "+model.Duration(otlp.MinInterval).String()+": each export goes over the network to a collector and must end within 90% of the interval",
+			"give "+model.Duration(otlp.MinInterval).String()+" or more (15s by default)")
+	}
 	return f.checkListeners()
 }
 

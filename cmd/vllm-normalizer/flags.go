@@ -140,9 +140,9 @@ func newApp(f *flags, stdout, stderr io.Writer) *kingpin.Application {
 	// Upstream.
 	app.Flag("vllm.scrape-uri", "URL of the server's metrics page; fixed by flag, never taken from a request.").
 		Default("http://127.0.0.1:8000/metrics").StringVar(&f.scrapeURI)
-	app.Flag("vllm.scrape-interval", "Time between scrapes; derived gauges update at this pace.").
+	app.Flag("vllm.scrape-interval", "Time between scrapes, at least 50ms; derived gauges update at this pace.").
 		Default("1s").DurationVar(&f.scrapeInterval)
-	app.Flag("vllm.timeout", "Limit for one scrape, at most the interval; 0 means 90% of the interval.").
+	app.Flag("vllm.timeout", "Limit for one scrape, at least 10ms and at most the interval; 0 means 90% of the interval.").
 		Default("0s").DurationVar(&f.timeout)
 	app.Flag("vllm.max-body-bytes", "Largest page accepted, after decompression (KiB, MiB, GiB).").
 		Default(units.Base2Bytes(collector.DefaultMaxBodyBytes).String()).BytesVar(&f.maxBody)
@@ -268,7 +268,7 @@ func newApp(f *flags, stdout, stderr io.Writer) *kingpin.Application {
 		Default("").StringVar(&f.otlpEndpoint)
 	app.Flag("otlp.view", "Page pushed over OTLP: full (/metrics), routing (/metrics/routing) or genai (/metrics/genai).").
 		Default(string(collector.ViewFull)).EnumVar(&f.otlpView, string(collector.ViewFull), string(collector.ViewRouting), string(collector.ViewGenAI))
-	app.Flag("otlp.interval", "Time between OTLP pushes; each export times out at 90% of it.").
+	app.Flag("otlp.interval", "Time between OTLP pushes, at least 1s; each export times out at 90% of it.").
 		Default(model.Duration(otlp.DefaultInterval).String()).DurationVar(&f.otlpInterval)
 	f.web = kingpinflag.AddFlags(app, defaultListen)
 	promslogflag.AddFlags(app, f.log)

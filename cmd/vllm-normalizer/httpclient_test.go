@@ -288,3 +288,58 @@ func tempFile(t *testing.T) *os.File {
 	t.Cleanup(func() { f.Close() })
 	return f
 }
+
+// TestUpstreamClientRedirects: with --vllm.http-config.file the redirect
+// rule is the one without it (same host, followed); follow_redirects: false
+// follows none, and the redirect fails the scrape as http_status with an
+// error that names the option and the fix. Another host is never followed.
+func TestUpstreamClientRedirects(t *testing.T) {
+	var otherHit atomic.Bool
+	other := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { otherHit.Store(true); _, _ = w.Write([]byte(tlsPage)) }))
+	t.Cleanup(other.Close)
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/metrics":
+			http.Redirect(w, r, "/metrics/", http.StatusMovedPermanently)
+		case "/metrics/":
+			_, _ = w.Write([]byte(tlsPage))
+		default:
+			http.Redirect(w, r, other.URL+"/metrics", http.StatusFound)
+		}
+	}))
+	t.Cleanup(up.Close)
+	for _, c := range []struct {
+		config, path string
+		want         []string // nil: the page is read
+	}{
+		{"follow_redirects: true\n", "/metrics", nil},
+		{"follow_redirects: false\n", "/metrics", []string{"301 Moved Permanently", "/metrics/", "follow_redirects is false in --vllm.http-config.file", "--vllm.scrape-uri"}},
+		{"follow_redirects: true\n", "/elsewhere", []string{"another host", "--vllm.scrape-uri"}},
+		{"follow_redirects: false\n", "/elsewhere", []string{"another host", "--vllm.scrape-uri"}},
+	} {
+		client, err := upstreamClient(writeConfig(t, c.config), up.URL+c.path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, err := fetchWith(t, client, up.URL+c.path)
+		if c.want == nil {
+			if err != nil || string(body) != tlsPage {
+				t.Errorf("%s%s: %v, body %q", c.config, c.path, err, body)
+			}
+			continue
+		}
+		var se *scrape.Error
+		if !errors.As(err, &se) || se.Reason != scrape.ReasonHTTPStatus {
+			t.Errorf("%s%s: error %v, want reason %s", c.config, c.path, err, scrape.ReasonHTTPStatus)
+			continue
+		}
+		for _, w := range c.want {
+			if !strings.Contains(err.Error(), w) {
+				t.Errorf("%s%s: error %q does not say %q", c.config, c.path, err, w)
+			}
+		}
+	}
+	if otherHit.Load() {
+		t.Error("a redirect to another host was followed")
+	}
+}

@@ -177,6 +177,8 @@ func TestFlagChecks(t *testing.T) {
 		{[]string{"--demo.scenario=slow"}, `--demo.scenario: unknown demo scenario "slow"; valid: steady, queueing, long_prompts, prefix_cache_misses, batch_growth, preemptions, long_outputs`},
 		{[]string{"--demo.shift-after=0s"}, "--demo.shift-after=0s must be positive"},
 		{[]string{"--otlp.interval=0s"}, "--otlp.interval=0s must be positive"},
+		// Each export must reach a collector over the network within 90 % of the interval.
+		{[]string{"--otlp.interval=1ms"}, "--otlp.interval=1ms is below the floor of 1s"},
 		{[]string{"--otlp.view=compat"}, "must be one of full,routing,genai, got 'compat'"},
 		{[]string{"--diagnosis.window=1s"}, "--diagnosis.window=1s is shorter than two scrape intervals (2s)"},
 		{[]string{"--vllm.scrape-interval=1m", "--derive.window=5m", "--diagnosis.window=5m", "--diagnosis.baseline=90s"}, "--diagnosis.baseline=1m30s is shorter than two scrape intervals (2m0s)"},
@@ -184,6 +186,10 @@ func TestFlagChecks(t *testing.T) {
 		{[]string{"--vllm.scrape-uri=ftp://10.0.0.5/metrics"}, "--vllm.scrape-uri=ftp://10.0.0.5/metrics is not http(s)"},
 		{[]string{"--vllm.scrape-uri=http://user:s3cret@host:port/metrics"}, "--vllm.scrape-uri is not a URL"},
 		{[]string{"--vllm.timeout=2s"}, "--vllm.timeout=2s is longer than the scrape interval (1s)"},
+		// Below the floor every scrape costs vLLM's event loop a page render (3.6 ms and more of CPU) faster than any reader polls.
+		{[]string{"--vllm.scrape-interval=1ms", "--derive.window=1s", "--diagnosis.window=1s", "--diagnosis.baseline=2s"}, "--vllm.scrape-interval=1ms is below the floor of 50ms"},
+		{[]string{"--vllm.scrape-interval=49ms", "--derive.window=1s", "--diagnosis.window=1s", "--diagnosis.baseline=2s"}, "give 50ms or more (100ms for an EPP"},
+		{[]string{"--vllm.timeout=1ms"}, "--vllm.timeout=1ms is below the floor of 10ms"},
 		{[]string{"--diagnosis.min-change=1.5"}, "--diagnosis.min-change=1.5 is not above 0 and below 1"},
 		{[]string{"--diagnosis.min-change=0"}, "--diagnosis.min-change=0 is not above 0"},
 		{[]string{"--diagnosis.baseline-lookback=20m"}, "--diagnosis.baseline-lookback=20m is shorter than the baseline (30m)"},
@@ -205,6 +211,12 @@ func TestFlagChecks(t *testing.T) {
 	os.Unsetenv("GOMAXPROCS")
 	if f, err := parseFlags([]string{"--vllm.sample-limit=1e3"}, io.Discard, io.Discard); err != nil || f.sampleLimit != 1000 {
 		t.Errorf("--vllm.sample-limit=1e3: %v, limit %v; want 1000", err, f)
+	}
+	// The EPP deployments' interval (docs/routing.md, scripts/sidebyside.sh) and the floor itself are accepted.
+	for _, iv := range []string{"100ms", "50ms"} {
+		if _, err := parseFlags([]string{"--vllm.scrape-interval=" + iv, "--derive.window=1m", "--diagnosis.window=1m", "--diagnosis.baseline=5m"}, io.Discard, io.Discard); err != nil {
+			t.Errorf("--vllm.scrape-interval=%s rejected: %v", iv, err)
+		}
 	}
 	if _, err := parseFlags([]string{"--web.telemetry-path=/", "--web.routing-path=/route"}, io.Discard, io.Discard); err != nil {
 		t.Errorf("distinct valid paths rejected: %v", err)
