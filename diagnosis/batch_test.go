@@ -79,6 +79,38 @@ func TestBatchGrowthBeyondTheWork(t *testing.T) {
 	}
 }
 
+// TestBatchGrowthOnMoreArrivals: the batch grows 2.5x with its steps 3x
+// and batch_growth is named (11 s in); then the longer prompts (1.4x, TTFT
+// 2.3x) show in the finished requests and long_prompts is named (by 30
+// s). The work per request (prompts 1.4x, each step 3x) accounts for a
+// batch of up to 5.25x, so the batch alone no longer tells that more
+// requests came; the starts do, doubled (4 -> 8 a second) over the
+// windows a named cause is held by: batch_growth stays named beside
+// long_prompts. The same batch and prompts with the starts flat is still
+// read as the work's, long_prompts alone. On the bursty simulator a rate
+// 2.5x ran 2.1-2.4x the requests with prompts 1.3-1.45x: long_prompts
+// replaced batch_growth in 21 of seed 5's judged polls. Fails on main
+// 04c40c5: batch_growth cleared once long_prompts was named.
+func TestBatchGrowthOnMoreArrivals(t *testing.T) {
+	work := healthy
+	work.running, work.itl, work.prompt, work.ttft = 20, 0.15, 560, 0.35
+	more := work
+	more.requests = 8
+	for _, c := range []struct {
+		name  string
+		shift second
+		batch float64
+	}{{"starts 2x", more, 1}, {"starts flat", work, 0}} {
+		f := newFeeder(t, testOpts)
+		f.feed(640, healthy, nil)
+		f.feed(120, c.shift, nil)
+		got := values(f.fams, FamilyCause, "cause")
+		if got[CauseLongPrompts] != 1 || got[CauseBatchGrowth] != c.batch {
+			t.Errorf("%s, prompts 1.4x, batch 2.5x, steps 3x: long_prompts %v, batch_growth %v (causes %v), want 1 and %v", c.name, got[CauseLongPrompts], got[CauseBatchGrowth], got, c.batch)
+		}
+	}
+}
+
 // TestBatchCalmIsNoNormal: with 10 s windows, a batch twice as large names
 // batch_growth in an incident that outlasts the probation (20 s) but not
 // the hold's age; then for two minutes the batch stays 1.5x with its

@@ -527,6 +527,7 @@ func (d *Diagnoser) diagnose(m string, tr *track, t int64) ModelReport {
 	}
 	ready := mr.Readiness.State == ReadyOK
 	var long *evaluation
+	span := &recent // the windows a named cause is held by (long's), else the recent one
 	if ready {
 		// The windows a named cause is held by: the last HoldWindows, or
 		// all since the reference ended when that is less (an incident
@@ -547,8 +548,14 @@ func (d *Diagnoser) diagnose(m string, tr *track, t int64) ModelReport {
 			older := ls.seconds - recent.seconds
 			e.preemptsFit = older > 0 && poissonRates(recent.c[cPreemptions], recent.seconds,
 				ls.c[cPreemptions]-recent.c[cPreemptions], older, -1) > d.rules.clearAlpha
-			long = &e
+			e.arrivalsUp = d.lenient.startsRose(&ls, ref)
+			long, span = &e, &ls
 		}
+		// more requests arrived: the recent window's starts up by the
+		// minimum change, significantly over that span
+		up := startsRatio(&recent, ref) >= 1+d.opts.MinChange
+		ev.arrivalsUp, lenient.arrivalsUp = up && d.rules.startsRose(span, ref), up && d.lenient.startsRose(span, ref)
+		naming.arrivalsUp = ev.arrivalsUp
 		before := in.phase()
 		in.drift = nil
 		if anyTrue(in.late[:]) && ok {

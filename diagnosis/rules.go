@@ -90,6 +90,12 @@ type evaluation struct {
 	// batchBeyondWork: the requests running rose by the minimum change
 	// beyond what the work per request accounts for (workGrowth).
 	batchBeyondWork bool
+	// arrivalsUp: the requests started per second rose by the minimum
+	// change in the recent window, and over the windows a named cause is
+	// held by significantly at e's level and beyond the pod's bursts
+	// (startsRose; set by Diagnoser.diagnose, false elsewhere): one window
+	// cannot tell a rate that grew from the pod's bursts.
+	arrivalsUp      bool
 	preemptionShare float64 // the share they must reach
 	alpha           float64 // the level each signal was tested at
 	holdAlpha       float64 // the undivided level, that a named cause is held at
@@ -372,6 +378,34 @@ func (ru *rules) abortsRose(recent, base *stats) (up, beyond bool) {
 		return false, false
 	}
 	return fisher(k1, n1, k0, n0, +1) <= ru.alpha, true
+}
+
+// startsRatio is the requests started per second, recent over base; NaN
+// unknown.
+func startsRatio(recent, base *stats) float64 {
+	return ratio(ratio(recent.started, recent.seconds), ratio(base.started, base.seconds))
+}
+
+// startsRose says whether the requests started per second rose from base
+// to recent by the minimum change, significantly at ru's level (the counts
+// divided by the baseline's dispersion of the starts: a client's batch of
+// dozens, the rate's levels; φ 52 on the bursty simulator, where one
+// recent window at 1.7 times the starts reads p = 0.03), and beyond every
+// sub-window of the baseline, to hold too: the bursty pod's rate holds a
+// level for 20 s, and 30 s at 1.5-1.7 times a frozen reference read at its
+// low level read p = 0.003 at φ 33.
+func (ru *rules) startsRose(recent, base *stats) bool {
+	if !(startsRatio(recent, base) >= 1+ru.minChange) {
+		return false
+	}
+	phi := base.phi[dStarted]
+	if !(phi > 1) {
+		phi = 1
+	}
+	if poissonRates(recent.started/phi, recent.seconds, base.started/phi, base.seconds, +1) > ru.alpha {
+		return false
+	}
+	return beyondRange(dStarted, recent, base, +1)
 }
 
 // cacheFull says whether e shows memory limiting admission without a

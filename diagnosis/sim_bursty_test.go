@@ -790,8 +790,9 @@ type simTruth struct {
 	refusing []bool
 	free     [2][]float64
 	freeSecs [][2][]float64
-	// base is the baseline's p90s before the shift (judge)
-	base [2]float64
+	// base is the baseline's p90s before the shift (judge), baseMean its
+	// exact means
+	base, baseMean [2]float64
 	// The exact queue times (simEngine.trueQueue) alike: per second the
 	// pod's cumulative bins over the last window + 2, the baseline's
 	// before the shift, and each poll's recent-window p90 and mean.
@@ -1163,6 +1164,9 @@ func (tr *simTruth) judge() (symptom, shown []bool) {
 		}
 	}
 	tr.base = base
+	for j := range base {
+		tr.baseMean[j] = simTrueMean(tr.baseFrom[j], tr.baseTo[j])
+	}
 	tr.qBase = [2]float64{simTrueQuantile(tr.qBaseFrom, tr.qBaseTo, signalQuantile), simTrueMean(tr.qBaseFrom, tr.qBaseTo)}
 	if simTruthTrace {
 		fmt.Printf("truth queue: baseline p90 %.4g, mean %.4g\n", tr.qBase[0], tr.qBase[1])

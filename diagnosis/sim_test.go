@@ -657,11 +657,12 @@ func simulatePlan(pl simPlan) simRun {
 			r, q, f = truth.recent[i], truth.qRecent[i], truth.freeQ[i]
 		}
 		rf := truth.refusedRecent(i)
-		fm := [2]float64{math.NaN(), math.NaN()}
+		fm, bm := [2]float64{math.NaN(), math.NaN()}, [2]float64{math.NaN(), math.NaN()}
 		if pl.truth {
 			fm = truth.freeM[i]
+			bm = [2]float64{truth.recentMean[i][0] / truth.baseMean[0], truth.recentMean[i][1] / truth.baseMean[1]}
 		}
-		fmt.Printf("%s true %.2f/%.2f q %.3g/%.3g free %.3g/%.3g refused %.0f/%.0f %s freemean %.3g/%.3g\n", mark[:], r[0]/truth.base[0], r[1]/truth.base[1], q[0], q[1], r[0]/f[0], r[1]/f[1], rf[0], rf[1], tr, fm[0], fm[1])
+		fmt.Printf("%s true %.2f/%.2f q %.3g/%.3g free %.3g/%.3g refused %.0f/%.0f %s freemean %.3g/%.3g basemean %.3g/%.3g\n", mark[:], r[0]/truth.base[0], r[1]/truth.base[1], q[0], q[1], r[0]/f[0], r[1]/f[1], rf[0], rf[1], tr, fm[0], fm[1], bm[0], bm[1])
 	}
 	return run
 }
