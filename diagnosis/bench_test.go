@@ -102,7 +102,7 @@ func BenchmarkSentPhi(b *testing.B) {
 	for _, ranks := range []int{2, 4, 16, 64} {
 		b.Run(fmt.Sprintf("ranks=%d", ranks), func(b *testing.B) {
 			rng := rand.New(rand.NewPCG(1, uint64(ranks)))
-			var ts topoState
+			ts := topoState{rankScratch: new(rankScratch)}
 			for range 30 {
 				for r := range ranks {
 					sent := 100 + float64(rng.IntN(40))

@@ -28,7 +28,7 @@ func rankWindow(run0, run1 float64, waiting func(s int) float64) topoEval {
 // spread of the ranks' sent shares phiSent.
 func rankEval(loads func(s int) []EngineLoad, phiSent float64) topoEval {
 	const w = int64(10 * time.Second)
-	var ts topoState
+	ts := topoState{rankScratch: new(rankScratch)}
 	res := int64(time.Second)
 	var t int64
 	for s := 0; s <= 10; s++ {
@@ -283,7 +283,7 @@ func TestRankOwnSessionsNotNamed(t *testing.T) {
 // sessions (35 and 65 % in turn) do.
 func TestSentPhiLevelShift(t *testing.T) {
 	phiOf := func(share func(i int) float64) float64 {
-		var ts topoState
+		ts := topoState{rankScratch: new(rankScratch)}
 		for i := range 30 {
 			x := share(i)
 			ts.sentD = append(ts.sentD, [3]float64{0, x, 200}, [3]float64{1, 1 - x, 200})
@@ -314,7 +314,7 @@ func TestSentPhiGroupsEachRankInOrder(t *testing.T) {
 	rng := rand.New(rand.NewPCG(7, 11))
 	for trial := range 200 {
 		ranks := 2 + rng.IntN(15)
-		var ts topoState
+		ts := topoState{rankScratch: new(rankScratch)}
 		for range 5 + rng.IntN(40) {
 			perm := rng.Perm(ranks)
 			for _, r := range perm[:1+rng.IntN(ranks)] {

@@ -83,17 +83,11 @@ type topoState struct {
 	// (rankSpread); nil for a model that never showed two ranks
 	slots     []rankSlot
 	rankNames []string // the ranks slots index
-	seen      []bool   // scratch of observe
-	// scratch of rankSpread
-	sums  []float64
-	pairs [][5]float64
-	sentD [][3]float64
-	terms []float64
-	sh    []float64
-	// scratch of sentPhi: sentD's indexes by rank, and where each rank's start
-	order  []int32
-	rankAt []int
-	hyst   [maxCauses]hysteresis // of the findings' records
+	// the ranks' scratch, nil until the model shows two ranks: most show
+	// one, and its slice headers in every model's track took it into the
+	// next size class (TestModelStateFitsItsRoom)
+	*rankScratch
+	hyst [maxCauses]hysteresis // of the findings' records
 	// Outside an incident, a change found by a baseline-based finding
 	// freezes its own baseline until it clears, as an incident does.
 	frozen             bool
@@ -121,6 +115,27 @@ type topoState struct {
 	// next evaluation holds them by their evidence only
 	kept  bool
 	gates [maxCauses]gate // of the findings' records with a gate rule
+}
+
+// rankScratch is the scratch of addSlot, rankSpread and sentPhi.
+type rankScratch struct {
+	seen []bool // scratch of addSlot
+	// scratch of rankSpread
+	sums  []float64
+	pairs [][5]float64
+	sentD [][3]float64
+	terms []float64
+	sh    []float64
+	// scratch of sentPhi: sentD's indexes by rank, and where each rank's start
+	order  []int32
+	rankAt []int
+}
+
+// scratch allocates the ranks' scratch on first use.
+func (ts *topoState) scratch() {
+	if ts.rankScratch == nil {
+		ts.rankScratch = new(rankScratch)
+	}
 }
 
 // gate is where a finding with a gate rule stands in its lifecycle.
@@ -216,6 +231,7 @@ func (ts *topoState) addSlot(t int64, loads []EngineLoad, res int64) {
 	if len(loads) < 2 && ts.slots == nil {
 		return // a model of one rank keeps none
 	}
+	ts.scratch()
 	k := slotOf(t, res)
 	if n := len(ts.slots); n == 0 || ts.slots[n-1].slot != k {
 		ts.slots = append(ts.slots, rankSlot{slot: k, sum: make([]float32, len(ts.rankNames)), in: make([]float64, len(ts.rankNames))})
@@ -284,6 +300,7 @@ func (ts *topoState) pruneSlots(cut, res int64) {
 // the ranks were sent, where the page counts them per engine (sentPhi).
 // DefaultDispersion with fewer than MinDispersionWindows sub-windows.
 func (ts *topoState) rankSpread(r *ring, ends [][2]int, fromT, aT int64) (load, sent float64) {
+	ts.scratch()
 	e := len(ts.rankNames)
 	np := e * (e - 1) / 2
 	// per pair of loads: sub-windows, Σd, Σd²/s, Σd/s, Σ1/s
@@ -382,6 +399,7 @@ func (ts *topoState) sentPhi(k int) float64 {
 	if k < MinDispersionWindows {
 		return DefaultDispersion
 	}
+	ts.scratch()
 	sentD := ts.sentD
 	// Each rank's entries in sub-window order, by a counting sort of their
 	// indexes (a stable sort of the entries was a fifth of Observe on 4 ranks).

@@ -23,13 +23,13 @@ func TestHistoryBoundsFollowTheLimits(t *testing.T) {
 		args              []string
 		series, maxModels int
 	}{
-		{nil, 16384, 1820},
-		{[]string{"--vllm.max-body-bytes=16MiB"}, 65536, 7281},
-		{[]string{"--vllm.max-body-bytes=1MiB"}, 4096, 455},
+		{nil, 16384, 1638},
+		{[]string{"--vllm.max-body-bytes=16MiB"}, 65536, 6553},
+		{[]string{"--vllm.max-body-bytes=1MiB"}, 4096, 409},
 		// docs/operating.md's bound for the 9,000-model page: its models too
-		{[]string{"--history.max-series=117000"}, 117000, 13000},
+		{[]string{"--history.max-series=126000"}, 126000, 12600},
 		{[]string{"--history.max-series=0"}, 0, 0},
-		{[]string{"--vllm.max-body-bytes=16MiB", "--history.max-series=20000"}, 20000, 2222},
+		{[]string{"--vllm.max-body-bytes=16MiB", "--history.max-series=20000"}, 20000, 2000},
 		{[]string{"--vllm.max-body-bytes=16MiB", "--history.max-models=100"}, 65536, 100},
 		{[]string{"--history.max-series=100", "--history.max-models=0"}, 100, 0},
 	} {

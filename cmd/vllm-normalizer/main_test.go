@@ -170,7 +170,7 @@ func TestFlagChecks(t *testing.T) {
 		{[]string{"--web.max-connections=0"}, "--web.max-connections=0 must be at least 1"},
 		{[]string{"--history.max-series=-1"}, "--history.max-series=-1 is negative; give 0 (no limit) or a positive number"},
 		// A bound a model's own state does not fit in would leave every model without its gauges.
-		{[]string{"--history.max-series=9"}, "--history.max-series=9 admits no model: each model kept takes 9 series for its own state beside its page's; give 0 (no limit)"},
+		{[]string{"--history.max-series=10"}, "--history.max-series=10 admits no model: each model kept takes 10 series for its own state beside its page's; give 0 (no limit)"},
 		{[]string{"--upstream.max-num-queued-reqs=-1"}, "--upstream.max-num-queued-reqs=-1 is negative; give the server's --max-num-queued-reqs, or 0"},
 		{[]string{"--vllm.label-limit=-1"}, "--vllm.label-limit=-1 is negative; give 0 (no limit)"},
 		{[]string{"--vllm.label-value-length-limit=-5"}, "--vllm.label-value-length-limit=-5 is negative"},
