@@ -15,6 +15,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -355,7 +356,7 @@ func TestFailureModes(t *testing.T) {
 		{name: "openmetrics without # EOF", reason: scrape.ReasonTruncated, handler: serveOM(omNoEOF)},
 		{name: "openmetrics cut mid-line", reason: scrape.ReasonTruncated, handler: serveOM(om[:len(om)/2])},
 		{name: "openmetrics cut inside # EOF", reason: scrape.ReasonTruncated, handler: serveOM(om[:len(om)-3])},
-		{name: "openmetrics data after # EOF", reason: scrape.ReasonParse, handler: serveOM(append(om[:len(om):len(om)], "vllm:x 1\n"...))},
+		{name: "openmetrics data after # EOF", reason: scrape.ReasonParse, handler: serveOM(append(slices.Clip(om), "vllm:x 1\n"...))},
 		{name: "conflicting types", reason: scrape.ReasonParse, handler: func(w http.ResponseWriter, r *http.Request) {
 			_, _ = w.Write([]byte("# TYPE vllm:a gauge\nvllm:a 1\n# TYPE vllm:a counter\n"))
 		}},

@@ -84,7 +84,7 @@ func TestSumWithoutInfWithdrawn(t *testing.T) {
 	for range 3 {
 		step()
 	}
-	full, compat = pages()
+	_, compat = pages()
 	if got := len(ttft(compat, "")); got != whole {
 		t.Errorf("engine 1's +Inf back: %d model-wide TTFT gauges, want %d again", got, whole)
 	}

@@ -12,6 +12,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -391,10 +392,10 @@ func TestOpenMetricsEOFRule(t *testing.T) {
 		{"whole", om, true},
 		{"no final line feed", om[:len(om)-1], true},
 		{"only # EOF", []byte("# EOF\n"), true},
-		{"data after # EOF", append(om[:len(om):len(om)], "x 1\n"...), true},
+		{"data after # EOF", append(slices.Clip(om), "x 1\n"...), true},
 		{"cut at a line end", noEOF, false},
 		{"cut inside # EOF", om[:len(om)-3], false},
-		{"a label value ending in # EOF", append(noEOF[:len(noEOF):len(noEOF)], "x{a=\"# EOF\"} 1\n"...), false},
+		{"a label value ending in # EOF", append(slices.Clip(noEOF), "x{a=\"# EOF\"} 1\n"...), false},
 	} {
 		if got := endsWithEOF(c.page); got != c.want {
 			t.Errorf("%s: endsWithEOF %v, want %v", c.name, got, c.want)
