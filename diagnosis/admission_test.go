@@ -587,26 +587,33 @@ func TestAdmissionSustainedBeyondTheBurstsAtALongerScale(t *testing.T) {
 	if !f.admissionNamed() {
 		t.Fatal("admission not named after a minute refusing 5 of 6 attempts: the test needs the onset named")
 	}
-	window := int(opts.Window / time.Second)
-	from := 2*HoldWindows*window + HoldEvaluations // the longer span past the onset
-	missed := 0
+	missed, judged, named := f.heldPastTheOnset(opts.Window, refusing(4), func(each func()) { f.longBursts(10*60, 40, 80, 20, rng, each) })
+	if missed > 0 {
+		t.Errorf("overloaded 4 minutes refusing half the attempts of a pod whose bursts of 40 s refuse 3 of 7: admission not named in %d of the %d polls once the last %d windows lay past the onset, want none", missed, judged, 2*HoldWindows)
+	}
+	if named > 0 {
+		t.Errorf("admission named in %d of the 600 polls of the pod's bursts after the overload, want none", named)
+	}
+}
+
+// heldPastTheOnset feeds 4 minutes of during after a named onset and
+// counts the polls where admission is not named once the longer span
+// (2×HoldWindows windows) and naming's evaluations lie past the onset,
+// of judged; then 3 healthy minutes and the pod's own bursts (bursts,
+// 600 polls), counting the polls that name it.
+func (f *feeder) heldPastTheOnset(window time.Duration, during second, bursts func(each func())) (missed, judged, named int) {
+	from := 2*HoldWindows*int(window/time.Second) + HoldEvaluations
 	for i := range 4 * 60 {
-		f.feed(1, refusing(4), nil)
+		f.feed(1, during, nil)
 		if i >= from && !f.admissionNamed() {
 			missed++
 		}
 	}
-	if missed > 0 {
-		t.Errorf("overloaded 4 minutes refusing half the attempts of a pod whose bursts of 40 s refuse 3 of 7: admission not named in %d of the %d polls once the last %d windows lay past the onset, want none", missed, 4*60-from, 2*HoldWindows)
-	}
 	f.feed(3*60, healthy, nil)
-	named := 0
-	f.longBursts(10*60, 40, 80, 20, rng, func() {
+	bursts(func() {
 		if f.admissionNamed() {
 			named++
 		}
 	})
-	if named > 0 {
-		t.Errorf("admission named in %d of the 600 polls of the pod's bursts after the overload, want none", named)
-	}
+	return missed, 4*60 - from, named
 }

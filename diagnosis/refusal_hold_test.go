@@ -31,25 +31,10 @@ func TestAdmissionCarriedByItsSpanWithinTheBursts(t *testing.T) {
 	if !f.admissionNamed() {
 		t.Fatal("admission not named after a minute refusing two thirds of the attempts of a pod whose bursts refuse 3 of 7: the test needs the onset named")
 	}
-	window := int(opts.Window / time.Second)
-	from := 2*HoldWindows*window + HoldEvaluations // the longer span past the onset, and naming's evaluations
-	missed := 0
-	for i := range 4 * 60 {
-		f.feed(1, refusing(2), nil)
-		if i >= from && !f.admissionNamed() {
-			missed++
-		}
-	}
+	missed, judged, named := f.heldPastTheOnset(opts.Window, refusing(2), func(each func()) { f.windowBursts(10*60, rng, each) })
 	if missed > 0 {
-		t.Errorf("overloaded 4 minutes refusing a third of the attempts of a pod whose bursts of a window refuse 3 of 7: admission not named in %d of the %d polls once the last %d windows lay past the onset, want none", missed, 4*60-from, 2*HoldWindows)
+		t.Errorf("overloaded 4 minutes refusing a third of the attempts of a pod whose bursts of a window refuse 3 of 7: admission not named in %d of the %d polls once the last %d windows lay past the onset, want none", missed, judged, 2*HoldWindows)
 	}
-	f.feed(3*60, healthy, nil)
-	named := 0
-	f.windowBursts(10*60, rng, func() {
-		if f.admissionNamed() {
-			named++
-		}
-	})
 	if named > 0 {
 		t.Errorf("admission named in %d of the 600 polls of the pod's bursts after the overload, want none", named)
 	}
