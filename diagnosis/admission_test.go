@@ -335,32 +335,11 @@ func TestAdmissionBurstsAfterACalmStart(t *testing.T) {
 // judged polls, most of them windows refusing under 45 % of their
 // attempts where the pod's bursts reached 33-45 %).
 func TestAdmissionSustainedWithinTheBurstsRange(t *testing.T) {
-	opts := testOpts
-	opts.Window = 20 * time.Second // 30 sub-windows of the baseline, 10 merged HoldWindows at a time
-	f := newFeeder(t, opts)
-	rng := rand.New(rand.NewPCG(31, 31))
-	f.windowBursts(12*60, rng, nil)
-	f.feed(60, refusing(8), nil)
-	if !f.admissionNamed() {
-		t.Fatal("admission not named after a minute refusing two thirds of the attempts of a pod whose bursts refuse 3 of 7: the test needs the onset named")
-	}
-	missed := 0
-	for range 4 * 60 {
-		f.feed(1, refusing(4), nil)
-		if !f.admissionNamed() {
-			missed++
-		}
-	}
+	f, rng := windowBurstsOnset(t)
+	missed, judged, named := f.heldPastTheOnset(0, refusing(4), func(each func()) { f.windowBursts(10*60, rng, each) })
 	if missed > 0 {
-		t.Errorf("overloaded 4 minutes refusing half the attempts of a pod whose bursts of a window refuse 3 of 7: admission not named in %d of the 240 polls, want none", missed)
+		t.Errorf("overloaded 4 minutes refusing half the attempts of a pod whose bursts of a window refuse 3 of 7: admission not named in %d of the %d polls, want none", missed, judged)
 	}
-	f.feed(3*60, healthy, nil)
-	named := 0
-	f.windowBursts(10*60, rng, func() {
-		if f.admissionNamed() {
-			named++
-		}
-	})
 	if named > 0 {
 		t.Errorf("admission named in %d of the 600 polls of the pod's bursts after the overload, want none", named)
 	}
@@ -587,7 +566,7 @@ func TestAdmissionSustainedBeyondTheBurstsAtALongerScale(t *testing.T) {
 	if !f.admissionNamed() {
 		t.Fatal("admission not named after a minute refusing 5 of 6 attempts: the test needs the onset named")
 	}
-	missed, judged, named := f.heldPastTheOnset(opts.Window, refusing(4), func(each func()) { f.longBursts(10*60, 40, 80, 20, rng, each) })
+	missed, judged, named := f.heldPastTheOnset(spanPastTheOnset(opts.Window), refusing(4), func(each func()) { f.longBursts(10*60, 40, 80, 20, rng, each) })
 	if missed > 0 {
 		t.Errorf("overloaded 4 minutes refusing half the attempts of a pod whose bursts of 40 s refuse 3 of 7: admission not named in %d of the %d polls once the last %d windows lay past the onset, want none", missed, judged, 2*HoldWindows)
 	}
@@ -597,12 +576,10 @@ func TestAdmissionSustainedBeyondTheBurstsAtALongerScale(t *testing.T) {
 }
 
 // heldPastTheOnset feeds 4 minutes of during after a named onset and
-// counts the polls where admission is not named once the longer span
-// (2×HoldWindows windows) and naming's evaluations lie past the onset,
-// of judged; then 3 healthy minutes and the pod's own bursts (bursts,
-// 600 polls), counting the polls that name it.
-func (f *feeder) heldPastTheOnset(window time.Duration, during second, bursts func(each func())) (missed, judged, named int) {
-	from := 2*HoldWindows*int(window/time.Second) + HoldEvaluations
+// counts the polls from the from-th on where admission is not named, of
+// judged; then 3 healthy minutes and the pod's own bursts (bursts, 600
+// polls), counting the polls that name it.
+func (f *feeder) heldPastTheOnset(from int, during second, bursts func(each func())) (missed, judged, named int) {
 	for i := range 4 * 60 {
 		f.feed(1, during, nil)
 		if i >= from && !f.admissionNamed() {
@@ -616,4 +593,33 @@ func (f *feeder) heldPastTheOnset(window time.Duration, during second, bursts fu
 		}
 	})
 	return missed, 4*60 - from, named
+}
+
+// spanPastTheOnset is the polls after an onset until the longer refusal
+// span (2×HoldWindows windows of window) and naming's evaluations lie
+// past it.
+func spanPastTheOnset(window time.Duration) int {
+	return 2*HoldWindows*int(window/time.Second) + HoldEvaluations
+}
+
+// burstsWindow is windowBurstsOnset's recent window.
+const burstsWindow = 20 * time.Second
+
+// windowBurstsOnset is a pod of 20 s windows (30 sub-windows of the
+// baseline, 10 merged HoldWindows at a time) refusing in window-long
+// bursts for 12 minutes, then a minute refusing two thirds of its
+// attempts, which names admission: the onset the span-hold tests start
+// from.
+func windowBurstsOnset(t *testing.T) (*feeder, *rand.Rand) {
+	t.Helper()
+	opts := testOpts
+	opts.Window = burstsWindow
+	f := newFeeder(t, opts)
+	rng := rand.New(rand.NewPCG(31, 31))
+	f.windowBursts(12*60, rng, nil)
+	f.feed(60, refusing(8), nil)
+	if !f.admissionNamed() {
+		t.Fatal("admission not named after a minute refusing two thirds of the attempts of a pod whose bursts refuse 3 of 7: the test needs the onset named")
+	}
+	return f, rng
 }

@@ -3,7 +3,6 @@ package diagnosis
 import (
 	"math/rand/v2"
 	"testing"
-	"time"
 )
 
 // TestAdmissionCarriedByItsSpanWithinTheBursts: a pod refusing in bursts
@@ -22,16 +21,8 @@ import (
 // 90 %, seed 12: 27.0 % of the overload's judged polls missed, most of
 // them windows refusing 0.2-0.35 where the bursts reached 0.31).
 func TestAdmissionCarriedByItsSpanWithinTheBursts(t *testing.T) {
-	opts := testOpts
-	opts.Window = 20 * time.Second // 30 sub-windows of the baseline, 10 merged HoldWindows at a time
-	f := newFeeder(t, opts)
-	rng := rand.New(rand.NewPCG(31, 31))
-	f.windowBursts(12*60, rng, nil)
-	f.feed(60, refusing(8), nil)
-	if !f.admissionNamed() {
-		t.Fatal("admission not named after a minute refusing two thirds of the attempts of a pod whose bursts refuse 3 of 7: the test needs the onset named")
-	}
-	missed, judged, named := f.heldPastTheOnset(opts.Window, refusing(2), func(each func()) { f.windowBursts(10*60, rng, each) })
+	f, rng := windowBurstsOnset(t)
+	missed, judged, named := f.heldPastTheOnset(spanPastTheOnset(burstsWindow), refusing(2), func(each func()) { f.windowBursts(10*60, rng, each) })
 	if missed > 0 {
 		t.Errorf("overloaded 4 minutes refusing a third of the attempts of a pod whose bursts of a window refuse 3 of 7: admission not named in %d of the %d polls once the last %d windows lay past the onset, want none", missed, judged, 2*HoldWindows)
 	}
