@@ -422,20 +422,12 @@ func TestAdmissionNotHeldByTheSpanOnceTheRefusalsFell(t *testing.T) {
 // resumed overload was never named (the bursty simulator at 90 %, seed 11:
 // 17m03-17m49, 47 s of windows refusing 35-53 % against 18 %, missed).
 func TestAdmissionResumedWithinTheBurstsRangeNamedOnItsSpan(t *testing.T) {
-	opts := testOpts
-	opts.Window = 20 * time.Second
-	f := newFeeder(t, opts)
-	rng := rand.New(rand.NewPCG(31, 31))
-	f.windowBursts(12*60, rng, nil)
-	f.feed(60, refusing(8), nil)
-	if !f.admissionNamed() {
-		t.Fatal("admission not named after a minute refusing two thirds of the attempts: the test needs the onset named")
-	}
+	f, _ := windowBurstsOnset(t)
 	f.feed(30, healthy, nil)
 	if f.admissionNamed() {
 		t.Fatal("admission still named after 30 s refusing nothing: the test needs the dip to clear it")
 	}
-	window := int(opts.Window / time.Second)
+	window := int(burstsWindow / time.Second)
 	missed := 0
 	for i := range 3 * 60 {
 		f.feed(1, refusing(4), nil)
