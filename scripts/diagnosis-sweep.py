@@ -103,6 +103,13 @@ def loads_table(outdir, before):
         print("| %s %% | overload, wrong or missing | %s |" % (l, " | ".join(over)))
         print("| %s %% | steady hour, false causes / symptoms | %s |" % (l, " | ".join(st)))
     print()
+    for l in ("65", "90"):
+        runs = load(outdir, "load-" + l, range(13, 25))
+        over = [(pct(r.get("overload", [""] * 11)[3]), n) for n, r in runs.items()]
+        over = [(v, n) for v, n in over if v is not None]
+        if over:
+            print("held out at %s %%: overload wrong or missing, worst %.1f %% (seed %d); above 3 %%: %s\n"
+                  % (l, max(over)[0], max(over)[1], ", ".join("seed %d %.1f" % (n, v) for v, n in sorted(over, key=lambda x: x[1]) if v > 3) or "none"))
 
 
 def steady_worst(outdir, sets):

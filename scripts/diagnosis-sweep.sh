@@ -10,7 +10,8 @@
 #   -j           runs at once (default: the machine's CPUs)
 #   -s           the sets, comma separated (default all): default (seeds
 #                1-24 at the scenarios' own rates), loads (50, 65, 80, 90
-#                and 95 % of capacity, seeds 1-12), selfexc (the
+#                and 95 % of capacity, seeds 1-12; 65 and 90 % seeds
+#                13-24 too), selfexc (the
 #                self-exciting arrivals at their own rate and at those
 #                loads, seeds 1-12)
 #
@@ -41,7 +42,10 @@ loads="50 65 80 90 95"
 # one line a run: SET TRAFFIC LOAD SEED
 runs() {
 	case ",$sets," in *,default,*) for s in $(seq 1 24); do echo "default - 0 $s"; done ;; esac
-	case ",$sets," in *,loads,*) for l in $loads; do for s in $(seq 1 12); do echo "load-$l - $l $s"; done; done ;; esac
+	case ",$sets," in *,loads,*)
+		for l in $loads; do for s in $(seq 1 12); do echo "load-$l - $l $s"; done; done
+		for l in 65 90; do for s in $(seq 13 24); do echo "load-$l - $l $s"; done; done ;;
+	esac
 	case ",$sets," in *,selfexc,*)
 		for s in $(seq 1 12); do echo "self-own selfexciting 0 $s"; done
 		for l in $loads; do for s in $(seq 1 12); do echo "self-$l selfexciting $l $s"; done; done ;;
