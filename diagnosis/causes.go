@@ -101,8 +101,9 @@ type probationRule struct {
 	// age is how many recent windows the incident must have lasted to
 	// leave one; young: a younger one leaves a young probation (the
 	// incident may have been one of the pod's bursts), which resumes it
-	// only on the evidence that names it and never keeps the calm out of
-	// the reference; a resumed incident is as old as the one it resumed.
+	// only on the evidence that names it and keeps the calm out of the
+	// reference only if its incident had resumed one (Diagnoser.lull); a
+	// resumed incident is as old as the one it resumed.
 	age   int64
 	young bool
 	// lastHeld: the cause named while a symptom last held leaves one too,

@@ -127,6 +127,7 @@ type probation struct {
 	young bool              // the incident was younger than the rule's age
 	from  bool              // the incident resumed it (one opened in it, or named there, carrying the cause)
 	held  bool              // the cause was named while a symptom last held (lastHeld)
+	again bool              // the incident had resumed one from this probation
 }
 
 // inLull says whether the incident that ended left a traffic cause whose
@@ -466,7 +467,7 @@ func (in *incidentState) step(t, w, b int64, ev, naming, lenient, long *evaluati
 			named := prev[k] || r.lastHeld && e.held || e.on
 			old := t-start >= r.age*w || aged[i]
 			p.sym, p.on = probSym, named && (old || r.young)
-			p.young = p.on && !old
+			p.young, p.again = p.on && !old, p.on && e.from
 			if r.had && p.on && !p.young {
 				for y := range p.sym {
 					p.sym[y] = p.sym[y] || had[y] || e.from && e.sym[y]
