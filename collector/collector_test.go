@@ -1209,3 +1209,45 @@ func TestShadowingFamilyServed(t *testing.T) {
 		})
 	}
 }
+
+// A page whose only engine prints its TTFT histogram without +Inf: the
+// compatibility page serves no sum of it (no total count, as the derived
+// quantiles read it), the other histograms still summed, and the scrape
+// counts why.
+func TestCompatWithoutInfUnsummed(t *testing.T) {
+	raw, err := os.ReadFile("../testdata/fixtures/13-vllm-v1-2026-nixl-pd-kserve-llmisvc-context.prom")
+	if err != nil {
+		t.Fatal(err)
+	}
+	const inf = "vllm:time_to_first_token_seconds_bucket{engine=\"0\",le=\"+Inf\",model_name=\"TinyLlama\"} 11208.0\n"
+	page := strings.Replace(string(raw), inf, "", 1)
+	if page == string(raw) {
+		t.Fatal("the fixture's TTFT +Inf line is not there")
+	}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "text/plain; version=0.0.4")
+		_, _ = io.WriteString(w, page)
+	}))
+	t.Cleanup(srv.Close)
+	c := newTestCollector(t, srv.URL+"/metrics", newFakeClock(), nil)
+	c.ScrapeOnce(context.Background())
+	compat := samplesOf(t, get(t, c.CompatHandler(), "/metrics", nil).Body.Bytes())
+	sum := func(name string) (n int) {
+		for k := range compat {
+			if strings.HasPrefix(k, "{__name__=\""+name+"_") && !strings.Contains(k, "engine=") {
+				n++
+			}
+		}
+		return n
+	}
+	if n := sum("vllm:time_to_first_token_seconds"); n != 0 {
+		t.Errorf("%d samples of the TTFT histogram summed without +Inf", n)
+	}
+	if n := sum("vllm:inter_token_latency_seconds"); n == 0 {
+		t.Errorf("the ITL histogram, printed whole, is not summed")
+	}
+	full := samplesOf(t, get(t, c.MetricsHandler(), "/metrics", nil).Body.Bytes())
+	if v := full[labels.FromStrings(model.MetricNameLabel, "vllm_normalizer_unsummed_histograms_total", "reason", "no_inf").String()]; v != 1 {
+		t.Errorf("vllm_normalizer_unsummed_histograms_total{reason=\"no_inf\"} %v, want 1", v)
+	}
+}
