@@ -679,20 +679,8 @@ func TestRedirects(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var otherHit atomic.Bool
-	other := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { otherHit.Store(true); _, _ = w.Write(page) }))
-	defer other.Close()
-	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		switch r.URL.Path {
-		case "/metrics":
-			http.Redirect(w, r, "/metrics/", http.StatusTemporaryRedirect)
-		case "/metrics/":
-			_, _ = w.Write(page)
-		default:
-			http.Redirect(w, r, other.URL+"/metrics", http.StatusFound)
-		}
-	}))
-	defer up.Close()
+	rs := pagetest.ServeRedirects(t, page, http.StatusTemporaryRedirect)
+	up := rs.Up
 
 	c := newTestCollector(t, up.URL+"/metrics", newFakeClock(), nil)
 	c.ScrapeOnce(context.Background())
@@ -703,8 +691,8 @@ func TestRedirects(t *testing.T) {
 	c = newTestCollector(t, up.URL+"/elsewhere", newFakeClock(), nil)
 	c.ScrapeOnce(context.Background())
 	out := samplesOf(t, get(t, c.MetricsHandler(), "/metrics", nil).Body.Bytes())
-	if out[`{__name__="vllm_up"}`] != 0 || otherHit.Load() {
-		t.Errorf("cross-host redirect followed: vllm_up = %v, other host contacted = %v", out[`{__name__="vllm_up"}`], otherHit.Load())
+	if out[`{__name__="vllm_up"}`] != 0 || rs.OtherHit() {
+		t.Errorf("cross-host redirect followed: vllm_up = %v, other host contacted = %v", out[`{__name__="vllm_up"}`], rs.OtherHit())
 	}
 	if out[`{__name__="vllm_normalizer_scrape_failures_total", reason="http_status"}`] != 1 || out[`{__name__="vllm_normalizer_scrape_failures_total", reason="network"}`] != 0 {
 		t.Errorf("cross-host redirect not counted under http_status alone: http_status %v, network %v",
