@@ -334,29 +334,8 @@ func TestDiagnosisInputWithoutInf(t *testing.T) {
 // does not print them (fails on main: "This server does not print
 // vllm:time_to_first_token_seconds: no diagnosis.").
 func TestDiagnosisWithheldWithoutInf(t *testing.T) {
-	body, err := os.ReadFile("../testdata/fixtures/13-vllm-v1-2026-nixl-pd-kserve-llmisvc-context.prom")
-	if err != nil {
-		t.Fatal(err)
-	}
 	names := []string{"vllm:time_to_first_token_seconds", "vllm:inter_token_latency_seconds", "vllm:nixl_xfer_time_seconds"}
-	var page []string
-	all := 0
-	for line := range strings.Lines(string(body)) {
-		all++
-		if !slices.ContainsFunc(names, func(n string) bool {
-			return strings.HasPrefix(line, n+"_bucket{") && strings.Contains(line, `le="+Inf"`)
-		}) {
-			page = append(page, line)
-		}
-	}
-	if n := all - len(page); n != len(names) {
-		t.Fatalf("%d +Inf lines dropped, want %d", n, len(names))
-	}
-	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Content-Type", "text/plain; version=0.0.4")
-		_, _ = io.WriteString(w, strings.Join(page, ""))
-	}))
-	defer up.Close()
+	up := serveWithoutInf(t, names...)
 	d, err := diagnosis.New(diagnosis.Options{Window: 10 * time.Second, Baseline: 40 * time.Second, MinChange: 0.25, Interval: time.Second})
 	if err != nil {
 		t.Fatal(err)
@@ -388,4 +367,34 @@ func TestDiagnosisWithheldWithoutInf(t *testing.T) {
 	if !strings.Contains(dom, `id="withheld">Not judged, withheld as a histogram child (an engine or rank) is printed without its +Inf bucket`) {
 		t.Errorf("the page does not say why the inputs are withheld:\n%s", dom)
 	}
+}
+
+// serveWithoutInf serves fixture 13 (one engine) with the +Inf bucket of
+// each histogram named left out, failing when one has none.
+func serveWithoutInf(t *testing.T, names ...string) *httptest.Server {
+	t.Helper()
+	body, err := os.ReadFile("../testdata/fixtures/13-vllm-v1-2026-nixl-pd-kserve-llmisvc-context.prom")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var page strings.Builder
+	dropped := 0
+	for line := range strings.Lines(string(body)) {
+		if slices.ContainsFunc(names, func(n string) bool {
+			return strings.HasPrefix(line, n+"_bucket{") && strings.Contains(line, `le="+Inf"`)
+		}) {
+			dropped++
+			continue
+		}
+		page.WriteString(line)
+	}
+	if dropped != len(names) {
+		t.Fatalf("%d +Inf lines dropped, want %d", dropped, len(names))
+	}
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/plain; version=0.0.4")
+		_, _ = io.WriteString(w, page.String())
+	}))
+	t.Cleanup(up.Close)
+	return up
 }
