@@ -632,6 +632,11 @@ func (c *Collector) scrape(ctx context.Context, sent time.Time) (*scrapeResult, 
 	// readers need are built from it when first read (readerViews).
 	views := &readerViews{collapsed: c.viewer.Collapse(in), genai: c.genai, server: server, nanSkipped: c.countNaN}
 	c.countNaN(c.viewer.TakeNaN())
+	for i, n := range c.viewer.TakeUnsummed() {
+		if n > 0 {
+			c.metrics.add(c.metrics.unsummed, routing.UnsummedReasons[i], float64(n))
+		}
+	}
 	asleep, states := routing.Asleep(canon, c.roles)
 	parts = append(parts, []exposition.Family{asleepFamily(asleep)})
 	if d := c.cfg.Diagnosis; d != nil {

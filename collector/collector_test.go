@@ -679,20 +679,8 @@ func TestRedirects(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var otherHit atomic.Bool
-	other := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { otherHit.Store(true); _, _ = w.Write(page) }))
-	defer other.Close()
-	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		switch r.URL.Path {
-		case "/metrics":
-			http.Redirect(w, r, "/metrics/", http.StatusTemporaryRedirect)
-		case "/metrics/":
-			_, _ = w.Write(page)
-		default:
-			http.Redirect(w, r, other.URL+"/metrics", http.StatusFound)
-		}
-	}))
-	defer up.Close()
+	rs := pagetest.ServeRedirects(t, page, http.StatusTemporaryRedirect)
+	up := rs.Up
 
 	c := newTestCollector(t, up.URL+"/metrics", newFakeClock(), nil)
 	c.ScrapeOnce(context.Background())
@@ -703,8 +691,8 @@ func TestRedirects(t *testing.T) {
 	c = newTestCollector(t, up.URL+"/elsewhere", newFakeClock(), nil)
 	c.ScrapeOnce(context.Background())
 	out := samplesOf(t, get(t, c.MetricsHandler(), "/metrics", nil).Body.Bytes())
-	if out[`{__name__="vllm_up"}`] != 0 || otherHit.Load() {
-		t.Errorf("cross-host redirect followed: vllm_up = %v, other host contacted = %v", out[`{__name__="vllm_up"}`], otherHit.Load())
+	if out[`{__name__="vllm_up"}`] != 0 || rs.OtherHit() {
+		t.Errorf("cross-host redirect followed: vllm_up = %v, other host contacted = %v", out[`{__name__="vllm_up"}`], rs.OtherHit())
 	}
 	if out[`{__name__="vllm_normalizer_scrape_failures_total", reason="http_status"}`] != 1 || out[`{__name__="vllm_normalizer_scrape_failures_total", reason="network"}`] != 0 {
 		t.Errorf("cross-host redirect not counted under http_status alone: http_status %v, network %v",
@@ -1207,5 +1195,34 @@ func TestShadowingFamilyServed(t *testing.T) {
 				t.Errorf("the page lacks %s", line)
 			}
 		})
+	}
+}
+
+// A page whose only engine prints its TTFT histogram without +Inf: the
+// compatibility page serves no sum of it (no total count, as the derived
+// quantiles read it), the other histograms still summed, and the scrape
+// counts why.
+func TestCompatWithoutInfUnsummed(t *testing.T) {
+	srv := serveWithoutInf(t, "vllm:time_to_first_token_seconds")
+	c := newTestCollector(t, srv.URL+"/metrics", newFakeClock(), nil)
+	c.ScrapeOnce(context.Background())
+	compat := samplesOf(t, get(t, c.CompatHandler(), "/metrics", nil).Body.Bytes())
+	sum := func(name string) (n int) {
+		for k := range compat {
+			if strings.HasPrefix(k, "{__name__=\""+name+"_") && !strings.Contains(k, "engine=") {
+				n++
+			}
+		}
+		return n
+	}
+	if n := sum("vllm:time_to_first_token_seconds"); n != 0 {
+		t.Errorf("%d samples of the TTFT histogram summed without +Inf", n)
+	}
+	if n := sum("vllm:inter_token_latency_seconds"); n == 0 {
+		t.Errorf("the ITL histogram, printed whole, is not summed")
+	}
+	full := samplesOf(t, get(t, c.MetricsHandler(), "/metrics", nil).Body.Bytes())
+	if v := full[labels.FromStrings(model.MetricNameLabel, "vllm_normalizer_unsummed_histograms_total", "reason", "no_inf").String()]; v != 1 {
+		t.Errorf("vllm_normalizer_unsummed_histograms_total{reason=\"no_inf\"} %v, want 1", v)
 	}
 }

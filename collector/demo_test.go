@@ -163,7 +163,8 @@ func TestDemoGolden(t *testing.T) {
 }
 
 // diagnosedDemo runs a collector with a diagnosis of dopts against a demo
-// upstream of opts, both on one fake clock; extra configures the collector.
+// upstream of opts, both on one fake clock, and no timeout a busy machine
+// meets; extra configures the collector.
 func diagnosedDemo(t *testing.T, opts demo.Options, dopts diagnosis.Options, extra func(*Config)) (*Collector, *diagnosis.Diagnoser, *fakeClock) {
 	t.Helper()
 	clock := newFakeClock()
@@ -184,6 +185,11 @@ func diagnosedDemo(t *testing.T, opts demo.Options, dopts diagnosis.Options, ext
 			extra(cfg)
 		}
 	})
+	// The clock is fake but the scrape timeout real, at most the 1 s
+	// interval Config allows: a process stalled past it on a busy machine
+	// failed a scrape and the golden (a timeout counted); none of these
+	// tests times a scrape out.
+	c.cfg.Timeout = 10 * time.Minute
 	return c, d, clock
 }
 

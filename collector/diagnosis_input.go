@@ -67,12 +67,13 @@ func sumKey(i int) window.Key { return window.Key(mapping.NumCounters) + window.
 // diagnosisBuckets are the histogram inputs, with the Observation field
 // each fills.
 var diagnosisBuckets = []struct {
-	c   mapping.Counter
-	get func(o *diagnosis.Observation) *diagnosis.Histogram
+	c     mapping.Counter
+	input string // the diagnosis' name of it, for Observation.Withheld
+	get   func(o *diagnosis.Observation) *diagnosis.Histogram
 }{
-	{mapping.CounterTTFTBuckets, func(o *diagnosis.Observation) *diagnosis.Histogram { return &o.TTFT }},
-	{mapping.CounterInterTokenLatencyBuckets, func(o *diagnosis.Observation) *diagnosis.Histogram { return &o.ITL }},
-	{mapping.CounterKVTransferTimeBuckets, func(o *diagnosis.Observation) *diagnosis.Histogram { return &o.KVTransferTime }},
+	{mapping.CounterTTFTBuckets, diagnosis.InputTTFT, func(o *diagnosis.Observation) *diagnosis.Histogram { return &o.TTFT }},
+	{mapping.CounterInterTokenLatencyBuckets, diagnosis.InputITL, func(o *diagnosis.Observation) *diagnosis.Histogram { return &o.ITL }},
+	{mapping.CounterKVTransferTimeBuckets, diagnosis.InputKVTransferTime, func(o *diagnosis.Observation) *diagnosis.Histogram { return &o.KVTransferTime }},
 }
 
 // diagnosisInputNames names each diagnosis input by the canonical family
@@ -351,11 +352,12 @@ func (in *diagnosisInput) observations(canon []exposition.Family, gauges map[str
 				}
 			}
 		}
-		if tot != nil {
-			for _, db := range diagnosisBuckets {
-				if !p.noInf[db.c] {
-					*db.get(&o) = histogramOf(p.h[db.c], tot.h[db.c])
-				}
+		for _, db := range diagnosisBuckets {
+			switch {
+			case p.noInf[db.c]:
+				o.Withheld = append(o.Withheld, db.input)
+			case tot != nil:
+				*db.get(&o) = histogramOf(p.h[db.c], tot.h[db.c])
 			}
 		}
 		out = append(out, o)

@@ -1,13 +1,21 @@
 package collector
 
 import (
+	"context"
+	"html"
+	"io"
 	"math"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"slices"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/prometheus/prometheus/model/labels"
 
+	"github.com/fos-study/vllm-normalizer/diagnosis"
 	"github.com/fos-study/vllm-normalizer/exposition"
 	"github.com/fos-study/vllm-normalizer/mapping"
 	"github.com/fos-study/vllm-normalizer/routing"
@@ -285,6 +293,9 @@ func TestDiagnosisInputWithoutInf(t *testing.T) {
 	if h := obs[0].TTFT; len(h.Bounds) != 0 {
 		t.Errorf("engine 1 without +Inf: the model's TTFT is given: %+v", h)
 	}
+	if w := obs[0].Withheld; !slices.Equal(w, []string{diagnosis.InputTTFT}) {
+		t.Errorf("engine 1 without +Inf: withheld %q, want only the TTFT", w)
+	}
 
 	p3 := clone(p1)
 	scale(p3, ttft, "0", 3)
@@ -315,4 +326,75 @@ func TestDiagnosisInputWithoutInf(t *testing.T) {
 	if got, want := h.Counts[len(h.Counts)-1], infOf(p3)-infOf(p1); math.Abs(got-want) > 1e-9*want {
 		t.Errorf("+Inf back: TTFT +Inf total %v, want both engines' growth since %v", got, want)
 	}
+}
+
+// A page whose only engine prints its TTFT, ITL and KV-transfer time
+// histograms without +Inf, through the whole pipeline: the diagnosis says
+// they are withheld and why, on the API and the page, not that the server
+// does not print them (fails on main: "This server does not print
+// vllm:time_to_first_token_seconds: no diagnosis.").
+func TestDiagnosisWithheldWithoutInf(t *testing.T) {
+	names := []string{"vllm:time_to_first_token_seconds", "vllm:inter_token_latency_seconds", "vllm:nixl_xfer_time_seconds"}
+	up := serveWithoutInf(t, names...)
+	d, err := diagnosis.New(diagnosis.Options{Window: 10 * time.Second, Baseline: 40 * time.Second, MinChange: 0.25, Interval: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := newTestCollector(t, up.URL, newFakeClock(), func(cfg *Config) { cfg.Diagnosis = d })
+	c.ScrapeOnce(context.Background())
+	rep := d.Report()
+	if len(rep.Models) != 1 {
+		t.Fatalf("%d models", len(rep.Models))
+	}
+	r := rep.Models[0].Readiness
+	if r.State != diagnosis.ReadyNoInputs || len(r.Missing) != 0 || !slices.Equal(r.Withheld, names[:2]) {
+		t.Errorf("readiness %+v, want no_inputs with the TTFT and ITL withheld, none missing", r)
+	}
+	for _, s := range append([]string{r.Message}, r.Topology...) {
+		if strings.Contains(s, "does not print vllm:time_to_first_token_seconds") || strings.Contains(s, "does not print vllm:nixl_xfer_time_seconds") {
+			t.Errorf("%q: the server prints it", s)
+		}
+	}
+	if !strings.HasPrefix(r.Message, "This server prints vllm:time_to_first_token_seconds, withheld as a histogram child (an engine or rank) is printed without its +Inf bucket") {
+		t.Errorf("message %q: want the TTFT withheld, and why", r.Message)
+	}
+	if !slices.ContainsFunc(r.Topology, func(s string) bool {
+		return strings.Contains(s, "prints vllm:nixl_xfer_time_seconds, withheld as") && strings.HasSuffix(s, "no P/D finding.")
+	}) {
+		t.Errorf("topology notes %q: want the KV-transfer time withheld", r.Topology)
+	}
+	dom := html.UnescapeString(get(t, d.PageHandler(), "/diagnosis", nil).Body.String())
+	if !strings.Contains(dom, `id="withheld">Not judged, withheld as a histogram child (an engine or rank) is printed without its +Inf bucket`) {
+		t.Errorf("the page does not say why the inputs are withheld:\n%s", dom)
+	}
+}
+
+// serveWithoutInf serves fixture 13 (one engine) with the +Inf bucket of
+// each histogram named left out, failing when one has none.
+func serveWithoutInf(t *testing.T, names ...string) *httptest.Server {
+	t.Helper()
+	body, err := os.ReadFile("../testdata/fixtures/13-vllm-v1-2026-nixl-pd-kserve-llmisvc-context.prom")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var page strings.Builder
+	dropped := 0
+	for line := range strings.Lines(string(body)) {
+		if slices.ContainsFunc(names, func(n string) bool {
+			return strings.HasPrefix(line, n+"_bucket{") && strings.Contains(line, `le="+Inf"`)
+		}) {
+			dropped++
+			continue
+		}
+		page.WriteString(line)
+	}
+	if dropped != len(names) {
+		t.Fatalf("%d +Inf lines dropped, want %d", dropped, len(names))
+	}
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/plain; version=0.0.4")
+		_, _ = io.WriteString(w, page.String())
+	}))
+	t.Cleanup(up.Close)
+	return up
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/prometheus/prometheus/model/labels"
 
 	"github.com/fos-study/vllm-normalizer/exposition"
+	"github.com/fos-study/vllm-normalizer/routing"
 	"github.com/fos-study/vllm-normalizer/scrape"
 )
 
@@ -44,6 +45,7 @@ type selfMetrics struct {
 	unwindowed, layoutChanges, restarts, jitter              *ownFamily
 	invalidHistograms                                        *ownFamily
 	kvDisagreements, nanSkipped, outOfRange                  *ownFamily
+	unsummed                                                 *ownFamily
 	historyModels, modelsLeftOut                             *ownFamily
 	reloadOK, reloadOKTime, reloads                          *ownFamily
 }
@@ -188,6 +190,9 @@ func newSelfMetrics(now func() time.Time) *selfMetrics {
 		"Engine-scrapes whose page printed the KV cache's size in tokens (vLLM's kv_cache_size_tokens) beside blocks and block size whose product differs; the printed tokens are used (on hybrid-KV models block_size is the smallest group's).")
 	m.nanSkipped = counter("vllm_normalizer_collapse_nan_samples_total",
 		"NaN samples left out where the series of ranks, processes or engines are combined into one (as PromQL's max and min leave NaN out); where all are NaN there is no series, never a NaN.")
+	m.unsummed = vector("vllm_normalizer_unsummed_histograms_total",
+		"Model histograms left out of the compatibility page's sums over engines, ranks and processes, once a scrape each, by reason: no_inf (a child printed no +Inf bucket, so the sum would have no total count; the derived quantiles leave such a sum out too), bucket_bounds (the children print different bounds). The server's own series are served as printed.",
+		"reason", routing.UnsummedReasons[:]...)
 	m.outOfRange = vector("vllm_normalizer_out_of_range_samples_total",
 		"Samples of a gauge role outside its range (a negative count, a usage outside 0..1, an infinite size, a count past 2^53), and of a counter or histogram role below zero (a reset, then an increase of all it had counted, otherwise), by canonical family: read as NaN by every combination of ranks, processes and engines (left out of maxima, a sum with one withdrawn), as a NaN the server printed. The server's own series are served as printed.",
 		"family")

@@ -691,7 +691,7 @@ func (d *Diagnoser) diagnose(m string, tr *track, t int64) ModelReport {
 	share := explains(&recent, ref, &ev, sym, &named)
 	mr.fill(ready, reported, &ev, held, sym, named, &share, &recent, ref)
 	mr.fillTopology(ready, &tr.topo, topoOn)
-	mr.Readiness.Topology = d.topoNotes(&tr.topo)
+	mr.Readiness.Topology = d.topoNotes(tr)
 	if reported {
 		mr.Incident = d.incidentReport(in, t, &mr)
 	}

@@ -90,6 +90,7 @@ type track struct {
 	free          incidentFree // the incident-free time (baseline.go)
 	findings      findingTime  // the topology findings' own reference time (baseline.go)
 	stalled       bool         // the incident-free time closed at a stall (Diagnoser.stall)
+	withheld      uint8        // the latest observation's Withheld, a bit by histogram (histInputs)
 	topo          topoState
 }
 
@@ -125,6 +126,12 @@ func (tr *track) observe(t int64, o *Observation) {
 	tr.lastT = t
 	tr.server = o.Server
 	tr.missing = missingInputs(o)
+	tr.withheld = 0
+	for i, k := range histInputs {
+		if k != "" && slices.Contains(o.Withheld, k) {
+			tr.withheld |= 1 << i
+		}
+	}
 	tr.topo.observe(t, o, tr.fine.res, tr.coarse.res)
 }
 
@@ -137,6 +144,16 @@ const (
 	hKVTransfer
 	numHists
 )
+
+// histInputs are the inputs (Input* keys) the histograms come from, where
+// one can be withheld (Observation.Withheld).
+var histInputs = [numHists]string{hTTFT: InputTTFT, hITL: InputITL, hKVTransfer: InputKVTransferTime}
+
+// isWithheld reports whether the latest observation withheld input k.
+func (tr *track) isWithheld(k string) bool {
+	i := slices.Index(histInputs[:], k)
+	return k != "" && i >= 0 && tr.withheld&(1<<i) != 0
+}
 
 // histogram returns h's counts when h is usable. When the bounds change
 // (another vLLM version behind the port), that histogram's history starts

@@ -103,13 +103,14 @@ func getOrHead(w http.ResponseWriter, r *http.Request) bool {
 var pageHTML string
 
 var pageTemplate = template.Must(template.New("diagnosis").Funcs(template.FuncMap{
-	"num":        formatNumber,
-	"share":      func(v *float64) string { return fmt.Sprintf("%.0f %%", 100**v) },
-	"ratio":      formatRatio,
-	"sub":        func(a, b float64) float64 { return a - b },
-	"pval":       formatP,
-	"clock":      func(t time.Time) string { return t.UTC().Format("15:04:05") },
-	"maxCharted": func() int { return MaxChartedModels },
+	"num":         formatNumber,
+	"share":       func(v *float64) string { return fmt.Sprintf("%.0f %%", 100**v) },
+	"ratio":       formatRatio,
+	"sub":         func(a, b float64) float64 { return a - b },
+	"pval":        formatP,
+	"clock":       func(t time.Time) string { return t.UTC().Format("15:04:05") },
+	"maxCharted":  func() int { return MaxChartedModels },
+	"withheldWhy": func() string { return withheldWhy },
 }).Parse(pageHTML))
 
 // page is what the template renders.

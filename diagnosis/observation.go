@@ -55,6 +55,11 @@ type Observation struct {
 	// Rejections are the requests the server refused at admission (HTTP
 	// 503 at a queue cap, vLLM 0.29 on); NaN where it prints none.
 	Rejections float64
+	// Withheld are the histogram inputs (InputTTFT, InputITL,
+	// InputKVTransferTime) the page printed but not whole this scrape: a
+	// child (an engine or rank) without its +Inf bucket leaves no total
+	// count, so the adapter gave none, and the page says why.
+	Withheld []string
 }
 
 // EngineLoad is one data-parallel engine's gauges now, and its finished

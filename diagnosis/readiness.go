@@ -3,6 +3,7 @@ package diagnosis
 import (
 	"fmt"
 	"math"
+	"slices"
 	"strings"
 	"time"
 
@@ -81,25 +82,45 @@ func (d *Diagnoser) inputName(k string) string {
 	return inputWhat[k]
 }
 
+// withheldWhy is why an input the server prints is withheld
+// (Observation.Withheld), for the page and the readiness message.
+const withheldWhy = "a histogram child (an engine or rank) is printed without its +Inf bucket, so the histogram has no total count until a page prints every child whole"
+
+// withheldSentence says that the inputs named are withheld, and why.
+func withheldSentence(names []string) string {
+	return fmt.Sprintf("this server prints %s, withheld as %s", strings.Join(names, ", "), withheldWhy)
+}
+
 // readiness says whether the model can be judged now: covered is whether
 // the windows hold enough history.
 func (d *Diagnoser) readiness(tr *track, t int64, covered bool, recent, base *stats) Readiness {
 	var r Readiness
+	var withheld []string // the required ones
 	for _, k := range tr.missing {
-		required := false
-		for _, q := range requiredInputs {
-			required = required || q == k
-		}
-		if required {
+		required := slices.Contains(requiredInputs, k)
+		switch {
+		case tr.isWithheld(k):
+			r.Withheld = append(r.Withheld, d.inputName(k))
+			if required {
+				withheld = append(withheld, d.inputName(k))
+			}
+		case required:
 			r.Missing = append(r.Missing, d.inputName(k))
-		} else {
+		default:
 			r.NotJudged = append(r.NotJudged, d.inputName(k))
 		}
 	}
 	switch {
-	case len(r.Missing) > 0:
+	case len(r.Missing) > 0 || len(withheld) > 0:
 		r.State = ReadyNoInputs
-		r.Message = fmt.Sprintf("This server does not print %s: no diagnosis.", strings.Join(r.Missing, ", "))
+		var why []string
+		if len(r.Missing) > 0 {
+			why = append(why, fmt.Sprintf("this server does not print %s", strings.Join(r.Missing, ", ")))
+		}
+		if len(withheld) > 0 {
+			why = append(why, withheldSentence(withheld))
+		}
+		r.Message = upperFirst(strings.Join(why, "; ")) + ": no diagnosis."
 	case !covered:
 		r.State = ReadyWarmingUp
 		// The recent window fills from the start or the latest gap (whose

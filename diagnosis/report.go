@@ -123,6 +123,9 @@ type Readiness struct {
 	// the ones whose absence leaves some causes unjudged.
 	Missing   []string `json:"missing,omitempty"`
 	NotJudged []string `json:"not_judged,omitempty"`
+	// Withheld are the inputs the server prints but not whole (withheldWhy),
+	// required or not; neither Missing nor NotJudged lists them.
+	Withheld []string `json:"withheld,omitempty"`
 	// Topology says which topology findings (ranks, prefill/decode) the
 	// page cannot feed, and why.
 	Topology []string `json:"topology,omitempty"`

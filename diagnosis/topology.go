@@ -1104,17 +1104,24 @@ func rankSentence(e *topoEval) string {
 }
 
 // topoNotes say which topology findings the page cannot feed, and why.
-func (d *Diagnoser) topoNotes(ts *topoState) []string {
-	var out []string
-	var lacks []string
-	if !ts.xferSeen {
+func (d *Diagnoser) topoNotes(tr *track) []string {
+	ts := &tr.topo
+	var out, lacks, why []string
+	withheld := tr.isWithheld(InputKVTransferTime)
+	if !ts.xferSeen && !withheld {
 		lacks = append(lacks, d.inputName(InputKVTransferTime))
 	}
 	if !ts.failSeen {
 		lacks = append(lacks, d.inputName(InputKVTransferFailures))
 	}
 	if len(lacks) > 0 {
-		out = append(out, fmt.Sprintf("This server does not print %s: no P/D finding.", strings.Join(lacks, ", ")))
+		why = append(why, fmt.Sprintf("this server does not print %s", strings.Join(lacks, ", ")))
+	}
+	if withheld {
+		why = append(why, withheldSentence([]string{d.inputName(InputKVTransferTime)}))
+	}
+	if len(why) > 0 {
+		out = append(out, upperFirst(strings.Join(why, "; "))+": no P/D finding.")
 	}
 	if ts.engines < 2 {
 		out = append(out, "The page shows one engine for this model: no rank finding (it needs two data-parallel ranks or more).")

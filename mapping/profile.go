@@ -214,7 +214,7 @@ func parseProfile(file string, b []byte, roles *Roles) (*Profile, error) {
 				return nil, fmt.Errorf("profile %s: %s (docs/operating.md, \"Engine profile files\")", file, u)
 			}
 		}
-		return nil, fmt.Errorf("profile %s: %w", file, err)
+		return nil, fmt.Errorf("profile %s: %w; fix the YAML: an engine profile is written as those of mapping/profiles/ (docs/operating.md, \"Engine profile files\")", file, err)
 	}
 	var errs []error
 	bad := func(format string, args ...any) {

@@ -122,6 +122,7 @@ func TestProfilesWithRejects(t *testing.T) {
 		{"unknown role", []string{strings.Replace(acmeProfile, "role: requests_running", "role: requests_runing", 1)},
 			[]string{"f0.yaml", `role "requests_runing" is not defined`}},
 		{"unknown key", []string{acmeProfile + "extra: 1\n"}, []string{"f0.yaml", "extra"}},
+		{"not YAML", []string{"nonsense: [\n"}, []string{"f0.yaml", "did not find expected node content", "fix the YAML", "Engine profile files"}},
 		{"no version", []string{strings.Replace(acmeProfile, "version: 1", "version: 2", 1)},
 			[]string{"f0.yaml", "version is 2", "version 1"}},
 		{"negative scale", []string{strings.Replace(acmeProfile, "scale: 0.01", "scale: -1", 1)},

@@ -37,6 +37,9 @@ type Viewer struct {
 	sums Sums
 	// nan counts the NaN samples met since TakeNaN last read it.
 	nan int
+	// unsummed counts the models' histograms left out of the sums since
+	// TakeUnsummed last read it, by why (Unsummed*).
+	unsummed [NumUnsummed]int
 	// gauges are the last view's collapsed gauges (Gauges).
 	gauges map[string]ModelGauges
 	// names are the last build's named label sets, for the next build.
@@ -48,6 +51,15 @@ type Viewer struct {
 func (v *Viewer) TakeNaN() int {
 	n := v.nan
 	v.nan = 0
+	return n
+}
+
+// TakeUnsummed returns the models' histograms the scrapes collapsed since
+// the last call left out of the compatibility page's sums, by why
+// (Unsummed*), and starts counting anew.
+func (v *Viewer) TakeUnsummed() [NumUnsummed]int {
+	n := v.unsummed
+	v.unsummed = [NumUnsummed]int{}
 	return n
 }
 
@@ -146,6 +158,9 @@ func (v *Viewer) Collapse(in Input) *Collapsed {
 		c.kv = v.keep(gaugeKVUsage, v.kvByModel(f, blocksPerEngine(role(mapping.RoleCacheConfig))))
 	}
 	c.sums = v.sums.Sum(role, summedRoles, in.Restarts)
+	for i, n := range c.sums.Unsummed() {
+		v.unsummed[i] += n
+	}
 	if in.Native != nil {
 		c.legacy = v.sums.Sum(func(r mapping.Role) *exposition.Family {
 			return legacyTwin(role(r), in.Roles.Legacy(r), in.native)

@@ -21,7 +21,7 @@ import (
 // every view that prints them (the compatibility page, the GenAI view):
 // never down when an engine restarts or drops off the page, nothing for a
 // histogram whose children (engines, ranks, processes) print different
-// bounds, one without +Inf included (see sumLayout). Sum
+// bounds, or one without +Inf (Totals.Unsummed counts them). Sum
 // advances them once per scrape and returns the scrape's Totals, from
 // which any view names and prints its samples when it is read. Not safe
 // for concurrent use; its zero value is ready.
@@ -121,6 +121,31 @@ func (s *Sums) Sum(family func(mapping.Role) *exposition.Family, want []mapping.
 	return t
 }
 
+// Why a model's histogram is not summed (Totals.Unsummed).
+const (
+	// UnsummedNoInf: a child (engine, rank, process) printed no +Inf
+	// bucket, so the sum would have no total count, as for the derived
+	// quantiles (window.Series.WithoutInf).
+	UnsummedNoInf = iota
+	// UnsummedBounds: the children print different bucket bounds.
+	UnsummedBounds
+	NumUnsummed
+)
+
+// UnsummedReasons name the Unsummed* reasons, for a metric's label.
+var UnsummedReasons = [NumUnsummed]string{UnsummedNoInf: "no_inf", UnsummedBounds: "bucket_bounds"}
+
+// Unsummed counts the models whose histograms this scrape left out of the
+// sums, one a family, by why (Unsummed*).
+func (t Totals) Unsummed() (n [NumUnsummed]int) {
+	for _, tot := range t.byRole {
+		for i, k := range tot.layout.unsummed {
+			n[i] += k
+		}
+	}
+	return n
+}
+
 // Of returns role r's totals, false when the scrape summed none.
 func (t Totals) Of(r mapping.Role) (Total, bool) {
 	tot, ok := t.byRole[r]
@@ -214,6 +239,8 @@ type sumLayout struct {
 	dipped []bool
 	// Inputs gone from the page that still add their total to an output.
 	gone []goneInput
+	// unsummed counts the models whose histogram is not summed, by why.
+	unsummed [NumUnsummed]int
 	// born is when each model's sums began counting, in Unix seconds (NaN:
 	// unknown), judged at the first scrape that summed the model
 	// (judgeBirths) and kept while the model has sums: they never go down,
@@ -489,8 +516,7 @@ func newSumLayout(f *exposition.Family) *sumLayout {
 	var b labels.Builder
 	index := map[sumKey]int32{}
 	var keys []sumKey
-	bounds := map[string]map[string]bool{}   // model -> its children's le sets, as strings
-	leSets := map[string]map[string]string{} // model -> child -> its le set
+	leSets := map[string]map[string]string{} // model -> child -> its le set, as a string
 	for i, s := range f.Samples {
 		l.in[i] = s.Labels
 		l.to[i] = -1
@@ -524,11 +550,23 @@ func newSumLayout(f *exposition.Family) *sumLayout {
 			leSets[k.model][ck] += k.le + ","
 		}
 	}
+	withdrawn := map[string]bool{} // models whose histogram is not summed
 	for m, perSource := range leSets {
-		bounds[m] = map[string]bool{}
+		sets := map[string]bool{}
+		noInf := false
 		for _, set := range perSource {
-			bounds[m][set] = true
+			sets[set] = true
+			noInf = noInf || lacksInf(set)
 		}
+		switch {
+		case noInf:
+			l.unsummed[UnsummedNoInf]++
+		case len(sets) > 1:
+			l.unsummed[UnsummedBounds]++
+		default:
+			continue
+		}
+		withdrawn[m] = true
 	}
 	order := func(suffix string) int {
 		switch suffix {
@@ -555,8 +593,8 @@ func newSumLayout(f *exposition.Family) *sumLayout {
 	}
 	for _, ki := range sorted {
 		k := keys[ki]
-		if len(bounds[k.model]) > 1 {
-			continue // children with different bucket bounds
+		if withdrawn[k.model] {
+			continue
 		}
 		outOf[ki] = int32(len(l.out))
 		l.out = append(l.out, k)
@@ -568,6 +606,17 @@ func newSumLayout(f *exposition.Family) *sumLayout {
 	}
 	l.dipped = make([]bool, len(children))
 	return l
+}
+
+// lacksInf reports whether a child's le set (each bound followed by a
+// comma) has no +Inf: no total count, so no sum that holds the child.
+func lacksInf(set string) bool {
+	for le := range strings.SplitSeq(set, ",") {
+		if f, err := strconv.ParseFloat(le, 64); err == nil && math.IsInf(f, 1) {
+			return false
+		}
+	}
+	return true
 }
 
 // compareLe orders bucket bounds as numbers (+Inf last).

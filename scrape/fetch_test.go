@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/fos-study/vllm-normalizer/exposition"
+	"github.com/fos-study/vllm-normalizer/internal/pagetest"
 )
 
 // rawUpstream answers every connection on a loopback port by reading the
@@ -410,22 +411,8 @@ func TestOpenMetricsEOFRule(t *testing.T) {
 // other host is never contacted. A same-host redirect is followed.
 func TestRedirectsNotFollowed(t *testing.T) {
 	page := realPage(t)
-	var otherHit bool
-	other := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { otherHit = true; _, _ = w.Write(page) }))
-	defer other.Close()
-	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		switch r.URL.Path {
-		case "/metrics":
-			http.Redirect(w, r, "/metrics/", http.StatusTemporaryRedirect)
-		case "/metrics/":
-			_, _ = w.Write(page)
-		case "/elsewhere":
-			http.Redirect(w, r, other.URL+"/metrics?x=1", http.StatusFound)
-		default: // a loop
-			http.Redirect(w, r, r.URL.Path+"x", http.StatusFound)
-		}
-	}))
-	defer up.Close()
+	rs := pagetest.ServeRedirects(t, page, http.StatusTemporaryRedirect)
+	up, other := rs.Up, rs.Other
 	otherHost := strings.TrimPrefix(other.URL, "http://")
 	for _, c := range []struct {
 		path string
@@ -458,7 +445,7 @@ func TestRedirectsNotFollowed(t *testing.T) {
 			}
 		})
 	}
-	if otherHit {
+	if rs.OtherHit() {
 		t.Error("the other host was contacted")
 	}
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"net/url"
 	"slices"
 	"strconv"
 	"strings"
@@ -58,6 +59,9 @@ func (f *flags) check() error {
 	if f.demoShiftAfter <= 0 {
 		return badFlag("--demo.shift-after", f.demoShiftAfter, "must be positive: the scenario runs steady for that long, then shifts", "give e.g. "+model.Duration(demo.DefaultShiftAfter).String())
 	}
+	if err := f.checkDemo(); err != nil {
+		return err
+	}
 	if err := f.checkDiagnosis(); err != nil {
 		return err
 	}
@@ -76,6 +80,36 @@ func (f *flags) check() error {
 
 // badFlag is cmd's one error shape, the libraries' setting.Error: flag and
 // bad value (left out when ""), the rule broken, the fix.
+// checkDemo refuses the demo's flags without --demo (the sidecar would
+// scrape --vllm.scrape-uri and shape nothing), and --vllm.scrape-uri with
+// it (the demo's server is scraped instead).
+func (f *flags) checkDemo() error {
+	if f.demo {
+		if f.scrapeURISet {
+			shown := "(not a URL)" // url.Parse's error would quote a password
+			if u, err := url.Parse(f.scrapeURI); err == nil {
+				shown = u.Redacted()
+			}
+			return badFlag("--vllm.scrape-uri", shown, "is given with --demo, which scrapes its own simulated vLLM instead", "drop --demo to scrape that server, or drop --vllm.scrape-uri")
+		}
+		return nil
+	}
+	for _, d := range []struct {
+		flag  string
+		set   bool
+		value any
+	}{
+		{"--demo.engines", f.demoEnginesSet, f.demoEngines},
+		{"--demo.scenario", f.demoScenarioSet, f.demoScenario},
+		{"--demo.shift-after", f.demoShiftSet, model.Duration(f.demoShiftAfter)},
+	} {
+		if d.set {
+			return badFlag(d.flag, d.value, "is given without --demo: it shapes the demo's simulated vLLM only, and without --demo the sidecar scrapes --vllm.scrape-uri", "add --demo, or drop "+d.flag)
+		}
+	}
+	return nil
+}
+
 func badFlag(flag string, value any, rule, fix string) error {
 	return &setting.Error{Name: flag, Value: fmt.Sprint(value), Rule: rule, Fix: fix}
 }

@@ -72,6 +72,10 @@ type flags struct {
 	maxConns         int
 	demoScenario     string
 	demoShiftAfter   time.Duration
+	demoEnginesSet   bool // given on the command line: the demo's flags shape nothing without --demo
+	demoScenarioSet  bool // given on the command line
+	demoShiftSet     bool // given on the command line
+	scrapeURISet     bool // given on the command line: --demo scrapes its own server instead
 	diagWindow       time.Duration
 	diagBaseline     time.Duration
 	diagMinChange    float64
@@ -139,7 +143,7 @@ func newApp(f *flags, stdout, stderr io.Writer) *kingpin.Application {
 	app.Version(version.Print("vllm-normalizer"))
 	// Upstream.
 	app.Flag("vllm.scrape-uri", "URL of the server's metrics page; fixed by flag, never taken from a request.").
-		Default("http://127.0.0.1:8000/metrics").StringVar(&f.scrapeURI)
+		Default("http://127.0.0.1:8000/metrics").IsSetByUser(&f.scrapeURISet).StringVar(&f.scrapeURI)
 	app.Flag("vllm.scrape-interval", "Time between scrapes, at least 50ms; derived gauges update at this pace.").
 		Default("1s").DurationVar(&f.scrapeInterval)
 	app.Flag("vllm.timeout", "Limit for one scrape, at least 10ms and at most the interval; 0 means 90% of the interval.").
@@ -240,11 +244,11 @@ func newApp(f *flags, stdout, stderr io.Writer) *kingpin.Application {
 	// Demo.
 	app.Flag("demo", "Scrape a simulated vLLM started in-process, for trying without a GPU.").
 		Default("false").BoolVar(&f.demo)
-	app.Flag("demo.engines", "Data-parallel engines the demo simulates.").Default("1").IntVar(&f.demoEngines)
+	app.Flag("demo.engines", "Data-parallel engines the demo simulates.").Default("1").IsSetByUser(&f.demoEnginesSet).IntVar(&f.demoEngines)
 	app.Flag("demo.scenario", "Demo load: steady, or a shift the diagnosis should name: "+strings.Join(demo.Scenarios[1:], ", ")+".").
-		Default(demo.ScenarioSteady).StringVar(&f.demoScenario)
+		Default(demo.ScenarioSteady).IsSetByUser(&f.demoScenarioSet).StringVar(&f.demoScenario)
 	app.Flag("demo.shift-after", "How long a demo scenario runs steady before its shift.").
-		Default(model.Duration(demo.DefaultShiftAfter).String()).DurationVar(&f.demoShiftAfter)
+		Default(model.Duration(demo.DefaultShiftAfter).String()).IsSetByUser(&f.demoShiftSet).DurationVar(&f.demoShiftAfter)
 
 	// Runtime.
 	app.Flag("auto-gomemlimit", "Set GOMEMLIMIT from the container's memory limit.").
@@ -309,6 +313,16 @@ func givenFlags(app *kingpin.Application, args []string) []givenFlag {
 func example(m *kingpin.FlagModel) string {
 	if len(m.Default) > 0 && m.Default[0] != "" {
 		return "give a value such as " + m.Default[0]
+	}
+	// Without a default, the kind its value reads: --help shows only a
+	// placeholder (SLO.TTFT, SERIES).
+	if g, ok := m.Value.(kingpin.Getter); ok {
+		switch g.Get().(type) {
+		case time.Duration, *[]time.Duration:
+			return "give a duration such as 500ms, 30s or 3h"
+		case int, int64, uint, uint64:
+			return "give a whole number such as 1000"
+		}
 	}
 	return "give a value of the type --help shows for it"
 }

@@ -21,6 +21,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fos-study/vllm-normalizer/internal/pagetest"
 	"github.com/fos-study/vllm-normalizer/scrape"
 )
 
@@ -294,20 +295,8 @@ func tempFile(t *testing.T) *os.File {
 // follows none, and the redirect fails the scrape as http_status with an
 // error that names the option and the fix. Another host is never followed.
 func TestUpstreamClientRedirects(t *testing.T) {
-	var otherHit atomic.Bool
-	other := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { otherHit.Store(true); _, _ = w.Write([]byte(tlsPage)) }))
-	t.Cleanup(other.Close)
-	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		switch r.URL.Path {
-		case "/metrics":
-			http.Redirect(w, r, "/metrics/", http.StatusMovedPermanently)
-		case "/metrics/":
-			_, _ = w.Write([]byte(tlsPage))
-		default:
-			http.Redirect(w, r, other.URL+"/metrics", http.StatusFound)
-		}
-	}))
-	t.Cleanup(up.Close)
+	rs := pagetest.ServeRedirects(t, []byte(tlsPage), http.StatusMovedPermanently)
+	up := rs.Up
 	for _, c := range []struct {
 		config, path string
 		want         []string // nil: the page is read
@@ -339,7 +328,7 @@ func TestUpstreamClientRedirects(t *testing.T) {
 			}
 		}
 	}
-	if otherHit.Load() {
+	if rs.OtherHit() {
 		t.Error("a redirect to another host was followed")
 	}
 }

@@ -16,11 +16,11 @@ import (
 )
 
 // listeners opens what exporter-toolkit's ListenAndServe would (every
-// --web.listen-address, tcp or vsock://, or the systemd-activated sockets)
+// address of flag, tcp or vsock://, or the systemd-activated sockets)
 // and bounds each to maxConns simultaneous connections, so that slow or
 // idle clients cannot pile up goroutines and pinned pages without limit;
 // at the cap the longest-idle connection makes room (see connLimiter).
-func listeners(f *web.FlagConfig, maxConns int, logger *slog.Logger) ([]net.Listener, error) {
+func listeners(flag string, f *web.FlagConfig, maxConns int, logger *slog.Logger) ([]net.Listener, error) {
 	var out []net.Listener
 	if f.WebSystemdSocket != nil && *f.WebSystemdSocket {
 		logger.Info("Listening on systemd activated listeners instead of port listeners.")
@@ -34,13 +34,13 @@ func listeners(f *web.FlagConfig, maxConns int, logger *slog.Logger) ([]net.List
 		out = ls
 	} else {
 		if f.WebListenAddresses == nil || len(*f.WebListenAddresses) == 0 {
-			return nil, errors.New("no --web.listen-address given")
+			return nil, fmt.Errorf("no %s given", flag)
 		}
 		for _, addr := range *f.WebListenAddresses {
 			l, err := listen(addr)
 			if err != nil {
 				closeAll(out)
-				return nil, fmt.Errorf("--web.listen-address=%s: %w", addr, err)
+				return nil, listenFailed(flag, addr, err)
 			}
 			out = append(out, l)
 		}

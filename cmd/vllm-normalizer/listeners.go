@@ -30,18 +30,47 @@ const shutdownGrace = 5 * time.Second
 // request waiting. The proxy's bound, for the same reason.
 const headerTimeout = proxy.ReadHeaderTimeout
 
+// listenExample is each listener flag's example address, for its errors.
+var listenExample = map[string]string{"--web.listen-address": ":9400", "--web.routing-listen-address": ":9401", "--proxy.listen-address": ":8001"}
+
+// checkListenAddress rejects a tcp address flag gives that no listener can
+// take: not host:port, or a port outside 0 to 65535.
+func checkListenAddress(flag, addr string) error {
+	_, port, err := net.SplitHostPort(addr)
+	if err == nil {
+		_, err = net.LookupPort("tcp", port)
+	}
+	if err != nil {
+		return fmt.Errorf("%s=%q is not host:port (%v); give e.g. %s", flag, addr, err, listenExample[flag])
+	}
+	return nil
+}
+
+// listenFailed is the error of flag's listener that could not listen on
+// addr (its port taken, most often).
+func listenFailed(flag, addr string, err error) error {
+	return fmt.Errorf("%s=%s: %w; give an address no other process listens on, e.g. %s", flag, addr, err, listenExample[flag])
+}
+
 // checkListeners rejects router-facing listener flags that cannot work.
 func (f *flags) checkListeners() error {
 	named := []struct{ flag, addr string }{
 		{"--web.routing-listen-address", f.routingListen},
 		{"--proxy.listen-address", f.proxyListen},
 	}
+	for _, a := range *f.web.WebListenAddresses {
+		if !strings.HasPrefix(a, "vsock://") {
+			if err := checkListenAddress("--web.listen-address", a); err != nil {
+				return err
+			}
+		}
+	}
 	for _, n := range named {
 		if n.addr == "" {
 			continue
 		}
-		if _, _, err := net.SplitHostPort(n.addr); err != nil {
-			return fmt.Errorf("%s=%q is not host:port (%v); give e.g. :9401", n.flag, n.addr, err)
+		if err := checkListenAddress(n.flag, n.addr); err != nil {
+			return err
 		}
 		if slices.Contains(*f.web.WebListenAddresses, n.addr) {
 			return fmt.Errorf("%s=%s is also a --web.listen-address; each listener needs an address of its own", n.flag, n.addr)
@@ -134,14 +163,14 @@ func newServers(logger *slog.Logger) *servers {
 	return &servers{logger: logger, errs: make(chan error, 4)}
 }
 
-// serveWeb serves h through exporter-toolkit on flags' addresses, with TLS
-// and basic auth from flags' web config file.
-func (s *servers) serveWeb(name string, h http.Handler, flags *web.FlagConfig) {
+// serveWeb serves h through exporter-toolkit on flags' addresses, given by
+// flag, with TLS and basic auth from flags' web config file.
+func (s *servers) serveWeb(flag, name string, h http.Handler, flags *web.FlagConfig) {
 	srv := &http.Server{Handler: h, ReadHeaderTimeout: headerTimeout, WriteTimeout: s.writeTimeout, IdleTimeout: idleTimeout(s.writeTimeout), ConnState: trackIdle}
 	s.own = append(s.own, srv)
 	go func() {
 		logger := s.logger.With("listener", name)
-		ls, err := listeners(flags, s.maxConns, logger)
+		ls, err := listeners(flag, flags, s.maxConns, logger)
 		if err == nil {
 			err = serve(ls, srv, flags, logger)
 		}
@@ -164,7 +193,7 @@ func (s *servers) serveProxy(addr, upstream string, metrics http.Handler, reg pr
 	}
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
-		return fmt.Errorf("--proxy.listen-address: %w", err)
+		return listenFailed("--proxy.listen-address", addr, err)
 	}
 	s.proxy = proxy.NewServer(p, s.logger.With("listener", "proxy"))
 	s.logger.Info("inference-port proxy listening", "address", ln.Addr().String(), "upstream", upstream)

@@ -3,6 +3,8 @@ package main
 import (
 	"context"
 	"io"
+	"log/slog"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -10,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/exporter-toolkit/web"
 
 	"github.com/fos-study/vllm-normalizer/collector"
 	"github.com/fos-study/vllm-normalizer/diagnosis"
@@ -28,6 +31,10 @@ func TestListenerFlagChecks(t *testing.T) {
 		{[]string{"--proxy.listen-address=:8001", "--proxy.upstream=127.0.0.1:8000"}, "--proxy.upstream: upstream is not a URL"},
 		{[]string{"--proxy.listen-address=:8001", "--proxy.upstream=http://127.0.0.1:8000/v1"}, `--proxy.upstream: upstream "http://127.0.0.1:8000/v1" has a path`},
 		{[]string{"--proxy.listen-address=:8001", "--proxy.upstream=http://u:pw-secret@127.0.0.1:8000"}, "carries user info"},
+		{[]string{"--web.listen-address=:99999"}, `--web.listen-address=":99999" is not host:port (address 99999: invalid port); give e.g. :9400`},
+		{[]string{"--web.listen-address=9400"}, `--web.listen-address="9400" is not host:port`},
+		{[]string{"--web.routing-listen-address=:99999"}, `--web.routing-listen-address=":99999" is not host:port (address 99999: invalid port); give e.g. :9401`},
+		{[]string{"--proxy.listen-address=:70000"}, `--proxy.listen-address=":70000" is not host:port (address 70000: invalid port); give e.g. :8001`},
 	} {
 		_, err := parseFlags(tc.args, io.Discard, io.Discard)
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
@@ -167,5 +174,29 @@ func TestGOMAXPROCSDefault(t *testing.T) {
 	t.Setenv("GOMAXPROCS", "2")
 	if f, err := parseFlags([]string{"--proxy.listen-address=:8001"}, io.Discard, io.Discard); err != nil || f.maxProcs != 2 {
 		t.Errorf("GOMAXPROCS=2 with the proxy: %v, %v; want 2 (the variable wins over the proxy's default)", f, err)
+	}
+}
+
+// TestListenFailureNamesItsFlag: a listener that cannot listen (its port
+// taken) ends the start naming its own flag, the address and the fix; the
+// routing listener's failure named --web.listen-address (fails on main).
+func TestListenFailureNamesItsFlag(t *testing.T) {
+	taken, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer taken.Close()
+	addr := taken.Addr().String()
+	for _, flag := range []string{"--web.listen-address", "--web.routing-listen-address"} {
+		srv := newServers(slog.New(slog.DiscardHandler))
+		noSystemd := false
+		srv.serveWeb(flag, "test", http.NotFoundHandler(), &web.FlagConfig{WebListenAddresses: &[]string{addr}, WebSystemdSocket: &noSystemd, WebConfigFile: new(string)})
+		err := <-srv.errs
+		srv.shutdown()
+		for _, want := range []string{flag + "=" + addr + ":", "address already in use", "give an address no other process listens on, e.g. :"} {
+			if err == nil || !strings.Contains(err.Error(), want) {
+				t.Errorf("%s taken: error %v, want it to say %q", flag, err, want)
+			}
+		}
 	}
 }

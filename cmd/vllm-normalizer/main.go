@@ -181,7 +181,7 @@ func run(args []string, stdout, stderr *os.File) int {
 
 	srv := newServers(logger)
 	srv.writeTimeout, srv.maxConns = f.writeTimeout, f.maxConns
-	srv.serveWeb("main", mux, f.web)
+	srv.serveWeb("--web.listen-address", "main", mux, f.web)
 	if f.routingListen != "" {
 		rmux, err := newRoutingMux(coll)
 		if err != nil {
@@ -191,7 +191,7 @@ func run(args []string, stdout, stderr *os.File) int {
 		// Its own copy of the web flags: same TLS and auth file, its own
 		// address, never the systemd socket (that is the main listener's).
 		noSystemd := false
-		srv.serveWeb("routing", rmux, &web.FlagConfig{
+		srv.serveWeb("--web.routing-listen-address", "routing", rmux, &web.FlagConfig{
 			WebListenAddresses: &[]string{f.routingListen},
 			WebSystemdSocket:   &noSystemd,
 			WebConfigFile:      f.web.WebConfigFile,

@@ -1,3 +1,4 @@
 // Package pagetest holds what tests of several packages need to read
-// exposition pages: the real fixtures and Prometheus's own view of a page.
+// exposition pages: the real fixtures, Prometheus's own view of a page,
+// and an upstream that serves one behind redirects.
 package pagetest

@@ -1,0 +1,38 @@
+package diagnosis
+
+import (
+	"html"
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+)
+
+// An inter-token latency histogram withheld on every scrape (a child
+// printed without +Inf, Observation.Withheld) leaves the model judged on
+// the rest: ready, the ITL listed as withheld (not as not printed), and
+// the page says why.
+func TestWithheldITLStillReady(t *testing.T) {
+	d, err := New(testOpts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := newPod()
+	for i := range 800 {
+		o := p.tick(healthy)
+		o.ITL, o.Withheld = Histogram{}, []string{InputITL}
+		d.Observe(t0.Add(time.Duration(i)*time.Second), []Observation{o})
+	}
+	r := d.Report().Models[0].Readiness
+	itl := inputWhat[InputITL]
+	if r.State != ReadyOK || !slices.Equal(r.Withheld, []string{itl}) || slices.Contains(r.NotJudged, itl) {
+		t.Errorf("readiness %+v, want ready with the ITL withheld, not among the inputs not printed", r)
+	}
+	rec := httptest.NewRecorder()
+	d.PageHandler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/diagnosis", nil))
+	if body := html.UnescapeString(rec.Body.String()); !strings.Contains(body, "Not judged, withheld as a histogram child (an engine or rank) is printed without its +Inf bucket, so the histogram has no total count until a page prints every child whole: "+itl+".") {
+		t.Errorf("the page does not say why the ITL is not judged")
+	}
+}
