@@ -14,7 +14,7 @@ import (
 )
 
 // Bursty traffic for the simulator, as production request logs show it
-// (docs/diagnosis.md, "Bursty traffic"): a rate that switches
+// (docs/diagnosis-measured.md, "Bursty traffic"): a rate that switches
 // between levels (a Markov-modulated Poisson process), a share of the
 // requests coming in batches of dozens from one client with similar prompt
 // and output lengths, and a prompt and output mix that drifts slowly. The
@@ -573,7 +573,7 @@ func (r *simBurstyResult) judgeSteady(run *simRun, pl simPlan, back time.Duratio
 // any other. Remove an entry when its target is met.
 var simBurstyGaps = map[string]map[string]string{}
 
-// Why the gaps remain (docs/diagnosis.md, "Bursty traffic").
+// Why the gaps remain (docs/diagnosis-measured.md, "What is still missed").
 const (
 	// simBurstyBucket: the shift's latency rises inside one of vLLM's
 	// buckets (inter-token 25-50 ms, TTFT 0.1-0.25 s and just past it):

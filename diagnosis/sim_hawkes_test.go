@@ -160,7 +160,7 @@ func simPoisson(rng *rand.Rand, m float64) int {
 
 // simSelfExcitingGaps are the steady targets the self-exciting pod misses
 // at a load and seed (percent of capacity, seed), and why: reported by a
-// skip, not failed (docs/diagnosis.md, "Self-exciting traffic").
+// skip, not failed (docs/diagnosis-measured.md, "Self-exciting traffic").
 var simSelfExcitingGaps = map[[2]int]string{
 	// twenty minutes: three episodes of 4-9 polls where rank 0 queued
 	// 126-142 beside an idle rank 1 (300 against 125 requests in the

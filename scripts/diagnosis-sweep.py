@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
-"""Tabulates scripts/diagnosis-sweep.sh's runs as docs/diagnosis.md shows
-them ("Latest figures" and the self-exciting table).
+"""Tabulates scripts/diagnosis-sweep.sh's runs as docs/diagnosis-measured.md
+shows them ("Latest figures" and the self-exciting table; docs/diagnosis.md
+carries a copy of the seed-1 table).
 
     scripts/diagnosis-sweep.py OUTDIR [BEFORE_OUTDIR]
 

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Runs the bursty simulator's table (TestSimulatorBursty) over the seeds and
-# loads docs/diagnosis.md reports, one process a run, and keeps each run's
+# loads docs/diagnosis-measured.md reports, one process a run, and keeps each run's
 # rows for scripts/diagnosis-sweep.py to tabulate.
 #
 #   scripts/diagnosis-sweep.sh [-j JOBS] [-s SETS] TEST_BINARY OUTDIR
