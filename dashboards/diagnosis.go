@@ -29,7 +29,7 @@ func diagnosis() Dashboard {
 		"1": map[string]any{"text": "ready", "color": "green", "index": 1},
 	}}}
 	l.add(stat("Ready",
-		"Can the diagnosis judge this pod? 0 while the windows are not covered, with too little traffic, or when the server does not print the inputs; /diagnosis and /api/v1/diagnosis say which.",
+		"Can the diagnosis judge this pod? 0 while the windows are not covered, with too little traffic, or when the server does not print the inputs (or prints a latency histogram with a child lacking its +Inf bucket, withheld); /diagnosis and /api/v1/diagnosis say which.",
 		"short", readyText, nil,
 		q(fmt.Sprintf(`min by (%s) (vllm_diagnosis_ready{%s})`, inst, selModel), "{{pod}}")), 4, 6)
 	l.add(stat("Incident age",
