@@ -136,7 +136,7 @@ func (f *flags) deriveUnset() {
 
 // newApp declares every flag, filling f when the application parses.
 func newApp(f *flags, stdout, stderr io.Writer) *kingpin.Application {
-	app := kingpin.New("vllm-normalizer", "Scrapes an LLM inference server's /metrics ("+mapping.ServerList()+") and serves stable, router-ready pages.")
+	app := kingpin.New("vllm-normalizer", "Scrapes an LLM inference server's /metrics ("+mapping.ServerList()+") and serves stable, router-ready pages. Every flag, its default and its rules: docs/flags.md.")
 	app.UsageWriter(stdout)
 	app.ErrorWriter(stderr)
 	app.HelpFlag.Short('h')
