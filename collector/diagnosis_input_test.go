@@ -347,8 +347,8 @@ func TestDiagnosisWithheldWithoutInf(t *testing.T) {
 		t.Fatalf("%d models", len(rep.Models))
 	}
 	r := rep.Models[0].Readiness
-	if r.State != diagnosis.ReadyNoInputs || len(r.Missing) != 0 || !slices.Equal(r.Withheld, names[:2]) {
-		t.Errorf("readiness %+v, want no_inputs with the TTFT and ITL withheld, none missing", r)
+	if r.State != diagnosis.ReadyNoInputs || len(r.Missing) != 0 || !slices.Equal(r.Withheld, names) {
+		t.Errorf("readiness %+v, want no_inputs with the TTFT, ITL and KV-transfer time withheld, none missing", r)
 	}
 	for _, s := range append([]string{r.Message}, r.Topology...) {
 		if strings.Contains(s, "does not print vllm:time_to_first_token_seconds") || strings.Contains(s, "does not print vllm:nixl_xfer_time_seconds") {

@@ -110,6 +110,11 @@ func (d *Diagnoser) readiness(tr *track, t int64, covered bool, recent, base *st
 			r.NotJudged = append(r.NotJudged, d.inputName(k))
 		}
 	}
+	// the KV-transfer time is a topology input, never among the missing:
+	// withheld, it is listed too, so that withheld names every input held back
+	if tr.isWithheld(InputKVTransferTime) && !slices.Contains(tr.missing, InputKVTransferTime) {
+		r.Withheld = append(r.Withheld, d.inputName(InputKVTransferTime))
+	}
 	switch {
 	case len(r.Missing) > 0 || len(withheld) > 0:
 		r.State = ReadyNoInputs

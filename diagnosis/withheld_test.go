@@ -36,3 +36,23 @@ func TestWithheldITLStillReady(t *testing.T) {
 		t.Errorf("the page does not say why the ITL is not judged")
 	}
 }
+
+// A KV-transfer time histogram withheld (a topology input, which the
+// readiness' missing inputs never list) is named in readiness.withheld
+// too, as the latency histograms are, beside its topology note.
+func TestWithheldKVTransferListed(t *testing.T) {
+	d, err := New(testOpts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := newPod()
+	for i := range 800 {
+		o := p.tick(healthy)
+		o.KVTransferTime, o.Withheld = Histogram{}, []string{InputKVTransferTime}
+		d.Observe(t0.Add(time.Duration(i)*time.Second), []Observation{o})
+	}
+	r := d.Report().Models[0].Readiness
+	if xfer := inputWhat[InputKVTransferTime]; r.State != ReadyOK || !slices.Equal(r.Withheld, []string{xfer}) {
+		t.Errorf("readiness %+v, want ready with %q withheld", r, xfer)
+	}
+}
