@@ -57,19 +57,28 @@ func listen(addr string) (net.Listener, error) {
 	if !strings.HasPrefix(addr, "vsock://") {
 		return net.Listen("tcp", addr)
 	}
-	u, err := url.Parse(addr)
+	port, err := vsockPort(addr)
 	if err != nil {
 		return nil, err
+	}
+	return vsock.Listen(port, nil)
+}
+
+// vsockPort is the port of a vsock://[CID]:PORT listen address.
+func vsockPort(addr string) (uint32, error) {
+	u, err := url.Parse(addr)
+	if err != nil {
+		return 0, err
 	}
 	_, p, err := net.SplitHostPort(u.Host)
 	if err != nil {
-		return nil, err
+		return 0, err
 	}
 	port, err := strconv.ParseUint(p, 10, 32)
 	if err != nil {
-		return nil, fmt.Errorf("vsock port %q: %w", p, err)
+		return 0, fmt.Errorf("vsock port %q: %w", p, err)
 	}
-	return vsock.Listen(uint32(port), nil)
+	return uint32(port), nil
 }
 
 func closeAll(ls []net.Listener) {

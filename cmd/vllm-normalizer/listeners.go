@@ -59,10 +59,12 @@ func (f *flags) checkListeners() error {
 		{"--proxy.listen-address", f.proxyListen},
 	}
 	for _, a := range *f.web.WebListenAddresses {
-		if !strings.HasPrefix(a, "vsock://") {
-			if err := checkListenAddress("--web.listen-address", a); err != nil {
-				return err
+		if strings.HasPrefix(a, "vsock://") {
+			if _, err := vsockPort(a); err != nil {
+				return fmt.Errorf("--web.listen-address=%q is not vsock://[CID]:PORT (%v); give e.g. vsock://:9400", a, err)
 			}
+		} else if err := checkListenAddress("--web.listen-address", a); err != nil {
+			return err
 		}
 	}
 	for _, n := range named {

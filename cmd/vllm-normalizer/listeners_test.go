@@ -35,6 +35,9 @@ func TestListenerFlagChecks(t *testing.T) {
 		{[]string{"--web.listen-address=9400"}, `--web.listen-address="9400" is not host:port`},
 		{[]string{"--web.routing-listen-address=:99999"}, `--web.routing-listen-address=":99999" is not host:port (address 99999: invalid port); give e.g. :9401`},
 		{[]string{"--proxy.listen-address=:70000"}, `--proxy.listen-address=":70000" is not host:port (address 70000: invalid port); give e.g. :8001`},
+		{[]string{"--web.listen-address=vsock://:port"}, `--web.listen-address="vsock://:port" is not vsock://[CID]:PORT (parse "vsock://:port": invalid port ":port" after host); give e.g. vsock://:9400`},
+		{[]string{"--web.listen-address=vsock://:4294967296"}, `--web.listen-address="vsock://:4294967296" is not vsock://[CID]:PORT (vsock port "4294967296": strconv.ParseUint: parsing "4294967296": value out of range); give e.g. vsock://:9400`},
+		{[]string{"--web.listen-address=vsock://9400"}, `--web.listen-address="vsock://9400" is not vsock://[CID]:PORT (address 9400: missing port in address); give e.g. vsock://:9400`},
 	} {
 		_, err := parseFlags(tc.args, io.Discard, io.Discard)
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
@@ -43,6 +46,9 @@ func TestListenerFlagChecks(t *testing.T) {
 		if err != nil && strings.Contains(err.Error(), "pw-secret") {
 			t.Errorf("%v: the error shows the password: %v", tc.args, err)
 		}
+	}
+	if _, err := parseFlags([]string{"--web.listen-address=vsock://:9400"}, io.Discard, io.Discard); err != nil {
+		t.Errorf("a valid vsock address rejected: %v", err)
 	}
 	if _, err := parseFlags([]string{"--web.routing-listen-address=127.0.0.1:9401", "--proxy.listen-address=:8001", "--proxy.upstream=https://vllm:8443"}, io.Discard, io.Discard); err != nil {
 		t.Errorf("valid listener flags rejected: %v", err)
