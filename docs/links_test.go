@@ -106,36 +106,34 @@ func TestLinksResolve(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		lines := strings.Split(prose(string(raw)), "\n")
-		for n, line := range lines {
-			line = codeSpan.ReplaceAllString(line, "")
-			for _, m := range inlineLink.FindAllStringSubmatch(line, -1) {
-				target := m[1]
-				if scheme.MatchString(target) {
-					continue // http:, https:, mailto: — not ours to check here
-				}
-				links++
-				where := strings.TrimPrefix(page, "../") + ":" + strconv.Itoa(n+1)
-				path, anchor, _ := strings.Cut(target, "#")
-				file := page
-				if path != "" {
-					file = filepath.Join(filepath.Dir(page), filepath.FromSlash(path))
-					if _, err := os.Stat(file); err != nil {
-						t.Errorf("%s: link %q: %s does not exist", where, target, path)
-						continue
-					}
-				}
-				if anchor == "" || !strings.HasSuffix(file, ".md") {
+		// the whole page at once: a link's text may wrap across lines
+		text := codeSpan.ReplaceAllStringFunc(prose(string(raw)), func(s string) string { return strings.Repeat(" ", len(s)) })
+		for _, m := range inlineLink.FindAllStringSubmatchIndex(text, -1) {
+			target := text[m[2]:m[3]]
+			if scheme.MatchString(target) {
+				continue // http:, https:, mailto: — not ours to check here
+			}
+			links++
+			where := strings.TrimPrefix(page, "../") + ":" + strconv.Itoa(1+strings.Count(text[:m[0]], "\n"))
+			path, anchor, _ := strings.Cut(target, "#")
+			file := page
+			if path != "" {
+				file = filepath.Join(filepath.Dir(page), filepath.FromSlash(path))
+				if _, err := os.Stat(file); err != nil {
+					t.Errorf("%s: link %q: %s does not exist", where, target, path)
 					continue
 				}
-				as, err := anchorsOf(file)
-				if err != nil {
-					t.Errorf("%s: link %q: %v", where, target, err)
-					continue
-				}
-				if !as[anchor] {
-					t.Errorf("%s: link %q: %s has no heading with anchor #%s", where, target, filepath.Base(file), anchor)
-				}
+			}
+			if anchor == "" || !strings.HasSuffix(file, ".md") {
+				continue
+			}
+			as, err := anchorsOf(file)
+			if err != nil {
+				t.Errorf("%s: link %q: %v", where, target, err)
+				continue
+			}
+			if !as[anchor] {
+				t.Errorf("%s: link %q: %s has no heading with anchor #%s", where, target, filepath.Base(file), anchor)
 			}
 		}
 	}
