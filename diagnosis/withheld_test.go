@@ -15,16 +15,7 @@ import (
 // the rest: ready, the ITL listed as withheld (not as not printed), and
 // the page says why.
 func TestWithheldITLStillReady(t *testing.T) {
-	d, err := New(testOpts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := newPod()
-	for i := range 800 {
-		o := p.tick(healthy)
-		o.ITL, o.Withheld = Histogram{}, []string{InputITL}
-		d.Observe(t0.Add(time.Duration(i)*time.Second), []Observation{o})
-	}
+	d := fedWithheld(t, InputITL)
 	r := d.Report().Models[0].Readiness
 	itl := inputWhat[InputITL]
 	if r.State != ReadyOK || !slices.Equal(r.Withheld, []string{itl}) || slices.Contains(r.NotJudged, itl) {
@@ -41,6 +32,16 @@ func TestWithheldITLStillReady(t *testing.T) {
 // readiness' missing inputs never list) is named in readiness.withheld
 // too, as the latency histograms are, beside its topology note.
 func TestWithheldKVTransferListed(t *testing.T) {
+	r := fedWithheld(t, InputKVTransferTime).Report().Models[0].Readiness
+	if xfer := inputWhat[InputKVTransferTime]; r.State != ReadyOK || !slices.Equal(r.Withheld, []string{xfer}) {
+		t.Errorf("readiness %+v, want ready with %q withheld", r, xfer)
+	}
+}
+
+// fedWithheld is a diagnoser fed 800 healthy scrapes whose histogram input
+// k (InputITL or InputKVTransferTime) was withheld on every one.
+func fedWithheld(t *testing.T, k string) *Diagnoser {
+	t.Helper()
 	d, err := New(testOpts)
 	if err != nil {
 		t.Fatal(err)
@@ -48,11 +49,16 @@ func TestWithheldKVTransferListed(t *testing.T) {
 	p := newPod()
 	for i := range 800 {
 		o := p.tick(healthy)
-		o.KVTransferTime, o.Withheld = Histogram{}, []string{InputKVTransferTime}
+		switch k {
+		case InputITL:
+			o.ITL = Histogram{}
+		case InputKVTransferTime:
+			o.KVTransferTime = Histogram{}
+		default:
+			t.Fatalf("%s: not a histogram input that can be withheld", k)
+		}
+		o.Withheld = []string{k}
 		d.Observe(t0.Add(time.Duration(i)*time.Second), []Observation{o})
 	}
-	r := d.Report().Models[0].Readiness
-	if xfer := inputWhat[InputKVTransferTime]; r.State != ReadyOK || !slices.Equal(r.Withheld, []string{xfer}) {
-		t.Errorf("readiness %+v, want ready with %q withheld", r, xfer)
-	}
+	return d
 }
