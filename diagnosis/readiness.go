@@ -44,23 +44,27 @@ var requiredInputs = []string{InputFinished, InputTTFT}
 
 // missingInputs lists the inputs o lacks, required ones first.
 func missingInputs(o *Observation) []string {
-	lacks := map[string]bool{
-		InputFinished:         math.IsNaN(o.Finished),
-		InputTTFT:             !validHistogram(o.TTFT),
-		InputITL:              !validHistogram(o.ITL),
-		InputPreemptions:      math.IsNaN(o.Preemptions),
-		InputPrefixCache:      math.IsNaN(o.PrefixQueries) || math.IsNaN(o.PrefixHits),
-		InputPromptTokens:     math.IsNaN(o.PromptTokens) && math.IsNaN(o.PromptLenSum),
-		InputGenerationTokens: math.IsNaN(o.GenerationTokens),
-		InputRunning:          math.IsNaN(o.Running),
-		InputWaiting:          math.IsNaN(o.Waiting),
-		InputKVUsage:          math.IsNaN(o.KVUsage),
+	// in the order the page lists them; an array, not a map: this runs
+	// for every model at every scrape
+	lacks := [...]struct {
+		k    string
+		lack bool
+	}{
+		{InputFinished, math.IsNaN(o.Finished)},
+		{InputTTFT, !validHistogram(o.TTFT)},
+		{InputITL, !validHistogram(o.ITL)},
+		{InputPreemptions, math.IsNaN(o.Preemptions)},
+		{InputPrefixCache, math.IsNaN(o.PrefixQueries) || math.IsNaN(o.PrefixHits)},
+		{InputPromptTokens, math.IsNaN(o.PromptTokens) && math.IsNaN(o.PromptLenSum)},
+		{InputGenerationTokens, math.IsNaN(o.GenerationTokens)},
+		{InputRunning, math.IsNaN(o.Running)},
+		{InputWaiting, math.IsNaN(o.Waiting)},
+		{InputKVUsage, math.IsNaN(o.KVUsage)},
 	}
 	var out []string
-	for _, k := range []string{InputFinished, InputTTFT, InputITL, InputPreemptions, InputPrefixCache,
-		InputPromptTokens, InputGenerationTokens, InputRunning, InputWaiting, InputKVUsage} {
-		if lacks[k] {
-			out = append(out, k)
+	for _, l := range lacks {
+		if l.lack {
+			out = append(out, l.k)
 		}
 	}
 	return out
@@ -112,7 +116,7 @@ func (d *Diagnoser) readiness(tr *track, t int64, covered bool, recent, base *st
 	}
 	// the KV-transfer time is a topology input, never among the missing:
 	// withheld, it is listed too, so that withheld names every input held back
-	if tr.isWithheld(InputKVTransferTime) && !slices.Contains(tr.missing, InputKVTransferTime) {
+	if tr.isWithheld(InputKVTransferTime) {
 		r.Withheld = append(r.Withheld, d.inputName(InputKVTransferTime))
 	}
 	switch {
